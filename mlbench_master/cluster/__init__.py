@@ -1,0 +1,1 @@
+"""Cluster drivers: where a run's worker ranks come from (this machine or Kubernetes)."""

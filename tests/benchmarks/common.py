@@ -1,0 +1,105 @@
+"""Shared helpers for `make bench`: the machine's description and the result files.
+
+Each bench_*.py measures its contenders side by side in one process run and calls
+`write_results`; `python tests/benchmarks/common.py --collect DIR` prints every table.
+Nothing here asserts a time: targets are reported next to the measurements.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+RESULTS_DIR = Path(os.environ.get("MLBENCH_BENCH_DIR", "bench-results"))
+
+
+def machine() -> dict:
+    """What the numbers were measured on."""
+    info = {
+        "host": platform.node(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "cpu_model": _cpu_model(),
+        "memory_gib": _memory_gib(),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
+    try:
+        import torch
+
+        info["torch"] = torch.__version__
+        info["cuda"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    except ImportError:
+        pass
+    return info
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def _memory_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                return round(int(line.split()[1]) / 2**20, 1)
+    except OSError:
+        pass
+    return None
+
+
+def markdown_table(headers: list[str], rows: list[list]) -> str:
+    def cell(v: object) -> str:
+        return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def write_results(name: str, title: str, headers: list[str], rows: list[list], data: dict) -> Path:
+    """Write NAME.json and NAME.md under the results folder and print the table."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "name": name,
+        "title": title,
+        "machine": machine(),
+        "headers": headers,
+        "rows": rows,
+        "data": data,
+    }
+    (RESULTS_DIR / f"{name}.json").write_text(json.dumps(payload, indent=2, default=str))
+    md = f"## {title}\n\n{markdown_table(headers, rows)}\n\nMachine: {_machine_line(payload['machine'])}\n"
+    (RESULTS_DIR / f"{name}.md").write_text(md)
+    print(md)
+    return RESULTS_DIR / f"{name}.md"
+
+
+def _machine_line(m: dict) -> str:
+    return f"{m['cpu_model']}, {m['cpu_count']} cores, {m['memory_gib']} GiB, {m['platform']}, Python {m['python']}, torch {m.get('torch', '-')}"
+
+
+def collect(folder: Path) -> None:
+    """Print every table in `folder` and write them together to SUMMARY.md."""
+    parts = [p.read_text() for p in sorted(folder.glob("*.md")) if p.name != "SUMMARY.md"]
+    summary = "# mlbench benchmarks\n\n" + "\n".join(parts)
+    (folder / "SUMMARY.md").write_text(summary)
+    print(f"\nAll results: {folder / 'SUMMARY.md'} (JSON beside it)")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--collect", type=Path, required=True)
+    collect(parser.parse_args().collect)
+    sys.exit(0)

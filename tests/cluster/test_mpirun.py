@@ -1,0 +1,136 @@
+"""The mpirun command builder and output parser, including a real 2-rank mpirun."""
+
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from mlbench_master.cluster import mpirun
+from mlbench_master.cluster.base import OutputLine
+
+
+def make_run(**overrides):
+    fields = dict(
+        id=7,
+        task="resnet20-cifar10",
+        backend="mpi",
+        num_workers=2,
+        num_cpus=2.0,
+        max_bandwidth=1000,
+        gpu_enabled=False,
+        light_target=False,
+        target="standard",
+        dataset="auto",
+        time_budget=None,
+        max_epochs=None,
+        custom_image_command="",
+        run_all_nodes=False,
+    )
+    fields.update(overrides)
+    return SimpleNamespace(**fields)
+
+
+def test_local_command_has_no_binding_and_all_ranks():
+    argv = mpirun.mpirun_argv(make_run(), mpirun="/v/bin/mpirun", python="/v/bin/python")
+    assert argv[:8] == [
+        "/v/bin/mpirun",
+        "-n",
+        "2",
+        "--bind-to",
+        "none",
+        "--output",
+        "tag",
+        "--oversubscribe",
+    ]
+    assert "--host" not in argv
+    tail = argv[argv.index("/v/bin/python") :]
+    assert tail[:4] == ["/v/bin/python", "-m", "mlbench_worker", "resnet20-cifar10"]
+    assert tail[tail.index("--threads") + 1] == "2"
+    assert tail[tail.index("--device") + 1] == "cpu"
+
+
+def test_environment_is_forwarded_by_name():
+    argv = mpirun.mpirun_argv(make_run())
+    forwarded = [argv[i + 1] for i, a in enumerate(argv) if a == "-x"]
+    assert set(mpirun.rank_environment(make_run(), "http://m", "t")) <= set(forwarded)
+
+
+def test_hosts_get_one_slot_each():
+    argv = mpirun.mpirun_argv(make_run(num_workers=2), hosts=["w-0.svc", "w-1.svc", "w-2.svc"])
+    assert argv[argv.index("--host") + 1] == "w-0.svc:1,w-1.svc:1"
+    assert "--oversubscribe" not in argv
+
+
+def test_goal_options():
+    argv = mpirun.worker_argv(
+        make_run(light_target=True, time_budget=90.0, max_epochs=3, gpu_enabled=True)
+    )
+    assert argv[argv.index("--target") + 1] == "light"
+    assert argv[argv.index("--time-budget") + 1] == "90"
+    assert argv[argv.index("--max-epochs") + 1] == "3"
+    assert argv[argv.index("--device") + 1] == "cuda"
+
+
+def test_fractional_cpus_still_get_one_thread():
+    assert mpirun.threads_per_rank(0.5) == 1
+    assert mpirun.threads_per_rank(3.9) == 3
+
+
+def test_open_division_command_runs_on_rank_zero_unless_all_nodes():
+    one = mpirun.mpirun_argv(make_run(custom_image_command="python train.py --lr 0.1"))
+    assert one[one.index("-n") + 1] == "1"
+    assert one[-4:] == ["python", "train.py", "--lr", "0.1"]
+    every = mpirun.mpirun_argv(make_run(custom_image_command="python train.py", run_all_nodes=True))
+    assert every[every.index("-n") + 1] == "2"
+
+
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("[1,0]<stdout>: epoch 1", OutputLine(0, "stdout", "epoch 1")),
+        (
+            "[12,3]<stderr>: Traceback (most recent call last):\n",
+            OutputLine(3, "stderr", "Traceback (most recent call last):"),
+        ),
+        ("[1,1]<stdout>:", OutputLine(1, "stdout", "")),
+        (
+            "prterun noticed that process rank 1 ...",
+            OutputLine(None, "stderr", "prterun noticed that process rank 1 ..."),
+        ),
+    ],
+)
+def test_parse_line(line, expected):
+    assert mpirun.parse_line(line, stream="stderr" if "prterun" in line else "stdout") == expected
+
+
+@pytest.mark.mpi
+def test_real_mpirun_output_is_attributed_to_ranks(tmp_path):
+    """The builder's flags against the installed Open MPI: tags parse, exit codes come back."""
+    script = tmp_path / "rank.py"
+    script.write_text(
+        "import os, sys\n"
+        "from mpi4py import MPI\n"
+        "r = MPI.COMM_WORLD.Get_rank()\n"
+        "print('hello', r, os.environ['MLBENCH_RUN_ID'], flush=True)\n"
+        "print('oops', r, file=sys.stderr, flush=True)\n"
+        "sys.exit(3 if r == 1 else 0)\n"
+    )
+    run = make_run(custom_image_command=f"{sys.executable} {script}", run_all_nodes=True)
+    mpirun_bin = os.path.join(os.path.dirname(sys.executable), "mpirun")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    env.update(mpirun.rank_environment(run, "http://127.0.0.1:1", "secret"))
+    proc = subprocess.run(
+        mpirun.mpirun_argv(run, mpirun=mpirun_bin),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode != 0
+    out = [mpirun.parse_line(x, "stdout") for x in proc.stdout.splitlines()]
+    err = [mpirun.parse_line(x, "stderr") for x in proc.stderr.splitlines()]
+    assert OutputLine(0, "stdout", "hello 0 7") in out
+    assert OutputLine(1, "stdout", "hello 1 7") in out
+    assert OutputLine(1, "stderr", "oops 1") in err + out
