@@ -11,6 +11,7 @@ MASTER = [
     "Django>=5.2,<5.3",
     "djangorestframework",
     "drf-spectacular",
+    "drf-spectacular-sidecar",
     "django-rq",
     "rq",
     "redis",
