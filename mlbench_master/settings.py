@@ -10,6 +10,7 @@ import secrets
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent
 MLBENCH_HOME = Path(os.environ.get("MLBENCH_HOME", Path.home() / ".mlbench")).expanduser()
@@ -20,6 +21,30 @@ def _env_bool(name: str, default: bool = False) -> bool:
     if value is None or value == "":
         return default
     return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}={value!r} is not an integer") from exc
+
+
+def _env_float(name: str, default: float) -> float:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        return float(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}={value!r} is not a number") from exc
+
+
+def _env_list(name: str, default: str) -> list[str]:
+    return [v.strip() for v in os.environ.get(name, default).split(",") if v.strip()]
 
 
 def _secret_key() -> str:
@@ -38,11 +63,8 @@ def _secret_key() -> str:
 
 SECRET_KEY = _secret_key()
 DEBUG = _env_bool("MLBENCH_DEBUG")
-ALLOWED_HOSTS = [
-    h.strip()
-    for h in os.environ.get("MLBENCH_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")
-    if h.strip()
-]
+ALLOWED_HOSTS = _env_list("MLBENCH_ALLOWED_HOSTS", "127.0.0.1,localhost")
+CSRF_TRUSTED_ORIGINS = _env_list("MLBENCH_CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
     "django.contrib.auth",
@@ -50,6 +72,12 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_rq",
+    "mlbench_master.api",
 ]
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -91,3 +119,90 @@ STATIC_ROOT = Path(os.environ.get("MLBENCH_STATIC_ROOT", MLBENCH_HOME / "static"
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 MLBENCH_CLUSTER = os.environ.get("MLBENCH_CLUSTER", "local")
+
+# --- Security: safe defaults; HTTPS-only switches for deployments behind TLS --------------
+# The embedded master serves plain http://127.0.0.1, so cookies are only marked Secure and
+# HTTPS enforced when MLBENCH_HTTPS=true (then `manage.py check --deploy` is clean).
+MLBENCH_HTTPS = _env_bool("MLBENCH_HTTPS")
+SESSION_COOKIE_SECURE = MLBENCH_HTTPS
+CSRF_COOKIE_SECURE = MLBENCH_HTTPS
+SECURE_SSL_REDIRECT = MLBENCH_HTTPS and _env_bool("MLBENCH_SSL_REDIRECT", True)
+SECURE_HSTS_SECONDS = _env_int("MLBENCH_HSTS_SECONDS", 31536000 if MLBENCH_HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = MLBENCH_HTTPS
+SECURE_HSTS_PRELOAD = MLBENCH_HTTPS
+if _env_bool("MLBENCH_BEHIND_PROXY"):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+# Batches of up to MLBENCH_MAX_METRICS_PER_REQUEST points fit easily.
+DATA_UPLOAD_MAX_MEMORY_SIZE = _env_int("MLBENCH_MAX_REQUEST_BYTES", 32 * 1024 * 1024)
+
+# --- Redis / RQ ---------------------------------------------------------------------------
+RQ_QUEUES = {
+    "default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 600},
+    "runs": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 7200},
+}
+# Enqueue at once (runs.py commits the run first), not on some later transaction commit.
+RQ = {"COMMIT_MODE": "auto"}
+
+# --- REST API -----------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "mlbench_master.api.auth.RunTokenAuthentication",
+        "mlbench_master.api.auth.UserTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["mlbench_master.api.permissions.ReadPublicOrUser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "mlbench_master.api.errors.exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "mlbench master API",
+    "DESCRIPTION": "Runs, worker pods, metrics and logs of the mlbench benchmark platform.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "PREPROCESSING_HOOKS": ["mlbench_master.api.schema.only_canonical_paths"],
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# --- mlbench ------------------------------------------------------------------------------
+# Anonymous clients may read runs, pods, metrics and logs (writes always need a token).
+MLBENCH_PUBLIC_READ = _env_bool("MLBENCH_PUBLIC_READ")
+# Limits a run is validated against (per worker for CPUs, GPUs and bandwidth).
+MLBENCH_MAX_WORKERS = _env_int("MLBENCH_MAX_WORKERS", 8)
+MLBENCH_MAX_CPUS = _env_float("MLBENCH_MAX_CPUS", float(os.cpu_count() or 1))
+MLBENCH_MAX_BANDWIDTH = _env_int("MLBENCH_MAX_BANDWIDTH", 10000)
+MLBENCH_MAX_GPUS = _env_int("MLBENCH_MAX_GPUS", 0)
+MLBENCH_MAX_TIME_LIMIT = _env_int("MLBENCH_MAX_TIME_LIMIT", 7 * 24 * 3600)
+MLBENCH_DEFAULT_TIME_LIMIT = _env_int("MLBENCH_DEFAULT_TIME_LIMIT", 7200)
+MLBENCH_TASKS = _env_list(
+    "MLBENCH_TASKS", "resnet20-cifar10,resnet32-cifar10,resnet44-cifar10,resnet56-cifar10"
+)
+# Seconds an RQ run job may take beyond the run's time limit (prepare + clean-up).
+MLBENCH_JOB_TIMEOUT_MARGIN = _env_int("MLBENCH_JOB_TIMEOUT_MARGIN", 900)
+# Ingestion and log bounds.
+MLBENCH_MAX_METRICS_PER_REQUEST = _env_int("MLBENCH_MAX_METRICS_PER_REQUEST", 10000)
+MLBENCH_LOG_MAX_BYTES = _env_int("MLBENCH_LOG_MAX_BYTES", 20 * 1024 * 1024)
+# A run's worker token keeps working this long after the run ended (final metric flushes).
+MLBENCH_RUN_TOKEN_GRACE = _env_int("MLBENCH_RUN_TOKEN_GRACE", 600)
+MLBENCH_LOCAL_WORKERS = _env_int("MLBENCH_LOCAL_WORKERS", os.cpu_count() or 1)
+MLBENCH_MASTER_URL = os.environ.get("MLBENCH_MASTER_URL", "http://127.0.0.1:8000")
+MLBENCH_DATA_DIR = Path(os.environ.get("MLBENCH_DATA_DIR", MLBENCH_HOME / "datasets"))
+MLBENCH_K8S_NAMESPACE = os.environ.get("MLBENCH_K8S_NAMESPACE", "default")
+MLBENCH_RELEASE_NAME = os.environ.get("MLBENCH_RELEASE_NAME", "mlbench")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("MLBENCH_LOG_LEVEL", "INFO")},
+    "loggers": {"django.server": {"level": "WARNING"}},
+}

@@ -1,0 +1,1 @@
+"""The master's data model and REST API (Django app label `api`)."""

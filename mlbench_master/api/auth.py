@@ -1,0 +1,107 @@
+"""Who is calling: users (DRF tokens or dashboard sessions) and run workers (run tokens).
+
+A worker token (see `runs.worker_token`) authenticates as a `RunWorker`, not as a user:
+it carries the one run it may write to, and `permissions.py` limits it to posting that
+run's metrics and summary. User tokens are DRF authtoken keys.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+from rest_framework import authentication, exceptions
+from rest_framework.authtoken.models import Token
+
+from mlbench_master import runs
+from mlbench_master.api.models import Run
+
+
+class RunWorker:
+    """The principal of a request made with a run's worker token."""
+
+    is_authenticated = True
+    is_anonymous = False
+    is_active = True
+    is_staff = False
+    is_superuser = False
+    pk = None
+    id = None
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.username = f"run-{run.pk}-worker"
+
+    def __str__(self) -> str:
+        return self.username
+
+
+def _token_from_header(request) -> str | None:  # noqa: ANN001
+    parts = authentication.get_authorization_header(request).split()
+    if not parts or parts[0].lower() not in (b"token", b"bearer"):
+        return None
+    if len(parts) != 2:
+        raise exceptions.AuthenticationFailed(
+            "Authorization header must be 'Token <key>' (one key, no spaces)"
+        )
+    try:
+        return parts[1].decode()
+    except UnicodeError as exc:
+        raise exceptions.AuthenticationFailed("the token contains invalid characters") from exc
+
+
+class RunTokenAuthentication(authentication.BaseAuthentication):
+    """`Authorization: Token mlbr_<run>_<hmac>`: the worker token of one run."""
+
+    keyword = "Token"
+
+    def authenticate(self, request):  # noqa: ANN001, ANN201
+        key = _token_from_header(request)
+        if key is None or not runs.is_worker_token(key):
+            return None
+        run = runs.run_for_token(key)
+        if run is None:
+            raise exceptions.AuthenticationFailed("invalid worker token")
+        if run.finished_at is not None:
+            grace = dt.timedelta(seconds=settings.MLBENCH_RUN_TOKEN_GRACE)
+            if timezone.now() - run.finished_at > grace:
+                raise exceptions.AuthenticationFailed(
+                    f"the worker token of run {run.pk} expired: the run ended at "
+                    f"{run.finished_at.isoformat()}"
+                )
+        return RunWorker(run), run
+
+    def authenticate_header(self, request) -> str:  # noqa: ANN001
+        return self.keyword
+
+
+class UserTokenAuthentication(authentication.TokenAuthentication):
+    """DRF's token authentication, also accepting the `Bearer` keyword."""
+
+    def authenticate(self, request):  # noqa: ANN001, ANN201
+        key = _token_from_header(request)
+        if key is None:
+            return None
+        return self.authenticate_credentials(key)
+
+
+def issue_user_token(username: str, *, create_user: bool = False, superuser: bool = False) -> str:
+    """The API token of `username` (made when missing); used by the CLI command and the
+    embedded launcher. With `create_user` the user is created (no usable password)."""
+    User = get_user_model()
+    user = User.objects.filter(username=username).first()
+    if user is None:
+        if not create_user:
+            raise User.DoesNotExist(
+                f"no user {username!r}; pass create_user=True (--create-user) to make one"
+            )
+        user = User(username=username)
+        user.set_unusable_password()
+        user.save()
+    if superuser and not (user.is_superuser and user.is_staff):
+        user.is_superuser = user.is_staff = True
+        user.save(update_fields=["is_superuser", "is_staff"])
+    token, _ = Token.objects.get_or_create(user=user)
+    return token.key

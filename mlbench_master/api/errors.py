@@ -1,0 +1,101 @@
+"""One error shape for the whole API, and no 500 for anything a client sends.
+
+Every error answers JSON `{"detail": "<one sentence naming the field and the problem>",
+"errors": {"<field>": ["<message>", ...]}}` (`errors` only for invalid input).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, SuspiciousOperation
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import DataError
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+log = logging.getLogger(__name__)
+
+
+class Conflict(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "conflict with the current state"
+    default_code = "conflict"
+
+
+class PayloadTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "request too large"
+    default_code = "too_large"
+
+
+class ServiceUnavailable(exceptions.APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "a service the master needs is unavailable"
+    default_code = "unavailable"
+
+
+def invalid(field: str, message: str) -> exceptions.ValidationError:
+    """A 400 naming `field` (use as `raise invalid("since", "...")`)."""
+    return exceptions.ValidationError({field: [message]})
+
+
+def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            name = key if key != "non_field_errors" else ""
+            sub = f"{prefix}.{name}" if prefix and name else (prefix or name)
+            for k, v in _flatten(value, sub).items():
+                out.setdefault(k, []).extend(v)
+    elif isinstance(detail, list):
+        if all(not isinstance(d, (dict, list)) for d in detail):
+            out.setdefault(prefix, []).extend(str(d) for d in detail)
+        else:
+            for i, item in enumerate(detail):
+                for k, v in _flatten(item, f"{prefix}[{i}]").items():
+                    out.setdefault(k, []).extend(v)
+    else:
+        out.setdefault(prefix, []).append(str(detail))
+    return out
+
+
+def _sentence(errors: dict[str, list[str]]) -> str:
+    parts = [f"{field}: {msgs[0]}" if field else msgs[0] for field, msgs in errors.items() if msgs]
+    more = f" (and {len(parts) - 3} more)" if len(parts) > 3 else ""
+    return "; ".join(parts[:3]) + more
+
+
+def exception_handler(exc: Exception, context: dict) -> Response | None:
+    """DRF's handler with our JSON shape; database rejections of client data become 400."""
+    if isinstance(exc, DjangoValidationError):
+        exc = exceptions.ValidationError(
+            exc.message_dict if hasattr(exc, "error_dict") else {"": exc.messages}
+        )
+    elif isinstance(exc, DataError):
+        log.info("database rejected client data: %s", exc)
+        exc = exceptions.ValidationError({"": [f"a value is out of range or too long ({exc})"]})
+    elif isinstance(exc, (ValueError, OverflowError, UnicodeError)):
+        log.info("bad client value: %s", exc)
+        exc = exceptions.ValidationError({"": [str(exc)]})
+    elif isinstance(exc, SuspiciousOperation):
+        exc = exceptions.ValidationError({"": [str(exc) or "request rejected"]})
+    elif isinstance(exc, Http404):
+        exc = exceptions.NotFound(str(exc) or "not found")
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied(str(exc) or None)
+
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, exceptions.ValidationError):
+        errors = _flatten(exc.detail)
+        response.data = {"detail": _sentence(errors), "errors": errors}
+    elif isinstance(response.data, dict) and "detail" in response.data:
+        response.data = {"detail": str(response.data["detail"])}
+    else:
+        response.data = {"detail": str(response.data)}
+    return response

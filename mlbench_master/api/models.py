@@ -1,0 +1,174 @@
+"""The master's tables: runs, worker pods, metric points and run logs.
+
+Design points (see docs/api.rst and DESIGN.md "Lessons"):
+- Metric values are floats, never text; a point belongs to exactly one of a run or a pod
+  (a database constraint says so), and the pod is kept by NAME so its metrics outlive it.
+- A metric may carry a client-made `uid`: a retried batch is stored once.
+- Logs are append-only rows numbered per run (`seq`), so readers fetch only what is new.
+- Run.state is changed only by `mlbench_master.runs`.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+
+def _token_salt() -> str:
+    return secrets.token_hex(16)
+
+
+class Run(models.Model):
+    """One benchmark run: what was asked for, where it stands, and what came out."""
+
+    INITIALIZED = "INITIALIZED"
+    STARTED = "STARTED"
+    FINISHED = "FINISHED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    STATES = [(s, s.capitalize()) for s in (INITIALIZED, STARTED, FINISHED, FAILED, CANCELLED)]
+    ACTIVE_STATES = (INITIALIZED, STARTED)
+    FINAL_STATES = (FINISHED, FAILED, CANCELLED)
+
+    BACKENDS = ["mpi", "gloo", "nccl"]
+    TARGETS = ["light", "standard", "paper"]
+    DATASETS = ["auto", "cifar10", "synthetic"]
+
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    state = models.CharField(max_length=16, choices=STATES, default=INITIALIZED, db_index=True)
+    reason = models.TextField(blank=True, default="")
+    job_id = models.CharField(max_length=100, blank=True, default="")
+    job_metadata = models.JSONField(default=dict, blank=True)
+
+    task = models.CharField(max_length=100, default="resnet20-cifar10")
+    backend = models.CharField(max_length=16, default="mpi")
+    num_workers = models.PositiveIntegerField(default=1)
+    num_cpus = models.FloatField(default=1.0)
+    max_bandwidth = models.PositiveIntegerField(default=10000, help_text="mbit/s per worker")
+    gpu_enabled = models.BooleanField(default=False)
+    light_target = models.BooleanField(default=False)
+    target = models.CharField(max_length=16, default="standard")
+    time_budget = models.FloatField(null=True, blank=True, help_text="seconds of training")
+    max_epochs = models.PositiveIntegerField(null=True, blank=True)
+    dataset = models.CharField(max_length=16, default="auto", help_text="requested")
+    dataset_used = models.CharField(max_length=32, blank=True, default="")
+    image = models.CharField(max_length=300, blank=True, default="")
+    custom_image_name = models.CharField(max_length=300, blank=True, default="")
+    custom_image_command = models.TextField(blank=True, default="")
+    custom_backend = models.CharField(max_length=100, blank=True, default="")
+    run_all_nodes = models.BooleanField(default=False)
+    time_limit = models.PositiveIntegerField(default=7200, help_text="seconds")
+    exit_code = models.IntegerField(null=True, blank=True)
+    summary = models.JSONField(default=dict, blank=True)
+    manifest = models.JSONField(default=dict, blank=True)
+
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    # Salt of the run's worker token (the token is an HMAC, never stored: see runs.py).
+    token_salt = models.CharField(max_length=32, default=_token_salt, editable=False)
+    # Bytes of log text stored for this run, kept to bound the log (MLBENCH_LOG_MAX_BYTES).
+    log_bytes = models.BigIntegerField(default=0, editable=False)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            # At most one active run: two simultaneous POSTs cannot both start one.
+            models.UniqueConstraint(
+                models.Value(1),
+                condition=Q(state__in=["INITIALIZED", "STARTED"]),
+                name="run_one_active",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Run {self.pk} {self.name!r} ({self.state})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in self.ACTIVE_STATES
+
+
+class Pod(models.Model):
+    """A worker slot as last seen by the cluster driver."""
+
+    name = models.CharField(max_length=253, unique=True)
+    labels = models.JSONField(default=dict, blank=True)
+    phase = models.CharField(max_length=32, blank=True, default="")
+    ip = models.CharField(max_length=64, blank=True, default="")
+    node = models.CharField(max_length=253, blank=True, default="")
+    last_seen = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Metric(models.Model):
+    """One measured value of a run (training progress) or of a pod (resource use)."""
+
+    run = models.ForeignKey(
+        Run,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="metrics",
+        db_index=False,  # covered by the (run, name, date) index
+    )
+    pod_name = models.CharField(max_length=253, null=True, blank=True)
+    name = models.CharField(max_length=200)
+    value = models.FloatField()
+    date = models.DateTimeField(default=timezone.now)
+    cumulative = models.BooleanField(default=False)
+    metadata = models.JSONField(default=dict, blank=True)
+    uid = models.CharField(max_length=200, null=True, blank=True, unique=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["run", "name", "date"], name="metric_run_name_date"),
+            models.Index(fields=["pod_name", "name", "date"], name="metric_pod_name_date"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=(
+                    Q(run__isnull=False, pod_name__isnull=True)
+                    | Q(run__isnull=True, pod_name__isnull=False)
+                ),
+                name="metric_run_xor_pod",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        owner = f"run {self.run_id}" if self.run_id else f"pod {self.pod_name}"
+        return f"{owner} {self.name}={self.value} @ {self.date.isoformat()}"
+
+
+class LogChunk(models.Model):
+    """A piece of a run's output, numbered per run; appended, never edited."""
+
+    STREAMS = [("stdout", "stdout"), ("stderr", "stderr")]
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="log_chunks")
+    rank = models.IntegerField(null=True, blank=True)
+    stream = models.CharField(max_length=6, choices=STREAMS, default="stdout")
+    seq = models.BigIntegerField()
+    text = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "seq"], name="logchunk_run_seq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} #{self.seq} rank {self.rank} {self.stream}"

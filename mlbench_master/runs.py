@@ -1,0 +1,269 @@
+"""The run lifecycle: the ONLY module that changes `Run.state`.
+
+Every transition is one conditional UPDATE (`WHERE state IN (...)`), so it is atomic and
+idempotent against races: two callers cannot both move a run, and a run in a final state
+(FINISHED, FAILED, CANCELLED) is never moved back. Callers get True when their transition
+happened and the in-memory `run` is refreshed either way.
+
+The RQ job that runs a run is enqueued by dotted path ("mlbench_master.jobs.run_job"), so
+this module does not import the orchestration code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from mlbench_master.api.models import Run
+
+log = logging.getLogger(__name__)
+
+RUN_JOB = "mlbench_master.jobs.run_job"
+RUN_QUEUE = "runs"
+TOKEN_PREFIX = "mlbr"
+
+
+class RunConflict(Exception):
+    """Another run is active (the API answers 409)."""
+
+    def __init__(self, active: Run | None) -> None:
+        self.active = active
+        name = f"run {active.pk} ({active.name!r}, {active.state})" if active else "another run"
+        super().__init__(f"{name} is active; wait for it to end or delete it first")
+
+
+class QueueUnavailable(Exception):
+    """Redis could not take the run's job (the API answers 503; the run is FAILED)."""
+
+
+def active_run() -> Run | None:
+    """The run that is INITIALIZED or STARTED, if any (at most one exists)."""
+    return Run.objects.filter(state__in=Run.ACTIVE_STATES).order_by("created_at").first()
+
+
+def create_run(data: dict[str, Any], user: Any = None) -> Run:
+    """Store a new run from validated `data` and enqueue its job.
+
+    Raises RunConflict when a run is already active (a unique index makes this safe
+    against simultaneous requests) and QueueUnavailable when Redis cannot be reached;
+    in that case the run is kept, FAILED, with the reason.
+    """
+    fields = dict(data)
+    if fields.get("light_target") and "target" not in data:
+        fields["target"] = "light"
+    created_by = user if getattr(user, "is_authenticated", False) and user.pk else None
+    try:
+        with transaction.atomic():
+            if active_run() is not None:
+                raise RunConflict(active_run())
+            run = Run(**fields, state=Run.INITIALIZED, created_by=created_by)
+            run.manifest = build_manifest(run)
+            run.save()
+    except IntegrityError as exc:
+        if "run_one_active" in str(exc):
+            raise RunConflict(active_run()) from exc
+        raise
+    enqueue_run(run)
+    return run
+
+
+def build_manifest(run: Run) -> dict[str, Any]:
+    """What is needed to reproduce the run, as known on the master at creation time.
+
+    The worker adds what only it knows (seed, torch and MPI versions, hardware) in its
+    summary; this records the full requested configuration and the code revision.
+    """
+    config_fields = [
+        "name", "task", "backend", "num_workers", "num_cpus", "max_bandwidth", "gpu_enabled",
+        "light_target", "target", "time_budget", "max_epochs", "dataset", "image",
+        "custom_image_name", "custom_image_command", "custom_backend", "run_all_nodes",
+        "time_limit",
+    ]  # fmt: skip
+    try:
+        from importlib.metadata import version
+
+        mlbench_version = version("mlbench")
+    except Exception:  # not installed as a distribution
+        mlbench_version = "unknown"
+    return {
+        "config": {f: getattr(run, f) for f in config_fields},
+        "mlbench": mlbench_version,
+        "git_revision": _git_revision(),
+        "master": {"python": platform.python_version(), "cluster": settings.MLBENCH_CLUSTER},
+    }
+
+
+def _git_revision() -> str:
+    root = Path(__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        return ""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+        )
+        return out.stdout.strip() if out.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _redis():  # noqa: ANN202
+    import redis
+
+    url = settings.RQ_QUEUES.get(RUN_QUEUE, {}).get("URL", settings.REDIS_URL)
+    return redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=10)
+
+
+def _queue():  # noqa: ANN202
+    from rq import Queue
+
+    return Queue(RUN_QUEUE, connection=_redis())
+
+
+def enqueue_run(run: Run) -> str:
+    """Put ONE job `mlbench_master.jobs.run_job(run.id)` on the "runs" queue; return its id.
+
+    The job may take the run's time limit plus a margin for preparing workers and cleaning
+    up. When Redis fails the run is marked FAILED with the reason and QueueUnavailable
+    is raised, so a run is never silently lost.
+    """
+    import redis
+
+    timeout = int(run.time_limit) + settings.MLBENCH_JOB_TIMEOUT_MARGIN
+    try:
+        job = _queue().enqueue_call(
+            RUN_JOB,
+            args=(run.pk,),
+            timeout=timeout,
+            result_ttl=7 * 24 * 3600,
+            failure_ttl=7 * 24 * 3600,
+            description=f"run {run.pk}: {run.name}",
+        )
+    except (redis.exceptions.RedisError, OSError) as exc:
+        reason = f"could not enqueue the run: Redis at {_redis_location()} is unreachable ({exc})"
+        mark_failed(run, reason)
+        raise QueueUnavailable(reason) from exc
+    Run.objects.filter(pk=run.pk).update(job_id=job.id)
+    run.job_id = job.id
+    return job.id
+
+
+def _redis_location() -> str:
+    url = settings.RQ_QUEUES.get(RUN_QUEUE, {}).get("URL", settings.REDIS_URL)
+    return url.split("@")[-1]  # never print a password
+
+
+def _transition(run: Run, allowed: tuple[str, ...], **changes: Any) -> bool:
+    moved = Run.objects.filter(pk=run.pk, state__in=allowed).update(**changes) == 1
+    run.refresh_from_db()
+    return moved
+
+
+def mark_started(run: Run) -> bool:
+    """INITIALIZED → STARTED (with started_at)."""
+    return _transition(run, (Run.INITIALIZED,), state=Run.STARTED, started_at=timezone.now())
+
+
+def mark_finished(run: Run, exit_code: int) -> bool:
+    """Active → FINISHED, only for exit code 0; any other code makes the run FAILED."""
+    if exit_code != 0:
+        return mark_failed(run, f"mpirun exited with code {exit_code}", exit_code=exit_code)
+    return _transition(
+        run, Run.ACTIVE_STATES, state=Run.FINISHED, finished_at=timezone.now(), exit_code=0
+    )
+
+
+def mark_failed(run: Run, reason: str, exit_code: int | None = None) -> bool:
+    """Active → FAILED with a reason a person can act on."""
+    return _transition(
+        run,
+        Run.ACTIVE_STATES,
+        state=Run.FAILED,
+        reason=reason,
+        finished_at=timezone.now(),
+        exit_code=exit_code,
+    )
+
+
+def cancel_run(run: Run, reason: str = "cancelled by a user") -> bool:
+    """Active → CANCELLED; then stop its processes and its RQ job.
+
+    The state moves first, so the job sees CANCELLED and its own mark_failed() when
+    mpirun dies is a no-op. Returns False when the run was not active (nothing to do).
+    """
+    if not _transition(
+        run, Run.ACTIVE_STATES, state=Run.CANCELLED, reason=reason, finished_at=timezone.now()
+    ):
+        return False
+    try:
+        from mlbench_master.cluster.base import get_driver
+
+        get_driver().cancel(run)
+    except Exception as exc:  # the run stays CANCELLED; say why processes may remain
+        log.warning("run %s: the cluster driver could not cancel it: %s", run.pk, exc)
+        Run.objects.filter(pk=run.pk).update(reason=f"{reason}; cancel failed: {exc}")
+        run.refresh_from_db()
+    _stop_job(run)
+    return True
+
+
+def _stop_job(run: Run) -> None:
+    if not run.job_id:
+        return
+    try:
+        from rq.command import send_stop_job_command
+        from rq.exceptions import InvalidJobOperation, NoSuchJobError
+        from rq.job import Job, JobStatus
+
+        conn = _redis()
+        job = Job.fetch(run.job_id, connection=conn)
+        status = job.get_status()
+        if status == JobStatus.STARTED:
+            send_stop_job_command(conn, job.id)
+        elif status in (JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED):
+            job.cancel()
+    except (NoSuchJobError, InvalidJobOperation):
+        pass
+    except Exception as exc:  # Redis down: the job finds the run CANCELLED when it runs
+        log.warning("run %s: could not stop RQ job %s: %s", run.pk, run.job_id, exc)
+
+
+def worker_token(run: Run) -> str:
+    """The plain token the run's ranks send (`Authorization: Token <it>`).
+
+    It is an HMAC of the run's id and salt under the secret key, so nothing secret is
+    stored and the job can re-derive it at any time; it only grants posting metrics and
+    the summary of this one run.
+    """
+    return f"{TOKEN_PREFIX}_{run.pk}_{_token_digest(run.pk, run.token_salt)}"
+
+
+def _token_digest(run_id: int, salt: str) -> str:
+    msg = f"mlbench-run-token:{run_id}:{salt}".encode()
+    return hmac.new(settings.SECRET_KEY.encode(), msg, hashlib.sha256).hexdigest()[:40]
+
+
+def run_for_token(token: str) -> Run | None:
+    """The run a worker token belongs to, or None when it is not a valid worker token."""
+    parts = token.split("_")
+    if len(parts) != 3 or parts[0] != TOKEN_PREFIX or not parts[1].isdigit():
+        return None
+    run = Run.objects.filter(pk=int(parts[1])).first()
+    if run is None:
+        return None
+    if not hmac.compare_digest(parts[2], _token_digest(run.pk, run.token_salt)):
+        return None
+    return run
+
+
+def is_worker_token(token: str) -> bool:
+    """Whether `token` has the worker-token form (checked before user tokens)."""
+    return token.startswith(f"{TOKEN_PREFIX}_")

@@ -1,0 +1,47 @@
+"""The schema's own guarantees, checked on PostgreSQL: one owner per metric, unique uid,
+at most one active run, metrics outliving pods."""
+
+import pytest
+from django.db import IntegrityError, transaction
+
+from mlbench_master.api.models import Metric, Pod, Run
+
+pytestmark = pytest.mark.django_db
+
+
+def test_database_is_postgresql():
+    from django.db import connection
+
+    assert connection.vendor == "postgresql"
+
+
+def test_metric_needs_exactly_one_of_run_or_pod():
+    run = Run.objects.create(name="r", state=Run.FINISHED)
+    Metric.objects.create(run=run, name="loss", value=1.0)
+    Metric.objects.create(pod_name="worker-0", name="cpu_cores", value=0.5)
+    for kwargs in ({"run": run, "pod_name": "worker-0"}, {}):
+        with pytest.raises(IntegrityError, match="metric_run_xor_pod"), transaction.atomic():
+            Metric.objects.create(name="x", value=1.0, **kwargs)
+
+
+def test_uid_is_unique_but_optional():
+    run = Run.objects.create(name="r", state=Run.FINISHED)
+    Metric.objects.create(run=run, name="a", value=1, uid="u1")
+    Metric.objects.create(run=run, name="a", value=1)
+    Metric.objects.create(run=run, name="a", value=1)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Metric.objects.create(run=run, name="a", value=2, uid="u1")
+
+
+def test_only_one_active_run():
+    Run.objects.create(name="a", state=Run.STARTED)
+    Run.objects.create(name="done", state=Run.FINISHED)
+    with pytest.raises(IntegrityError, match="run_one_active"), transaction.atomic():
+        Run.objects.create(name="b", state=Run.INITIALIZED)
+
+
+def test_pod_metrics_outlive_the_pod():
+    pod = Pod.objects.create(name="worker-0", phase="Running")
+    Metric.objects.create(pod_name=pod.name, name="cpu_cores", value=0.5)
+    pod.delete()
+    assert Metric.objects.filter(pod_name="worker-0").count() == 1
