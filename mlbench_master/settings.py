@@ -78,6 +78,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_rq",
     "mlbench_master.api",
+    "mlbench_master.dashboard",
 ]
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -206,3 +207,17 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("MLBENCH_LOG_LEVEL", "INFO")},
     "loggers": {"django.server": {"level": "WARNING"}},
 }
+
+# --- Dashboard ----------------------------------------------------------------------------
+LOGIN_URL = "dashboard:login"
+LOGIN_REDIRECT_URL = "dashboard:workers"
+LOGOUT_REDIRECT_URL = "dashboard:login"
+# Browser libraries come from npm (package-lock.json, `npm ci` in `make install`) and are
+# served as static files under /static/vendor/: no CDN at run time. MLBENCH_NODE_MODULES
+# points elsewhere when the image keeps them outside the source tree.
+NODE_MODULES = Path(os.environ.get("MLBENCH_NODE_MODULES", BASE_DIR.parent / "node_modules"))
+STATICFILES_DIRS = [
+    (f"vendor/{name}", NODE_MODULES / name / "dist")
+    for name in ("uplot",)
+    if (NODE_MODULES / name / "dist").is_dir()
+]

@@ -1,3 +1,8 @@
 """URL routes of the master."""
 
-urlpatterns: list = []
+from django.urls import include, path
+
+urlpatterns: list = [
+    # The dashboard's pages (/, /runs/, /compare/, /login/ ...); they read data from /api/.
+    path("", include("mlbench_master.dashboard.urls")),
+]
