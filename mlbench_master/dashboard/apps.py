@@ -1,0 +1,9 @@
+"""Django app configuration for the dashboard."""
+
+from django.apps import AppConfig
+
+
+class DashboardConfig(AppConfig):
+    name = "mlbench_master.dashboard"
+    label = "dashboard"
+    verbose_name = "mlbench dashboard"

@@ -1,0 +1,197 @@
+"""The "New run" form: one field per option POST /api/runs/ takes, with the operator's limits.
+
+The browser enforces the limits with min/max attributes so a user cannot type more than the
+cluster allows; the API enforces them again and its 400 messages are shown on the fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+
+@dataclass
+class Field:
+    name: str
+    label: str
+    kind: str  # text | number | select | checkbox | textarea
+    default: Any = ""
+    help: str = ""
+    required: bool = False
+    min: float | None = None
+    max: float | None = None
+    step: float | str | None = None
+    choices: list[tuple[str, str]] = field(default_factory=list)
+    group: str = "basic"  # basic | benchmark | advanced
+    disabled: bool = False
+
+
+def limits() -> dict[str, float]:
+    """The operator's limits (MLBENCH_MAX_*), the same numbers the API checks."""
+    return {
+        "workers": int(getattr(settings, "MLBENCH_MAX_WORKERS", 4)),
+        "cpus": float(getattr(settings, "MLBENCH_MAX_CPUS", 2)),
+        "bandwidth": int(getattr(settings, "MLBENCH_MAX_BANDWIDTH", 10000)),
+        "gpus": int(getattr(settings, "MLBENCH_MAX_GPUS", 0)),
+        "time_limit": int(getattr(settings, "MLBENCH_MAX_TIME_LIMIT", 7 * 24 * 3600)),
+    }
+
+
+def _choices(values: list[str]) -> list[tuple[str, str]]:
+    return [(v, v) for v in values]
+
+
+def run_form_spec() -> dict[str, Any]:
+    from mlbench_master.api.models import Run
+
+    lim = limits()
+    tasks = list(getattr(settings, "MLBENCH_TASKS", ["resnet20-cifar10"]))
+    fields = [
+        Field("name", "Run name", "text", required=True, help="A name to find the run by."),
+        Field(
+            "task", "Benchmark task", "select", tasks[0] if tasks else "", choices=_choices(tasks)
+        ),
+        Field(
+            "num_workers",
+            "Workers",
+            "number",
+            min(2, lim["workers"]),
+            f"Number of worker ranks (at most {lim['workers']}).",
+            required=True,
+            min=1,
+            max=lim["workers"],
+            step=1,
+        ),
+        Field(
+            "num_cpus",
+            "CPUs per worker",
+            "number",
+            min(1, lim["cpus"]),
+            f"Cores each worker may use (at most {lim['cpus']:g}).",
+            required=True,
+            min=0.1,
+            max=lim["cpus"],
+            step="any",
+        ),
+        Field(
+            "max_bandwidth",
+            "Bandwidth (Mbit/s)",
+            "number",
+            lim["bandwidth"],
+            f"Network limit per worker (at most {lim['bandwidth']}).",
+            min=1,
+            max=lim["bandwidth"],
+            step=1,
+        ),
+        Field(
+            "gpu_enabled",
+            "Use GPUs",
+            "checkbox",
+            False,
+            "No GPUs are available on this cluster." if lim["gpus"] < 1 else "One GPU per worker.",
+            disabled=lim["gpus"] < 1,
+        ),
+        Field(
+            "backend",
+            "Communication backend",
+            "select",
+            "mpi",
+            choices=_choices(Run.BACKENDS),
+            group="benchmark",
+        ),
+        Field(
+            "target",
+            "Accuracy target",
+            "select",
+            "standard",
+            choices=_choices(Run.TARGETS),
+            group="benchmark",
+        ),
+        Field(
+            "light_target",
+            "Light target (quick check)",
+            "checkbox",
+            False,
+            "Stop at the light target instead of the chosen one.",
+            group="benchmark",
+        ),
+        Field(
+            "dataset",
+            "Dataset",
+            "select",
+            "auto",
+            "auto uses CIFAR-10 when it can be had, else a synthetic set (shown as such).",
+            choices=_choices(Run.DATASETS),
+            group="benchmark",
+        ),
+        Field(
+            "time_budget",
+            "Time budget (s)",
+            "number",
+            None,
+            "Stop training after this many seconds (empty: no budget).",
+            min=1,
+            step="any",
+            group="benchmark",
+        ),
+        Field(
+            "max_epochs",
+            "Max epochs",
+            "number",
+            None,
+            "Empty: the task's own number.",
+            min=1,
+            step=1,
+            group="benchmark",
+        ),
+        Field(
+            "time_limit",
+            "Time limit (s)",
+            "number",
+            int(getattr(settings, "MLBENCH_DEFAULT_TIME_LIMIT", 7200)),
+            f"The run fails when it takes longer (at most {lim['time_limit']} s).",
+            min=1,
+            max=lim["time_limit"],
+            step=1,
+            group="benchmark",
+        ),
+        Field(
+            "image",
+            "Worker image",
+            "text",
+            help="Kubernetes only: the worker image (empty: the installed one).",
+            group="advanced",
+        ),
+        Field(
+            "custom_image_name",
+            "Custom image",
+            "text",
+            help="Open division: a worker image to run instead of the default.",
+            group="advanced",
+        ),
+        Field(
+            "custom_image_command",
+            "Custom command",
+            "text",
+            help="The command the custom image runs.",
+            group="advanced",
+        ),
+        Field(
+            "custom_backend",
+            "Custom backend",
+            "text",
+            help="Backend name passed to the custom command.",
+            group="advanced",
+        ),
+        Field(
+            "run_all_nodes",
+            "Run on all nodes",
+            "checkbox",
+            False,
+            "Run the command on every worker, not only through mpirun on rank 0.",
+            group="advanced",
+        ),
+    ]
+    return {"limits": lim, "fields": [asdict(f) for f in fields]}

@@ -1,0 +1,130 @@
+// Thin wrappers around uPlot (loaded as the global `uPlot` from the npm package): a line chart
+// that follows its container's width, and a sparkline. Data comes as {t, v} series that are
+// aligned here with uPlot.join, so series sampled at different instants share one chart.
+
+const PALETTE = ["#1d4ed8", "#b45309", "#047857", "#be123c", "#6d28d9", "#0e7490", "#4d7c0f"];
+
+export function color(i) {
+  return PALETTE[i % PALETTE.length];
+}
+
+function aligned(list) {
+  const tables = list.map((s) => [s.t, s.v]);
+  if (!tables.length) return [[]];
+  if (tables.length === 1) return tables[0];
+  return uPlot.join(tables);
+}
+
+// A line chart. opts: {title, labels: [..], xTime: bool, xLabel, yLabel, yFmt, height}
+export class LineChart {
+  constructor(container, opts) {
+    this.opts = opts;
+    this.box = document.createElement("figure");
+    this.box.className = "chart";
+    if (opts.id) this.box.id = opts.id;
+    const cap = document.createElement("figcaption");
+    cap.textContent = opts.title;
+    this.box.append(cap);
+    this.empty = document.createElement("p");
+    this.empty.className = "empty";
+    this.empty.textContent = "No data yet.";
+    this.box.append(this.empty);
+    container.append(this.box);
+    this.plot = null;
+    this.points = 0;
+    this.observer = new ResizeObserver(() => this.resize());
+    this.observer.observe(this.box);
+  }
+
+  width() {
+    return Math.max(200, Math.floor(this.box.clientWidth || 400));
+  }
+
+  build(labels) {
+    const o = this.opts;
+    const yFmt = o.yFmt || ((v) => v);
+    const series = [{ label: o.xLabel || (o.xTime ? "time" : "x"), value: o.xFmt ? (u, v) => (v == null ? "—" : o.xFmt(v)) : undefined }];
+    labels.forEach((label, i) => {
+      series.push({
+        label,
+        stroke: color(i),
+        width: 2,
+        spanGaps: true,
+        points: { show: false },
+        value: (u, v) => (v == null ? "—" : yFmt(v)),
+      });
+    });
+    const axes = [
+      { scale: "x", label: o.xLabel, stroke: "#334155", grid: { stroke: "#e2e8f0" }, values: o.xFmt && !o.xTime ? (u, vals) => vals.map((v) => o.xFmt(v)) : undefined },
+      { label: o.yLabel, stroke: "#334155", grid: { stroke: "#e2e8f0" }, size: 64, values: (u, vals) => vals.map((v) => yFmt(v)) },
+    ];
+    this.plot = new uPlot(
+      {
+        width: this.width(),
+        height: o.height || 220,
+        scales: { x: { time: !!o.xTime } },
+        series,
+        axes,
+        legend: { show: true },
+      },
+      [[]],
+      this.box,
+    );
+    this.labels = labels.join("|");
+  }
+
+  // series: [{label, t: [...], v: [...]}]
+  setSeries(list) {
+    const present = list.filter((s) => s.t.length);
+    this.points = present.reduce((n, s) => n + s.t.length, 0);
+    this.box.dataset.points = String(this.points);
+    if (!present.length) {
+      this.empty.hidden = false;
+      return;
+    }
+    this.empty.hidden = true;
+    const labels = present.map((s) => s.label);
+    if (!this.plot || this.labels !== labels.join("|")) {
+      if (this.plot) this.plot.destroy();
+      this.build(labels);
+    }
+    this.plot.setData(aligned(present));
+  }
+
+  resize() {
+    if (this.plot) this.plot.setSize({ width: this.width(), height: this.opts.height || 220 });
+  }
+
+  destroy() {
+    this.observer.disconnect();
+    if (this.plot) this.plot.destroy();
+    this.box.remove();
+  }
+}
+
+// A small chart with no axes or legend, for tables of workers.
+export class Sparkline {
+  constructor(container, { width = 140, height = 34, labels = ["value"] } = {}) {
+    this.size = { width, height };
+    this.plot = new uPlot(
+      {
+        ...this.size,
+        class: "spark",
+        cursor: { show: false },
+        legend: { show: false },
+        scales: { x: { time: true }, y: { range: (u, min, max) => [Math.min(0, min), max > 0 ? max * 1.1 : 1] } },
+        axes: [{ show: false }, { show: false }],
+        series: [{}, ...labels.map((label, i) => ({ label, stroke: color(i), width: 1.5, spanGaps: true, points: { show: false } }))],
+      },
+      [[], ...labels.map(() => [])],
+      container,
+    );
+    this.count = labels.length;
+  }
+
+  setSeries(list) {
+    if (!list.some((s) => s.t.length)) return;
+    const data = list.length === 1 ? [list[0].t, list[0].v] : uPlot.join(list.map((s) => [s.t, s.v]));
+    this.plot.setData(data);
+  }
+}

@@ -1,0 +1,158 @@
+// Compare: validation accuracy of several runs on one clock, and a table of time to target,
+// accuracy after a chosen time, speed-up over the 1-worker run and scaling efficiency.
+
+import { api, rows } from "./api.js";
+import { LineChart } from "./charts.js";
+import { MetricFeed } from "./feed.js";
+import { datasetBadge, duration, el, num, pct, stateBadge } from "./format.js";
+
+const picker = document.getElementById("run-picker");
+const afterInput = document.getElementById("after-time");
+const chartBox = document.getElementById("compare-chart");
+const chartStatus = document.getElementById("compare-status");
+const tbody = document.querySelector("#compare-table tbody");
+
+let allRuns = [];
+const feeds = new Map(); // run id -> MetricFeed (val_accuracy, images_per_sec, time_to_target)
+let chart = null;
+
+function selectedIds() {
+  return [...picker.querySelectorAll("input:checked")].map((i) => Number(i.value));
+}
+
+function fromUrl() {
+  const q = new URLSearchParams(window.location.search).get("runs") || "";
+  return new Set(q.split(",").filter(Boolean).map(Number));
+}
+
+function toUrl(ids) {
+  const url = new URL(window.location.href);
+  if (ids.length) url.searchParams.set("runs", ids.join(","));
+  else url.searchParams.delete("runs");
+  window.history.replaceState(null, "", url);
+}
+
+function elapsedSeries(feed, name) {
+  const s = feed.get(name);
+  const t0 = s.t[0];
+  return { t: s.t.map((t, i) => s.meta[i]?.elapsed ?? t - t0), v: s.v };
+}
+
+function sortedXY(series) {
+  const pts = series.t.map((x, i) => [x, series.v[i]]).sort((a, b) => a[0] - b[0]);
+  return { t: pts.map((p) => p[0]), v: pts.map((p) => p[1]) };
+}
+
+// The numbers of one run, from its summary when the workers reported one, else from metrics.
+function measure(run) {
+  const feed = feeds.get(run.id);
+  const s = run.summary || {};
+  const acc = feed ? sortedXY(elapsedSeries(feed, "val_accuracy")) : { t: [], v: [] };
+  const ips = feed ? feed.get("images_per_sec").v : [];
+  const ttm = feed ? feed.get("time_to_target").v : [];
+  return {
+    acc,
+    ttt: s.time_to_target ?? (ttm.length ? ttm[ttm.length - 1] : null),
+    best: s.best_val_accuracy ?? (acc.v.length ? Math.max(...acc.v) : null),
+    ips: s.images_per_sec ?? (ips.length ? ips.reduce((a, b) => a + b, 0) / ips.length : null),
+    length: acc.t.length ? acc.t[acc.t.length - 1] : (s.elapsed ?? null),
+  };
+}
+
+function accuracyAfter(m, seconds) {
+  let best = null;
+  m.acc.t.forEach((t, i) => {
+    if (t <= seconds && (best === null || m.acc.v[i] > best)) best = m.acc.v[i];
+  });
+  return best;
+}
+
+// The 1-worker run to compare with: a selected one of the same task and target, else the
+// newest finished one in the list.
+function baselineFor(run, measured) {
+  const same = (r) => r.num_workers === 1 && r.task === run.task && (r.target || "") === (run.target || "");
+  const picked = [...measured.keys()].map((id) => allRuns.find((r) => r.id === id)).find((r) => r && same(r));
+  if (picked) return { run: picked, m: measured.get(picked.id) };
+  const other = allRuns.filter((r) => same(r) && r.state === "FINISHED" && r.summary && Object.keys(r.summary).length)[0];
+  return other ? { run: other, m: measure(other) } : null;
+}
+
+function speedup(run, m, base) {
+  if (!base || base.run.id === run.id) return run.num_workers === 1 ? { value: 1, how: "" } : null;
+  if (m.ttt && base.m.ttt) return { value: base.m.ttt / m.ttt, how: "time to target" };
+  if (m.ips && base.m.ips) return { value: m.ips / base.m.ips, how: "throughput" };
+  return null;
+}
+
+function render() {
+  const ids = selectedIds();
+  const runs = ids.map((id) => allRuns.find((r) => r.id === id)).filter(Boolean);
+  const measured = new Map(runs.map((r) => [r.id, measure(r)]));
+  const lengths = [...measured.values()].map((m) => m.length).filter((x) => x);
+  const after = Number(afterInput.value) || (lengths.length ? Math.min(...lengths) : 0);
+  document.getElementById("after-label").textContent = after ? duration(after) : "…";
+
+  if (!chart) chart = new LineChart(chartBox, { id: "chart-compare", title: "Validation accuracy against elapsed time", xLabel: "elapsed", xFmt: duration, yFmt: pct, height: 300 });
+  chart.setSeries(runs.map((r) => ({ label: `${r.name || "run " + r.id} (${r.num_workers} w)`, ...measured.get(r.id).acc })));
+  chartStatus.hidden = runs.length > 0;
+
+  tbody.replaceChildren(
+    ...runs.map((r) => {
+      const m = measured.get(r.id);
+      const sp = speedup(r, m, baselineFor(r, measured));
+      return el(
+        "tr",
+        { dataset: { runId: r.id } },
+        el("th", { scope: "row" }, el("a", { href: `/runs/${r.id}/`, text: r.name || `run ${r.id}` }), " ", stateBadge(r.state)),
+        el("td", { text: r.task || "—" }),
+        el("td", { text: String(r.num_workers ?? "—") }),
+        el("td", {}, datasetBadge(r)),
+        el("td", { class: "ttt", text: m.ttt !== null ? duration(m.ttt) : "not reached" }),
+        el("td", { text: after ? pct(accuracyAfter(m, after)) : "—" }),
+        el("td", { text: pct(m.best) }),
+        el("td", { text: num(m.ips) }),
+        el("td", { class: "speedup", title: sp?.how ? `from ${sp.how}` : "" }, sp ? `${sp.value.toFixed(2)}×${sp.how === "throughput" ? " (throughput)" : ""}` : "no 1-worker run"),
+        el("td", { class: "efficiency", text: sp ? pct(sp.value / (r.num_workers || 1)) : "—" }),
+      );
+    }),
+  );
+  document.body.dataset.loaded = "1";
+}
+
+async function load() {
+  const ids = selectedIds();
+  toUrl(ids);
+  await Promise.all(
+    ids.map(async (id) => {
+      if (!feeds.has(id)) feeds.set(id, new MetricFeed(id, { type: "run", names: ["val_accuracy", "images_per_sec", "time_to_target"], summarize: 500 }));
+      await feeds.get(id).refresh();
+    }),
+  );
+  render();
+}
+
+async function init() {
+  allRuns = rows(await api("/api/runs/"));
+  allRuns.sort((a, b) => (b.created_at || "").localeCompare(a.created_at || "") || b.id - a.id);
+  const wanted = fromUrl();
+  const legend = picker.querySelector("legend");
+  picker.replaceChildren(
+    legend,
+    ...(allRuns.length
+      ? allRuns.map((r) =>
+          el(
+            "label",
+            { class: "pick" },
+            el("input", { type: "checkbox", name: "run", value: r.id, checked: wanted.has(r.id) }),
+            ` ${r.name || "run " + r.id} `,
+            el("small", { text: `#${r.id} · ${r.num_workers} worker${r.num_workers === 1 ? "" : "s"} · ${r.state.toLowerCase()}` }),
+          ),
+        )
+      : [el("p", { class: "status", text: "No runs yet." })]),
+  );
+  picker.addEventListener("change", () => load().catch((e) => console.warn(e.message)));
+  afterInput.addEventListener("input", render);
+  await load();
+}
+
+init();

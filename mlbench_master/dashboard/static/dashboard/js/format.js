@@ -1,0 +1,93 @@
+// Number, size, date and state formatting shared by the pages.
+
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "class") node.className = v;
+    else if (k === "text") node.textContent = v;
+    else if (k === "dataset") Object.assign(node.dataset, v);
+    else node.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+
+export function num(v, digits = 3) {
+  if (v === null || v === undefined || v === "" || Number.isNaN(Number(v))) return "—";
+  const n = Number(v);
+  if (Number.isInteger(n) && Math.abs(n) < 1e6) return String(n);
+  return Number(n.toPrecision(digits)).toLocaleString("en");
+}
+
+export function pct(v) {
+  if (v === null || v === undefined || Number.isNaN(Number(v))) return "—";
+  return `${(100 * Number(v)).toFixed(1)} %`;
+}
+
+export function bytes(v) {
+  if (v === null || v === undefined || Number.isNaN(Number(v))) return "—";
+  let n = Number(v);
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (Math.abs(n) >= 1024 && i < units.length - 1) {
+    n /= 1024;
+    i += 1;
+  }
+  return `${n.toFixed(n >= 100 || i === 0 ? 0 : 1)} ${units[i]}`;
+}
+
+export function rate(v) {
+  return v === null || v === undefined ? "—" : `${bytes(v)}/s`;
+}
+
+export function duration(seconds) {
+  if (seconds === null || seconds === undefined || Number.isNaN(Number(seconds))) return "—";
+  let s = Math.round(Number(seconds));
+  const h = Math.floor(s / 3600);
+  s -= h * 3600;
+  const m = Math.floor(s / 60);
+  s -= m * 60;
+  if (h) return `${h} h ${m} min`;
+  if (m) return `${m} min ${s} s`;
+  return `${Number(seconds).toFixed(Number(seconds) < 10 ? 1 : 0)} s`;
+}
+
+export function when(iso) {
+  if (!iso) return "—";
+  const d = new Date(iso);
+  return d.toLocaleString("en-GB", { dateStyle: "medium", timeStyle: "short" });
+}
+
+export function stateBadge(state) {
+  const s = (state || "UNKNOWN").toUpperCase();
+  return el("span", { class: `state state-${s.toLowerCase()}`, text: s.toLowerCase() });
+}
+
+export function datasetBadge(run) {
+  const used = run.dataset_used || "";
+  const wrap = el("span", { class: "dataset" }, used || run.dataset || "—");
+  if (used === "synthetic") {
+    wrap.append(
+      " ",
+      el("span", {
+        class: "badge synthetic",
+        title: "Generated data, not CIFAR-10: do not compare with real results",
+        text: "synthetic",
+      }),
+    );
+  } else if (!used && run.dataset) {
+    wrap.title = "requested; not reported by the workers yet";
+  }
+  return wrap;
+}
+
+export function timeToTarget(run) {
+  const s = run.summary || {};
+  if (s.time_to_target !== undefined && s.time_to_target !== null) return duration(s.time_to_target);
+  if (s.reached === false) return "not reached";
+  return "—";
+}

@@ -1,0 +1,231 @@
+// Run details: state, live training charts (against time or epoch), the time split, logs,
+// configuration and manifest, downloads, cancel and delete.
+
+import { api, every } from "./api.js";
+import { LineChart } from "./charts.js";
+import { MetricFeed } from "./feed.js";
+import { datasetBadge, duration, el, num, pct, stateBadge, when } from "./format.js";
+import { LogFollower } from "./logs.js";
+
+const root = document.getElementById("run-detail");
+const runId = root.dataset.runId;
+const ACTIVE = new Set(["INITIALIZED", "STARTED"]);
+const SPLIT = [
+  ["time_data", "data"],
+  ["time_compute", "compute"],
+  ["time_comm", "communication"],
+];
+const CHARTS = [
+  { id: "loss", title: "Training loss", series: [["train_loss", "train loss"], ["val_loss", "validation loss"]], fmt: (v) => num(v) },
+  { id: "accuracy", title: "Validation accuracy", series: [["val_accuracy", "validation"], ["train_accuracy", "training"]], fmt: pct },
+  { id: "lr", title: "Learning rate", series: [["learning_rate", "learning rate"]], fmt: (v) => num(v) },
+  { id: "throughput", title: "Images per second (all workers)", series: [["images_per_sec", "images/s"]], fmt: (v) => num(v) },
+];
+const NAMES = [...CHARTS.flatMap((c) => c.series.map((s) => s[0])), ...SPLIT.map((s) => s[0]), "epoch", "time_to_target"];
+
+let run = null;
+let finalFetch = false;
+const feed = new MetricFeed(runId, { type: "run", names: NAMES, summarize: 500, maxPoints: 5000 });
+const chartsBox = document.getElementById("run-charts");
+const xRadios = [...document.querySelectorAll('input[name="xaxis"]')];
+const logs = new LogFollower(runId, document.getElementById("run-logs"), {
+  rank: document.getElementById("log-rank"),
+  stream: document.getElementById("log-stream"),
+  follow: document.getElementById("log-follow"),
+});
+
+function xMode() {
+  return xRadios.find((r) => r.checked).value;
+}
+
+// x of a point: seconds on the benchmark clock (metadata.elapsed), or epochs completed.
+function xOf(series, mode) {
+  const start = run && run.started_at ? Date.parse(run.started_at) / 1000 : series.t[0];
+  return series.t.map((t, i) => {
+    const m = series.meta[i] || {};
+    if (mode === "epoch") return m.epoch ?? null;
+    return m.elapsed ?? t - start;
+  });
+}
+
+function project(name, label, mode) {
+  const s = feed.get(name);
+  const xs = xOf(s, mode);
+  const pts = xs.map((x, i) => [x, s.v[i]]).filter((p) => p[0] !== null && p[0] !== undefined);
+  pts.sort((a, b) => a[0] - b[0]);
+  return { label, t: pts.map((p) => p[0]), v: pts.map((p) => p[1]) };
+}
+
+let charts = [];
+function buildCharts() {
+  charts.forEach((c) => c.chart.destroy());
+  const mode = xMode();
+  charts = CHARTS.map((c) => ({
+    spec: c,
+    chart: new LineChart(chartsBox, {
+      id: `chart-${c.id}`,
+      title: c.title,
+      xLabel: mode === "epoch" ? "epoch" : "elapsed",
+      xFmt: mode === "epoch" ? (v) => num(v, 3) : duration,
+      yFmt: c.fmt,
+    }),
+  }));
+}
+
+function drawCharts() {
+  const mode = xMode();
+  for (const { spec, chart } of charts) chart.setSeries(spec.series.map(([n, label]) => project(n, label, mode)));
+  splitChart.setSeries(SPLIT.map(([n, label]) => project(n, label, "time")));
+  drawSplitTable();
+}
+
+const splitChart = new LineChart(document.getElementById("split-chart"), {
+  id: "chart-split",
+  title: "Seconds per step over time",
+  xLabel: "elapsed",
+  xFmt: duration,
+  yFmt: (v) => num(v),
+  height: 180,
+});
+
+function drawSplitTable() {
+  const means = SPLIT.map(([n, label]) => {
+    const v = feed.get(n).v.filter((x) => x !== null);
+    return { label, mean: v.length ? v.reduce((a, b) => a + b, 0) / v.length : null };
+  });
+  const total = means.reduce((a, m) => a + (m.mean || 0), 0);
+  document.querySelector("#time-split tbody").replaceChildren(
+    ...means.map((m) =>
+      el(
+        "tr",
+        {},
+        el("th", { scope: "row", text: m.label }),
+        el("td", { text: m.mean === null ? "—" : num(m.mean, 3) }),
+        el("td", {}, m.mean === null || !total ? "—" : el("meter", { min: 0, max: 1, value: m.mean / total, "aria-label": `${m.label} share` }), m.mean === null || !total ? "" : ` ${pct(m.mean / total)}`),
+      ),
+    ),
+  );
+}
+
+// ---- run info ----
+const CONFIG = [
+  ["task", "Task"],
+  ["backend", "Backend"],
+  ["num_workers", "Workers"],
+  ["num_cpus", "CPUs per worker"],
+  ["max_bandwidth", "Bandwidth (Mbit/s)"],
+  ["gpu_enabled", "GPUs"],
+  ["target", "Target"],
+  ["light_target", "Light target"],
+  ["dataset", "Dataset requested"],
+  ["time_budget", "Time budget (s)"],
+  ["max_epochs", "Max epochs"],
+  ["time_limit", "Time limit (s)"],
+  ["custom_image_name", "Custom image"],
+  ["custom_image_command", "Custom command"],
+  ["custom_backend", "Custom backend"],
+  ["run_all_nodes", "Run on all nodes"],
+  ["job_id", "Job"],
+  ["exit_code", "Exit code"],
+  ["created_at", "Created"],
+  ["started_at", "Started"],
+  ["finished_at", "Finished"],
+];
+
+function show(value) {
+  if (value === null || value === undefined || value === "") return "—";
+  if (typeof value === "boolean") return value ? "yes" : "no";
+  if (typeof value === "string" && /^\d{4}-\d\d-\d\dT/.test(value)) return when(value);
+  if (typeof value === "object") return JSON.stringify(value);
+  return String(value);
+}
+
+function kv(dl, pairs) {
+  dl.replaceChildren(...pairs.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", {}, v instanceof Node ? v : show(v))]));
+}
+
+function showRun() {
+  document.getElementById("run-name").textContent = run.name || `Run ${run.id}`;
+  document.title = `${run.name || "Run " + run.id} · mlbench`;
+  document.getElementById("run-state").replaceChildren(stateBadge(run.state));
+  document.getElementById("run-reason").textContent = run.reason || "";
+  kv(document.getElementById("run-config"), [
+    ...CONFIG.filter(([k]) => k in run && !(run[k] === "" && k.startsWith("custom"))).map(([k, label]) => [label, run[k]]),
+    ["Dataset used", datasetBadge(run)],
+  ]);
+  const s = run.summary || {};
+  if (Object.keys(s).length) {
+    kv(document.getElementById("run-summary"), [
+      ["Reached target", s.reached],
+      ["Target accuracy", s.target_accuracy !== undefined ? pct(s.target_accuracy) : null],
+      ["Time to target", s.time_to_target !== undefined && s.time_to_target !== null ? duration(s.time_to_target) : null],
+      ["Best validation accuracy", s.best_val_accuracy !== undefined ? pct(s.best_val_accuracy) : null],
+      ["Final validation accuracy", s.final_val_accuracy !== undefined ? pct(s.final_val_accuracy) : null],
+      ["Epochs", s.epochs],
+      ["Images per second", s.images_per_sec !== undefined ? num(s.images_per_sec) : null],
+      ["Communication share", s.comm_share !== undefined ? pct(s.comm_share) : null],
+      ["Elapsed", s.elapsed !== undefined ? duration(s.elapsed) : null],
+      ["Dataset", datasetBadge(run)],
+    ]);
+  }
+  document.getElementById("run-manifest").textContent = JSON.stringify(run.manifest || {}, null, 2);
+  const cancel = document.getElementById("cancel-run");
+  if (cancel) cancel.hidden = !ACTIVE.has(run.state);
+}
+
+async function refresh() {
+  if (run && !ACTIVE.has(run.state) && finalFetch) return;
+  run = await api(`/api/runs/${runId}/`);
+  showRun();
+  if (!ACTIVE.has(run.state)) finalFetch = true; // one last fetch of metrics and logs, then stop
+  const [changed] = await Promise.all([feed.refresh(), logs.refresh()]);
+  if (changed.size) drawCharts();
+  document.body.dataset.loaded = "1";
+}
+
+// ---- actions ----
+const statusLine = document.getElementById("run-status");
+const dialog = document.getElementById("confirm-dialog");
+
+function confirmAction(title, text) {
+  return new Promise((resolve) => {
+    document.getElementById("confirm-title").textContent = title;
+    document.getElementById("confirm-text").textContent = text;
+    dialog.returnValue = "";
+    dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok"), { once: true });
+    dialog.showModal();
+  });
+}
+
+async function cancelRun() {
+  if (!(await confirmAction("Cancel this run?", "Every worker process of the run is stopped. The metrics and output recorded so far are kept."))) return;
+  try {
+    run = await api(`/api/runs/${runId}/cancel/`, { method: "POST" });
+    statusLine.textContent = "The run was cancelled.";
+    finalFetch = false;
+    await refresh();
+  } catch (err) {
+    statusLine.textContent = `Could not cancel: ${err.message}`;
+  }
+}
+
+async function deleteRun() {
+  if (!(await confirmAction("Delete this run?", "The run, its metrics and its output are deleted for good. An active run is cancelled first."))) return;
+  try {
+    await api(`/api/runs/${runId}/`, { method: "DELETE" });
+    window.location.href = "/runs/";
+  } catch (err) {
+    statusLine.textContent = `Could not delete: ${err.message}`;
+  }
+}
+
+document.getElementById("cancel-run")?.addEventListener("click", cancelRun);
+document.getElementById("delete-run")?.addEventListener("click", deleteRun);
+xRadios.forEach((r) =>
+  r.addEventListener("change", () => {
+    buildCharts();
+    drawCharts();
+  }),
+);
+buildCharts();
+every(3000, refresh);

@@ -1,0 +1,92 @@
+// Runs page: the live list of runs and the "New run" form.
+
+import { api, every, rows } from "./api.js";
+import { datasetBadge, el, stateBadge, timeToTarget, when } from "./format.js";
+import { showFieldErrors, clearFieldErrors, readForm } from "./form.js";
+
+const body = document.querySelector("#runs-table tbody");
+const status = document.getElementById("runs-status");
+
+function runRow(run) {
+  const reason = run.reason ? el("div", { class: "reason", text: run.reason }) : null;
+  const cpus = run.num_cpus ? ` × ${run.num_cpus} CPU` : "";
+  return el(
+    "tr",
+    { dataset: { runId: run.id } },
+    el("td", {}, el("a", { href: `/runs/${run.id}/`, class: "run-link" }, run.name || `run ${run.id}`)),
+    el("td", { text: run.task || "—" }),
+    el("td", { class: "state-cell" }, stateBadge(run.state), reason),
+    el("td", { text: `${run.num_workers ?? "—"}${cpus}` }),
+    el("td", {}, datasetBadge(run)),
+    el("td", { text: timeToTarget(run) }),
+    el("td", {}, el("time", { datetime: run.created_at, text: when(run.created_at) })),
+  );
+}
+
+async function refresh() {
+  const runs = rows(await api("/api/runs/"));
+  runs.sort((a, b) => (b.created_at || "").localeCompare(a.created_at || "") || b.id - a.id);
+  body.replaceChildren(...runs.map(runRow));
+  status.textContent = runs.length ? `${runs.length} run${runs.length === 1 ? "" : "s"}.` : "No runs yet. Start one with “New run”.";
+  document.body.dataset.loaded = "1";
+}
+
+// ---- the "New run" form ----
+const toggle = document.getElementById("new-run-toggle");
+const panel = document.getElementById("new-run");
+const form = document.getElementById("new-run-form");
+const formError = document.getElementById("form-error");
+
+function openForm(open) {
+  panel.hidden = !open;
+  toggle.setAttribute("aria-expanded", String(open));
+  if (open) form.querySelector("input, select").focus();
+}
+
+function showFormError(text) {
+  formError.textContent = text;
+  formError.hidden = !text;
+}
+
+async function submit(event) {
+  event.preventDefault();
+  clearFieldErrors(form);
+  showFormError("");
+  // The browser knows the limits (min/max); say what is wrong before asking the server.
+  const invalid = [...form.elements].filter((e) => e.name && e.willValidate && !e.checkValidity());
+  if (invalid.length) {
+    showFieldErrors(form, Object.fromEntries(invalid.map((e) => [e.name, [e.validationMessage]])));
+    invalid[0].focus();
+    return;
+  }
+  const button = document.getElementById("new-run-submit");
+  button.disabled = true;
+  try {
+    const run = await api("/api/runs/", { method: "POST", body: readForm(form) });
+    form.reset();
+    openForm(false);
+    status.replaceChildren("Run ", el("a", { href: `/runs/${run.id}/`, text: run.name || `#${run.id}` }), " was created.");
+    await refresh();
+  } catch (err) {
+    if (err.status === 409) {
+      showFormError(`Another run is still active, and only one run can use the workers at a time. Wait for it to finish or cancel it, then start this one. (${err.message})`);
+    } else if (err.status === 400 && err.data && typeof err.data === "object") {
+      const rest = showFieldErrors(form, err.data);
+      if (rest) showFormError(rest);
+    } else if (err.status === 401 || err.status === 403) {
+      showFormError(`Not allowed: ${err.message}. Sign in again and retry.`);
+    } else {
+      showFormError(`The run could not be created: ${err.message}`);
+    }
+  } finally {
+    button.disabled = false;
+  }
+}
+
+if (form) {
+  toggle.addEventListener("click", () => openForm(panel.hidden));
+  document.getElementById("new-run-cancel").addEventListener("click", () => openForm(false));
+  form.addEventListener("submit", submit);
+  if (window.location.hash === "#new") openForm(true);
+}
+every(5000, refresh);

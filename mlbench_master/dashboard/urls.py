@@ -1,0 +1,25 @@
+"""Dashboard routes, included at "/" by mlbench_master/urls.py."""
+
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from . import views
+
+app_name = "dashboard"
+
+urlpatterns = [
+    path("", views.workers, name="workers"),
+    path("workers/<str:name>/", views.worker_detail, name="worker-detail"),
+    path("runs/", views.runs, name="runs"),
+    path("runs/<int:run_id>/", views.run_detail, name="run-detail"),
+    path("compare/", views.compare, name="compare"),
+    path(
+        "login/",
+        auth_views.LoginView.as_view(
+            template_name="dashboard/login.html", redirect_authenticated_user=True
+        ),
+        name="login",
+    ),
+    path("login/once/<str:token>/", views.login_once, name="login-once"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+]

@@ -1,0 +1,64 @@
+"""Dashboard pages. Views only render templates: every piece of data is fetched by the page's
+JavaScript from the REST API, so the dashboard shows exactly what API clients see."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import login
+from django.contrib.auth.views import redirect_to_login
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET
+
+from . import forms_spec
+from .links import user_for_token
+
+
+def _public_read() -> bool:
+    return bool(getattr(settings, "MLBENCH_PUBLIC_READ", False))
+
+
+def _page(request: HttpRequest, template: str, context: dict | None = None) -> HttpResponse:
+    """Render a page, sending anonymous visitors to sign in unless reads are public."""
+    if not request.user.is_authenticated and not _public_read():
+        return redirect_to_login(request.get_full_path())
+    ctx = {"can_write": request.user.is_authenticated}
+    ctx.update(context or {})
+    return render(request, f"dashboard/{template}", ctx)
+
+
+@require_GET
+def workers(request: HttpRequest) -> HttpResponse:
+    return _page(request, "workers.html", {"nav": "workers"})
+
+
+@require_GET
+def worker_detail(request: HttpRequest, name: str) -> HttpResponse:
+    return _page(request, "worker_detail.html", {"nav": "workers", "pod_name": name})
+
+
+@require_GET
+def runs(request: HttpRequest) -> HttpResponse:
+    return _page(request, "runs.html", {"nav": "runs", "form": forms_spec.run_form_spec()})
+
+
+@require_GET
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    return _page(request, "run_detail.html", {"nav": "runs", "run_id": run_id})
+
+
+@require_GET
+def compare(request: HttpRequest) -> HttpResponse:
+    return _page(request, "compare.html", {"nav": "compare"})
+
+
+@require_GET
+def login_once(request: HttpRequest, token: str) -> HttpResponse:
+    """Consume a one-time sign-in link (see links.py)."""
+    user = user_for_token(token)
+    if user is None:
+        messages.error(request, "This sign-in link is invalid, expired or was already used.")
+        return redirect("dashboard:login")
+    login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+    return redirect("dashboard:workers")
