@@ -13,7 +13,14 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: install test-deps test run stop bench lint format docs clean
 
-install: $(STAMP)
+# The dashboard's browser libraries (uPlot), exactly as package-lock.json pins them; Django
+# serves them as static files. Re-run only when the lockfile changes.
+NODE_STAMP := node_modules/.installed
+install: $(STAMP) $(NODE_STAMP)
+
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $(NODE_STAMP)
 
 # torch goes in first and pinned: anything unpinned would pull a multi-GB CUDA build.
 $(STAMP): setup.py constraints.txt
