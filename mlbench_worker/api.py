@@ -1,0 +1,381 @@
+"""`ApiClient`: the Python client of the master's REST API.
+
+It keeps the original client's constructor arguments and methods, parameter for parameter,
+so scripts written for it keep working; every method returns a `concurrent.futures.Future`
+whose result is the `requests.Response`. Requests run on a thread pool: they wait on the
+network, not on the CPU, so threads give the same non-blocking behaviour as processes
+without pickling responses between processes.
+
+Where the master is:
+- `url=` (or MLBENCH_URL): used as given; this is how it is used outside a cluster and with
+  the embedded master (`mlbench up` writes the URL to MLBENCH_HOME/url).
+- inside a Kubernetes cluster (`in_cluster=True`, no url): the master pod is found by its
+  labels and addressed by its IP.
+- outside a cluster without url: the master service (by name or labels) is looked up and
+  reached through its NodePort or load balancer.
+The `kubernetes` package is imported only in the last two cases. This module never imports
+torch or Django.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import requests
+
+# Backends a run can use (the `backend` field).
+MLBENCH_BACKENDS = ["mpi", "gloo", "nccl"]
+# Reference tasks of the closed division: task name -> (model, data set, GPU supported).
+MLBENCH_TASKS = {
+    "resnet20-cifar10": ("resnet20", "cifar10", True),
+    "resnet32-cifar10": ("resnet32", "cifar10", True),
+    "resnet44-cifar10": ("resnet44", "cifar10", True),
+    "resnet56-cifar10": ("resnet56", "cifar10", True),
+}
+# The original client's name for the same table: {name: (image, command, run_on_all, gpu)}.
+# Here the reference "image" is the task itself, run by `python -m mlbench_worker`.
+MLBENCH_IMAGES = {
+    name: ("mlbench-worker", f"python -m mlbench_worker {name}", True, gpu)
+    for name, (_model, _data, gpu) in MLBENCH_TASKS.items()
+}
+
+DEFAULT_TIMEOUT = 30.0
+
+
+class ApiError(Exception):
+    """The master could not be found or reached; the message says what to do."""
+
+
+def mlbench_home() -> Path:
+    return Path(os.environ.get("MLBENCH_HOME") or Path.home() / ".mlbench").expanduser()
+
+
+def default_url() -> str | None:
+    """MLBENCH_URL, else the URL the embedded master wrote under MLBENCH_HOME."""
+    url = os.environ.get("MLBENCH_URL", "").strip()
+    if url:
+        return url
+    try:
+        return (mlbench_home() / "url").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def default_token() -> str | None:
+    """MLBENCH_TOKEN, else the embedded master's admin token under MLBENCH_HOME."""
+    token = os.environ.get("MLBENCH_TOKEN", "").strip()
+    if token:
+        return token
+    try:
+        return (mlbench_home() / "token").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _normalize(url: str) -> str:
+    url = url.strip()
+    if "://" not in url:
+        url = "http://" + url
+    return url.rstrip("/")
+
+
+def _iso(value: dt.datetime | str | None) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.UTC)
+        return value.isoformat()
+    return str(value)
+
+
+class ApiClient:
+    """Client for the mlbench master's REST API; every call returns a Future of a Response.
+
+    Args:
+        max_workers: requests that may run at the same time.
+        in_cluster: whether this runs inside the Kubernetes cluster of the master.
+        label_selector: labels of the master pod (inside a cluster) or service.
+        k8s_namespace: namespace mlbench runs in.
+        url: `host:port[/path]` or a full URL of the master; overrides discovery.
+        load_config: load the Kubernetes configuration (in-cluster or kubeconfig) first.
+        service_name: the master's service (outside a cluster, when no url is given).
+        token: API token sent as `Authorization: Token ...` (default: MLBENCH_TOKEN or the
+            embedded master's token file).
+        timeout: seconds each request may take.
+    """
+
+    def __init__(
+        self,
+        max_workers: int = 5,
+        in_cluster: bool = True,
+        label_selector: str = "component=master,app=mlbench",
+        k8s_namespace: str = "default",
+        url: str | None = None,
+        load_config: bool = True,
+        *,
+        service_name: str | None = None,
+        token: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        self.in_cluster = in_cluster
+        self.label_selector = label_selector
+        self.k8s_namespace = k8s_namespace
+        self.service_name = service_name
+        self.timeout = timeout
+        self.token = token if token is not None else default_token()
+        if url:
+            self.endpoint = _normalize(url)
+        elif in_cluster:
+            self.endpoint = self._master_pod_url(load_config)
+        else:
+            self.endpoint = self._master_service_url(load_config)
+        self.executor = ThreadPoolExecutor(max_workers=max_workers)
+        self.session = requests.Session()
+        self.session.headers["Accept"] = "application/json"
+        if self.token:
+            self.session.headers["Authorization"] = f"Token {self.token}"
+
+    # ------------------------------------------------------------------ discovery
+    def _master_pod_url(self, load_config: bool) -> str:
+        client = _kubernetes(load_config, in_cluster=True)
+        pods = client.CoreV1Api().list_namespaced_pod(
+            self.k8s_namespace, label_selector=self.label_selector
+        )
+        running = [p for p in pods.items if p.status and p.status.pod_ip]
+        if not running:
+            raise ApiError(
+                f"no master pod with labels {self.label_selector!r} in namespace "
+                f"{self.k8s_namespace!r}: check the release is installed, or pass url="
+            )
+        pod = running[0]
+        port = 80
+        for container in pod.spec.containers or []:
+            for declared in container.ports or []:
+                port = declared.container_port
+                break
+        return f"http://{pod.status.pod_ip}:{port}"
+
+    def _master_service_url(self, load_config: bool) -> str:
+        client = _kubernetes(load_config, in_cluster=False)
+        core = client.CoreV1Api()
+        if self.service_name:
+            service = core.read_namespaced_service(self.service_name, self.k8s_namespace)
+        else:
+            found = core.list_namespaced_service(
+                self.k8s_namespace, label_selector=self.label_selector
+            ).items
+            if not found:
+                raise ApiError(
+                    f"no master service with labels {self.label_selector!r} in namespace "
+                    f"{self.k8s_namespace!r}: pass service_name= or url="
+                )
+            service = found[0]
+        spec = service.spec
+        port = spec.ports[0]
+        if spec.type == "NodePort":
+            nodes = core.list_node().items
+            for node in nodes:
+                for address in node.status.addresses or []:
+                    if address.type in ("ExternalIP", "InternalIP"):
+                        return f"http://{address.address}:{port.node_port}"
+            raise ApiError("the master service is a NodePort but no node has an address")
+        if spec.type == "LoadBalancer":
+            ingress = (service.status.load_balancer.ingress or []) if service.status else []
+            for entry in ingress:
+                host = entry.ip or entry.hostname
+                if host:
+                    return f"http://{host}:{port.port}"
+            raise ApiError("the master's load balancer has no address yet: try again later")
+        raise ApiError(
+            f"the master service is of type {spec.type}, not reachable from outside the "
+            "cluster: use `kubectl port-forward` and pass url="
+        )
+
+    # ------------------------------------------------------------------ plumbing
+    def url(self, path: str) -> str:
+        return f"{self.endpoint}/api/{path.lstrip('/')}"
+
+    def _submit(self, method: str, path: str, **kwargs: Any) -> Future:
+        kwargs.setdefault("timeout", self.timeout)
+        if "params" in kwargs:
+            kwargs["params"] = {k: v for k, v in kwargs["params"].items() if v is not None}
+        return self.executor.submit(self.session.request, method, self.url(path), **kwargs)
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=True)
+        self.session.close()
+
+    def __enter__(self) -> ApiClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ runs
+    def get_runs(self) -> Future:
+        """All runs (active, finished, failed, cancelled)."""
+        return self._submit("GET", "runs/")
+
+    def get_run(self, run_id: int | str) -> Future:
+        """One run by id."""
+        return self._submit("GET", f"runs/{run_id}/")
+
+    def create_run(
+        self,
+        name: str,
+        num_workers: int,
+        num_cpus: float = 2.0,
+        max_bandwidth: int = 1000,
+        image: str | None = None,
+        backend: str | None = None,
+        custom_image_name: str | None = None,
+        custom_image_command: str | None = None,
+        custom_backend: str | None = None,
+        run_all_nodes: bool = False,
+        gpu_enabled: bool = False,
+        light_target: bool = False,
+        *,
+        task: str | None = None,
+        target: str | None = None,
+        time_budget: float | None = None,
+        max_epochs: int | None = None,
+        dataset: str | None = None,
+        time_limit: int | None = None,
+    ) -> Future:
+        """Start a run. The keyword-only arguments are this version's additions.
+
+        `image` may name a reference task (a key of MLBENCH_IMAGES); it is then sent as
+        `task` too, since this master runs tasks, not images, in the closed division.
+        """
+        if image in MLBENCH_IMAGES and task is None:
+            task = image
+        body: dict[str, Any] = {
+            "name": name,
+            "num_workers": num_workers,
+            "num_cpus": num_cpus,
+            "max_bandwidth": max_bandwidth,
+            "run_all_nodes": run_all_nodes,
+            "gpu_enabled": gpu_enabled,
+            "light_target": light_target,
+        }
+        optional = {
+            "image": image,
+            "backend": backend,
+            "custom_image_name": custom_image_name,
+            "custom_image_command": custom_image_command,
+            "custom_backend": custom_backend,
+            "task": task,
+            "target": target,
+            "time_budget": time_budget,
+            "max_epochs": max_epochs,
+            "dataset": dataset,
+            "time_limit": time_limit,
+        }
+        body.update({k: v for k, v in optional.items() if v is not None})
+        return self._submit("POST", "runs/", json=body)
+
+    def delete_run(self, run_id: int | str) -> Future:
+        """Delete a run (an active run is cancelled first: its ranks are stopped)."""
+        return self._submit("DELETE", f"runs/{run_id}/")
+
+    def get_run_logs(self, run_id: int | str, offset: int = 0, limit: int | None = None) -> Future:
+        """A run's log chunks after `offset` (an addition of this version)."""
+        return self._submit(
+            "GET", f"runs/{run_id}/logs/", params={"offset": offset, "limit": limit}
+        )
+
+    # ------------------------------------------------------------------ metrics
+    def get_all_metrics(self) -> Future:
+        """Every pod's resource metrics."""
+        return self._submit("GET", "metrics/")
+
+    def get_run_metrics(
+        self,
+        run_id: int | str,
+        since: dt.datetime | None = None,
+        summarize: int | None = None,
+        metric_filter: str | None = None,
+        last_n: int | None = None,
+    ) -> Future:
+        """A run's metrics, optionally newer than `since`, downsampled or only the last n."""
+        params = {
+            "metric_type": "run",
+            "since": _iso(since),
+            "summarize": summarize,
+            "metric_filter": metric_filter,
+            "last_n": last_n,
+        }
+        return self._submit("GET", f"metrics/{run_id}/", params=params)
+
+    def get_pod_metrics(
+        self, pod_id: str, since: dt.datetime | None = None, summarize: int | None = None
+    ) -> Future:
+        """A worker pod's resource metrics."""
+        params = {"metric_type": "pod", "since": _iso(since), "summarize": summarize}
+        return self._submit("GET", f"metrics/{pod_id}/", params=params)
+
+    def download_run_metrics(
+        self, run_id: int | str, since: dt.datetime | None = None, summarize: int | None = None
+    ) -> Future:
+        """A run's metrics as a zip archive (the response body is the archive)."""
+        params = {
+            "metric_type": "run",
+            "since": _iso(since),
+            "summarize": summarize,
+            "format": "zip",
+        }
+        return self._submit("GET", f"metrics/{run_id}/", params=params, stream=True)
+
+    def post_metric(
+        self,
+        run_id: int | str,
+        name: str,
+        value: float,
+        cumulative: bool = False,
+        metadata: dict | str = "",
+        date: dt.datetime | None = None,
+    ) -> Future:
+        """Store one metric point of a run (sent as a one-point batch with a unique uid)."""
+        if date is None:
+            date = dt.datetime.now(dt.UTC)
+        if not metadata:
+            metadata = {}
+        elif isinstance(metadata, str):
+            metadata = {"note": metadata}
+        point = {
+            "run_id": int(run_id) if str(run_id).isdigit() else run_id,
+            "name": name,
+            "value": float(value),
+            "cumulative": bool(cumulative),
+            "metadata": metadata,
+            "date": _iso(date),
+            "uid": f"client-{uuid.uuid4().hex}",
+        }
+        return self._submit("POST", "metrics/", json=[point])
+
+    # ------------------------------------------------------------------ pods
+    def get_worker_pods(self) -> Future:
+        """The worker pods (or local worker slots) and their phase."""
+        return self._submit("GET", "pods/")
+
+
+def _kubernetes(load_config: bool, in_cluster: bool) -> Any:
+    try:
+        import kubernetes
+    except ImportError as exc:
+        raise ApiError(
+            "finding the master in Kubernetes needs the `kubernetes` package "
+            "(pip install kubernetes); or pass url= to the client"
+        ) from exc
+    if load_config:
+        if in_cluster:
+            kubernetes.config.load_incluster_config()
+        else:
+            kubernetes.config.load_kube_config()
+    return kubernetes.client

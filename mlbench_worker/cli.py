@@ -1,0 +1,704 @@
+"""The `mlbench` command: start the embedded master, run benchmarks, read their results.
+
+It talks to the master only over the REST API (through `ApiClient`), so the same command
+works against the embedded master on this machine and against a cluster's master
+(MLBENCH_URL / MLBENCH_TOKEN). `up`, `down` and `status` hand over to the embedded launcher
+(`python -m mlbench_master`). Importing this module must stay cheap: no torch, no Django.
+
+Exit codes (also in docs/cli.rst):
+  0 success · 1 the run ended FAILED or CANCELLED · 2 bad command line or input refused by
+  the master (400) · 3 master not reachable / not running · 4 token missing or refused ·
+  5 no such run · 6 another run is active (409) · 7 the master failed (5xx)
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from typing import Any
+
+import requests
+
+from mlbench_worker.api import ApiClient, default_token, default_url, mlbench_home
+
+EXIT_OK = 0
+EXIT_RUN_FAILED = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+EXIT_AUTH = 4
+EXIT_NOT_FOUND = 5
+EXIT_CONFLICT = 6
+EXIT_SERVER = 7
+
+FINAL_STATES = ("FINISHED", "FAILED", "CANCELLED")
+POLL_SECONDS = 2.0
+
+
+class CliError(Exception):
+    """An error for the user: the message says what happened and what to do."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# ------------------------------------------------------------------------ talking to the API
+
+
+class Master:
+    """The master as the CLI sees it: URL, token, and calls that fail with a useful message."""
+
+    def __init__(self, url: str | None, token: str | None) -> None:
+        url = url or default_url()
+        if not url:
+            raise CliError(
+                "no master configured: start one on this machine with `mlbench up`, "
+                "or point at a running one with MLBENCH_URL=http://HOST:PORT",
+                EXIT_UNREACHABLE,
+            )
+        self.client = ApiClient(url=url, in_cluster=False, token=token or default_token())
+        self.url = self.client.endpoint
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> requests.Response:
+        try:
+            response = getattr(self.client, method)(*args, **kwargs).result()
+        except requests.ConnectionError as exc:
+            raise CliError(
+                f"cannot reach the master at {self.url}: start it with `mlbench up` "
+                "(or set MLBENCH_URL to where it runs)",
+                EXIT_UNREACHABLE,
+            ) from exc
+        except requests.Timeout as exc:
+            raise CliError(
+                f"the master at {self.url} did not answer in time: check `mlbench status`",
+                EXIT_UNREACHABLE,
+            ) from exc
+        if response.status_code >= 400:
+            raise self._error(response)
+        return response
+
+    def json(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        response = self.call(method, *args, **kwargs)
+        if response.status_code == 204 or not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise CliError(
+                f"the master at {self.url} answered with something that is not JSON "
+                f"(HTTP {response.status_code}): is MLBENCH_URL pointing at mlbench?",
+                EXIT_SERVER,
+            ) from exc
+
+    def _error(self, response: requests.Response) -> CliError:
+        detail = _error_detail(response)
+        status = response.status_code
+        if status in (401, 403):
+            has_token = bool(self.client.token)
+            fix = (
+                "the token was refused: set MLBENCH_TOKEN to a valid API token"
+                if has_token
+                else "no API token: set MLBENCH_TOKEN (the embedded master writes its "
+                "token to MLBENCH_HOME/token)"
+            )
+            return CliError(f"{fix} ({status}: {detail})", EXIT_AUTH)
+        if status == 404:
+            return CliError(f"not found: {detail}; list the runs with `mlbench runs`", 5)
+        if status == 409:
+            return CliError(
+                f"{detail}; wait for it to end or stop it with `mlbench delete RUN`",
+                EXIT_CONFLICT,
+            )
+        if status >= 500:
+            return CliError(
+                f"the master failed (HTTP {status}): {detail}; see its log "
+                f"({mlbench_home() / 'logs'} for the embedded master)",
+                EXIT_SERVER,
+            )
+        return CliError(f"the master refused the request (HTTP {status}): {detail}", EXIT_USAGE)
+
+
+def _error_detail(response: requests.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text.strip()[:300] or response.reason
+    return _flatten(body)
+
+
+def _flatten(body: Any, prefix: str = "") -> str:
+    """A DRF-style error body ({"field": ["problem"]}, {"detail": ...}) as one line."""
+    if isinstance(body, dict):
+        if "detail" in body and len(body) <= 2:
+            return _flatten(body["detail"], prefix)
+        if "message" in body and isinstance(body["message"], str):
+            return body["message"]
+        parts = []
+        for key, value in body.items():
+            name = f"{prefix}{key}"
+            parts.append(
+                _flatten(value, name + ".")
+                if isinstance(value, dict)
+                else f"{name}: {_flatten(value)}"
+            )
+        return "; ".join(parts)
+    if isinstance(body, list):
+        return " ".join(_flatten(v, prefix) for v in body)
+    return str(body)
+
+
+# ------------------------------------------------------------------------ formatting
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> str:
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = max(0, int(round(seconds)))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def _percent(value: Any) -> str:
+    try:
+        return f"{100 * float(value):.1f}%"
+    except (TypeError, ValueError):
+        return "-"
+
+
+def _parse_time(value: str | None) -> dt.datetime | None:
+    if not value:
+        return None
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _run_duration(run: dict) -> float | None:
+    start = _parse_time(run.get("started_at"))
+    if start is None:
+        return None
+    end = _parse_time(run.get("finished_at")) or dt.datetime.now(dt.UTC)
+    return (end - start).total_seconds()
+
+
+def _short(text: str | None, width: int = 60) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _runs_list(body: Any) -> list[dict]:
+    if isinstance(body, dict) and "results" in body:
+        return body["results"]
+    return list(body or [])
+
+
+# ------------------------------------------------------------------------ commands
+
+
+def cmd_launcher(args: argparse.Namespace) -> int:
+    """`up`, `down`, `status`: run the embedded launcher of the master package."""
+    if importlib.util.find_spec("mlbench_master") is None or (
+        importlib.util.find_spec("django") is None
+    ):
+        raise CliError(
+            "the master is not installed in this Python: pip install 'mlbench[master]' "
+            "(or use MLBENCH_URL to talk to a master elsewhere)",
+            EXIT_USAGE,
+        )
+    argv = [sys.executable, "-m", "mlbench_master", args.command]
+    if args.command == "up":
+        if args.detach:
+            argv.append("--detach")
+        if args.port:
+            argv += ["--port", str(args.port)]
+    return subprocess.call(argv)
+
+
+def cmd_run(args: argparse.Namespace, master: Master) -> int:
+    fields: dict[str, Any] = {
+        "task": args.task,
+        "backend": args.backend,
+        "target": args.target,
+        "time_budget": args.time_budget,
+        "max_epochs": args.max_epochs,
+        "dataset": args.dataset,
+        "time_limit": args.time_limit,
+        "custom_image_command": args.command,
+    }
+    run = master.json(
+        "create_run",
+        args.name,
+        args.workers,
+        num_cpus=args.cpus,
+        run_all_nodes=bool(args.command and args.all_ranks),
+        **{k: v for k, v in fields.items() if v is not None},
+    )
+    run_id = run["id"]
+    print(f"run {run_id} {run['name']!r} created ({run.get('state', 'INITIALIZED')})")
+    if not args.wait:
+        print(f"follow it with `mlbench show {run_id}` or `mlbench logs {run_id} --follow`")
+        return EXIT_OK
+    return wait_for(master, run_id)
+
+
+def wait_for(master: Master, run_id: int) -> int:
+    """Poll the run and draw a progress line until it ends; then print its results."""
+    bar = Progress(sys.stdout)
+    try:
+        while True:
+            run = master.json("get_run", run_id)
+            latest: dict[str, Any] = {}
+            if run["state"] == "STARTED":
+                latest = _latest_metrics(master, run_id)
+            bar.update(run, latest)
+            if run["state"] in FINAL_STATES:
+                break
+            time.sleep(POLL_SECONDS)
+    except KeyboardInterrupt:
+        bar.close()
+        print(
+            f"\nstopped waiting; run {run_id} goes on. Stop it with `mlbench delete {run_id}`.",
+            file=sys.stderr,
+        )
+        return 130
+    bar.close()
+    print(f"run {run_id} {run['state']}" + (f": {run['reason']}" if run.get("reason") else ""))
+    if run["state"] == "FINISHED":
+        print()
+        print(report_table(master, [run]))
+    else:
+        print(f"see its output with `mlbench logs {run_id}`")
+    print(f"\ndashboard: {master.url}/")
+    return EXIT_OK if run["state"] == "FINISHED" else EXIT_RUN_FAILED
+
+
+def _latest_metrics(master: Master, run_id: int) -> dict[str, Any]:
+    """The newest point of each metric of a run: {name: {"value", "metadata", ...}}."""
+    try:
+        body = master.json("get_run_metrics", run_id, last_n=1)
+    except CliError:
+        return {}
+    latest = {}
+    if isinstance(body, dict):
+        for name, points in body.items():
+            if isinstance(points, list) and points:
+                latest[name] = points[-1]
+    return latest
+
+
+class Progress:
+    """One self-rewriting line on a terminal; a line per change (at most every 15 s) else."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.last = ""
+        self.last_print = 0.0
+
+    def update(self, run: dict, latest: dict[str, Any]) -> None:
+        line = self.render(run, latest)
+        if self.tty:
+            width = shutil.get_terminal_size((100, 20)).columns - 1
+            self.stream.write("\r" + line[:width].ljust(min(width, max(len(self.last), 1))))
+            self.stream.flush()
+        elif line != self.last and time.monotonic() - self.last_print >= 15:
+            self.stream.write(line + "\n")
+            self.stream.flush()
+            self.last_print = time.monotonic()
+        self.last = line
+
+    def close(self) -> None:
+        if self.tty and self.last:
+            self.stream.write("\n")
+            self.stream.flush()
+
+    @staticmethod
+    def render(run: dict, latest: dict[str, Any]) -> str:
+        state = run["state"]
+        if state == "INITIALIZED":
+            return f"run {run['id']}: waiting for workers"
+        elapsed = None
+        epoch = None
+        for point in latest.values():
+            meta = point.get("metadata") or {}
+            if isinstance(meta, dict) and meta.get("elapsed") is not None:
+                elapsed = max(elapsed or 0.0, float(meta["elapsed"]))
+        if "epoch" in latest:
+            epoch = float(latest["epoch"]["value"])
+        for point in latest.values():
+            meta = point.get("metadata") or {}
+            if isinstance(meta, dict) and meta.get("epoch") is not None:
+                epoch = max(epoch or 0.0, float(meta["epoch"]))
+        if elapsed is None:
+            elapsed = _run_duration(run)
+        fraction = None
+        eta = None
+        budget = run.get("time_budget")
+        max_epochs = run.get("max_epochs")
+        if budget and elapsed is not None:
+            fraction = min(1.0, elapsed / float(budget))
+            eta = max(0.0, float(budget) - elapsed)
+        if max_epochs and epoch:
+            by_epoch = min(1.0, epoch / float(max_epochs))
+            if fraction is None or by_epoch > fraction:
+                fraction = by_epoch
+                if elapsed:
+                    eta = elapsed / epoch * (float(max_epochs) - epoch)
+        parts = [f"run {run['id']}"]
+        if fraction is not None:
+            filled = int(round(fraction * 20))
+            parts.append("[" + "#" * filled + "-" * (20 - filled) + f"] {100 * fraction:3.0f}%")
+        if epoch is not None:
+            total = f"/{max_epochs}" if max_epochs else ""
+            parts.append(f"epoch {epoch:.2f}{total}")
+        if "val_accuracy" in latest:
+            parts.append(f"val acc {_percent(latest['val_accuracy']['value'])}")
+        elif "train_accuracy" in latest:
+            parts.append(f"train acc {_percent(latest['train_accuracy']['value'])}")
+        if "images_per_sec" in latest:
+            parts.append(f"{float(latest['images_per_sec']['value']):.0f} img/s")
+        parts.append(f"elapsed {_duration(elapsed)}")
+        if eta is not None and state not in FINAL_STATES:
+            parts.append(f"ETA {_duration(eta)}")
+        if state in FINAL_STATES:
+            parts.append(state)
+        return "  ".join(parts)
+
+
+def cmd_runs(args: argparse.Namespace, master: Master) -> int:
+    runs = _runs_list(master.json("get_runs"))
+    if not runs:
+        print("no runs yet: start one with `mlbench run NAME --workers 2`")
+        return EXIT_OK
+    rows = [
+        [
+            r["id"],
+            _short(r.get("name"), 24),
+            r.get("state"),
+            r.get("num_workers"),
+            r.get("task") or "-",
+            r.get("dataset_used") or r.get("dataset") or "-",
+            (r.get("created_at") or "")[:19].replace("T", " "),
+            _duration(_run_duration(r)),
+            _short(r.get("reason"), 50),
+        ]
+        for r in runs
+    ]
+    print(
+        _table(
+            ["ID", "NAME", "STATE", "WORKERS", "TASK", "DATASET", "CREATED", "TIME", "REASON"],
+            rows,
+        )
+    )
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace, master: Master) -> int:
+    run = master.json("get_run", args.run)
+    if args.json:
+        print(json.dumps(run, indent=2, sort_keys=True))
+        return EXIT_OK
+    keys = [
+        "id", "name", "state", "reason", "task", "backend", "num_workers", "num_cpus",
+        "target", "light_target", "dataset", "dataset_used", "time_budget", "max_epochs",
+        "time_limit", "exit_code", "created_at", "started_at", "finished_at",
+    ]  # fmt: skip
+    width = max(len(k) for k in keys)
+    for key in keys:
+        if key in run and run[key] not in (None, ""):
+            print(f"{key.ljust(width)}  {run[key]}")
+    if run.get("custom_image_command"):
+        print(f"{'command'.ljust(width)}  {run['custom_image_command']}")
+    summary = run.get("summary") or {}
+    if summary:
+        print("\nsummary:")
+        for key in sorted(summary):
+            value = summary[key]
+            if isinstance(value, dict):
+                value = json.dumps(value, sort_keys=True)
+            print(f"  {key}: {value}")
+    print(f"\nduration: {_duration(_run_duration(run))}   dashboard: {master.url}/")
+    return EXIT_OK
+
+
+def cmd_logs(args: argparse.Namespace, master: Master) -> int:
+    offset = 0
+    while True:
+        body = master.json("get_run_logs", args.run, offset=offset)
+        chunks, offset = _log_page(body, offset)
+        for chunk in chunks:
+            _print_chunk(chunk)
+        sys.stdout.flush()
+        if chunks:
+            continue  # more may be waiting behind this page
+        if not args.follow:
+            return EXIT_OK
+        run = master.json("get_run", args.run)
+        if run["state"] in FINAL_STATES:
+            # One last page: the job stores the final lines before the state changes.
+            body = master.json("get_run_logs", args.run, offset=offset)
+            for chunk in _log_page(body, offset)[0]:
+                _print_chunk(chunk)
+            return EXIT_OK
+        time.sleep(1.0)
+
+
+def _log_page(body: Any, offset: int) -> tuple[list[dict], int]:
+    """Chunks of one logs response and the offset to ask for next."""
+    if isinstance(body, dict):
+        chunks = body.get("results") or body.get("chunks") or []
+        next_offset = body.get("next_offset")
+    else:
+        chunks = list(body or [])
+        next_offset = None
+    if next_offset is None:
+        next_offset = max([offset] + [int(c.get("seq", -1)) + 1 for c in chunks])
+    return chunks, int(next_offset)
+
+
+def _print_chunk(chunk: dict) -> None:
+    rank = chunk.get("rank")
+    tag = f"[{'-' if rank is None else rank}:{chunk.get('stream', 'stdout')[3:]}] "
+    for line in (chunk.get("text") or "").rstrip("\n").split("\n"):
+        print(tag + line)
+
+
+def cmd_download(args: argparse.Namespace, master: Master) -> int:
+    response = master.call("download_run_metrics", args.run)
+    path = args.output or f"run-{args.run}-metrics.zip"
+    size = 0
+    with open(path, "wb") as fh:
+        for block in response.iter_content(64 * 1024):
+            fh.write(block)
+            size += len(block)
+    print(f"wrote {path} ({size} bytes)")
+    return EXIT_OK
+
+
+def cmd_delete(args: argparse.Namespace, master: Master) -> int:
+    run = master.json("get_run", args.run)
+    master.call("delete_run", args.run)
+    if run.get("state") in ("INITIALIZED", "STARTED"):
+        print(f"run {args.run} cancelled and deleted (its worker processes were stopped)")
+    else:
+        print(f"run {args.run} deleted")
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace, master: Master) -> int:
+    runs = [master.json("get_run", r) for r in args.runs]
+    print(report_table(master, runs))
+    return EXIT_OK
+
+
+def report_table(master: Master, runs: list[dict]) -> str:
+    """Runs side by side: time to target, accuracy after time, images/s, speed-up, comm share.
+
+    Speed-up is against a 1-worker run of the same task, data set and target: one among
+    `runs` if given, else the newest finished one on the master. It compares times to
+    target when both reached it, else throughput (marked "thr").
+    """
+    baselines: dict[tuple, dict] = {}
+    for run in runs:
+        if run.get("num_workers") == 1 and (run.get("summary") or {}):
+            baselines.setdefault(_kind(run), run)
+    missing = {_kind(r) for r in runs} - set(baselines)
+    if missing:
+        try:
+            every = _runs_list(master.json("get_runs"))
+        except CliError:
+            every = []
+        for other in every:
+            if (
+                other.get("state") == "FINISHED"
+                and other.get("num_workers") == 1
+                and _kind(other) in missing
+                and _kind(other) not in baselines
+            ):
+                if not other.get("summary"):
+                    other = master.json("get_run", other["id"])
+                if other.get("summary"):
+                    baselines[_kind(other)] = other
+    rows = []
+    for run in runs:
+        s = run.get("summary") or {}
+        target = s.get("target") or run.get("target") or "-"
+        if s.get("target_accuracy") is not None:
+            target = f"{target} ({_percent(s['target_accuracy'])})"
+        ttt = s.get("time_to_target")
+        reached = _duration(ttt) if ttt is not None else ("not reached" if s else "-")
+        after = "-"
+        if s.get("final_val_accuracy") is not None:
+            after = _percent(s["final_val_accuracy"])
+            if s.get("elapsed"):
+                after += f" @ {_duration(s['elapsed'])}"
+        ips = f"{float(s['images_per_sec']):.0f}" if s.get("images_per_sec") else "-"
+        rows.append(
+            [
+                run["id"],
+                _short(run.get("name"), 20),
+                run.get("state"),
+                run.get("num_workers"),
+                s.get("dataset") or run.get("dataset_used") or "-",
+                target,
+                reached,
+                after,
+                ips,
+                _speedup(run, baselines.get(_kind(run))),
+                _percent(s.get("comm_share")) if s.get("comm_share") is not None else "-",
+            ]
+        )
+    headers = [
+        "ID", "NAME", "STATE", "WORKERS", "DATASET", "TARGET", "TIME TO TARGET",
+        "ACC AFTER TIME", "IMAGES/S", "SPEED-UP", "COMM",
+    ]  # fmt: skip
+    return _table(headers, rows)
+
+
+def _kind(run: dict) -> tuple:
+    s = run.get("summary") or {}
+    return (
+        run.get("task"),
+        s.get("dataset") or run.get("dataset_used") or run.get("dataset"),
+        s.get("target") or run.get("target"),
+    )
+
+
+def _speedup(run: dict, base: dict | None) -> str:
+    if base is None:
+        return "-"
+    s, b = run.get("summary") or {}, base.get("summary") or {}
+    if s.get("time_to_target") and b.get("time_to_target"):
+        return f"{float(b['time_to_target']) / float(s['time_to_target']):.2f}x"
+    if s.get("images_per_sec") and b.get("images_per_sec"):
+        return f"{float(s['images_per_sec']) / float(b['images_per_sec']):.2f}x thr"
+    return "-"
+
+
+# ------------------------------------------------------------------------ entry point
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mlbench",
+        description="Run and compare distributed ML benchmarks on an mlbench master.",
+        epilog="The master is MLBENCH_URL (or the one `mlbench up` started); the token is "
+        "MLBENCH_TOKEN (or MLBENCH_HOME/token).",
+    )
+    parser.add_argument("--url", help="the master's URL (default: MLBENCH_URL or MLBENCH_HOME/url)")
+    parser.add_argument("--token", help="API token (default: MLBENCH_TOKEN or MLBENCH_HOME/token)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    up = sub.add_parser("up", help="start the embedded master on this machine")
+    up.add_argument(
+        "--detach", action="store_true", help="return once it is up; stop it with `mlbench down`"
+    )
+    up.add_argument(
+        "--port", type=int, help="web server port on 127.0.0.1 (default 8000, or a free one)"
+    )
+    sub.add_parser("down", help="stop the embedded master and everything it started")
+    sub.add_parser("status", help="is the embedded master running, and where")
+
+    run = sub.add_parser("run", help="start a benchmark run")
+    run.add_argument("name", help="a name for the run")
+    run.add_argument("--workers", type=int, required=True, help="number of worker ranks")
+    run.add_argument("--task", default=None, help="benchmark task (default resnet20-cifar10)")
+    run.add_argument("--cpus", type=float, default=1.0, help="CPU cores per worker (default 1)")
+    run.add_argument(
+        "--backend", choices=["mpi", "gloo", "nccl"], help="communication backend (default mpi)"
+    )
+    run.add_argument(
+        "--target", choices=["light", "standard", "paper"], help="accuracy goal (default standard)"
+    )
+    run.add_argument("--time-budget", type=float, help="seconds of training (accuracy after time)")
+    run.add_argument("--max-epochs", type=int, help="stop after this many epochs")
+    run.add_argument(
+        "--dataset", choices=["auto", "cifar10", "synthetic"], help="data set (default auto)"
+    )
+    run.add_argument("--time-limit", type=int, help="seconds before the run is stopped as FAILED")
+    run.add_argument(
+        "--command", help="open division: run this command instead of the reference worker"
+    )
+    run.add_argument(
+        "--all-ranks",
+        action="store_true",
+        help="with --command: run it on every worker, not only rank 0",
+    )
+    run.add_argument(
+        "--wait", action="store_true", help="show progress until it ends, then the results"
+    )
+
+    sub.add_parser("runs", help="list the runs")
+    show = sub.add_parser("show", help="details and summary of a run")
+    show.add_argument("run", type=int, metavar="RUN")
+    show.add_argument("--json", action="store_true", help="print the run as JSON")
+    logs = sub.add_parser("logs", help="a run's output (every rank, stdout and stderr)")
+    logs.add_argument("run", type=int, metavar="RUN")
+    logs.add_argument(
+        "--follow", "-f", action="store_true", help="keep printing until the run ends"
+    )
+    download = sub.add_parser("download", help="a run's metrics as a zip file")
+    download.add_argument("run", type=int, metavar="RUN")
+    download.add_argument("--output", "-o", help="file to write (default run-RUN-metrics.zip)")
+    delete = sub.add_parser("delete", help="delete a run (an active run is stopped first)")
+    delete.add_argument("run", type=int, metavar="RUN")
+    report = sub.add_parser("report", help="compare runs: time to target, accuracy, speed-up")
+    report.add_argument("runs", type=int, nargs="+", metavar="RUN")
+    return parser
+
+
+COMMANDS = {
+    "run": cmd_run,
+    "runs": cmd_runs,
+    "show": cmd_show,
+    "logs": cmd_logs,
+    "download": cmd_download,
+    "delete": cmd_delete,
+    "report": cmd_report,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command in ("up", "down", "status"):
+            return cmd_launcher(args)
+        if getattr(args, "workers", 1) is not None and getattr(args, "workers", 1) < 1:
+            raise CliError("--workers must be at least 1", EXIT_USAGE)
+        master = Master(args.url, args.token)
+        return COMMANDS[args.command](args, master)
+    except CliError as exc:
+        print(f"mlbench: error: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
