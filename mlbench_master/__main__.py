@@ -1,0 +1,66 @@
+"""`python -m mlbench_master COMMAND`: the embedded master and its service processes.
+
+User commands: `up [--detach] [--port N]`, `down`, `status`. The others are what `up`
+starts (and what a Kubernetes deployment can start the same way): `web`, `rqworker QUEUE`,
+`collector`, `reconcile`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mlbench_master")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    up = sub.add_parser("up", help="start the embedded master (Ctrl-C stops it)")
+    up.add_argument("--detach", action="store_true", help="run in the background")
+    up.add_argument("--port", type=int, help="web server port on 127.0.0.1")
+    up.add_argument("--quiet", action="store_true", help=argparse.SUPPRESS)
+    sub.add_parser("down", help="stop the embedded master and everything it started")
+    sub.add_parser("status", help="whether the embedded master runs, and where")
+    web = sub.add_parser("web", help="the WSGI server (waitress) on 127.0.0.1")
+    web.add_argument("--port", type=int, default=8000)
+    web.add_argument("--threads", type=int, default=8)
+    worker = sub.add_parser("rqworker", help="an RQ worker for the given queues")
+    worker.add_argument("queues", nargs="+")
+    collect = sub.add_parser("collector", help="record pod metrics every few seconds")
+    collect.add_argument("--interval", type=float, default=5.0)
+    sub.add_parser("reconcile", help="settle runs left active by a previous master")
+    args = parser.parse_args(argv)
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mlbench_master.settings")
+    from mlbench_master import launcher
+
+    if args.command == "up":
+        if args.port is not None and not 0 < args.port < 65536:
+            parser.error("--port must be between 1 and 65535")
+        if args.quiet:  # the detached child: the parent announces
+            return launcher.Supervisor(args.port).run(announce=False)
+        return launcher.up(args.port, args.detach)
+    if args.command == "down":
+        return launcher.down()
+    if args.command == "status":
+        return launcher.status()
+    if args.command == "web":
+        launcher.serve_web(args.port, args.threads)
+    elif args.command == "rqworker":
+        launcher.rq_worker(args.queues)
+    elif args.command == "collector":
+        launcher.collector(args.interval)
+    elif args.command == "reconcile":
+        import django
+
+        django.setup()
+        from mlbench_master.jobs import reconcile
+
+        for note in reconcile():
+            print(note)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
