@@ -161,6 +161,8 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "mlbench_master.api.errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # `?format=zip` is ours (metric downloads), not DRF's renderer switch.
+    "URL_FORMAT_OVERRIDE": None,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "mlbench master API",
@@ -194,6 +196,8 @@ MLBENCH_MAX_METRICS_PER_REQUEST = _env_int("MLBENCH_MAX_METRICS_PER_REQUEST", 10
 MLBENCH_LOG_MAX_BYTES = _env_int("MLBENCH_LOG_MAX_BYTES", 20 * 1024 * 1024)
 # A run's worker token keeps working this long after the run ended (final metric flushes).
 MLBENCH_RUN_TOKEN_GRACE = _env_int("MLBENCH_RUN_TOKEN_GRACE", 600)
+# GET /api/pods/ asks the cluster driver again when the stored list is older (0: never).
+MLBENCH_PODS_REFRESH_SECONDS = _env_int("MLBENCH_PODS_REFRESH_SECONDS", 10)
 MLBENCH_LOCAL_WORKERS = _env_int("MLBENCH_LOCAL_WORKERS", os.cpu_count() or 1)
 MLBENCH_MASTER_URL = os.environ.get("MLBENCH_MASTER_URL", "http://127.0.0.1:8000")
 MLBENCH_DATA_DIR = Path(os.environ.get("MLBENCH_DATA_DIR", MLBENCH_HOME / "datasets"))

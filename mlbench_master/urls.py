@@ -3,6 +3,8 @@
 from django.urls import include, path
 
 urlpatterns: list = [
+    # The REST API, its OpenAPI schema (/api/schema/) and docs (/api/docs/).
+    path("api/", include("mlbench_master.api.urls")),
     # The dashboard's pages (/, /runs/, /compare/, /login/ ...); they read data from /api/.
     path("", include("mlbench_master.dashboard.urls")),
 ]
