@@ -1,0 +1,244 @@
+"""Request validation and response shapes for runs, pods and logs.
+
+Metric points are validated by `ingest.py` instead: a batch of 10,000 points through DRF
+serializers would cost seconds, a plain loop costs milliseconds.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from django.conf import settings
+from rest_framework import serializers
+
+from mlbench_master.api.models import LogChunk, Pod, Run
+
+RUN_OUTPUT_FIELDS = [
+    "id", "name", "created_at", "state", "job_id", "job_metadata",
+    "started_at", "finished_at", "reason", "task", "backend", "num_workers", "num_cpus",
+    "max_bandwidth", "gpu_enabled", "light_target", "target", "time_budget", "max_epochs",
+    "dataset", "dataset_used", "image", "custom_image_name", "custom_image_command",
+    "custom_backend", "run_all_nodes", "time_limit", "exit_code", "summary", "manifest",
+    "created_by",
+]  # fmt: skip
+
+
+class RunSerializer(serializers.ModelSerializer):
+    """A run as the API shows it (the seed's fields first, then everything else)."""
+
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = Run
+        fields = RUN_OUTPUT_FIELDS
+        read_only_fields = RUN_OUTPUT_FIELDS
+
+
+def _range_error(field: str, low: str, high: str, setting: str | None) -> str:
+    limit = f" (limit {setting})" if setting else ""
+    return f"{field} must be between {low} and {high}{limit}"
+
+
+class RunCreateSerializer(serializers.Serializer):
+    """POST /api/runs/: the seed client's create_run fields plus task, time limits, target."""
+
+    name = serializers.CharField(max_length=200)
+    num_workers = serializers.IntegerField()
+    num_cpus = serializers.FloatField(required=False)
+    max_bandwidth = serializers.IntegerField(required=False)
+    image = serializers.CharField(max_length=300, required=False, allow_null=True, allow_blank=True)
+    backend = serializers.CharField(max_length=16, required=False, allow_null=True)
+    custom_image_name = serializers.CharField(
+        max_length=300, required=False, allow_null=True, allow_blank=True
+    )
+    custom_image_command = serializers.CharField(required=False, allow_null=True, allow_blank=True)
+    custom_backend = serializers.CharField(
+        max_length=100, required=False, allow_null=True, allow_blank=True
+    )
+    run_all_nodes = serializers.BooleanField(required=False)
+    gpu_enabled = serializers.BooleanField(required=False)
+    light_target = serializers.BooleanField(required=False)
+    task = serializers.CharField(max_length=100, required=False, allow_null=True)
+    time_limit = serializers.IntegerField(required=False, allow_null=True)
+    target = serializers.CharField(max_length=16, required=False, allow_null=True)
+    time_budget = serializers.FloatField(required=False, allow_null=True)
+    max_epochs = serializers.IntegerField(required=False, allow_null=True)
+    dataset = serializers.CharField(max_length=16, required=False, allow_null=True)
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError(
+                    {k: [f"unknown field; allowed: {', '.join(self.fields)}"] for k in unknown}
+                )
+        values = super().to_internal_value(data)
+        # null means "the default" (the seed client sends None for unset options)
+        return {k: v for k, v in values.items() if v is not None}
+
+    def validate_num_workers(self, value: int) -> int:
+        high = settings.MLBENCH_MAX_WORKERS
+        if not 1 <= value <= high:
+            raise serializers.ValidationError(
+                _range_error("num_workers", "1", str(high), "MLBENCH_MAX_WORKERS")
+            )
+        return value
+
+    def validate_num_cpus(self, value: float) -> float:
+        high = settings.MLBENCH_MAX_CPUS
+        if not math.isfinite(value) or not 0 < value <= high:
+            raise serializers.ValidationError(
+                _range_error("num_cpus", "more than 0", f"{high:g}", "MLBENCH_MAX_CPUS")
+            )
+        return value
+
+    def validate_max_bandwidth(self, value: int) -> int:
+        high = settings.MLBENCH_MAX_BANDWIDTH
+        if not 1 <= value <= high:
+            raise serializers.ValidationError(
+                _range_error("max_bandwidth", "1", f"{high} mbit/s", "MLBENCH_MAX_BANDWIDTH")
+            )
+        return value
+
+    def validate_time_limit(self, value: int) -> int:
+        high = settings.MLBENCH_MAX_TIME_LIMIT
+        if not 1 <= value <= high:
+            raise serializers.ValidationError(
+                _range_error("time_limit", "1", f"{high} s", "MLBENCH_MAX_TIME_LIMIT")
+            )
+        return value
+
+    def validate_time_budget(self, value: float) -> float:
+        if not math.isfinite(value) or value <= 0:
+            raise serializers.ValidationError("time_budget must be a positive number of seconds")
+        return value
+
+    def validate_max_epochs(self, value: int) -> int:
+        if not 1 <= value <= 100000:
+            raise serializers.ValidationError(_range_error("max_epochs", "1", "100000", None))
+        return value
+
+    def validate_backend(self, value: str) -> str:
+        if value not in Run.BACKENDS:
+            raise serializers.ValidationError(
+                f"backend {value!r} is not one of {', '.join(Run.BACKENDS)}"
+            )
+        return value
+
+    def validate_target(self, value: str) -> str:
+        if value not in Run.TARGETS:
+            raise serializers.ValidationError(
+                f"target {value!r} is not one of {', '.join(Run.TARGETS)}"
+            )
+        return value
+
+    def validate_dataset(self, value: str) -> str:
+        if value not in Run.DATASETS:
+            raise serializers.ValidationError(
+                f"dataset {value!r} is not one of {', '.join(Run.DATASETS)}"
+            )
+        return value
+
+    def validate_task(self, value: str) -> str:
+        if value not in settings.MLBENCH_TASKS:
+            raise serializers.ValidationError(
+                f"task {value!r} is not known; known tasks: {', '.join(settings.MLBENCH_TASKS)} "
+                "(MLBENCH_TASKS)"
+            )
+        return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        errors: dict[str, list[str]] = {}
+        if attrs.get("gpu_enabled") and settings.MLBENCH_MAX_GPUS < 1:
+            errors["gpu_enabled"] = [
+                "this cluster offers no GPUs (MLBENCH_MAX_GPUS=0); set gpu_enabled to false"
+            ]
+        if attrs.get("backend") == "nccl" and not attrs.get("gpu_enabled"):
+            errors.setdefault("backend", []).append(
+                "the nccl backend needs GPUs: set gpu_enabled to true or use mpi or gloo"
+            )
+        budget, limit = attrs.get("time_budget"), attrs.get("time_limit")
+        limit = limit if limit is not None else settings.MLBENCH_DEFAULT_TIME_LIMIT
+        if budget is not None and budget > limit:
+            errors.setdefault("time_budget", []).append(
+                f"time_budget ({budget:g} s) must not exceed time_limit ({limit} s)"
+            )
+        if attrs.get("light_target") and attrs.get("target") not in (None, "light"):
+            errors.setdefault("target", []).append(
+                "light_target=true asks for target 'light'; do not also give another target"
+            )
+        if errors:
+            raise serializers.ValidationError(errors)
+        attrs.setdefault("time_limit", settings.MLBENCH_DEFAULT_TIME_LIMIT)
+        return attrs
+
+
+class PodSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Pod
+        fields = ["name", "labels", "phase", "ip", "node", "last_seen"]
+
+
+class LogChunkSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = LogChunk
+        fields = ["seq", "rank", "stream", "text", "created_at"]
+
+
+class RunSummarySerializer(serializers.Serializer):
+    """The worker's end-of-run summary (a JSON object; `dataset` names the data used)."""
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        if not isinstance(data, dict):
+            raise serializers.ValidationError({"": ["the summary must be a JSON object"]})
+        dataset = data.get("dataset")
+        if dataset is not None and (not isinstance(dataset, str) or len(dataset) > 32):
+            raise serializers.ValidationError(
+                {"dataset": ["dataset must be the name of the data used, e.g. 'cifar10'"]}
+            )
+        return data
+
+
+# --- Shapes used only to document the API (OpenAPI) ---------------------------------------
+
+
+class ErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField(help_text="one sentence naming the field and the problem")
+    errors = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        required=False,
+        help_text="invalid input only: field name → messages",
+    )
+
+
+class MetricPointInSerializer(serializers.Serializer):
+    pod_name = serializers.CharField(required=False, help_text="exclusive with run_id")
+    run_id = serializers.IntegerField(required=False, help_text="exclusive with pod_name")
+    name = serializers.CharField()
+    value = serializers.FloatField(help_text="a finite number (numeric strings accepted)")
+    date = serializers.DateTimeField(required=False, help_text="ISO 8601; default: now")
+    cumulative = serializers.BooleanField(required=False, default=False)
+    metadata = serializers.JSONField(required=False)
+    uid = serializers.CharField(
+        required=False, help_text="unique id: a repeated uid is stored once"
+    )
+
+
+class MetricPointOutSerializer(serializers.Serializer):
+    date = serializers.DateTimeField()
+    value = serializers.FloatField()
+
+
+class MetricBatchResultSerializer(serializers.Serializer):
+    received = serializers.IntegerField(help_text="points accepted (repeated uids stored once)")
+
+
+class LogPageSerializer(serializers.Serializer):
+    run_id = serializers.IntegerField()
+    offset = serializers.IntegerField()
+    next_offset = serializers.IntegerField(help_text="pass as ?offset= to get what follows")
+    truncated = serializers.BooleanField(
+        help_text="older chunks were dropped to keep the log within MLBENCH_LOG_MAX_BYTES"
+    )
+    chunks = LogChunkSerializer(many=True)

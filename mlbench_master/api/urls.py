@@ -1,0 +1,28 @@
+"""/api/ routes. Each endpoint also answers without its trailing slash (the seeds write
+`POST /api/metrics`), because a redirect would lose a POST body; the schema lists only the
+canonical form."""
+
+from django.urls import path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+from mlbench_master.api import views
+
+
+def both(route: str, view, name: str) -> list:  # noqa: ANN001
+    """`route/` and `route` (regex routes, no trailing slash in `route`)."""
+    return [re_path(rf"^{route}/$", view, name=name), re_path(rf"^{route}$", view)]
+
+
+app_name = "api"
+urlpatterns = [
+    *both("pods", views.PodList.as_view(), "pods"),
+    *both("metrics", views.MetricList.as_view(), "metrics"),
+    *both(r"metrics/(?P<key>[^/]+)", views.MetricDetail.as_view(), "metric-detail"),
+    *both("runs", views.RunList.as_view(), "runs"),
+    *both(r"runs/(?P<pk>[0-9]{1,18})", views.RunDetail.as_view(), "run-detail"),
+    *both(r"runs/(?P<pk>[0-9]{1,18})/summary", views.RunSummary.as_view(), "run-summary"),
+    *both(r"runs/(?P<pk>[0-9]{1,18})/logs", views.RunLogs.as_view(), "run-logs"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    path("redoc/", SpectacularRedocView.as_view(url_name="api:schema"), name="redoc"),
+]

@@ -1,0 +1,450 @@
+"""REST endpoints. Paths and JSON shapes follow the seed documents; see docs/api.rst.
+
+Views are thin: validation lives in serializers.py / ingest.py / params.py, queries in
+queries.py, run state changes in mlbench_master.runs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import json
+import re
+from collections.abc import Iterator
+
+from django.db.models import Q
+from django.http import StreamingHttpResponse
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import exceptions, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from mlbench_master import runs
+from mlbench_master.api import ingest, params
+from mlbench_master.api.errors import Conflict, ServiceUnavailable, invalid
+from mlbench_master.api.logs import STREAMS, read_logs
+from mlbench_master.api.models import LogChunk, Metric, Pod, Run
+from mlbench_master.api.permissions import UserOrRunWorker, is_worker
+from mlbench_master.api.pods import refresh_if_stale
+from mlbench_master.api.queries import SeriesQuery, iso, series, stream_rows
+from mlbench_master.api.serializers import (
+    ErrorSerializer,
+    LogPageSerializer,
+    MetricBatchResultSerializer,
+    MetricPointInSerializer,
+    PodSerializer,
+    RunCreateSerializer,
+    RunSerializer,
+)
+from mlbench_master.api.zipstream import stream_zip
+
+ERR = ErrorSerializer
+
+
+def _errors(*codes: int) -> dict:
+    text = {
+        400: "invalid input (the message names the field)",
+        401: "no or invalid token",
+        403: "not allowed with these credentials",
+        404: "no such object",
+        409: "conflict with the current state",
+        413: "too many points in one request",
+        503: "Redis unreachable",
+    }
+    return {c: OpenApiResponse(ERR, description=text[c]) for c in codes}
+
+
+READ_ERRORS = _errors(400, 401, 403)
+
+P_SINCE = OpenApiParameter(
+    "since",
+    OpenApiTypes.DATETIME,
+    description="only points newer than this ISO 8601 date (with or without fractional "
+    "seconds; 'Z', an offset, or none for UTC). Default: all.",
+)
+P_TYPE = OpenApiParameter(
+    "metric_type", str, enum=["pod", "run"], description="pod (default) or run metrics"
+)
+P_SUMMARIZE = OpenApiParameter(
+    "summarize",
+    int,
+    description="at most this many points per metric: averages of equal-sized buckets of "
+    "consecutive points (date: the bucket's last point), computed in the database",
+)
+P_LAST_N = OpenApiParameter("last_n", int, description="only the last N points of each metric")
+P_FILTER = OpenApiParameter(
+    "metric_filter", str, description="comma-separated metric names to return (default: all)"
+)
+P_FORMAT = OpenApiParameter(
+    "format",
+    str,
+    enum=["json", "zip"],
+    description="zip: a streamed archive with one JSON file per metric (and, for a run, "
+    "run.json and its logs)",
+)
+
+SERIES_SCHEMA = {
+    "type": "object",
+    "additionalProperties": {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {
+                "date": {"type": "string", "format": "date-time"},
+                "value": {"type": "number", "format": "double"},
+            },
+        },
+    },
+}
+
+
+def _series_query(request: Request, owner: str, key: str | int | None) -> SeriesQuery:
+    q = request.query_params
+    return SeriesQuery(
+        owner=owner,
+        key=key,
+        since=params.since(q),
+        names=params.name_list(q, "metric_filter"),
+        last_n=params.positive_int(q, "last_n"),
+        summarize=params.positive_int(q, "summarize", maximum=100000),
+    )
+
+
+class PodList(APIView):
+    """GET /api/pods/: the worker pods (slots) of the cluster."""
+
+    @extend_schema(
+        summary="List worker pods",
+        responses={200: PodSerializer(many=True), **_errors(401, 403)},
+    )
+    def get(self, request: Request) -> Response:
+        refresh_if_stale()
+        return Response(PodSerializer(Pod.objects.all(), many=True).data)
+
+
+class MetricList(APIView):
+    """GET /api/metrics/ (every pod's metrics) and POST /api/metrics/ (store points)."""
+
+    permission_classes = [UserOrRunWorker]
+
+    @extend_schema(
+        summary="Metrics of every pod (or, with metric_type=run, every run)",
+        parameters=[P_SINCE, P_TYPE, P_SUMMARIZE, P_LAST_N, P_FILTER],
+        responses={
+            200: OpenApiResponse(
+                {"type": "object", "additionalProperties": SERIES_SCHEMA},
+                description="{pod name or run id: {metric name: [{date, value}, ...]}}",
+            ),
+            **READ_ERRORS,
+        },
+    )
+    def get(self, request: Request) -> Response:
+        owner = params.choice(request.query_params, "metric_type", ("pod", "run"), "pod")
+        return Response(series(_series_query(request, owner, None)))
+
+    @extend_schema(
+        summary="Store one metric point, or a list of up to 10,000",
+        request={"application/json": MetricPointInSerializer},
+        responses={
+            201: OpenApiResponse(
+                MetricPointInSerializer,
+                description="one point: the stored point; a list: {received: N} "
+                "(see MetricBatchResult)",
+            ),
+            **_errors(400, 401, 403, 413),
+        },
+        examples=[],
+    )
+    def post(self, request: Request) -> Response:
+        rows, many = ingest.parse_points(request.data)
+        ingest.check_owner(rows, request.auth if is_worker(request) else None)
+        ingest.store(rows)
+        if many:
+            return Response(
+                MetricBatchResultSerializer({"received": len(rows)}).data,
+                status=status.HTTP_201_CREATED,
+            )
+        row = rows[0]
+        body = {"pod_name": row.pod_name} if row.pod_name is not None else {"run_id": row.run_id}
+        body.update(
+            name=row.name,
+            date=iso(row.date),
+            value=row.value,
+            cumulative=row.cumulative,
+            metadata=row.metadata,
+        )
+        if row.uid is not None:
+            body["uid"] = row.uid
+        return Response(body, status=status.HTTP_201_CREATED)
+
+
+class MetricDetail(APIView):
+    """GET /api/metrics/<pod_name_or_run_id>/: one pod's or one run's metrics."""
+
+    @extend_schema(
+        summary="Metrics of one pod (default) or one run (metric_type=run)",
+        parameters=[
+            OpenApiParameter(
+                "pod_name_or_run_id",
+                str,
+                OpenApiParameter.PATH,
+                description="a pod name, or with metric_type=run a run id",
+            ),
+            P_SINCE,
+            P_TYPE,
+            P_SUMMARIZE,
+            P_LAST_N,
+            P_FILTER,
+            P_FORMAT,
+        ],
+        responses={
+            (200, "application/json"): OpenApiResponse(
+                SERIES_SCHEMA, description="{metric name: [{date, value}, ...]}"
+            ),
+            (200, "application/zip"): OpenApiResponse(
+                OpenApiTypes.BINARY, description="with format=zip"
+            ),
+            **_errors(400, 401, 403, 404),
+        },
+    )
+    def get(self, request: Request, key: str) -> Response | StreamingHttpResponse:
+        q = request.query_params
+        owner = params.choice(q, "metric_type", ("pod", "run"), "pod")
+        fmt = params.choice(q, "format", ("json", "zip"), "json")
+        run = None
+        if owner == "run":
+            if not key.isdigit() or len(key) > 18:
+                raise invalid("pod_name_or_run_id", f"{key[:40]!r} is not a run id (an integer)")
+            run = get_object_or_404(Run, pk=int(key))
+        query = _series_query(request, owner, run.pk if run else key)
+        if fmt == "zip":
+            return _zip_response(query, run)
+        return Response(series(query).get(str(query.key), {}))
+
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def _file_name(name: str) -> str:
+    return _SAFE.sub("_", name).strip("._") or "metric"
+
+
+def _metric_files(query: SeriesQuery, folder: str) -> Iterator[tuple[str, Iterator[bytes]]]:
+    rows = stream_rows(query)
+    for name, group in itertools.groupby(rows, key=lambda r: r[1]):
+        yield f"{folder}{_file_name(name)}.json", _json_array(group, detailed=not query.summarize)
+
+
+def _json_array(rows: Iterator[tuple], detailed: bool) -> Iterator[bytes]:
+    yield b"["
+    first = True
+    for batch in _batched(rows, 2000):
+        parts = []
+        for row in batch:
+            date, value = iso(row[2]), repr(float(row[3]))
+            if detailed:
+                cumulative = "true" if row[4] else "false"
+                meta = row[5] if isinstance(row[5], str) else json.dumps(row[5])
+                parts.append(
+                    f'{{"date": "{date}", "value": {value}, "cumulative": {cumulative}, '
+                    f'"metadata": {meta}}}'
+                )
+            else:
+                parts.append(f'{{"date": "{date}", "value": {value}}}')
+        text = ",\n".join(parts)
+        yield (text if first else ",\n" + text).encode()
+        first = False
+    yield b"]\n"
+
+
+def _batched(rows: Iterator[tuple], size: int) -> Iterator[list[tuple]]:
+    it = iter(rows)
+    while batch := list(itertools.islice(it, size)):
+        yield batch
+
+
+def _json_bytes(data: object) -> Iterator[bytes]:
+    yield json.dumps(data, indent=2, default=str).encode()
+
+
+def _run_logs(run: Run) -> Iterator[tuple[str, Iterator[bytes]]]:
+    chunks = (
+        LogChunk.objects.filter(run=run)
+        .order_by("rank", "stream", "seq")
+        .values_list("rank", "stream", "text")
+        .iterator(chunk_size=500)
+    )
+    for (rank, stream), group in itertools.groupby(chunks, key=lambda c: (c[0], c[1])):
+        who = "mpirun" if rank is None else f"rank-{rank}"
+        yield f"logs/{who}.{stream}.log", (text.encode() for _, _, text in group)
+
+
+def _run_pod_metrics(run: Run) -> Iterator[tuple[str, Iterator[bytes]]]:
+    end = run.finished_at or timezone.now()
+    rows = (
+        Metric.objects.filter(
+            Q(metadata__run_id=run.pk) | Q(metadata__run_id=str(run.pk)),
+            pod_name__isnull=False,
+            date__gte=run.created_at - dt.timedelta(minutes=5),
+            date__lte=end + dt.timedelta(minutes=5),
+        )
+        .order_by("pod_name", "name", "date", "id")
+        .values_list("pod_name", "name", "date", "value", "cumulative", "metadata")
+        .iterator(chunk_size=5000)
+    )
+    for (pod, name), group in itertools.groupby(rows, key=lambda r: (r[0], r[1])):
+        yield f"pods/{_file_name(pod)}/{_file_name(name)}.json", _json_array(group, detailed=True)
+
+
+def _zip_response(query: SeriesQuery, run: Run | None) -> StreamingHttpResponse:
+    def entries() -> Iterator[tuple[str, Iterator[bytes]]]:
+        if run is not None:
+            info = {
+                "run": RunSerializer(run).data,
+                "exported_at": iso(timezone.now()),
+                "query": {
+                    "since": iso(query.since) if query.since else None,
+                    "summarize": query.summarize,
+                    "last_n": query.last_n,
+                    "metric_filter": query.names,
+                },
+                "files": {
+                    "metrics/<name>.json": "one JSON list of points per metric",
+                    "pods/<pod>/<name>.json": "resource use of the run's workers",
+                    "logs/<rank>.<stream>.log": "the run's output",
+                },
+            }
+            yield "run.json", _json_bytes(info)
+            yield from _metric_files(query, "metrics/")
+            yield from _run_pod_metrics(run)
+            yield from _run_logs(run)
+        else:
+            pod = Pod.objects.filter(name=query.key).first()
+            if pod is not None:
+                yield "pod.json", _json_bytes(PodSerializer(pod).data)
+            yield from _metric_files(query, "metrics/")
+
+    label = f"run-{run.pk}" if run is not None else f"pod-{_file_name(str(query.key))}"
+    response = StreamingHttpResponse(stream_zip(entries()), content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="mlbench-{label}-metrics.zip"'
+    return response
+
+
+class RunList(APIView):
+    """GET /api/runs/ (all runs, newest first) and POST /api/runs/ (start a run)."""
+
+    @extend_schema(summary="List runs", responses={200: RunSerializer(many=True), **READ_ERRORS})
+    def get(self, request: Request) -> Response:
+        return Response(RunSerializer(Run.objects.select_related("created_by"), many=True).data)
+
+    @extend_schema(
+        summary="Create and start a run",
+        request=RunCreateSerializer,
+        responses={201: RunSerializer, **_errors(400, 401, 403, 409, 503)},
+    )
+    def post(self, request: Request) -> Response:
+        serializer = RunCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        if data.get("custom_image_command") and not request.user.is_staff:
+            raise exceptions.PermissionDenied(
+                "custom_image_command runs arbitrary commands on the workers: only staff "
+                "users may set it"
+            )
+        try:
+            run = runs.create_run(data, request.user)
+        except runs.RunConflict as exc:
+            raise Conflict(str(exc)) from exc
+        except runs.QueueUnavailable as exc:
+            raise ServiceUnavailable(
+                f"{exc}; the run was stored as FAILED. Start Redis (REDIS_URL) and try again."
+            ) from exc
+        return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+
+class RunDetail(APIView):
+    """GET /api/runs/<id>/ and DELETE /api/runs/<id>/ (cancels an active run first)."""
+
+    @extend_schema(summary="Get a run", responses={200: RunSerializer, **_errors(401, 403, 404)})
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(RunSerializer(get_object_or_404(Run, pk=pk)).data)
+
+    @extend_schema(
+        summary="Delete a run (an active run is cancelled first); its metrics and logs go too",
+        responses={204: None, **_errors(401, 403, 404)},
+    )
+    def delete(self, request: Request, pk: int) -> Response:
+        run = get_object_or_404(Run, pk=pk)
+        runs.cancel_run(run, reason=f"deleted by {request.user}")
+        run.delete()
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class RunSummary(APIView):
+    """POST /api/runs/<id>/summary/: the worker's final summary of the run."""
+
+    permission_classes = [UserOrRunWorker]
+
+    @extend_schema(
+        summary="Store the run's summary (worker token of this run, or a user)",
+        request={"application/json": {"type": "object", "additionalProperties": True}},
+        responses={200: RunSerializer, **_errors(400, 401, 403, 404)},
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        run = get_object_or_404(Run, pk=pk)
+        if is_worker(request) and request.auth.pk != run.pk:
+            raise exceptions.PermissionDenied(
+                f"the worker token of run {request.auth.pk} may not post the summary of run {pk}"
+            )
+        summary = request.data
+        if not isinstance(summary, dict):
+            raise invalid("", "the summary must be a JSON object")
+        dataset = summary.get("dataset", "")
+        if dataset is None:
+            dataset = ""
+        if not isinstance(dataset, str) or len(dataset) > 32:
+            raise invalid("dataset", "must be the name of the data used, e.g. 'cifar10'")
+        Run.objects.filter(pk=run.pk).update(summary=summary, dataset_used=dataset)
+        run.refresh_from_db()
+        return Response(RunSerializer(run).data)
+
+
+class RunLogs(APIView):
+    """GET /api/runs/<id>/logs/?rank=&stream=&offset=: log chunks after an offset."""
+
+    @extend_schema(
+        summary="A run's log chunks after an offset",
+        parameters=[
+            OpenApiParameter("offset", int, description="the next_offset of the last call (0)"),
+            OpenApiParameter("rank", int, description="only this rank's output"),
+            OpenApiParameter("stream", str, enum=list(STREAMS), description="stdout or stderr"),
+            OpenApiParameter("limit", int, description="at most this many chunks (1000)"),
+        ],
+        responses={200: LogPageSerializer, **_errors(400, 401, 403, 404)},
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        run = get_object_or_404(Run, pk=pk)
+        q = request.query_params
+        rank = q.get("rank")
+        if rank not in (None, ""):
+            try:
+                rank = int(rank)
+            except ValueError:
+                raise invalid("rank", f"{rank[:20]!r} is not a rank number") from None
+        else:
+            rank = None
+        stream = q.get("stream") or None
+        if stream is not None and stream not in STREAMS:
+            raise invalid("stream", f"{stream[:20]!r} is not one of stdout, stderr")
+        page = read_logs(
+            run,
+            offset=params.non_negative_int(q, "offset"),
+            rank=rank,
+            stream=stream,
+            limit=params.positive_int(q, "limit", maximum=10000) or 1000,
+        )
+        return Response(LogPageSerializer(page).data)

@@ -1,0 +1,56 @@
+"""Fixtures for the API tests: users with tokens, API clients, runs."""
+
+import pytest
+from rest_framework.test import APIClient
+
+from mlbench_master import runs
+from mlbench_master.api.auth import issue_user_token
+from mlbench_master.api.models import Run
+
+
+@pytest.fixture(autouse=True)
+def _api_settings(settings):
+    settings.MLBENCH_PUBLIC_READ = False
+    settings.MLBENCH_PODS_REFRESH_SECONDS = 0
+    settings.MLBENCH_MAX_WORKERS = 4
+    settings.MLBENCH_MAX_CPUS = 2.0
+    settings.MLBENCH_MAX_BANDWIDTH = 1000
+    settings.MLBENCH_MAX_GPUS = 0
+
+
+@pytest.fixture
+def user_token(db):
+    return issue_user_token("alice", create_user=True)
+
+
+@pytest.fixture
+def api(user_token):
+    """A client authenticated with a user token."""
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {user_token}")
+    return client
+
+
+@pytest.fixture
+def anon(db):
+    return APIClient()
+
+
+@pytest.fixture
+def make_run(db):
+    def make(state=Run.FINISHED, **fields):
+        fields.setdefault("name", "test run")
+        return Run.objects.create(state=state, **fields)
+
+    return make
+
+
+@pytest.fixture
+def run(make_run):
+    return make_run(state=Run.STARTED)
+
+
+def worker_client(run):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {runs.worker_token(run)}")
+    return client
