@@ -236,7 +236,17 @@ class Supervisor:
             fh.write(token + "\n")
         os.chmod(path, 0o600)
         (home() / "url").write_text(self.url + "\n")
+        self.write_login_link()
         return token
+
+    def write_login_link(self) -> None:
+        """A one-time dashboard sign-in link for the local admin (MLBENCH_HOME/login_link)."""
+        from mlbench_master.dashboard.links import one_time_login_url
+
+        path = home() / "login_link"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(one_time_login_url(ADMIN_USER, self.url) + "\n")
 
     def reconcile(self) -> None:
         from mlbench_master.jobs import reconcile
@@ -293,6 +303,7 @@ class Supervisor:
             return 1
         if announce:
             print(f"mlbench master running: dashboard {self.url}/", flush=True)
+            print(f"sign in (once) at {_login_link()}", flush=True)
             print(f"logs in {log_dir()}; stop with Ctrl-C or `mlbench down`", flush=True)
         try:
             while not self.stopping:
@@ -425,6 +436,14 @@ def up(port: int | None, detach: bool) -> int:
     return _start_detached(port)
 
 
+def _login_link() -> str:
+    """The one-time sign-in link written at start-up (see Supervisor.write_login_link)."""
+    try:
+        return (home() / "login_link").read_text().strip()
+    except OSError:
+        return "(no link: see MLBENCH_HOME/login_link)"
+
+
 def _start_detached(port: int) -> int:
     home().mkdir(parents=True, exist_ok=True)
     log_dir().mkdir(parents=True, exist_ok=True)
@@ -448,6 +467,7 @@ def _start_detached(port: int) -> int:
         if state and state.get("pid") == proc.pid and state.get("ready"):
             if http_ok(state["url"] + "/"):
                 print(f"mlbench master running: dashboard {state['url']}/")
+                print(f"sign in (once) at {_login_link()}")
                 print(f"logs in {log_dir()}; stop it with `mlbench down`")
                 return 0
         time.sleep(0.3)
