@@ -83,6 +83,13 @@ class RunCreateSerializer(serializers.Serializer):
             raise serializers.ValidationError(
                 _range_error("num_workers", "1", str(high), "MLBENCH_MAX_WORKERS")
             )
+        # The local cluster cannot grow: more ranks than slots is refused here, not later.
+        slots = settings.MLBENCH_LOCAL_WORKERS
+        if settings.MLBENCH_CLUSTER == "local" and value > slots:
+            raise serializers.ValidationError(
+                f"num_workers is {value} but this machine has {slots} local worker slots "
+                "(MLBENCH_LOCAL_WORKERS); ask for at most that many"
+            )
         return value
 
     def validate_num_cpus(self, value: float) -> float:
