@@ -47,38 +47,32 @@ def _django() -> None:
 
 
 class LogWriter:
-    """Stores output lines as LogChunk rows: grouped, batched, bounded per run.
+    """Stores output lines as LogChunk rows (through `api.logs.append_logs`), batched.
 
-    Consecutive lines of the same rank and stream become one chunk; chunks are written in
-    one INSERT per flush. Past MLBENCH_LOG_MAX_BYTES a single note says the log was cut,
-    and nothing more is stored (the last stderr lines are still kept for the reason).
+    Consecutive lines of the same rank and stream become one chunk, and chunks are written
+    together at most every FLUSH_SECONDS (or FLUSH_LINES lines), so a chatty run costs a
+    few INSERTs a second, not one per line. `append_logs` bounds the stored log per run.
+    The last stderr lines are also kept here for the FAILED reason.
     """
 
     def __init__(self, run: Any) -> None:
-        from django.conf import settings
-        from django.db.models import Max
-
-        from mlbench_master.api.models import LogChunk
-
         self.run = run
-        self.max_bytes = int(getattr(settings, "MLBENCH_LOG_MAX_BYTES", 20 * 1024 * 1024))
-        last = LogChunk.objects.filter(run_id=run.pk).aggregate(m=Max("seq"))["m"]
-        self.seq = 0 if last is None else last + 1
-        self.stored = int(getattr(run, "log_bytes", 0) or 0)
-        self.truncated = self.stored >= self.max_bytes
         self.pending: list[Any] = []
         self.last_flush = time.monotonic()
+        self.gone = False  # the run was deleted: nothing more to store
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
+        self.mpirun_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         self.mpirun_lines: collections.deque[str] = collections.deque(maxlen=200)
 
     def add(self, lines: list[Any]) -> None:
         for line in lines:
             if line.rank is None:
                 self.mpirun_lines.append(line.text)
-            if line.stream == "stderr" and line.text.strip():
-                prefix = "" if line.rank is None else f"[rank {line.rank}] "
-                if not _is_banner(line.text):
-                    self.stderr_tail.append(prefix + line.text)
+            if line.stream == "stderr" and line.text.strip() and not _is_banner(line.text):
+                if line.rank is None:
+                    self.mpirun_tail.append(line.text)
+                else:
+                    self.stderr_tail.append(f"[rank {line.rank}] {line.text}")
         self.pending.extend(lines)
         if len(self.pending) >= FLUSH_LINES or (
             self.pending and time.monotonic() - self.last_flush >= FLUSH_SECONDS
@@ -86,57 +80,31 @@ class LogWriter:
             self.flush()
 
     def flush(self) -> None:
-        from django.db.models import F
+        from django.db import IntegrityError
 
-        from mlbench_master.api.models import LogChunk, Run
+        from mlbench_master.api.logs import append_logs
+        from mlbench_master.api.models import Run
 
         self.last_flush = time.monotonic()
-        if not self.pending:
-            return
         lines, self.pending = self.pending, []
-        if self.truncated:
+        if not lines or self.gone:
             return
-        chunks: list[LogChunk] = []
-        added = 0
+        entries: list[tuple[int | None, str, str]] = []
         group: list[str] = []
-        key: tuple | None = None
-
-        def close_group() -> None:
-            nonlocal added
-            if not group:
-                return
-            text = "\n".join(group) + "\n"
-            chunks.append(
-                LogChunk(run_id=self.run.pk, rank=key[0], stream=key[1], seq=self.seq, text=text)
-            )
-            self.seq += 1
-            added += len(text.encode())
-            group.clear()
-
+        key: tuple[int | None, str] | None = None
         for line in lines:
-            size = len(line.text.encode()) + 1
-            if self.stored + added + size > self.max_bytes:
-                close_group()
-                note = (
-                    f"[mlbench: log cut at {self.max_bytes} bytes (MLBENCH_LOG_MAX_BYTES); "
-                    "later output is not stored]\n"
-                )
-                chunks.append(
-                    LogChunk(
-                        run_id=self.run.pk, rank=None, stream="stderr", seq=self.seq, text=note
-                    )
-                )
-                self.seq += 1
-                self.truncated = True
-                break
             if (line.rank, line.stream) != key:
-                close_group()
+                if group and key is not None:
+                    entries.append((key[0], key[1], "\n".join(group) + "\n"))
+                group = []
                 key = (line.rank, line.stream)
             group.append(line.text)
-        close_group()
-        LogChunk.objects.bulk_create(chunks)
-        self.stored += added
-        Run.objects.filter(pk=self.run.pk).update(log_bytes=F("log_bytes") + added)
+        if group and key is not None:
+            entries.append((key[0], key[1], "\n".join(group) + "\n"))
+        try:
+            append_logs(self.run.pk, entries)
+        except (Run.DoesNotExist, IntegrityError):
+            self.gone = True  # deleted while it ran (DELETE cancels, then removes the row)
 
 
 def _is_banner(text: str) -> bool:
@@ -297,12 +265,16 @@ def _watch(run: Any, driver: Any, execution: Any) -> str:
         raise
     writer.flush()
     execution.kill()  # a failed mpirun may leave ranks behind; after exit 0 this is a no-op
+    if not Run.objects.filter(pk=run.pk).exists():
+        return "deleted"
     run.refresh_from_db()
     if code == 0:
         runs.mark_finished(run, 0)
     else:
         runs.mark_failed(
-            run, failure_reason(code, writer.mpirun_lines, writer.stderr_tail), exit_code=code
+            run,
+            failure_reason(code, writer.mpirun_lines, writer.stderr_tail or writer.mpirun_tail),
+            exit_code=code,
         )
     return run.state
 
@@ -325,26 +297,12 @@ def collect_pod_metrics() -> int:
     Called every 5 s by the launcher's collector process. Returns the points stored.
     """
     _django()
-    from django.utils import timezone
-
-    from mlbench_master.api.models import Metric, Pod
+    from mlbench_master.api.models import Metric
+    from mlbench_master.api.pods import sync_pods
     from mlbench_master.cluster.base import get_driver
 
     driver = get_driver()
-    now = timezone.now()
-    pods = driver.pods()
-    for pod in pods:
-        Pod.objects.update_or_create(
-            name=pod.name,
-            defaults={
-                "labels": pod.labels,
-                "phase": pod.phase,
-                "ip": pod.ip,
-                "node": pod.node,
-                "last_seen": now,
-            },
-        )
-    Pod.objects.exclude(name__in=[p.name for p in pods]).delete()
+    sync_pods(driver.pods())
     samples = driver.pod_metrics()
     Metric.objects.bulk_create(
         [
