@@ -1,0 +1,82 @@
+"""Checkpoints: rank 0 writes one after every epoch; `--resume` continues from it.
+
+A checkpoint fits only a run with the same number of workers: the global batch, the learning
+rate and the data shards all depend on it, so resuming with another count would silently be
+a different experiment. That, and a different task or model, is refused with a message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import torch
+
+from mlbench_worker.errors import WorkerError
+
+FILENAME = "checkpoint.pt"
+
+
+def save(trainer: object, folder: str | Path, identity: dict) -> Path:
+    """Write the trainer's state atomically (a crash never leaves half a checkpoint)."""
+    from mlbench_worker.train import Trainer
+
+    assert isinstance(trainer, Trainer)
+    path = Path(folder) / FILENAME
+    progress = dataclasses.asdict(trainer.progress)
+    progress["elapsed_before"] = trainer.elapsed()
+    progress["stop_reason"] = ""
+    state = {
+        "identity": identity,
+        "model": trainer.model.state_dict(),
+        "optimizer": trainer.optimizer.state_dict(),
+        "scaler": trainer.scaler.state_dict() if trainer.scaler else None,
+        "progress": progress,
+    }
+    tmp = path.with_name(f".{FILENAME}.tmp{os.getpid()}")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def load(folder: str | Path, identity: dict) -> dict:
+    """The checkpoint in `folder`, checked against this run's `identity` (WorkerError if unfit)."""
+    path = Path(folder) / FILENAME
+    if not path.is_file():
+        raise WorkerError(f"--resume: no checkpoint at {path}; start without --resume")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise WorkerError(
+            f"--resume: {path} cannot be read ({exc}); delete it to start afresh"
+        ) from exc
+    theirs = state.get("identity", {})
+    if theirs.get("num_workers") != identity["num_workers"]:
+        raise WorkerError(
+            f"--resume: {path} was written by a run with {theirs.get('num_workers')} workers, "
+            f"this run has {identity['num_workers']}. The global batch, learning rate and data "
+            f"shards depend on the number of workers: resume with mpirun -n "
+            f"{theirs.get('num_workers')}, or start a fresh run without --resume."
+        )
+    for key in ("task", "model", "batch_size", "seed", "dataset"):
+        if theirs.get(key) != identity.get(key):
+            raise WorkerError(
+                f"--resume: {path} is for {key} {theirs.get(key)!r}, this run uses "
+                f"{identity.get(key)!r}; resume with the same options or start afresh."
+            )
+    return state
+
+
+def restore(trainer: object, state: dict) -> None:
+    """Put a loaded checkpoint's state into the trainer (every rank does this)."""
+    from mlbench_worker.train import Progress, Trainer
+
+    assert isinstance(trainer, Trainer)
+    trainer.model.load_state_dict(state["model"])
+    trainer.optimizer.load_state_dict(state["optimizer"])
+    if trainer.scaler and state.get("scaler"):
+        trainer.scaler.load_state_dict(state["scaler"])
+    trainer.progress = Progress(**state["progress"])
+    if not trainer.grads.intact():
+        raise RuntimeError("restoring the optimizer replaced the flat gradient views")

@@ -1,0 +1,111 @@
+"""Sharding, augmentation and batching, done with whole-batch tensor operations.
+
+The data set lives in memory as one uint8 tensor (N x 3 x 32 x 32). Every epoch all ranks
+draw the same permutation (seeded by the shared seed and the epoch number) and rank r takes
+every K-th index starting at r: the shards are disjoint, together they cover the data set
+(minus fewer than K images, which change every epoch), and every rank has the same number
+of steps, which synchronous SGD needs. A batch is gathered with one indexing operation;
+random crop (zero padding 4) and horizontal flip are one gather with per-image offsets;
+normalisation is one fused multiply-add in float32. No per-image Python code runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+
+# Per-channel mean and std of the CIFAR-10 training images (in 0..1 units).
+CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
+CIFAR10_STD = (0.2470, 0.2435, 0.2616)
+PAD = 4
+
+
+def shard_indices(n: int, rank: int, world: int, seed: int, epoch: int) -> np.ndarray:
+    """The indices rank `rank` trains on in `epoch`: disjoint across ranks, same size for all."""
+    perm = np.random.default_rng([seed, epoch]).permutation(n)
+    usable = n - n % world
+    return perm[rank:usable:world]
+
+
+def channel_stats(images: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Per-channel mean and std (0..1 units) of a uint8 N x 3 x H x W array."""
+    x = images.reshape(images.shape[0], 3, -1)
+    mean = tuple(float(x[:, c].mean()) / 255.0 for c in range(3))
+    std = tuple(float(x[:, c].std()) / 255.0 for c in range(3))
+    return mean, std
+
+
+class Batches:
+    """Yields (images, labels) batches for one rank; `augment` for training, not for eval."""
+
+    def __init__(
+        self,
+        images: np.ndarray,
+        labels: np.ndarray,
+        batch_size: int,
+        mean: tuple[float, ...] = CIFAR10_MEAN,
+        std: tuple[float, ...] = CIFAR10_STD,
+        device: torch.device | str = "cpu",
+        channels_last: bool = False,
+        augment: bool = True,
+    ) -> None:
+        self.images = torch.from_numpy(np.ascontiguousarray(images))
+        self.labels = torch.from_numpy(np.ascontiguousarray(labels, dtype=np.int64))
+        self.batch_size = batch_size
+        self.device = torch.device(device)
+        self.channels_last = channels_last
+        self.augment = augment
+        # x_norm = x_uint8 * scale + shift, per channel.
+        std_t = torch.tensor(std, dtype=torch.float32).view(1, 3, 1, 1)
+        mean_t = torch.tensor(mean, dtype=torch.float32).view(1, 3, 1, 1)
+        self.scale = (1.0 / (255.0 * std_t)).to(self.device)
+        self.shift = (-mean_t / std_t).to(self.device)
+        self._arange = torch.arange(32)
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def steps(self, count: int) -> int:
+        """Number of batches for `count` indices (the last one may be smaller)."""
+        return -(-count // self.batch_size)
+
+    def iterate(self, indices: np.ndarray, generator: torch.Generator | None = None) -> Iterator:
+        """Batches over `indices` in their order; `generator` drives the augmentation."""
+        idx = torch.from_numpy(np.ascontiguousarray(indices, dtype=np.int64))
+        for start in range(0, len(idx), self.batch_size):
+            yield self.batch(idx[start : start + self.batch_size], generator)
+
+    def batch(
+        self, idx: torch.Tensor, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        x = self.images.index_select(0, idx)
+        y = self.labels.index_select(0, idx)
+        if self.augment:
+            x = self._crop_flip(x, generator)
+        if self.device.type != "cpu":
+            x = x.to(self.device, non_blocking=True)
+            y = y.to(self.device, non_blocking=True)
+        memory_format = torch.channels_last if self.channels_last else torch.contiguous_format
+        out = torch.empty(
+            x.shape, dtype=torch.float32, device=self.device, memory_format=memory_format
+        )
+        out.copy_(x)
+        out.mul_(self.scale).add_(self.shift)
+        return out, y
+
+    def _crop_flip(self, x: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+        """Random 32x32 crop of the zero-padded 40x40 image, mirrored with probability 1/2."""
+        b = x.shape[0]
+        side = 32 + 2 * PAD
+        padded = torch.zeros((b, 3, side, side), dtype=x.dtype)
+        padded[:, :, PAD : PAD + 32, PAD : PAD + 32] = x
+        offsets = torch.randint(0, 2 * PAD + 1, (2, b), generator=generator)
+        flip = torch.rand(b, generator=generator) < 0.5
+        ar = self._arange
+        rows = (offsets[0, :, None] + ar) * side  # b x 32, row starts in the flat image
+        cols = offsets[1, :, None] + torch.where(flip[:, None], ar.flip(0), ar)
+        flat_index = (rows[:, :, None] + cols[:, None, :]).view(b, 1, 32 * 32)
+        out = torch.gather(padded.view(b, 3, side * side), 2, flat_index.expand(b, 3, 32 * 32))
+        return out.view(b, 3, 32, 32)

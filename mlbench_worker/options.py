@@ -1,0 +1,248 @@
+"""The worker's command line: `python -m mlbench_worker <task> [options]`.
+
+Parsing and checking happen before torch or MPI is imported, so a typo costs a fraction of a
+second and every rank stops with the same clear message (printed once, by rank 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from mlbench_worker.models import MODELS
+from mlbench_worker.tasks import TASKS
+
+BACKENDS = ("mpi", "gloo", "nccl")
+DEVICES = ("auto", "cpu", "cuda")
+DATASETS = ("auto", "cifar10", "synthetic")
+TARGETS = ("light", "standard", "paper")
+
+
+def launch_rank() -> int:
+    """This process's rank as mpirun announced it (0 when run alone), without importing MPI."""
+    for name in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"):
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    return 0
+
+
+def default_data_dir() -> str:
+    if os.environ.get("MLBENCH_DATA_DIR"):
+        return os.environ["MLBENCH_DATA_DIR"]
+    home = os.environ.get("MLBENCH_HOME") or os.path.join(os.path.expanduser("~"), ".mlbench")
+    return os.path.join(home, "datasets")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def _nonnegative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be zero or more, got {text!r}")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that prints its error once (rank 0) under mpirun, and exits 2 on every rank."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        if launch_rank() == 0:
+            self.print_usage(sys.stderr)
+            print(f"{self.prog}: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="python -m mlbench_worker",
+        description="Run one mlbench benchmark task (start it with mpirun -n K for K workers).",
+    )
+    p.add_argument("task", help=f"benchmark task: {', '.join(TASKS)}")
+    g = p.add_argument_group("what is measured")
+    g.add_argument("--model", help=f"model (default: the task's): {', '.join(MODELS)}")
+    g.add_argument(
+        "--target",
+        default="standard",
+        help="accuracy goal: light (70%%), standard (80%%), paper (91%%)",
+    )
+    g.add_argument(
+        "--dataset",
+        default="auto",
+        help="auto (CIFAR-10 if it can be had, else synthetic), cifar10, synthetic",
+    )
+    g.add_argument(
+        "--time-budget",
+        type=_positive_float,
+        metavar="SECONDS",
+        help="stop training after this many seconds on the benchmark clock",
+    )
+    g.add_argument(
+        "--max-epochs",
+        type=_positive_int,
+        metavar="N",
+        help="stop after N epochs (default: the task's, 164)",
+    )
+    g.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        metavar="N",
+        help="images per worker per step (default: the task's, 128)",
+    )
+    g.add_argument(
+        "--lr",
+        type=_positive_float,
+        help="peak learning rate (default: task rate x workers x batch/128)",
+    )
+    g.add_argument(
+        "--seed", type=_nonnegative_int, default=42, help="seed shared by all ranks (default 42)"
+    )
+    g.add_argument(
+        "--train-images",
+        type=_positive_int,
+        metavar="N",
+        help="use only the first N training images (smoke tests; recorded)",
+    )
+    g.add_argument(
+        "--test-images",
+        type=_positive_int,
+        metavar="N",
+        help="use only the first N test images (smoke tests; recorded)",
+    )
+    g = p.add_argument_group("how it runs")
+    g.add_argument(
+        "--backend", default="mpi", help="gradient all-reduce: mpi (mpi4py), gloo, nccl (CUDA)"
+    )
+    g.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    g.add_argument(
+        "--threads",
+        type=_positive_int,
+        metavar="N",
+        help="torch threads per rank (default: OMP_NUM_THREADS or torch's)",
+    )
+    g.add_argument(
+        "--amp", action="store_true", help="mixed precision (float16 on CUDA, bfloat16 on CPU)"
+    )
+    g.add_argument("--channels-last", action="store_true", help="channels_last memory format")
+    g.add_argument(
+        "--data-dir",
+        default=None,
+        help="where data sets are cached (default: MLBENCH_DATA_DIR or $MLBENCH_HOME/datasets)",
+    )
+    g.add_argument("--checkpoint-dir", help="write a checkpoint there after every epoch (rank 0)")
+    g.add_argument(
+        "--resume", action="store_true", help="continue from the checkpoint in --checkpoint-dir"
+    )
+    g = p.add_argument_group("reporting")
+    g.add_argument(
+        "--master-url",
+        default=os.environ.get("MLBENCH_MASTER_URL") or None,
+        help="post metrics to this master (default: MLBENCH_MASTER_URL)",
+    )
+    g.add_argument(
+        "--run-id",
+        default=os.environ.get("MLBENCH_RUN_ID") or None,
+        help="the run's id at the master (default: MLBENCH_RUN_ID)",
+    )
+    g.add_argument(
+        "--metrics-file", help="write metric points and the summary as JSON lines to this file"
+    )
+    g.add_argument(
+        "--log-every",
+        type=_positive_int,
+        default=50,
+        metavar="STEPS",
+        help="post training metrics every STEPS steps (default 50)",
+    )
+    return p
+
+
+def _choice(
+    parser: argparse.ArgumentParser, option: str, value: str, choices: tuple | dict
+) -> None:
+    if value not in choices:
+        parser.error(f"{option}: unknown value {value!r}; choose one of: {', '.join(choices)}")
+
+
+def _writable_dir(path: str) -> str | None:
+    """None if `path` is (or can be made) a writable folder, else the reason it is not."""
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-test-"):
+            pass
+    except OSError as exc:
+        return f"{exc.strerror or exc}"
+    return None
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parsed and checked options; exits with status 2 and a message naming the problem."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.task not in TASKS:
+        parser.error(f"unknown task {args.task!r}; choose one of: {', '.join(TASKS)}")
+    task = TASKS[args.task]
+    args.model = args.model or task.model
+    _choice(parser, "--model", args.model, MODELS)
+    _choice(parser, "--backend", args.backend, BACKENDS)
+    _choice(parser, "--device", args.device, DEVICES)
+    _choice(parser, "--dataset", args.dataset, DATASETS)
+    _choice(parser, "--target", args.target, TARGETS)
+    if args.backend == "nccl" and args.device == "cpu":
+        parser.error("--backend nccl needs --device cuda (use mpi or gloo on CPU)")
+    args.batch_size = args.batch_size or task.batch_size
+    args.max_epochs = args.max_epochs or task.max_epochs
+    if args.threads is None and os.environ.get("OMP_NUM_THREADS", "").isdigit():
+        args.threads = int(os.environ["OMP_NUM_THREADS"]) or None
+    args.data_dir = args.data_dir or default_data_dir()
+    if args.dataset != "synthetic":
+        problem = _writable_dir(args.data_dir)
+        if problem:
+            parser.error(
+                f"data directory {args.data_dir} cannot be written ({problem}): pass "
+                "--data-dir or set MLBENCH_DATA_DIR to a writable folder"
+            )
+    if args.resume and not args.checkpoint_dir:
+        parser.error("--resume needs --checkpoint-dir (the folder holding checkpoint.pt)")
+    if args.checkpoint_dir:
+        problem = _writable_dir(args.checkpoint_dir)
+        if problem:
+            parser.error(f"--checkpoint-dir {args.checkpoint_dir} cannot be written ({problem})")
+    if args.master_url and not args.run_id:
+        parser.error(
+            "--master-url needs --run-id (or MLBENCH_RUN_ID) to know which run to report to"
+        )
+    if args.master_url and not args.master_url.startswith(("http://", "https://")):
+        parser.error(f"--master-url must start with http:// or https://, got {args.master_url!r}")
+    args.token = os.environ.get("MLBENCH_RUN_TOKEN") or None
+    if args.metrics_file:
+        folder = os.path.dirname(os.path.abspath(args.metrics_file))
+        problem = _writable_dir(folder)
+        if problem:
+            parser.error(
+                f"--metrics-file {args.metrics_file}: folder cannot be written ({problem})"
+            )
+    return args

@@ -1,0 +1,254 @@
+"""Where metrics go: the master's REST API (batched, retried, de-duplicated) or a JSON-lines file.
+
+Points are queued by the training loop and sent by a background thread, so a slow or
+restarting master never stalls training. Each point gets a uid when it is created; a batch
+that fails is retried with exponential back-off carrying the same uids, so the master
+(which stores uids uniquely) keeps every point exactly once even when a response was lost
+after the master had stored the batch. `close()` flushes what is left, within a deadline.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+import threading
+import time
+import uuid
+from collections import deque
+from pathlib import Path
+
+BATCH_SIZE = 200
+SEND_INTERVAL = 2.0  # seconds between background sends
+BACKOFF_START = 0.5
+BACKOFF_MAX = 30.0
+RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).isoformat()
+
+
+def make_point(run_id: str | None, name: str, value: float, metadata: dict) -> dict:
+    """One metric point in the shape of the metrics contract (see docs/metrics.rst)."""
+    return {
+        "run_id": run_id,
+        "name": name,
+        "value": float(value),
+        "date": now_iso(),
+        "cumulative": False,
+        "metadata": metadata,
+        "uid": uuid.uuid4().hex,
+    }
+
+
+class Reporter:
+    """Collects points and the summary; subclasses decide where they go. Silent by default."""
+
+    def __init__(self, run_id: str | None = None) -> None:
+        self.run_id = run_id
+
+    def metric(self, name: str, value: float, **metadata: object) -> dict:
+        point = make_point(self.run_id, name, value, dict(metadata))
+        self.emit(point)
+        return point
+
+    def emit(self, point: dict) -> None:
+        pass
+
+    def summary(self, record: dict) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class FileReporter(Reporter):
+    """JSON lines: {"type": "metric", ...point} per point and one {"type": "summary", ...}."""
+
+    def __init__(self, path: str | Path, run_id: str | None = None) -> None:
+        super().__init__(run_id)
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+
+    def emit(self, point: dict) -> None:
+        self.fh.write(json.dumps({"type": "metric", **point}) + "\n")
+
+    def summary(self, record: dict) -> None:
+        self.fh.write(json.dumps({"type": "summary", **record}) + "\n")
+        self.fh.flush()
+
+    def flush(self) -> None:
+        self.fh.flush()
+
+    def close(self) -> None:
+        if not self.fh.closed:
+            self.fh.close()
+
+
+class HttpReporter(Reporter):
+    """Posts JSON lists of points to <master>/api/metrics/ from a background thread."""
+
+    def __init__(
+        self,
+        master_url: str,
+        run_id: str,
+        token: str | None,
+        *,
+        batch_size: int = BATCH_SIZE,
+        interval: float = SEND_INTERVAL,
+        backoff_start: float = BACKOFF_START,
+        backoff_max: float = BACKOFF_MAX,
+        timeout: float = 10.0,
+    ) -> None:
+        import requests
+
+        super().__init__(run_id)
+        self.base = master_url.rstrip("/")
+        self.session = requests.Session()
+        if token:
+            self.session.headers["Authorization"] = f"Token {token}"
+        self.batch_size = batch_size
+        self.interval = interval
+        self.backoff_start = backoff_start
+        self.backoff_max = backoff_max
+        self.timeout = timeout
+        self.queue: deque[dict] = deque()
+        self.sent = 0
+        self.dropped = 0
+        self.failures = 0
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, name="mlbench-reporter", daemon=True)
+        self._thread.start()
+
+    def emit(self, point: dict) -> None:
+        with self._lock:
+            self.queue.append(point)
+            if len(self.queue) >= self.batch_size:
+                self._wake.set()
+
+    def flush(self) -> None:
+        self._wake.set()
+
+    def summary(self, record: dict) -> None:
+        """POST the run summary (retried like metrics; the master stores the last one)."""
+        url = f"{self.base}/api/runs/{self.run_id}/summary/"
+        if not self._post(url, record, deadline=time.monotonic() + 60):
+            _warn(f"could not deliver the run summary to {url}")
+
+    def close(self, deadline: float = 60.0) -> None:
+        """Send everything still queued, giving up after `deadline` seconds."""
+        self._stop.set()
+        self._wake.set()
+        self._thread.join()
+        end = time.monotonic() + deadline
+        while self.queue and time.monotonic() < end:
+            if not self._send_one_batch(end):
+                break
+        if self.queue:
+            _warn(f"{len(self.queue)} metric points could not be delivered to {self.base}")
+        self.session.close()
+
+    # --- internals ----------------------------------------------------------------
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.interval)
+            self._wake.clear()
+            while self.queue and not self._stop.is_set():
+                if not self._send_one_batch(None):
+                    break
+
+    def _send_one_batch(self, deadline: float | None) -> bool:
+        """Send the oldest batch, retrying; False when it is still undelivered."""
+        with self._lock:
+            batch = [self.queue[i] for i in range(min(self.batch_size, len(self.queue)))]
+        ok = self._post(f"{self.base}/api/metrics/", batch, deadline)
+        if ok:
+            with self._lock:
+                for _ in batch:
+                    self.queue.popleft()
+            self.sent += len(batch)
+        return ok
+
+    def _post(self, url: str, payload: object, deadline: float | None) -> bool:
+        """POST with exponential back-off until success, a final refusal, stop or deadline."""
+        import requests
+
+        delay = self.backoff_start
+        while True:
+            try:
+                resp = self.session.post(url, json=payload, timeout=self.timeout)
+                if resp.status_code < 300:
+                    return True
+                if resp.status_code not in RETRY_STATUS:
+                    # The master refused the data itself: retrying cannot help; keep going.
+                    _warn(
+                        f"{url} refused {_size(payload)}: HTTP {resp.status_code} {resp.text[:300]}"
+                    )
+                    if isinstance(payload, list):
+                        self.dropped += len(payload)
+                    return True
+                problem = f"HTTP {resp.status_code}"
+            except requests.RequestException as exc:
+                problem = type(exc).__name__
+            self.failures += 1
+            if deadline is None and self._stop.is_set():
+                return False
+            if deadline is not None and time.monotonic() + delay > deadline:
+                return False
+            if self.failures == 1 or delay >= self.backoff_max:
+                _warn(f"posting to {url} failed ({problem}); retrying in {delay:.1f}s")
+            time.sleep(delay)
+            delay = min(delay * 2, self.backoff_max)
+
+
+class TeeReporter(Reporter):
+    """Sends every record to several reporters (a file and the master)."""
+
+    def __init__(self, reporters: list[Reporter], run_id: str | None = None) -> None:
+        super().__init__(run_id)
+        self.reporters = reporters
+
+    def emit(self, point: dict) -> None:
+        for r in self.reporters:
+            r.emit(point)
+
+    def summary(self, record: dict) -> None:
+        for r in self.reporters:
+            r.summary(record)
+
+    def flush(self) -> None:
+        for r in self.reporters:
+            r.flush()
+
+    def close(self) -> None:
+        for r in self.reporters:
+            r.close()
+
+
+def make_reporter(
+    master_url: str | None, run_id: str | None, token: str | None, metrics_file: str | None
+) -> Reporter:
+    """The reporter the options ask for (both, one, or a silent one)."""
+    reporters: list[Reporter] = []
+    if metrics_file:
+        reporters.append(FileReporter(metrics_file, run_id))
+    if master_url:
+        reporters.append(HttpReporter(master_url, run_id or "", token))
+    if not reporters:
+        return Reporter(run_id)
+    return reporters[0] if len(reporters) == 1 else TeeReporter(reporters, run_id)
+
+
+def _size(payload: object) -> str:
+    return f"{len(payload)} points" if isinstance(payload, list) else "the summary"
+
+
+def _warn(message: str) -> None:
+    print(f"mlbench-worker: warning: {message}", file=sys.stderr, flush=True)

@@ -1,0 +1,250 @@
+"""One benchmark run on one rank: set up, train (train.py), summarise, report.
+
+Errors a user can fix are raised on every rank together (they come from agreed decisions)
+and printed once by rank 0; anything unexpected prints its traceback and aborts the whole
+MPI job, so no rank is left waiting in a collective for a partner that died.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import traceback
+
+import torch
+
+from mlbench_worker import checkpoint, runinfo
+from mlbench_worker.comm import Communicator, broadcast_model, local_rank
+from mlbench_worker.data import load_dataset
+from mlbench_worker.data.loader import CIFAR10_MEAN, CIFAR10_STD, Batches, channel_stats
+from mlbench_worker.errors import WorkerError
+from mlbench_worker.models import build_model
+from mlbench_worker.report import make_reporter
+from mlbench_worker.tasks import get_task
+from mlbench_worker.train import Goal, Schedule, Trainer
+
+EVAL_BATCH = 500
+
+
+def pick_device(requested: str) -> torch.device:
+    """cpu, or this rank's GPU (ranks on one machine take GPUs round-robin)."""
+    if requested == "cpu" or (requested == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise WorkerError(
+            "--device cuda: no CUDA device is visible (torch.cuda.is_available() is False); "
+            "use --device cpu"
+        )
+    index = local_rank() % torch.cuda.device_count()
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index)
+
+
+def run_main(args: argparse.Namespace) -> int:
+    """Entry point after option parsing; returns the process exit code."""
+    comm: Communicator | None = None
+    try:
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        comm = Communicator(args.backend, device=pick_device(args.device))
+        return _run(args, comm)
+    except WorkerError as exc:
+        if comm is None or comm.rank == 0:
+            print(f"mlbench-worker: error: {exc}", file=sys.stderr, flush=True)
+        return exc.exit_code
+    except Exception:
+        traceback.print_exc()
+        sys.stderr.flush()
+        if comm is not None and comm.size > 1:
+            comm.world.Abort(1)
+        return 1
+    finally:
+        if comm is not None:
+            comm.close()
+
+
+def _run(args: argparse.Namespace, comm: Communicator) -> int:
+    task = get_task(args.task)
+    device = comm.device
+    rank0 = comm.rank == 0
+    say = print if rank0 else (lambda *_a, **_k: None)
+    threads = torch.get_num_threads()
+    hostnames = comm.allgather_object(runinfo.hostname())
+
+    data = load_dataset(
+        args.dataset, args.data_dir, args.seed, comm, args.train_images, args.test_images
+    )
+    if data.name == "synthetic":
+        banner = "!" * 78
+        why = data.note or "--dataset synthetic was requested."
+        say(
+            f"{banner}\n!! SYNTHETIC DATA: this run does not train on CIFAR-10 and its results are\n"
+            f"!! not CIFAR-10 results. {why}\n{banner}",
+            flush=True,
+        )
+    arrays = data.arrays
+    mean, std = (
+        (CIFAR10_MEAN, CIFAR10_STD) if data.name == "cifar10" else channel_stats(arrays.train_x)
+    )
+    train_data = Batches(
+        arrays.train_x,
+        arrays.train_y,
+        args.batch_size,
+        mean,
+        std,
+        device,
+        args.channels_last,
+        augment=True,
+    )
+    test_data = Batches(
+        arrays.test_x,
+        arrays.test_y,
+        EVAL_BATCH,
+        mean,
+        std,
+        device,
+        args.channels_last,
+        augment=False,
+    )
+
+    torch.manual_seed(args.seed)
+    model = build_model(args.model).to(device)
+    if args.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    broadcast_model(model, comm)
+
+    workers = comm.size
+    peak_lr = args.lr or task.base_lr * workers * args.batch_size / task.batch_size
+    start_lr = min(peak_lr, task.base_lr * args.batch_size / task.batch_size)
+    optimizer = torch.optim.SGD(
+        model.parameters(), lr=start_lr, momentum=task.momentum, weight_decay=task.weight_decay
+    )
+    goal = Goal(args.target, task.target_accuracy(args.target), args.max_epochs, args.time_budget)
+    reporter = (
+        make_reporter(args.master_url, args.run_id, args.token, args.metrics_file)
+        if rank0
+        else make_reporter(None, args.run_id, None, None)
+    )
+
+    identity = {
+        "task": task.name,
+        "model": args.model,
+        "num_workers": workers,
+        "batch_size": args.batch_size,
+        "seed": args.seed,
+        "dataset": data.name,
+    }
+    save = None
+    if args.checkpoint_dir:
+
+        def save(trainer: Trainer) -> None:
+            if trainer.comm.rank == 0:
+                checkpoint.save(trainer, args.checkpoint_dir, identity)
+
+    trainer_kwargs = dict(
+        seed=args.seed, device=device, amp=args.amp, log_every=args.log_every, checkpoint=save
+    )
+    trainer = Trainer(
+        model,
+        optimizer,
+        _placeholder_schedule(),
+        goal,
+        comm,
+        train_data,
+        test_data,
+        reporter,
+        **trainer_kwargs,
+    )
+    steps = trainer.steps_per_epoch
+    trainer.schedule = Schedule(
+        start_lr=start_lr,
+        peak_lr=peak_lr,
+        warmup_steps=round(task.warmup_epochs * steps),
+        decay_steps=tuple(round(e * steps) for e in task.decay_epochs),
+        factor=task.decay_factor,
+    )
+
+    if args.resume:
+        state, problem = None, None
+        if rank0:
+            try:
+                state = checkpoint.load(args.checkpoint_dir, identity)
+            except WorkerError as exc:
+                problem = str(exc)
+        problem = comm.bcast_object(problem)
+        if problem:
+            raise WorkerError(problem)
+        state = comm.bcast_object(state)
+        checkpoint.restore(trainer, state)
+        say(
+            f"resumed from {args.checkpoint_dir}: {trainer.progress.epoch} epochs done, "
+            f"{trainer.progress.elapsed_before:.1f}s on the clock",
+            flush=True,
+        )
+
+    say(
+        f"{task.name}: model {args.model}, data {data.name} ({len(train_data)} train / {len(test_data)} test images), "
+        f"{workers} worker(s), backend {comm.backend}, device {device}, {threads} thread(s)/rank, "
+        f"batch {args.batch_size}/worker, peak lr {peak_lr:g}, target {args.target} "
+        f"({goal.accuracy:.0%}), max {goal.max_epochs} epochs"
+        + (f", time budget {args.time_budget:g}s" if args.time_budget else ""),
+        flush=True,
+    )
+
+    try:
+        progress = trainer.fit()
+        elapsed = trainer.elapsed()
+        totals = comm.allreduce_sums(
+            [progress.time_data, progress.time_compute, progress.time_comm]
+        )
+        step_total = float(totals.sum())
+        summary = {
+            "task": task.name,
+            "model": args.model,
+            "dataset": data.name,
+            "num_workers": workers,
+            "backend": comm.backend,
+            "device": str(device),
+            "target": args.target,
+            "target_accuracy": goal.accuracy,
+            "reached": progress.time_to_target is not None,
+            "time_to_target": progress.time_to_target,
+            "final_val_accuracy": progress.val_accuracy,
+            "best_val_accuracy": progress.best_val_accuracy,
+            "epochs": round(progress.epochs_done, 4),
+            "images_per_sec": _finite(trainer.images_per_sec()),
+            "comm_share": float(totals[2] / step_total) if step_total > 0 else 0.0,
+            "elapsed": elapsed,
+            "seed": args.seed,
+            "versions": runinfo.versions(),
+            "hardware": runinfo.hardware(device, threads, hostnames),
+            "stop_reason": progress.stop_reason,
+            "run_id": args.run_id,
+            "dataset_note": data.note,
+            "config": {
+                "batch_size": args.batch_size,
+                "peak_lr": peak_lr,
+                "max_epochs": args.max_epochs,
+                "time_budget": args.time_budget,
+                "train_images": len(train_data),
+                "test_images": len(test_data),
+                "amp": args.amp,
+                "channels_last": args.channels_last,
+                "threads": threads,
+            },
+        }
+        if rank0:
+            reporter.summary(summary)
+            print(runinfo.summary_table(summary), flush=True)
+    finally:
+        reporter.close()
+    return 0
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def _placeholder_schedule() -> Schedule:
+    return Schedule(0.0, 0.0, 0, (), 1.0)

@@ -1,0 +1,106 @@
+"""What a result must carry to be reproducible: versions, hardware, and the summary table."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+from pathlib import Path
+
+import torch
+
+import mlbench_worker
+
+
+def versions() -> dict:
+    import mpi4py
+    from mpi4py import MPI
+
+    library = MPI.Get_library_version().splitlines()[0].split(",")[0].strip()
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "mpi": f"{library} (mpi4py {mpi4py.__version__})",
+        "mlbench": mlbench_worker.__version__,
+    }
+
+
+def hardware(device: torch.device, threads: int, hostnames: list[str]) -> dict:
+    info = {
+        "cpu_model": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "threads_per_rank": threads,
+        "memory_gib": _memory_gib(),
+        "hosts": sorted(set(hostnames)),
+        "platform": platform.platform(),
+    }
+    if device.type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(device)
+        info["gpu_count"] = torch.cuda.device_count()
+    return info
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _memory_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                return round(int(line.split()[1]) / 2**20, 1)
+    except OSError:
+        pass
+    return None
+
+
+def hostname() -> str:
+    return socket.gethostname()
+
+
+def summary_table(summary: dict) -> str:
+    """The end-of-run table rank 0 prints (the same facts as the summary record)."""
+
+    def fmt(value: object, unit: str = "") -> str:
+        if value is None:
+            return "-"
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if isinstance(value, float):
+            return f"{value:.4g}{unit}"
+        return f"{value}{unit}"
+
+    v = summary["versions"]
+    dataset = summary["dataset"]
+    if dataset == "synthetic":
+        dataset = "synthetic (generated; NOT CIFAR-10)"
+    rows = [
+        ("task", summary["task"]),
+        ("model", summary["model"]),
+        ("dataset", dataset),
+        ("workers", summary["num_workers"]),
+        ("backend", summary["backend"]),
+        ("device", summary["device"]),
+        ("target", f"{summary['target']} ({summary['target_accuracy']:.0%} val accuracy)"),
+        ("reached", fmt(summary["reached"])),
+        ("time to target", fmt(summary["time_to_target"], " s")),
+        ("final val accuracy", fmt(summary["final_val_accuracy"])),
+        ("best val accuracy", fmt(summary["best_val_accuracy"])),
+        ("epochs", fmt(summary["epochs"])),
+        ("images/s", fmt(summary["images_per_sec"])),
+        ("comm share", fmt(100 * summary["comm_share"], " %")),
+        ("elapsed", fmt(summary["elapsed"], " s")),
+        ("stopped because", summary.get("stop_reason", "")),
+        ("python / torch", f"{v['python']} / {v['torch']}"),
+        ("MPI", v["mpi"]),
+    ]
+    width = max(len(k) for k, _ in rows)
+    line = "=" * (width + 3 + max(len(str(val)) for _, val in rows))
+    body = "\n".join(f"{k:<{width}} : {val}" for k, val in rows)
+    return f"{line}\nmlbench result\n{line}\n{body}\n{line}"

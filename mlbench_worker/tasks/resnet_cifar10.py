@@ -1,0 +1,36 @@
+"""Task 1a: image classification, ResNet on CIFAR-10, synchronous data-parallel SGD.
+
+The schedule follows He et al. 2016 (section 4.2): learning rate 0.1 for batch 128, divided
+by 10 at 32k and 48k iterations, stopping at 64k iterations; in epochs of 50,000 images
+that is a decay at epochs 82 and 123 and at most 164 epochs. With K workers each keeps a
+batch of 128, so the global batch is 128*K and the rate is scaled to 0.1*K after a linear
+warm-up of 5 epochs (Goyal et al. 2017), which keeps large-K runs stable.
+"""
+
+from __future__ import annotations
+
+from mlbench_worker.tasks.base import Task
+
+TARGETS = {"light": 0.70, "standard": 0.80, "paper": 0.91}
+
+
+def _task(depth: int, preact: bool = False) -> Task:
+    model = f"{'preact-' if preact else ''}resnet{depth}"
+    return Task(
+        name=f"{model}-cifar10",
+        model=model,
+        dataset="cifar10",
+        batch_size=128,
+        base_lr=0.1,
+        momentum=0.9,
+        weight_decay=1e-4,
+        warmup_epochs=5,
+        decay_epochs=(82, 123),
+        decay_factor=0.1,
+        max_epochs=164,
+        targets=dict(TARGETS),
+        description=f"Task 1a: {model} on CIFAR-10, synchronous SGD",
+    )
+
+
+TASKS = [_task(d) for d in (20, 32, 44, 56)] + [_task(d, preact=True) for d in (20, 56)]

@@ -1,0 +1,328 @@
+"""The training loop of task 1a: synchronous data-parallel SGD with one all-reduce per step.
+
+Read `Trainer.fit` top to bottom: epochs of `train_one_epoch`, each ending with `evaluate`,
+goal tracking and a checkpoint, until the target accuracy is reached, the time budget is
+spent or the last epoch is done.
+
+The benchmark clock starts at the first training step (after data loading and model set-up,
+behind a barrier so all ranks start together) and runs through evaluation and checkpoints.
+Each step's time is split into data (batch gathered, augmented, on the device), compute
+(forward, backward, optimizer step) and communication (the gradient all-reduce).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from mlbench_worker.comm import Communicator, FlatGradients, average_buffers
+from mlbench_worker.data.loader import Batches, shard_indices
+from mlbench_worker.report import Reporter
+
+# Extra slots all-reduced with the gradients: global sums at no extra message.
+LOSS, CORRECT, IMAGES, STOP = range(4)
+
+
+@dataclass
+class Schedule:
+    """Linear warm-up from `start_lr` to `peak_lr`, then multiply by `factor` at each decay."""
+
+    start_lr: float
+    peak_lr: float
+    warmup_steps: int
+    decay_steps: tuple[int, ...]
+    factor: float
+
+    def __call__(self, step: int) -> float:
+        if step < self.warmup_steps:
+            return self.start_lr + (self.peak_lr - self.start_lr) * step / self.warmup_steps
+        return self.peak_lr * self.factor ** sum(step >= d for d in self.decay_steps)
+
+
+@dataclass
+class Goal:
+    """When to stop: `accuracy` reached, `time_budget` seconds spent, or `max_epochs` done."""
+
+    name: str
+    accuracy: float
+    max_epochs: int
+    time_budget: float | None = None
+
+
+@dataclass
+class Progress:
+    """What the run has done so far; saved in checkpoints, reported in the summary."""
+
+    epoch: int = 0  # completed epochs
+    step: int = 0  # completed optimizer steps (global, same on every rank)
+    epochs_done: float = 0.0  # fractional, for a run stopped mid-epoch
+    elapsed_before: float = 0.0  # benchmark seconds spent before a resume
+    images: int = 0  # images trained on, all ranks together
+    train_seconds: float = 0.0  # time inside training steps (throughput's denominator)
+    time_data: float = 0.0  # this rank's totals
+    time_compute: float = 0.0
+    time_comm: float = 0.0
+    val_accuracy: float | None = None
+    val_loss: float | None = None
+    best_val_accuracy: float | None = None
+    time_to_target: float | None = None
+    stop_reason: str = ""
+    history: list[dict] = field(default_factory=list)
+
+
+class _Interval:
+    """Sums over the steps since the last report (global loss/accuracy, local timings)."""
+
+    def __init__(self) -> None:
+        self.reset(time.perf_counter())
+
+    def reset(self, now: float) -> None:
+        self.start = now
+        self.steps = 0
+        self.sums = np.zeros(3)  # loss, correct, images (global)
+        self.data = self.compute = self.comm = 0.0
+
+
+class Trainer:
+    """Holds everything one rank needs to train; `fit()` runs the benchmark."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        schedule: Schedule,
+        goal: Goal,
+        comm: Communicator,
+        train_data: Batches,
+        test_data: Batches,
+        reporter: Reporter,
+        *,
+        seed: int,
+        device: torch.device,
+        amp: bool = False,
+        log_every: int = 50,
+        checkpoint: Callable[[Trainer], None] | None = None,
+        print_fn: Callable[[str], None] = print,
+    ) -> None:
+        self.model = model
+        self.optimizer = optimizer
+        self.schedule = schedule
+        self.goal = goal
+        self.comm = comm
+        self.train_data = train_data
+        self.test_data = test_data
+        self.reporter = reporter
+        self.seed = seed
+        self.device = device
+        self.log_every = log_every
+        self.checkpoint = checkpoint
+        self.print = print_fn if comm.rank == 0 else (lambda _msg: None)
+        self.grads = FlatGradients(list(model.parameters()), extra=4)
+        self.amp_dtype = (
+            (torch.float16 if device.type == "cuda" else torch.bfloat16) if amp else None
+        )
+        self.scaler = torch.amp.GradScaler("cuda") if amp and device.type == "cuda" else None
+        self.progress = Progress()
+        self.clock_start: float | None = None
+        self.steps_per_epoch = train_data.steps(
+            len(shard_indices(len(train_data), comm.rank, comm.size, seed, 0))
+        )
+
+    # --- the clock --------------------------------------------------------------------
+    def elapsed(self) -> float:
+        """Seconds on the benchmark clock (0 before the first training step)."""
+        if self.clock_start is None:
+            return self.progress.elapsed_before
+        return self.progress.elapsed_before + time.perf_counter() - self.clock_start
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    # --- the benchmark ------------------------------------------------------------------
+    def fit(self) -> Progress:
+        """Train until the goal; always ends with an evaluation of the final model."""
+        p = self.progress
+        self.comm.barrier()
+        self.clock_start = time.perf_counter()
+        evaluated_at = -1
+        while p.epoch < self.goal.max_epochs and not p.stop_reason:
+            finished_epoch = self.train_one_epoch(p.epoch)
+            if finished_epoch:
+                p.epoch += 1
+            p.epochs_done = p.epoch if finished_epoch else p.epochs_done
+            self.evaluate_and_track()
+            evaluated_at = p.step
+            if finished_epoch and self.checkpoint is not None:
+                self.checkpoint(self)
+        if not p.stop_reason:
+            p.stop_reason = "max epochs done"
+        if evaluated_at != p.step:  # e.g. resumed from a checkpoint of the last epoch
+            self.evaluate_and_track()
+        return p
+
+    def train_one_epoch(self, epoch: int) -> bool:
+        """One pass over this rank's shard; False when the time budget stopped it early."""
+        p = self.progress
+        model, grads, comm = self.model, self.grads, self.comm
+        model.train()
+        indices = shard_indices(len(self.train_data), comm.rank, comm.size, self.seed, epoch)
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch * 1_009 + comm.rank)
+        batches = self.train_data.iterate(indices, gen)
+        interval = _Interval()
+        budget = self.goal.time_budget
+        stats = torch.zeros(4, device=self.device)
+        for i in range(self.steps_per_epoch):
+            t0 = time.perf_counter()
+            x, y = next(batches)
+            self._sync()
+            t1 = time.perf_counter()
+
+            grads.zero_()
+            with torch.autocast(
+                self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None
+            ):
+                out = model(x)
+                loss = F.cross_entropy(out, y)
+            (self.scaler.scale(loss) if self.scaler else loss).backward()
+            n = y.shape[0]
+            stats[LOSS] = loss.detach().float() * n
+            stats[CORRECT] = (out.argmax(1) == y).sum()
+            stats[IMAGES] = n
+            stats[STOP] = 1.0 if budget is not None and self.elapsed() >= budget else 0.0
+            grads.extra.copy_(stats)
+            self._sync()
+            t2 = time.perf_counter()
+
+            grads.allreduce_average_(comm)
+            self._sync()
+            t3 = time.perf_counter()
+
+            lr = self.schedule(p.step)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            if self.scaler:
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            else:
+                self.optimizer.step()
+            totals = grads.extra.tolist()  # global sums; also waits for the step on CUDA
+            t4 = time.perf_counter()
+
+            p.step += 1
+            p.images += int(totals[IMAGES])
+            p.train_seconds += t4 - t0
+            interval.steps += 1
+            interval.sums += totals[:3]
+            interval.data += t1 - t0
+            interval.compute += (t2 - t1) + (t4 - t3)
+            interval.comm += t3 - t2
+            stop = totals[STOP] > 0
+            last = i == self.steps_per_epoch - 1 or stop
+            if interval.steps and (p.step % self.log_every == 0 or last):
+                p.epochs_done = epoch + (i + 1) / self.steps_per_epoch
+                self._report_interval(interval, lr)
+            if stop:
+                p.stop_reason = "time budget spent"
+                return last and i == self.steps_per_epoch - 1
+        return True
+
+    def _report_interval(self, interval: _Interval, lr: float) -> None:
+        """Post the interval's global training metrics and every rank's timings (rank 0)."""
+        p = self.progress
+        now = time.perf_counter()
+        mine = (interval.data, interval.compute, interval.comm)
+        p.time_data += mine[0]
+        p.time_compute += mine[1]
+        p.time_comm += mine[2]
+        per_rank = self.comm.gather_object([t / interval.steps for t in mine])
+        if self.comm.rank == 0:
+            assert per_rank is not None
+            meta = {
+                "epoch": round(p.epochs_done, 4),
+                "step": p.step,
+                "elapsed": round(self.elapsed(), 3),
+            }
+            loss_sum, correct, images = interval.sums
+            metric = self.reporter.metric
+            metric("train_loss", loss_sum / images, **meta)
+            metric("train_accuracy", correct / images, **meta)
+            metric("learning_rate", lr, **meta)
+            metric("images_per_sec", images / max(now - interval.start, 1e-9), **meta)
+            means = np.mean(per_rank, axis=0)
+            for name, value in zip(("time_data", "time_compute", "time_comm"), means, strict=True):
+                metric(name, float(value), **meta)
+            if self.comm.size > 1:
+                for r, times in enumerate(per_rank):
+                    for name, value in zip(("data", "compute", "comm"), times, strict=True):
+                        metric(f"rank_time_{name}", value, rank=r, **meta)
+            step_time = float(sum(means))
+            self.print(
+                f"step {p.step:6d}  epoch {p.epochs_done:7.3f}  loss {loss_sum / images:.4f}  "
+                f"acc {correct / images:.4f}  lr {lr:.4f}  {images / max(now - interval.start, 1e-9):8.1f} img/s  "
+                f"comm {100 * means[2] / max(step_time, 1e-12):4.1f}%  elapsed {self.elapsed():8.1f}s"
+            )
+        interval.reset(time.perf_counter())
+
+    @torch.no_grad()
+    def evaluate(self) -> tuple[float, float]:
+        """Global validation loss and accuracy: each rank a disjoint part of the test set."""
+        average_buffers(self.model, self.comm)  # the same batch-norm statistics everywhere
+        self.model.eval()
+        n = len(self.test_data)
+        idx = np.arange(self.comm.rank, n, self.comm.size)
+        sums = torch.zeros(3, dtype=torch.float64, device=self.device)
+        for x, y in self.test_data.iterate(idx):
+            with torch.autocast(
+                self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None
+            ):
+                out = self.model(x)
+            sums[0] += F.cross_entropy(out.float(), y, reduction="sum")
+            sums[1] += (out.argmax(1) == y).sum()
+            sums[2] += y.shape[0]
+        loss_sum, correct, count = self.comm.allreduce_sums(sums.tolist())
+        self.model.train()
+        return loss_sum / max(count, 1), correct / max(count, 1)
+
+    def evaluate_and_track(self) -> None:
+        """Evaluate, post epoch metrics, and record the first time the target is reached."""
+        p = self.progress
+        val_loss, val_acc = self.evaluate()
+        elapsed = self.elapsed()
+        p.val_loss, p.val_accuracy = val_loss, val_acc
+        p.best_val_accuracy = max(val_acc, p.best_val_accuracy or 0.0)
+        meta = {"epoch": round(p.epochs_done, 4), "step": p.step, "elapsed": round(elapsed, 3)}
+        p.history.append({"val_accuracy": val_acc, "val_loss": val_loss, **meta})
+        if self.comm.rank == 0:
+            self.reporter.metric("val_loss", val_loss, **meta)
+            self.reporter.metric("val_accuracy", val_acc, **meta)
+            self.reporter.metric("epoch", p.epochs_done, **meta)
+        reached_now = p.time_to_target is None and val_acc >= self.goal.accuracy
+        if reached_now:
+            p.time_to_target = elapsed
+            p.stop_reason = "target reached"
+            if self.comm.rank == 0:
+                self.reporter.metric("time_to_target", elapsed, **meta)
+        self.print(
+            f"epoch {p.epochs_done:7.3f}  val_loss {val_loss:.4f}  val_acc {val_acc:.4f}  "
+            f"(target {self.goal.name} {self.goal.accuracy:.2f}"
+            f"{', REACHED' if p.time_to_target is not None else ''})  elapsed {elapsed:8.1f}s"
+        )
+        self.reporter.flush()
+
+    def comm_share(self) -> float:
+        """Communication's share of this rank's step time, 0..1."""
+        p = self.progress
+        total = p.time_data + p.time_compute + p.time_comm
+        return p.time_comm / total if total > 0 else 0.0
+
+    def images_per_sec(self) -> float:
+        """Training throughput of all ranks together (evaluation excluded)."""
+        p = self.progress
+        return p.images / p.train_seconds if p.train_seconds > 0 else math.nan
