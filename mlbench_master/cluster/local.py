@@ -230,7 +230,8 @@ class LocalExecution(Execution):
             code = self.popen.poll()
             if code is None:
                 return False
-            self._exited_code = code
+            # Killed by a signal: report it the way a shell does (128 + signal number).
+            self._exited_code = 128 - code if code < 0 else code
             return True
         try:
             proc = psutil.Process(self.info["pid"])

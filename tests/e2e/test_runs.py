@@ -1,0 +1,194 @@
+"""Runs through the whole stack: HTTP → RQ job → mpirun with 2 ranks → states, logs, metrics.
+
+Failure cases use tiny scripts as the open-division command (fast, deterministic); the
+happy path runs the real ResNet-20 worker on a small synthetic data set.
+"""
+
+import signal
+import time
+
+import psutil
+import pytest
+
+from tests.e2e.live import script
+
+pytestmark = [pytest.mark.mpi, pytest.mark.slow]
+
+
+def _rank_pids(master, run_id, want=2, timeout=60):
+    """The pids of the run's ranks once `want` of them run (by their MPI rank)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ranks = {}
+        for proc in master.rank_processes(run_id):
+            env = proc.environ()
+            if "OMPI_COMM_WORLD_RANK" in env and "python" in proc.name():
+                ranks[int(env["OMPI_COMM_WORLD_RANK"])] = proc.pid
+        if len(ranks) >= want:
+            return ranks
+        time.sleep(0.2)
+    raise AssertionError(f"the ranks of run {run_id} did not start")
+
+
+def _assert_no_process_left(master, run_id):
+    left = [p for p in master.rank_processes(run_id) if p.status() != psutil.STATUS_ZOMBIE]
+    assert left == [], f"processes of run {run_id} still alive: {left}"
+
+
+def test_happy_path_real_worker_finishes_with_metrics_logs_and_pod_metrics(idle_master):
+    master = idle_master
+    command = (
+        "python -m mlbench_worker resnet20-cifar10 --dataset synthetic --max-epochs 2"
+        " --train-images 1024 --test-images 512 --threads 1 --log-every 2"
+    )
+    run = master.create_run(
+        name="happy", custom_image_command=command, run_all_nodes=True, time_limit=300
+    )
+    assert run["state"] in ("INITIALIZED", "STARTED")
+    done = master.wait_state(run["id"], ("FINISHED", "FAILED", "CANCELLED"), timeout=240)
+    assert done["state"] == "FINISHED", done["reason"]
+    assert done["exit_code"] == 0
+    assert done["dataset_used"] == "synthetic"
+    assert done["summary"]["num_workers"] == 2
+
+    metrics = master.get(f"/api/metrics/{run['id']}/", params={"metric_type": "run"}).json()
+    for name in ("train_loss", "val_accuracy", "images_per_sec", "epoch"):
+        assert metrics.get(name), f"no {name} stored: {sorted(metrics)}"
+    assert 0.0 <= float(metrics["val_accuracy"][-1]["value"]) <= 1.0
+
+    chunks = master.logs(run["id"])
+    assert {c["rank"] for c in chunks} >= {0, 1}, "both ranks' output is stored and attributed"
+    _assert_no_process_left(master, run["id"])
+
+
+def test_pod_metrics_are_recorded_for_workers_in_use(idle_master):
+    master = idle_master
+    run = master.create_run(
+        name="busy",
+        custom_image_command=script("sleeper.py") + " 12",
+        run_all_nodes=True,
+    )
+    _rank_pids(master, run["id"])
+    deadline = time.monotonic() + 30
+    points = {}
+    while time.monotonic() < deadline and not points.get("memory_bytes"):
+        time.sleep(1)
+        points = master.get("/api/metrics/local-worker-1/", params={"metric_type": "pod"}).json()
+    assert points.get("cpu_cores") and points.get("memory_bytes"), points
+    assert float(points["memory_bytes"][-1]["value"]) > 1e6
+    pods = {p["name"]: p for p in master.get("/api/pods/").json()}
+    assert set(pods) == {"local-worker-0", "local-worker-1"}
+    master.wait_state(run["id"], ("FINISHED",), timeout=60)
+
+
+def test_worker_exiting_nonzero_fails_with_reason_and_last_lines(idle_master):
+    master = idle_master
+    run = master.create_run(custom_image_command=script("failing.py"), run_all_nodes=True)
+    done = master.wait_state(run["id"], ("FINISHED", "FAILED", "CANCELLED"))
+    assert done["state"] == "FAILED"
+    assert done["exit_code"] == 3
+    assert "rank 1 exited with code 3" in done["reason"]
+    assert "ValueError: the data set is broken" in done["reason"]
+    assert "loading data" in master.log_text(run["id"])
+    _assert_no_process_left(master, run["id"])
+
+
+def test_one_rank_killed_fails_the_run_quickly_and_leaves_no_process(idle_master):
+    master = idle_master
+    run = master.create_run(custom_image_command=script("sleeper.py") + " 120", run_all_nodes=True)
+    pids = _rank_pids(master, run["id"])
+    psutil.Process(pids[1]).send_signal(signal.SIGKILL)
+    # The issue's promise: FAILED within 10 s of the rank's death.
+    done = master.wait_state(run["id"], ("FINISHED", "FAILED", "CANCELLED"), timeout=10)
+    assert done["state"] == "FAILED"
+    assert "rank 1 exited with code 137 (killed: out of memory?)" in done["reason"]
+    _assert_no_process_left(master, run["id"])
+
+
+def test_delete_mid_run_cancels_and_stops_every_rank(idle_master):
+    master = idle_master
+    run = master.create_run(custom_image_command=script("sleeper.py") + " 120", run_all_nodes=True)
+    _rank_pids(master, run["id"])
+    response = master.delete(f"/api/runs/{run['id']}/")
+    assert response.status_code == 204, response.text
+    _assert_no_process_left(master, run["id"])
+    assert master.get(f"/api/runs/{run['id']}/").status_code == 404
+    # The slots are free again: a new run can start at once.
+    again = master.create_run(custom_image_command=script("sleeper.py") + " 0")
+    assert master.wait_state(again["id"], ("FINISHED", "FAILED"))["state"] == "FINISHED"
+
+
+def test_time_limit_fails_the_run_and_kills_the_ranks(idle_master):
+    master = idle_master
+    run = master.create_run(
+        custom_image_command=script("sleeper.py") + " 120", run_all_nodes=True, time_limit=3
+    )
+    done = master.wait_state(run["id"], ("FINISHED", "FAILED", "CANCELLED"), timeout=60)
+    assert done["state"] == "FAILED"
+    assert "time limit of 3 s reached" in done["reason"]
+    assert "started" in master.log_text(run["id"])
+    _assert_no_process_left(master, run["id"])
+
+
+def test_second_run_while_busy_is_409_and_too_many_workers_is_400(idle_master):
+    master = idle_master
+    run = master.create_run(custom_image_command=script("sleeper.py") + " 60")
+    busy = master.post("/api/runs/", {"name": "second", "num_workers": 1})
+    assert busy.status_code == 409, busy.text
+    assert f"run {run['id']}" in busy.text
+    master.delete(f"/api/runs/{run['id']}/")
+    too_many = master.post("/api/runs/", {"name": "big", "num_workers": 3})
+    assert too_many.status_code == 400
+    assert "2 local worker slots" in too_many.text
+
+
+def _kill_master_but_not_ranks(master):
+    """What a crash does: the supervisor and its services die at once (SIGKILL)."""
+    state = master.state()
+    victims = [state["pid"], *state["processes"].values()]
+    for pid in list(victims):  # the RQ work horse watching the run, too
+        proc = _proc(pid)
+        for child in proc.children(recursive=True) if proc else []:
+            if "MLBENCH_LOCAL_CLUSTER" not in child.environ():
+                victims.append(child.pid)
+    for pid in victims:
+        try:
+            psutil.Process(pid).kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs([p for p in map(_proc, victims) if p], timeout=10)
+
+
+def _proc(pid):
+    try:
+        return psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return None
+
+
+def test_master_restarted_during_a_run_watches_it_again(idle_master):
+    master = idle_master
+    run = master.create_run(custom_image_command=script("sleeper.py") + " 8", run_all_nodes=True)
+    _rank_pids(master, run["id"])
+    _kill_master_but_not_ranks(master)
+    master.up()
+    done = master.wait_state(run["id"], ("FINISHED", "FAILED", "CANCELLED"), timeout=60)
+    assert done["state"] == "FINISHED", done["reason"]
+    text = master.log_text(run["id"])
+    assert "rank 0 done" in text and "rank 1 done" in text
+    assert text.count("rank 0 started") == 1, "lines read before the restart are not stored twice"
+
+
+def test_master_restarted_after_the_ranks_died_fails_the_run(idle_master):
+    master = idle_master
+    run = master.create_run(custom_image_command=script("sleeper.py") + " 120", run_all_nodes=True)
+    pids = _rank_pids(master, run["id"])
+    _kill_master_but_not_ranks(master)
+    from mlbench_master.cluster.local import kill_processes
+
+    kill_processes(lambda: master.rank_processes(run["id"]))
+    assert pids
+    master.up()
+    done = master.wait_state(run["id"], ("FINISHED", "FAILED", "CANCELLED"), timeout=30)
+    assert done["state"] == "FAILED"
+    assert "master restarted; run lost" in done["reason"]
