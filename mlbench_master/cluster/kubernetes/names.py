@@ -1,0 +1,27 @@
+"""Names the helm chart gives the worker objects; the chart tests check both sides agree."""
+
+from __future__ import annotations
+
+# The container of the worker pods that runs sshd and the ranks (and gets the run's limits).
+WORKER_CONTAINER = "worker"
+# Where the data sets live inside the worker pods (the persistent disk's mount point).
+DATA_DIR = "/datasets"
+
+
+def worker_statefulset_name(release: str) -> str:
+    """The worker StatefulSet (and its headless Service) of a helm release."""
+    return f"{release}-mlbench-worker"[:63].rstrip("-")
+
+
+def worker_selector(release: str) -> str:
+    """The label selector of a release's worker pods (the seed's app/component/release)."""
+    return f"app=mlbench,component=worker,release={release}"
+
+
+def host_name(pod: str, service: str, namespace: str) -> str:
+    """A worker's DNS name through the headless Service, as mpirun's --host wants it.
+
+    Ends in ".svc" so it resolves whatever the cluster domain is (the pods' resolv.conf
+    search list completes it).
+    """
+    return f"{pod}.{service}.{namespace}.svc"
