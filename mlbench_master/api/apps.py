@@ -8,3 +8,6 @@ class ApiConfig(AppConfig):
     label = "api"
     verbose_name = "mlbench API"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from mlbench_master.api import schema  # noqa: F401  (registers the OpenAPI extension)

@@ -7,3 +7,25 @@ def only_canonical_paths(endpoints: list, **kwargs: object) -> list:
     """Drop the slash-less aliases (e.g. `POST /api/metrics` from the seed documents): the
     schema lists each endpoint once, at its canonical path ending in '/'."""
     return [e for e in endpoints if e[0].endswith("/")]
+
+
+try:
+    from drf_spectacular.extensions import OpenApiAuthenticationExtension
+
+    class RunTokenScheme(OpenApiAuthenticationExtension):
+        """Documents the per-run worker token (same header as user tokens)."""
+
+        target_class = "mlbench_master.api.auth.RunTokenAuthentication"
+        name = "runToken"
+
+        def get_security_definition(self, auto_schema: object) -> dict:
+            return {
+                "type": "apiKey",
+                "in": "header",
+                "name": "Authorization",
+                "description": "A run's worker token: `Token mlbr_<run id>_<hmac>`. It may only "
+                "post metrics and the summary of that run.",
+            }
+
+except ImportError:  # drf-spectacular is part of the master extra; keep imports safe
+    pass

@@ -108,7 +108,9 @@ class RunCreateSerializer(serializers.Serializer):
             )
         return value
 
-    def validate_time_limit(self, value: int) -> int:
+    def validate_time_limit(self, value: int | None) -> int | None:
+        if value is None:
+            return None
         high = settings.MLBENCH_MAX_TIME_LIMIT
         if not 1 <= value <= high:
             raise serializers.ValidationError(
@@ -116,38 +118,50 @@ class RunCreateSerializer(serializers.Serializer):
             )
         return value
 
-    def validate_time_budget(self, value: float) -> float:
+    def validate_time_budget(self, value: float | None) -> float | None:
+        if value is None:
+            return None
         if not math.isfinite(value) or value <= 0:
             raise serializers.ValidationError("time_budget must be a positive number of seconds")
         return value
 
-    def validate_max_epochs(self, value: int) -> int:
+    def validate_max_epochs(self, value: int | None) -> int | None:
+        if value is None:
+            return None
         if not 1 <= value <= 100000:
             raise serializers.ValidationError(_range_error("max_epochs", "1", "100000", None))
         return value
 
-    def validate_backend(self, value: str) -> str:
+    def validate_backend(self, value: str | None) -> str | None:
+        if value is None:
+            return None
         if value not in Run.BACKENDS:
             raise serializers.ValidationError(
                 f"backend {value!r} is not one of {', '.join(Run.BACKENDS)}"
             )
         return value
 
-    def validate_target(self, value: str) -> str:
+    def validate_target(self, value: str | None) -> str | None:
+        if value is None:
+            return None
         if value not in Run.TARGETS:
             raise serializers.ValidationError(
                 f"target {value!r} is not one of {', '.join(Run.TARGETS)}"
             )
         return value
 
-    def validate_dataset(self, value: str) -> str:
+    def validate_dataset(self, value: str | None) -> str | None:
+        if value is None:
+            return None
         if value not in Run.DATASETS:
             raise serializers.ValidationError(
                 f"dataset {value!r} is not one of {', '.join(Run.DATASETS)}"
             )
         return value
 
-    def validate_task(self, value: str) -> str:
+    def validate_task(self, value: str | None) -> str | None:
+        if value is None:
+            return None
         if value not in settings.MLBENCH_TASKS:
             raise serializers.ValidationError(
                 f"task {value!r} is not known; known tasks: {', '.join(settings.MLBENCH_TASKS)} "

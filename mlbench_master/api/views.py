@@ -132,6 +132,7 @@ class MetricList(APIView):
     permission_classes = [UserOrRunWorker]
 
     @extend_schema(
+        operation_id="metrics_list",
         summary="Metrics of every pod (or, with metric_type=run, every run)",
         parameters=[P_SINCE, P_TYPE, P_SUMMARIZE, P_LAST_N, P_FILTER],
         responses={
@@ -186,6 +187,7 @@ class MetricDetail(APIView):
     """GET /api/metrics/<pod_name_or_run_id>/: one pod's or one run's metrics."""
 
     @extend_schema(
+        operation_id="metrics_detail",
         summary="Metrics of one pod (default) or one run (metric_type=run)",
         parameters=[
             OpenApiParameter(

@@ -9,7 +9,10 @@ from mlbench_master.api.models import Run
 
 
 @pytest.fixture(autouse=True)
-def _api_settings(settings):
+def _api_settings(settings, tmp_path):
+    # Our own MLBENCH_HOME: the local driver's cancel() only touches processes under it.
+    settings.MLBENCH_HOME = tmp_path
+    settings.MLBENCH_CLUSTER = "local"
     settings.MLBENCH_PUBLIC_READ = False
     settings.MLBENCH_PODS_REFRESH_SECONDS = 0
     settings.MLBENCH_MAX_WORKERS = 4

@@ -1,0 +1,157 @@
+"""GET /api/metrics/ and /api/metrics/<pod_name_or_run_id>/ with every parameter."""
+
+import datetime as dt
+
+import pytest
+
+from mlbench_master.api.models import Metric
+
+pytestmark = pytest.mark.django_db
+
+T0 = dt.datetime(2018, 8, 3, 9, 21, 29, 347960, tzinfo=dt.UTC)
+
+
+def _points(run=None, pod=None, name="loss", values=(), start=T0, step=1.0):
+    Metric.objects.bulk_create(
+        Metric(
+            run=run,
+            pod_name=pod,
+            name=name,
+            value=v,
+            date=start + dt.timedelta(seconds=i * step),
+        )
+        for i, v in enumerate(values)
+    )
+
+
+def test_seed_example_all_pods(api, run):
+    _points(pod="quiet-mink-mlbench-worker-0", name="container_cpu_usage_seconds_total",
+            values=[0.188236813, 0.215950298])  # fmt: skip
+    _points(pod="quiet-mink-mlbench-worker-1", name="container_cpu_user_seconds_total",
+            values=[0.1, 0.1])  # fmt: skip
+    _points(run=run, values=[1.0])  # run metrics are not pod metrics
+    r = api.get("/api/metrics", HTTP_ACCEPT="application/json, text/javascript")
+    assert r.status_code == 200
+    body = r.json()
+    assert set(body) == {"quiet-mink-mlbench-worker-0", "quiet-mink-mlbench-worker-1"}
+    series = body["quiet-mink-mlbench-worker-0"]["container_cpu_usage_seconds_total"]
+    assert series == [
+        {"date": "2018-08-03T09:21:29.347960Z", "value": 0.188236813},
+        {"date": "2018-08-03T09:21:30.347960Z", "value": 0.215950298},
+    ]
+
+
+def test_seed_example_one_pod(api):
+    _points(pod="quiet-mink-mlbench-worker-1", name="container_cpu_usage_seconds_total",
+            values=[0.149286015, 0.15325329])  # fmt: skip
+    _points(pod="quiet-mink-mlbench-worker-1", name="container_cpu_user_seconds_total",
+            values=[0.1, 0.1])  # fmt: skip
+    _points(pod="other", values=[5])
+    body = api.get("/api/metrics/quiet-mink-mlbench-worker-1/").json()
+    assert set(body) == {"container_cpu_usage_seconds_total", "container_cpu_user_seconds_total"}
+    assert [p["value"] for p in body["container_cpu_usage_seconds_total"]] == [
+        0.149286015,
+        0.15325329,
+    ]
+    assert api.get("/api/metrics/no-such-pod/").json() == {}
+
+
+def test_run_metrics_and_all_runs(api, run, make_run):
+    other = make_run()
+    _points(run=run, name="loss", values=[3, 2, 1])
+    _points(run=run, name="acc", values=[0.1, 0.2])
+    _points(run=other, name="loss", values=[9])
+    body = api.get(f"/api/metrics/{run.pk}/?metric_type=run").json()
+    assert [p["value"] for p in body["loss"]] == [3, 2, 1]
+    assert [p["value"] for p in body["acc"]] == [0.1, 0.2]
+    every = api.get("/api/metrics/?metric_type=run").json()
+    assert set(every) == {str(run.pk), str(other.pk)}
+
+
+def test_run_key_must_be_a_run(api):
+    r = api.get("/api/metrics/abc/?metric_type=run")
+    assert r.status_code == 400 and "pod_name_or_run_id" in r.json()["errors"]
+    assert api.get("/api/metrics/999999/?metric_type=run").status_code == 404
+
+
+@pytest.mark.parametrize(
+    "since, expected",
+    [
+        ("2018-08-03T09:21:31Z", [2, 3, 4]),
+        ("2018-08-03T09:21:31.347960Z", [3, 4]),  # strictly newer
+        ("2018-08-03T09:21:31.347959+00:00", [2, 3, 4]),
+        ("2018-08-03T11:21:31.5+02:00", [3, 4]),
+        ("2018-08-03T09:21:31", [2, 3, 4]),  # naive: UTC
+        ("2018-08-03 09:21:31.347960 00:00", [3, 4]),  # '+' decoded to a space
+        ("1970-01-01T00:00:00.000000Z", [0, 1, 2, 3, 4]),
+    ],
+)
+def test_since(api, run, since, expected):
+    _points(run=run, values=[0, 1, 2, 3, 4])
+    r = api.get(f"/api/metrics/{run.pk}/", {"metric_type": "run", "since": since})
+    assert r.status_code == 200
+    assert [p["value"] for p in r.json()["loss"]] == expected
+
+
+@pytest.mark.parametrize("since", ["yesterday", "2018-13-01T00:00:00Z", "2018-08-03T25:00", "1"])
+def test_invalid_since(api, run, since):
+    r = api.get(f"/api/metrics/{run.pk}/", {"metric_type": "run", "since": since})
+    assert r.status_code == 400
+    assert "since" in r.json()["errors"] and "ISO 8601" in r.json()["detail"]
+
+
+@pytest.mark.parametrize("n, summarize", [(10, 3), (1000, 7), (5, 10), (12, 12), (100, 1)])
+def test_summarize_counts_and_averages(api, run, n, summarize):
+    values = [float(i * i % 17) for i in range(n)]
+    _points(run=run, values=values)
+    _points(run=run, name="other", values=[1.0] * 3)
+    body = api.get(f"/api/metrics/{run.pk}/?metric_type=run&summarize={summarize}").json()
+    got = body["loss"]
+    # equal-sized buckets of consecutive points, in order: bucket of point i = i*N // n
+    buckets: dict[int, list[float]] = {}
+    for i, v in enumerate(values):
+        buckets.setdefault(i * summarize // n, []).append(v)
+    assert len(got) == min(n, summarize)
+    for point, (b, members) in zip(got, sorted(buckets.items()), strict=True):
+        assert point["value"] == pytest.approx(sum(members) / len(members))
+    # a bucket's date is its last point's date
+    last = T0 + dt.timedelta(seconds=n - 1)
+    assert got[-1]["date"] == last.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    assert len(body["other"]) == min(3, summarize)
+
+
+def test_summarize_with_since_last_n_and_filter(api, run):
+    _points(run=run, values=list(range(100)))
+    _points(run=run, name="acc", values=list(range(10)))
+    r = api.get(
+        f"/api/metrics/{run.pk}/",
+        {"metric_type": "run", "last_n": 10, "summarize": 5, "metric_filter": "loss,nothing"},
+    )
+    body = r.json()
+    assert list(body) == ["loss"]
+    assert [p["value"] for p in body["loss"]] == [90.5, 92.5, 94.5, 96.5, 98.5]
+    body = api.get(f"/api/metrics/{run.pk}/?metric_type=run&last_n=3").json()
+    assert [p["value"] for p in body["loss"]] == [97, 98, 99]
+    assert [p["value"] for p in body["acc"]] == [7, 8, 9]
+
+
+@pytest.mark.parametrize(
+    "query, field",
+    [
+        ("summarize=0", "summarize"),
+        ("summarize=abc", "summarize"),
+        ("summarize=-5", "summarize"),
+        ("last_n=x", "last_n"),
+        ("metric_type=node", "metric_type"),
+        ("format=csv", "format"),
+        ("metric_filter=,,", "metric_filter"),
+    ],
+)
+def test_bad_parameters(api, run, query, field):
+    r = api.get(
+        f"/api/metrics/{run.pk}/?metric_type=run&{query}".replace(
+            "metric_type=run&metric_type", "metric_type"
+        )
+    )
+    assert r.status_code == 400, r.json()
+    assert field in r.json()["errors"]
