@@ -72,7 +72,10 @@ def load_api_client() -> Any:
         if os.environ.get("KUBERNETES_SERVICE_HOST"):
             config.load_incluster_config(client_configuration=configuration)
         else:
-            config.load_kube_config(client_configuration=configuration)
+            config.load_kube_config(
+                config_file=os.environ.get("KUBECONFIG") or None,
+                client_configuration=configuration,
+            )
     except (config.ConfigException, OSError) as error:
         raise ClusterError(
             f"no Kubernetes credentials ({error}): run the master in the cluster with the "
@@ -85,7 +88,7 @@ def _kubeconfig_namespace() -> str | None:
     try:
         from kubernetes import config
 
-        _, current = config.list_kube_config_contexts()
+        _, current = config.list_kube_config_contexts(os.environ.get("KUBECONFIG") or None)
         return (current or {}).get("context", {}).get("namespace") or None
     except Exception:  # no kubeconfig: not an error here, the caller says what is missing
         return None
@@ -280,7 +283,10 @@ class KubernetesCluster(ClusterDriver):
         requests = dict(current.get("requests") or {})
         limits["cpu"] = requests["cpu"] = cpu
         if run.gpu_enabled:
-            gpus = int(float(_setting("MLBENCH_MAX_GPUS") or 0)) or 1
+            # The chart's limits.gpu when it set one, else MLBENCH_MAX_GPUS, else one.
+            gpus = (
+                limits.get("nvidia.com/gpu") or int(float(_setting("MLBENCH_MAX_GPUS") or 0)) or 1
+            )
             limits["nvidia.com/gpu"] = str(gpus)
         else:
             limits.pop("nvidia.com/gpu", None)

@@ -186,7 +186,7 @@ class PodExecution(Execution):
         finally:
             self._channel.close()
             if self._code is None:
-                self._finish(-9)
+                self._finish(128 + 9)  # as a shell reports SIGKILL, like the local driver
 
     def _finish(self, code: int) -> None:
         self._code = code
