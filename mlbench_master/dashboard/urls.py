@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from . import views
+from . import actions, views
 
 app_name = "dashboard"
 
@@ -12,6 +12,7 @@ urlpatterns = [
     path("workers/<str:name>/", views.worker_detail, name="worker-detail"),
     path("runs/", views.runs, name="runs"),
     path("runs/<int:run_id>/", views.run_detail, name="run-detail"),
+    path("runs/<int:run_id>/cancel/", actions.RunCancel.as_view(), name="run-cancel"),
     path("compare/", views.compare, name="compare"),
     path(
         "login/",

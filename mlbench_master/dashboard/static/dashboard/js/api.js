@@ -15,6 +15,12 @@ function errorText(data) {
   return data.detail || data.message || data.error || "";
 }
 
+// Aborted when the user signs out, so no request still under way answers 401 on the way out.
+const pageRequests = new AbortController();
+document.addEventListener("submit", (event) => {
+  if (event.target.matches("form[data-sign-out]")) pageRequests.abort();
+});
+
 function csrfToken() {
   const meta = document.querySelector('meta[name="csrf-token"]');
   return meta ? meta.content : "";
@@ -31,7 +37,7 @@ export function query(params) {
 
 export async function api(path, { method = "GET", body, params } = {}) {
   const headers = { Accept: "application/json" };
-  const opts = { method, headers, credentials: "same-origin" };
+  const opts = { method, headers, credentials: "same-origin", signal: pageRequests.signal };
   if (method !== "GET" && method !== "HEAD") headers["X-CSRFToken"] = csrfToken();
   if (body !== undefined) {
     headers["Content-Type"] = "application/json";
@@ -63,12 +69,12 @@ export function every(ms, fn) {
   let stopped = false;
   const tick = async () => {
     timer = null;
-    if (stopped) return;
+    if (stopped || pageRequests.signal.aborted) return;
     if (!document.hidden) {
       try {
         await fn();
       } catch (err) {
-        console.warn("refresh failed:", err.message || err);
+        if (!pageRequests.signal.aborted) console.warn("refresh failed:", err.message || err);
       }
     }
     if (!stopped) timer = setTimeout(tick, ms);

@@ -15,7 +15,8 @@ function aligned(list) {
   return uPlot.join(tables);
 }
 
-// A line chart. opts: {title, labels: [..], xTime: bool, xLabel, yLabel, yFmt, height}
+// A line chart. opts: {title, id, xTime: bool, xLabel, xFmt (legend), xTickFmt (axis), yLabel,
+// yFmt, height}
 export class LineChart {
   constructor(container, opts) {
     this.opts = opts;
@@ -55,8 +56,14 @@ export class LineChart {
       });
     });
     const axes = [
-      { scale: "x", label: o.xLabel, stroke: "#334155", grid: { stroke: "#e2e8f0" }, values: o.xFmt && !o.xTime ? (u, vals) => vals.map((v) => o.xFmt(v)) : undefined },
-      { label: o.yLabel, stroke: "#334155", grid: { stroke: "#e2e8f0" }, size: 64, values: (u, vals) => vals.map((v) => yFmt(v)) },
+      {
+        scale: "x",
+        label: o.xLabel,
+        stroke: "#334155",
+        grid: { stroke: "#e2e8f0" },
+        values: o.xTickFmt && !o.xTime ? (u, vals) => vals.map((v) => o.xTickFmt(v)) : undefined,
+      },
+      { label: o.yLabel, stroke: "#334155", grid: { stroke: "#e2e8f0" }, size: 84, values: (u, vals) => vals.map((v) => yFmt(v)) },
     ];
     this.plot = new uPlot(
       {

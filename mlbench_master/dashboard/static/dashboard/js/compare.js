@@ -3,8 +3,9 @@
 
 import { api, rows } from "./api.js";
 import { LineChart } from "./charts.js";
+import { elapsed, origin } from "./clock.js";
 import { MetricFeed } from "./feed.js";
-import { datasetBadge, duration, el, num, pct, stateBadge } from "./format.js";
+import { clock, datasetBadge, duration, el, num, pct, stateBadge } from "./format.js";
 
 const picker = document.getElementById("run-picker");
 const afterInput = document.getElementById("after-time");
@@ -32,10 +33,9 @@ function toUrl(ids) {
   window.history.replaceState(null, "", url);
 }
 
-function elapsedSeries(feed, name) {
+function elapsedSeries(feed, run, name) {
   const s = feed.get(name);
-  const t0 = s.t[0];
-  return { t: s.t.map((t, i) => s.meta[i]?.elapsed ?? t - t0), v: s.v };
+  return { t: elapsed(s, origin(feed, run)), v: s.v };
 }
 
 function sortedXY(series) {
@@ -47,7 +47,7 @@ function sortedXY(series) {
 function measure(run) {
   const feed = feeds.get(run.id);
   const s = run.summary || {};
-  const acc = feed ? sortedXY(elapsedSeries(feed, "val_accuracy")) : { t: [], v: [] };
+  const acc = feed ? sortedXY(elapsedSeries(feed, run, "val_accuracy")) : { t: [], v: [] };
   const ips = feed ? feed.get("images_per_sec").v : [];
   const ttm = feed ? feed.get("time_to_target").v : [];
   return {
@@ -92,7 +92,7 @@ function render() {
   const after = Number(afterInput.value) || (lengths.length ? Math.min(...lengths) : 0);
   document.getElementById("after-label").textContent = after ? duration(after) : "…";
 
-  if (!chart) chart = new LineChart(chartBox, { id: "chart-compare", title: "Validation accuracy against elapsed time", xLabel: "elapsed", xFmt: duration, yFmt: pct, height: 300 });
+  if (!chart) chart = new LineChart(chartBox, { id: "chart-compare", title: "Validation accuracy against elapsed time", xLabel: "elapsed (min:s)", xFmt: duration, xTickFmt: clock, yFmt: pct, height: 300 });
   chart.setSeries(runs.map((r) => ({ label: `${r.name || "run " + r.id} (${r.num_workers} w)`, ...measured.get(r.id).acc })));
   chartStatus.hidden = runs.length > 0;
 

@@ -56,6 +56,16 @@ export function duration(seconds) {
   return `${Number(seconds).toFixed(Number(seconds) < 10 ? 1 : 0)} s`;
 }
 
+// Elapsed seconds as a compact clock for axis ticks: 45 s, 2:30, 1:02:30.
+export function clock(seconds) {
+  const s = Math.round(Number(seconds));
+  if (Math.abs(s) < 60) return `${s} s`;
+  const h = Math.floor(s / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  const ss = String(s % 60).padStart(2, "0");
+  return h ? `${h}:${String(m).padStart(2, "0")}:${ss}` : `${m}:${ss}`;
+}
+
 export function when(iso) {
   if (!iso) return "—";
   const d = new Date(iso);
@@ -69,10 +79,9 @@ export function stateBadge(state) {
 
 export function datasetBadge(run) {
   const used = run.dataset_used || "";
-  const wrap = el("span", { class: "dataset" }, used || run.dataset || "—");
+  const wrap = el("span", { class: "dataset" }, used === "synthetic" ? "" : used || run.dataset || "—");
   if (used === "synthetic") {
     wrap.append(
-      " ",
       el("span", {
         class: "badge synthetic",
         title: "Generated data, not CIFAR-10: do not compare with real results",

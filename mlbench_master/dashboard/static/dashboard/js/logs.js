@@ -5,6 +5,7 @@
 import { api } from "./api.js";
 
 const MAX_CHARS = 2_000_000; // keep the page light when a run prints a lot
+const PAGE = 1000;
 
 export class LogFollower {
   constructor(runId, pre, { rank, stream, follow }) {
@@ -27,13 +28,22 @@ export class LogFollower {
     return (r === "" || String(c.rank ?? "") === r) && (s === "" || c.stream === s);
   }
 
+  // Fetch chunks after the offset (page after page while the server has more).
   async refresh() {
-    const data = await api(this.url, { params: { offset: this.offset } });
-    const chunks = Array.isArray(data) ? data : data.chunks || data.results || data.logs || [];
-    const next = Array.isArray(data) ? null : data.next_offset ?? data.offset ?? null;
-    this.offset = next ?? this.offset + chunks.length;
-    if (!chunks.length) return false;
-    const fresh = chunks.filter((c) => this.matches(c));
+    let any = false;
+    for (let pages = 0; pages < 20; pages += 1) {
+      const data = await api(this.url, { params: { offset: this.offset, limit: PAGE } });
+      const chunks = data.chunks || [];
+      this.offset = data.next_offset ?? this.offset;
+      if (!chunks.length) break;
+      any = true;
+      this.take(chunks);
+      if (chunks.length < PAGE) break;
+    }
+    return any;
+  }
+
+  take(chunks) {
     for (const c of chunks) {
       this.chunks.push(c);
       this.chars += (c.text || "").length;
@@ -42,11 +52,13 @@ export class LogFollower {
         this.addRank(c.rank);
       }
     }
+    let dropped = false;
     while (this.chars > MAX_CHARS && this.chunks.length > 1) {
       this.chars -= (this.chunks.shift().text || "").length;
+      dropped = true;
     }
-    this.append(fresh);
-    return true;
+    if (dropped) this.render();
+    else this.append(chunks.filter((c) => this.matches(c)));
   }
 
   addRank(rank) {

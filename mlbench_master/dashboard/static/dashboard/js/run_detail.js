@@ -3,8 +3,9 @@
 
 import { api, every } from "./api.js";
 import { LineChart } from "./charts.js";
+import { elapsed, epochs, origin } from "./clock.js";
 import { MetricFeed } from "./feed.js";
-import { datasetBadge, duration, el, num, pct, stateBadge, when } from "./format.js";
+import { clock, datasetBadge, duration, el, num, pct, stateBadge, when } from "./format.js";
 import { LogFollower } from "./logs.js";
 
 const root = document.getElementById("run-detail");
@@ -38,14 +39,10 @@ function xMode() {
   return xRadios.find((r) => r.checked).value;
 }
 
-// x of a point: seconds on the benchmark clock (metadata.elapsed), or epochs completed.
+// x of each point: seconds on the benchmark clock, or epochs completed.
 function xOf(series, mode) {
-  const start = run && run.started_at ? Date.parse(run.started_at) / 1000 : series.t[0];
-  return series.t.map((t, i) => {
-    const m = series.meta[i] || {};
-    if (mode === "epoch") return m.epoch ?? null;
-    return m.elapsed ?? t - start;
-  });
+  const t0 = origin(feed, run);
+  return mode === "epoch" ? epochs(series, feed, t0) : elapsed(series, t0);
 }
 
 function project(name, label, mode) {
@@ -65,8 +62,9 @@ function buildCharts() {
     chart: new LineChart(chartsBox, {
       id: `chart-${c.id}`,
       title: c.title,
-      xLabel: mode === "epoch" ? "epoch" : "elapsed",
+      xLabel: mode === "epoch" ? "epoch" : "elapsed (min:s)",
       xFmt: mode === "epoch" ? (v) => num(v, 3) : duration,
+      xTickFmt: mode === "epoch" ? (v) => num(v, 3) : clock,
       yFmt: c.fmt,
     }),
   }));
@@ -82,8 +80,9 @@ function drawCharts() {
 const splitChart = new LineChart(document.getElementById("split-chart"), {
   id: "chart-split",
   title: "Seconds per step over time",
-  xLabel: "elapsed",
+  xLabel: "elapsed (min:s)",
   xFmt: duration,
+  xTickFmt: clock,
   yFmt: (v) => num(v),
   height: 180,
 });
@@ -200,7 +199,7 @@ function confirmAction(title, text) {
 async function cancelRun() {
   if (!(await confirmAction("Cancel this run?", "Every worker process of the run is stopped. The metrics and output recorded so far are kept."))) return;
   try {
-    run = await api(`/api/runs/${runId}/cancel/`, { method: "POST" });
+    run = await api(`/runs/${runId}/cancel/`, { method: "POST" });
     statusLine.textContent = "The run was cancelled.";
     finalFetch = false;
     await refresh();

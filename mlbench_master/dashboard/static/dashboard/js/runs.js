@@ -87,6 +87,17 @@ if (form) {
   toggle.addEventListener("click", () => openForm(panel.hidden));
   document.getElementById("new-run-cancel").addEventListener("click", () => openForm(false));
   form.addEventListener("submit", submit);
+  // The light target is a target: keep the two inputs saying the same thing.
+  const light = form.elements.namedItem("light_target");
+  const target = form.elements.namedItem("target");
+  if (light && target) {
+    light.addEventListener("change", () => {
+      if (light.checked) target.value = "light";
+    });
+    target.addEventListener("change", () => {
+      light.checked = target.value === "light";
+    });
+  }
   if (window.location.hash === "#new") openForm(true);
 }
 every(5000, refresh);

@@ -21,7 +21,7 @@ function makeRow(pod) {
   const row = el("tr", { dataset: { worker: pod.name } });
   const cells = {
     name: el("td", {}, link),
-    phase: cell("phase"),
+    phase: cell("phase-cell"),
     where: cell("where"),
     cpu: cell("spark-cell"),
     mem: cell("spark-cell"),

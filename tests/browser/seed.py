@@ -1,0 +1,140 @@
+"""Data for the dashboard tests: runs with training metrics and logs, worker pods with
+resource metrics. Rows are written with the ORM (what the master itself stores); the live
+update tests post through the REST API instead."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+from django.utils import timezone
+
+
+def training_points(run_id: int, start: dt.datetime, epochs: range, *, speed: float = 1.0):
+    """Metric dicts (the worker's shape) for `epochs`, as a run of relative `speed` posts them."""
+    points = []
+    for e in epochs:
+        elapsed = 30.0 * (e + 1) / speed
+        meta = {"epoch": float(e + 1), "step": 100 * (e + 1), "elapsed": elapsed}
+        date = start + dt.timedelta(seconds=elapsed)
+        values = {
+            "train_loss": 2.3 * math.exp(-0.35 * (e + 1)) + 0.1,
+            "train_accuracy": min(0.97, 0.25 + 0.09 * (e + 1)),
+            "val_loss": 2.2 * math.exp(-0.3 * (e + 1)) + 0.2,
+            "val_accuracy": min(0.93, 0.2 + 0.08 * (e + 1)),
+            "learning_rate": 0.1 * speed * (0.1 if e >= 8 else 1.0),
+            "images_per_sec": 600.0 * speed,
+            "time_data": 0.01,
+            "time_compute": 0.2 / speed,
+            "time_comm": 0.02 * speed,
+            "epoch": float(e + 1),
+        }
+        for name, value in values.items():
+            points.append(
+                {
+                    "run_id": run_id,
+                    "name": name,
+                    "value": value,
+                    "date": date.isoformat(),
+                    "cumulative": False,
+                    "metadata": meta,
+                    "uid": f"r{run_id}-{name}-{e}",
+                }
+            )
+    return points
+
+
+def store_points(points) -> None:
+    from mlbench_master.api.models import Metric
+
+    Metric.objects.bulk_create(
+        Metric(
+            run_id=p.get("run_id"),
+            pod_name=p.get("pod_name"),
+            name=p["name"],
+            value=p["value"],
+            date=dt.datetime.fromisoformat(p["date"]),
+            cumulative=p.get("cumulative", False),
+            metadata=p.get("metadata", {}),
+            uid=p.get("uid"),
+        )
+        for p in points
+    )
+
+
+def make_run(
+    name: str,
+    workers: int,
+    *,
+    state: str = "FINISHED",
+    epochs: int = 10,
+    dataset_used: str = "cifar10",
+    speed: float | None = None,
+    **fields,
+):
+    """A run as the master stores it after its workers reported, with metrics and logs."""
+    from mlbench_master.api.models import LogChunk, Run
+
+    speed = speed if speed is not None else 0.9 * workers if workers > 1 else 1.0
+    start = timezone.now() - dt.timedelta(hours=1)
+    tt = 30.0 * 8 / speed
+    summary = {}
+    if state == "FINISHED":
+        summary = {
+            "task": "resnet20-cifar10", "model": "resnet20", "dataset": dataset_used,
+            "num_workers": workers, "backend": "mpi", "device": "cpu", "target": "light",
+            "target_accuracy": 0.8, "reached": True, "time_to_target": tt,
+            "final_val_accuracy": 0.93, "best_val_accuracy": 0.93, "epochs": epochs,
+            "images_per_sec": 600.0 * speed, "comm_share": 0.08, "elapsed": 30.0 * epochs / speed,
+            "seed": 42, "versions": {"python": "3.11", "torch": "2.13.0", "mpi": "Open MPI 5"},
+            "hardware": {"cpu": "test"},
+        }  # fmt: skip
+    run = Run.objects.create(
+        name=name,
+        num_workers=workers,
+        num_cpus=1.0,
+        target="light",
+        state=state,
+        started_at=start,
+        finished_at=start + dt.timedelta(seconds=30 * epochs / speed)
+        if state == "FINISHED"
+        else None,
+        dataset_used=dataset_used if state == "FINISHED" else "",
+        summary=summary,
+        manifest={"config": {"num_workers": workers}, "git_revision": "abc123", "seed": 42},
+        **fields,
+    )
+    store_points(training_points(run.pk, start, range(epochs), speed=speed))
+    LogChunk.objects.bulk_create(
+        LogChunk(run=run, rank=r, stream=s, seq=i + 1, text=f"rank {r} {s}: epoch {i} done\n")
+        for i, (r, s) in enumerate(
+            [(r, s) for r in range(workers) for s in ("stdout", "stderr")] * 3
+        )
+    )
+    return run
+
+
+def make_pods(names, minutes: int = 10):
+    """Worker pods with a reading every 30 s over the last `minutes`."""
+    from mlbench_master.api.models import Pod
+
+    now = timezone.now()
+    points = []
+    for i, name in enumerate(names):
+        Pod.objects.create(
+            name=name, phase="Running", ip=f"127.0.0.{i + 1}", node="localhost",
+            labels={"app": "mlbench", "component": "worker"},
+        )  # fmt: skip
+        for k in range(minutes * 2):
+            date = (now - dt.timedelta(seconds=30 * (minutes * 2 - k))).isoformat()
+            for metric, value, cumulative in (
+                ("cpu_cores", 0.5 + 0.4 * math.sin(k / 3 + i), False),
+                ("memory_bytes", 300e6 + 5e6 * k, False),
+                ("net_rx_bytes", 1e6 * k * k, True),
+                ("net_tx_bytes", 0.7e6 * k * k, True),
+            ):
+                points.append(
+                    {"pod_name": name, "name": metric, "value": value, "date": date,
+                     "cumulative": cumulative, "metadata": {}}
+                )  # fmt: skip
+    store_points(points)

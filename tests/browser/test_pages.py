@@ -1,0 +1,107 @@
+"""Every dashboard page loads with its data, no console errors and no failed requests, at
+1280×800 and on a narrow screen; screenshots of each go to test-output/screenshots/."""
+
+import re
+
+import pytest
+
+from tests.browser.conftest import screenshot
+from tests.browser.seed import make_pods, make_run
+
+pytestmark = pytest.mark.browser
+
+
+def loaded(page):
+    page.wait_for_selector("body[data-loaded='1']")
+
+
+def chart_points(page, chart_id: str) -> int:
+    return int(page.locator(f"#{chart_id}").get_attribute("data-points") or 0)
+
+
+def no_sideways_scroll(page):
+    width = page.evaluate("document.documentElement.scrollWidth")
+    wide = page.evaluate(
+        """w => [...document.querySelectorAll('body *')]
+        .filter(e => e.getBoundingClientRect().right > w + 1)
+        .slice(0, 5).map(e => e.tagName + '#' + e.id + '.' + e.className)""",
+        page.viewport_size["width"],
+    )
+    assert width <= page.viewport_size["width"] + 1, f"{page.url} is {width}px wide: {wide}"
+
+
+def test_every_page(page):
+    make_pods(["mlbench-worker-0", "mlbench-worker-1"])
+    one = make_run("baseline, 1 worker", 1)
+    two = make_run("two workers", 2, dataset_used="synthetic")
+
+    # Workers (main page): both workers, their state and sparklines with data.
+    page.goto("/")
+    loaded(page)
+    rows = page.locator("#workers-table tbody tr")
+    assert rows.count() == 2
+    assert "Running" in rows.first.locator(".phase").inner_text()
+    page.wait_for_function("document.querySelectorAll('#workers-table canvas').length >= 6")
+    assert "MiB" in rows.first.locator("td").nth(4).inner_text()
+    screenshot(page, "workers")
+
+    # Clicking a worker opens its details with resource charts.
+    rows.first.click()
+    page.wait_for_url(re.compile(r"/workers/mlbench-worker-0/$"))
+    loaded(page)
+    page.wait_for_function("Number(document.querySelector('#chart-cpu_cores').dataset.points) > 0")
+    assert "Running" in page.locator("#worker-info").inner_text()
+    page.select_option("#time-range", "900")
+    page.wait_for_function(
+        "Number(document.querySelector('#chart-memory_bytes')?.dataset.points) > 0"
+    )
+    screenshot(page, "worker-details")
+
+    # Runs: the list with state, workers, dataset (synthetic badge) and time to target.
+    page.goto("/runs/")
+    loaded(page)
+    row = page.locator(f"tr[data-run-id='{two.pk}']")
+    assert "finished" in row.locator(".state").inner_text()
+    assert row.locator(".badge.synthetic").is_visible()
+    assert page.locator(f"tr[data-run-id='{one.pk}'] .badge.synthetic").count() == 0
+    assert "min" in row.locator("td").nth(5).inner_text()
+    page.get_by_role("button", name="New run").click()
+    screenshot(page, "runs")
+
+    # Run details: charts with data, time split, logs, configuration and manifest.
+    page.goto(f"/runs/{two.pk}/")
+    loaded(page)
+    for chart in ("chart-loss", "chart-accuracy", "chart-lr", "chart-throughput", "chart-split"):
+        page.wait_for_function(f"Number(document.querySelector('#{chart}').dataset.points) > 0")
+    assert "rank 1 stderr" in page.locator("#run-logs").inner_text()
+    assert "compute" in page.locator("#time-split").inner_text()
+    assert "%" in page.locator("#time-split").inner_text()
+    assert page.locator("#run-summary .badge.synthetic").is_visible()
+    screenshot(page, "run-details")
+    page.get_by_label("epoch").check()
+    page.wait_for_function("Number(document.querySelector('#chart-loss').dataset.points) > 0")
+    assert "epoch" in page.locator("#chart-loss").inner_text()
+
+    # Compare: both runs' curves and the table.
+    page.goto(f"/compare/?runs={one.pk},{two.pk}")
+    loaded(page)
+    page.wait_for_function("Number(document.querySelector('#chart-compare').dataset.points) > 0")
+    assert page.locator("#compare-table tbody tr").count() == 2
+    row = page.locator(f"#compare-table tr[data-run-id='{two.pk}']")
+    assert row.locator(".ttt").inner_text() == "2 min 13 s"  # 240 s / 1.8
+    assert row.locator(".speedup").inner_text() == "1.80×"
+    assert row.locator(".efficiency").inner_text() == "90.0 %"
+    base = page.locator(f"#compare-table tr[data-run-id='{one.pk}']")
+    assert base.locator(".speedup").inner_text() == "1.00×"
+    screenshot(page, "compare")
+
+    # A narrow screen: no page-wide sideways scrolling, navigation still there.
+    page.set_viewport_size({"width": 390, "height": 844})
+    for path in ("/", "/runs/", f"/runs/{two.pk}/", "/compare/"):
+        page.goto(path)
+        loaded(page)
+        no_sideways_scroll(page)
+        assert page.get_by_role("navigation").is_visible()
+    page.goto(f"/runs/{two.pk}/")
+    loaded(page)
+    screenshot(page, "run-details-narrow")
