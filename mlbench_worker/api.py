@@ -374,8 +374,15 @@ def _kubernetes(load_config: bool, in_cluster: bool) -> Any:
             "(pip install kubernetes); or pass url= to the client"
         ) from exc
     if load_config:
-        if in_cluster:
-            kubernetes.config.load_incluster_config()
-        else:
-            kubernetes.config.load_kube_config()
+        try:
+            if in_cluster:
+                kubernetes.config.load_incluster_config()
+            else:
+                kubernetes.config.load_kube_config()
+        except Exception as exc:  # ConfigException and file errors alike
+            where = "in-cluster service account" if in_cluster else "kubeconfig"
+            raise ApiError(
+                f"cannot find the master: no usable Kubernetes {where} ({exc}); "
+                "pass url= (e.g. ApiClient(url='http://127.0.0.1:8000'))"
+            ) from exc
     return kubernetes.client

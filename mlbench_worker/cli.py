@@ -246,14 +246,14 @@ def cmd_run(args: argparse.Namespace, master: Master) -> int:
         "max_epochs": args.max_epochs,
         "dataset": args.dataset,
         "time_limit": args.time_limit,
-        "custom_image_command": args.command,
+        "custom_image_command": args.custom_command,
     }
     run = master.json(
         "create_run",
         args.name,
         args.workers,
         num_cpus=args.cpus,
-        run_all_nodes=bool(args.command and args.all_ranks),
+        run_all_nodes=bool(args.custom_command and args.all_ranks),
         **{k: v for k, v in fields.items() if v is not None},
     )
     run_id = run["id"]
@@ -641,7 +641,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--time-limit", type=int, help="seconds before the run is stopped as FAILED")
     run.add_argument(
-        "--command", help="open division: run this command instead of the reference worker"
+        "--command",
+        dest="custom_command",
+        help="open division: run this command instead of the reference worker",
     )
     run.add_argument(
         "--all-ranks",

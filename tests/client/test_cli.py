@@ -1,0 +1,110 @@
+"""The `mlbench` command against a live master, its error paths and its exit codes."""
+
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from mlbench_worker import cli
+from tests.e2e.live import script
+
+pytestmark = pytest.mark.mpi
+
+
+def test_cli_imports_neither_torch_nor_django():
+    code = (
+        "import sys, mlbench_worker.cli, mlbench_worker.api;"
+        "bad = [m for m in ('torch', 'django') if m in sys.modules];"
+        "sys.exit(f'imported {bad}' if bad else 0)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_run_wait_show_logs_report_download_delete(master, tmp_path):
+    done = master.cli(
+        "run", "cli-ok", "--workers", "2", "--command", script("sleeper.py") + " 1",
+        "--all-ranks", "--wait",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "FINISHED" in done.stdout
+    assert f"dashboard: {master.url}/" in done.stdout
+    run_id = done.stdout.split()[1]
+
+    runs = master.cli("runs")
+    assert runs.returncode == 0 and "cli-ok" in runs.stdout and "FINISHED" in runs.stdout
+    show = master.cli("show", run_id)
+    assert show.returncode == 0 and "exit_code" in show.stdout
+    logs = master.cli("logs", run_id)
+    assert "[0:out] rank 0 started" in logs.stdout and "[1:out] rank 1 done" in logs.stdout
+    follow = master.cli("logs", run_id, "--follow")
+    assert follow.returncode == 0 and "rank 1 done" in follow.stdout
+    report = master.cli("report", run_id)
+    assert report.returncode == 0 and "TIME TO TARGET" in report.stdout
+    target = tmp_path / "m.zip"
+    download = master.cli("download", run_id, "-o", str(target))
+    assert download.returncode == 0 and zipfile.is_zipfile(target)
+    delete = master.cli("delete", run_id)
+    assert delete.returncode == 0
+    gone = master.cli("show", run_id)
+    assert gone.returncode == cli.EXIT_NOT_FOUND
+    assert "mlbench runs" in gone.stderr
+
+
+def test_failed_run_exits_1_with_reason_and_hint(master):
+    done = master.cli(
+        "run", "cli-fail", "--workers", "2", "--command", script("failing.py"),
+        "--all-ranks", "--wait",
+    )  # fmt: skip
+    assert done.returncode == cli.EXIT_RUN_FAILED
+    assert "FAILED: rank 1 exited with code 3" in done.stdout
+    assert "mlbench logs" in done.stdout
+
+
+def test_busy_master_is_exit_6_and_bad_input_exit_2(master):
+    first = master.cli("run", "cli-long", "--workers", "1", "--command", script("sleeper.py"))
+    assert first.returncode == 0, first.stderr
+    run_id = first.stdout.split()[1]
+    try:
+        second = master.cli("run", "cli-second", "--workers", "1")
+        assert second.returncode == cli.EXIT_CONFLICT
+        assert "mlbench delete" in second.stderr
+    finally:
+        assert master.cli("delete", run_id).returncode == 0
+    too_many = master.cli("run", "cli-big", "--workers", "5")
+    assert too_many.returncode == cli.EXIT_USAGE
+    assert "2 local worker slots" in too_many.stderr
+    usage = master.cli("run", "no-workers")
+    assert usage.returncode == 2 and "--workers" in usage.stderr
+
+
+def test_unreachable_master_and_bad_token(master, tmp_path):
+    env = dict(master.env, MLBENCH_URL="http://127.0.0.1:9", MLBENCH_HOME=str(tmp_path))
+    down = master.cli("runs", env=env)
+    assert down.returncode == cli.EXIT_UNREACHABLE
+    assert "cannot reach the master at http://127.0.0.1:9" in down.stderr
+    assert "mlbench up" in down.stderr
+    nothing = master.cli("runs", env=dict(master.env, MLBENCH_HOME=str(tmp_path)))
+    assert nothing.returncode == cli.EXIT_UNREACHABLE and "mlbench up" in nothing.stderr
+    bad = master.cli("run", "x", "--workers", "1", env=dict(master.env, MLBENCH_TOKEN="nope"))
+    assert bad.returncode == cli.EXIT_AUTH and "MLBENCH_TOKEN" in bad.stderr
+
+
+def test_status_of_the_embedded_master(master, tmp_path):
+    up = master.cli("status")
+    assert up.returncode == 0 and master.url in up.stdout
+    again = master.cli("up", "--detach")
+    assert again.returncode == 0 and "already running" in again.stdout
+    none = master.cli("status", env=dict(master.env, MLBENCH_HOME=str(tmp_path)))
+    assert none.returncode == 3 and "mlbench up" in none.stdout
+
+
+def test_progress_line_shows_epoch_accuracy_and_eta():
+    run = {"id": 4, "state": "STARTED", "time_budget": 100, "max_epochs": None}
+    latest = {
+        "epoch": {"value": 2.0, "metadata": {"epoch": 2.0, "elapsed": 40.0}},
+        "val_accuracy": {"value": 0.5, "metadata": {"epoch": 2.0, "elapsed": 40.0}},
+    }
+    line = cli.Progress.render(run, latest)
+    assert "epoch 2.00" in line and "val acc 50.0%" in line and "ETA 1m00s" in line
+    assert "40%" in line
