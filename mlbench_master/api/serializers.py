@@ -202,6 +202,8 @@ class PodSerializer(serializers.ModelSerializer):
 
 
 class LogChunkSerializer(serializers.ModelSerializer):
+    rank = serializers.IntegerField(allow_null=True, help_text="null: mpirun itself")
+
     class Meta:
         model = LogChunk
         fields = ["seq", "rank", "stream", "text", "created_at"]

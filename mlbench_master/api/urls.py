@@ -17,7 +17,7 @@ app_name = "api"
 urlpatterns = [
     *both("pods", views.PodList.as_view(), "pods"),
     *both("metrics", views.MetricList.as_view(), "metrics"),
-    *both(r"metrics/(?P<key>[^/]+)", views.MetricDetail.as_view(), "metric-detail"),
+    *both(r"metrics/(?P<pod_name_or_run_id>[^/]+)", views.MetricDetail.as_view(), "metric-detail"),
     *both("runs", views.RunList.as_view(), "runs"),
     *both(r"runs/(?P<pk>[0-9]{1,18})", views.RunDetail.as_view(), "run-detail"),
     *both(r"runs/(?P<pk>[0-9]{1,18})/summary", views.RunSummary.as_view(), "run-summary"),

@@ -213,7 +213,8 @@ class MetricDetail(APIView):
             **_errors(400, 401, 403, 404),
         },
     )
-    def get(self, request: Request, key: str) -> Response | StreamingHttpResponse:
+    def get(self, request: Request, pod_name_or_run_id: str) -> Response | StreamingHttpResponse:
+        key = pod_name_or_run_id
         q = request.query_params
         owner = params.choice(q, "metric_type", ("pod", "run"), "pod")
         fmt = params.choice(q, "format", ("json", "zip"), "json")

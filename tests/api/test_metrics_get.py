@@ -112,7 +112,7 @@ def test_summarize_counts_and_averages(api, run, n, summarize):
     for i, v in enumerate(values):
         buckets.setdefault(i * summarize // n, []).append(v)
     assert len(got) == min(n, summarize)
-    for point, (b, members) in zip(got, sorted(buckets.items()), strict=True):
+    for point, (_b, members) in zip(got, sorted(buckets.items()), strict=True):
         assert point["value"] == pytest.approx(sum(members) / len(members))
     # a bucket's date is its last point's date
     last = T0 + dt.timedelta(seconds=n - 1)

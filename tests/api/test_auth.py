@@ -1,0 +1,144 @@
+"""Authentication and permissions: user tokens, sessions with CSRF, per-run worker tokens,
+public reads, the token command."""
+
+import datetime as dt
+import io
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from mlbench_master import runs
+from mlbench_master.api.auth import issue_user_token
+from mlbench_master.api.models import Metric, Run
+from tests.api.conftest import worker_client
+
+pytestmark = pytest.mark.django_db
+
+WRITES = [
+    ("post", "/api/metrics/", {"pod_name": "w", "name": "a", "value": 1}),
+    ("post", "/api/runs/", {"name": "r", "num_workers": 1}),
+]
+
+
+@pytest.mark.parametrize("method, path, body", WRITES)
+def test_writes_need_a_token(anon, method, path, body):
+    r = getattr(anon, method)(path, body, format="json")
+    assert r.status_code == 401
+    assert r["WWW-Authenticate"] == "Token"
+    assert r.json()["detail"]
+
+
+@pytest.mark.parametrize("path", ["/api/runs/", "/api/pods/", "/api/metrics/"])
+def test_reads_need_a_token_unless_public(anon, settings, path):
+    assert anon.get(path).status_code == 401
+    settings.MLBENCH_PUBLIC_READ = True
+    assert anon.get(path).status_code == 200
+    # public read never means public write
+    assert (
+        anon.post("/api/runs/", {"name": "r", "num_workers": 1}, format="json").status_code == 401
+    )
+
+
+def test_delete_needs_a_token(anon, make_run, settings):
+    settings.MLBENCH_PUBLIC_READ = True
+    run = make_run()
+    assert anon.delete(f"/api/runs/{run.pk}/").status_code == 401
+    assert Run.objects.filter(pk=run.pk).exists()
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "Token 0123456789abcdef0123456789abcdef01234567",
+        "Token mlbr_1_0000000000000000000000000000000000000000",
+        "Token mlbr_x_y",
+        "Token two words",
+        "Bearer nope",
+    ],
+)
+def test_wrong_tokens(db, header, run):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=header)
+    r = client.get("/api/runs/")
+    assert r.status_code == 401, r.json()
+    assert r.json()["detail"]
+
+
+def test_bearer_keyword_works(user_token):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {user_token}")
+    assert client.get("/api/runs/").status_code == 200
+
+
+def test_worker_token_posts_only_for_its_run(run, make_run):
+    other = make_run()
+    w = worker_client(run)
+    ok = [{"run_id": run.pk, "name": "loss", "value": 1, "uid": "a"}]
+    assert w.post("/api/metrics/", ok, format="json").status_code == 201
+    r = w.post("/api/metrics/", {"run_id": other.pk, "name": "loss", "value": 1}, format="json")
+    assert r.status_code == 403
+    assert f"run {run.pk} may not post metrics of run {other.pk}" in r.json()["detail"]
+    mixed = ok + [{"run_id": other.pk, "name": "loss", "value": 1}]
+    assert w.post("/api/metrics/", mixed, format="json").status_code == 403
+    r = w.post("/api/metrics/", {"pod_name": "w-0", "name": "cpu", "value": 1}, format="json")
+    assert r.status_code == 403
+    assert w.post(f"/api/runs/{other.pk}/summary/", {"a": 1}, format="json").status_code == 403
+    assert w.post(f"/api/runs/{run.pk}/summary/", {"a": 1}, format="json").status_code == 200
+    # nothing else: no reads, no run creation, no deletes
+    assert w.get("/api/runs/").status_code == 403
+    assert w.get(f"/api/metrics/{run.pk}/?metric_type=run").status_code == 403
+    assert w.delete(f"/api/runs/{run.pk}/").status_code == 403
+    assert w.post("/api/runs/", {"name": "x", "num_workers": 1}, format="json").status_code == 403
+    assert Metric.objects.count() == 1
+
+
+def test_worker_token_of_a_deleted_run_or_changed_salt_fails(run):
+    w = worker_client(run)
+    Run.objects.filter(pk=run.pk).update(token_salt="other")
+    r = w.post("/api/metrics/", {"run_id": run.pk, "name": "a", "value": 1}, format="json")
+    assert r.status_code == 401
+
+
+def test_worker_token_expires_after_the_grace_period(run, settings):
+    settings.MLBENCH_RUN_TOKEN_GRACE = 60
+    point = {"run_id": run.pk, "name": "a", "value": 1}
+    Run.objects.filter(pk=run.pk).update(
+        state=Run.FINISHED, finished_at=timezone.now() - dt.timedelta(seconds=30)
+    )
+    assert worker_client(run).post("/api/metrics/", point, format="json").status_code == 201
+    Run.objects.filter(pk=run.pk).update(finished_at=timezone.now() - dt.timedelta(seconds=90))
+    r = worker_client(run).post("/api/metrics/", point, format="json")
+    assert r.status_code == 401 and "expired" in r.json()["detail"]
+
+
+def test_worker_token_format(run):
+    token = runs.worker_token(run)
+    assert token.startswith(f"mlbr_{run.pk}_") and runs.run_for_token(token) == run
+    assert runs.run_for_token(token + "0") is None
+
+
+def test_session_needs_csrf(db):
+    User.objects.create_user("carol", password="pw-for-test-only")
+    client = APIClient(enforce_csrf_checks=True)
+    assert client.login(username="carol", password="pw-for-test-only")
+    assert client.get("/api/runs/").status_code == 200
+    r = client.post("/api/runs/", {"name": "r", "num_workers": 1}, format="json")
+    assert r.status_code == 403 and "CSRF" in r.json()["detail"]
+
+
+def test_token_command():
+    out = io.StringIO()
+    call_command("mlbench_token", "dave", "--create-user", "--superuser", stdout=out)
+    token = out.getvalue().strip()
+    assert len(token) == 40
+    user = User.objects.get(username="dave")
+    assert user.is_superuser and user.is_staff and not user.has_usable_password()
+    again = io.StringIO()
+    call_command("mlbench_token", "dave", stdout=again)
+    assert again.getvalue().strip() == token
+    assert issue_user_token("dave") == token
+    with pytest.raises(CommandError, match="--create-user"):
+        call_command("mlbench_token", "nobody")
