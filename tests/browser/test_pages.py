@@ -78,6 +78,11 @@ def test_every_page(page):
     assert "%" in page.locator("#time-split").inner_text()
     assert page.locator("#run-summary .badge.synthetic").is_visible()
     screenshot(page, "run-details")
+    # Downloads: every metric of the run as a zip, and as JSON.
+    zipped = page.request.get(page.locator("#download-zip").get_attribute("href"))
+    assert zipped.ok and zipped.body()[:2] == b"PK"
+    as_json = page.request.get(page.locator("#download-json").get_attribute("href")).json()
+    assert len(as_json["val_accuracy"]) == 10
     page.get_by_label("epoch").check()
     page.wait_for_function("Number(document.querySelector('#chart-loss').dataset.points) > 0")
     assert "epoch" in page.locator("#chart-loss").inner_text()

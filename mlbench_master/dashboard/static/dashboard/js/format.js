@@ -77,21 +77,19 @@ export function stateBadge(state) {
   return el("span", { class: `state state-${s.toLowerCase()}`, text: s.toLowerCase() });
 }
 
+// The data a run used, as its workers reported it; "synthetic" gets a badge that cannot be
+// missed, so no result on generated data passes for a CIFAR-10 result.
 export function datasetBadge(run) {
   const used = run.dataset_used || "";
-  const wrap = el("span", { class: "dataset" }, used === "synthetic" ? "" : used || run.dataset || "—");
   if (used === "synthetic") {
-    wrap.append(
-      el("span", {
-        class: "badge synthetic",
-        title: "Generated data, not CIFAR-10: do not compare with real results",
-        text: "synthetic",
-      }),
+    return el(
+      "span",
+      { class: "dataset" },
+      el("span", { class: "badge synthetic", title: "Generated data, not CIFAR-10: not comparable with real results", text: "synthetic" }),
     );
-  } else if (!used && run.dataset) {
-    wrap.title = "requested; not reported by the workers yet";
   }
-  return wrap;
+  if (used) return el("span", { class: "dataset", text: used });
+  return el("span", { class: "dataset pending", title: "requested; the workers have not reported what they used yet" }, `${run.dataset || "auto"} (requested)`);
 }
 
 export function timeToTarget(run) {
