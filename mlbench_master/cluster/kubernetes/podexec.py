@@ -65,7 +65,8 @@ class WebSocketChannel:
                 _preload_content=False,
             )
         except ApiException as error:
-            raise ClusterError(f"cannot exec in pod {pod}: {error.reason or error}") from error
+            reason = str(error.reason or error).split(" -+-+- ")[0][:300]
+            raise ClusterError(f"cannot exec in pod {pod}: {reason}") from error
         self._status: tuple[int, str] | None = None
 
     def read(self, timeout: float) -> list[tuple[str, str]]:

@@ -1,0 +1,150 @@
+"""WebSocketChannel (the driver's real exec path, `kubernetes.stream`) against a websocket
+server that speaks the API server's exec protocol (v4.channel.k8s.io) on 127.0.0.1.
+
+Channel bytes: 0 stdin, 1 stdout, 2 stderr, 3 the final metav1.Status. The server plays a
+pod whose command reads the environment block from stdin, writes tagged mpirun-style lines
+and ends with a chosen exit code. What no test here can show is a real kubelet's behaviour.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from mlbench_master.cluster.kubernetes.podexec import PodExecution, WebSocketChannel
+
+STATUS_OK = {"metadata": {}, "status": "Success"}
+
+
+def _status_exit(code: int) -> dict:
+    return {
+        "metadata": {},
+        "status": "Failure",
+        "message": f"command terminated with non-zero exit code: {code}",
+        "reason": "NonZeroExitCode",
+        "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
+    }
+
+
+class ExecServer:
+    """Serves GET .../pods/<name>/exec as a websocket; records each request's query."""
+
+    def __init__(self, exit_code: int | None) -> None:
+        self.exit_code = exit_code
+        self.queries: list[list[tuple[str, str]]] = []
+        self.stdin = ""
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def __enter__(self) -> ExecServer:
+        self._thread.start()
+        assert self._ready.wait(10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+
+    async def _exec(self, request: web.Request) -> web.WebSocketResponse:
+        self.queries.append(list(request.query.items()))
+        ws = web.WebSocketResponse(protocols=("v4.channel.k8s.io",))
+        await ws.prepare(request)
+        # Read stdin until the empty line that ends the environment block.
+        while not (self.stdin == "\n" or self.stdin.endswith("\n\n")):
+            message = await ws.receive()
+            if message.type not in (aiohttp.WSMsgType.TEXT, aiohttp.WSMsgType.BINARY):
+                break
+            data = message.data if isinstance(message.data, str) else message.data.decode()
+            assert data[0] == "\x00"
+            self.stdin += data[1:]
+        await ws.send_bytes(b"\x01[1,0]<stdout>: epoch 1\n[1,0]<std")
+        await asyncio.sleep(0.05)
+        await ws.send_bytes(b"\x01out>: epoch 2\n")
+        await ws.send_bytes(b"\x02[1,1]<stderr>: rank 1 says hello\n")
+        await ws.send_bytes(b"\x01no newline at the end")
+        if self.exit_code is not None:
+            status = STATUS_OK if self.exit_code == 0 else _status_exit(self.exit_code)
+            await ws.send_bytes(b"\x03" + json.dumps(status).encode())
+        await ws.close()
+        return ws
+
+    def _serve(self) -> None:
+        async def main() -> None:
+            app = web.Application()
+            app.router.add_get("/api/v1/namespaces/{ns}/pods/{pod}/exec", self._exec)
+            runner = web.AppRunner(app, access_log=None)
+            await runner.setup()
+            site = web.TCPSite(runner, "127.0.0.1", 0)
+            await site.start()
+            self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+            self._ready.set()
+            await self._stop.wait()
+            await runner.cleanup()
+
+        asyncio.run(main())
+
+
+def _core_api(url: str):
+    from kubernetes import client
+
+    configuration = client.Configuration()
+    configuration.host = url
+    return client.CoreV1Api(client.ApiClient(configuration))
+
+
+def _collect(execution, limit=10.0):
+    lines = []
+    deadline = time.monotonic() + limit
+    while execution.poll() is None:
+        assert time.monotonic() < deadline, "the execution never ended"
+        lines += execution.read(0.2)
+    return lines
+
+
+@pytest.mark.parametrize("code", [0, 3])
+def test_output_lines_and_exit_code_through_a_real_exec_websocket(code):
+    from mlbench_master.cluster.kubernetes import shell
+
+    with ExecServer(exit_code=code) as server:
+        channel = WebSocketChannel(
+            _core_api(server.url),
+            "bench",
+            "rel-mlbench-worker-0",
+            "worker",
+            shell.with_environment(["mpirun", "-n", "2"]),
+        )
+        channel.write(shell.environment_block({"MLBENCH_RUN_TOKEN": "s3cret"}))
+        killed = []
+        execution = PodExecution(channel, on_kill=lambda: killed.append(True))
+        lines = _collect(execution)
+    assert execution.poll() == code
+    tagged = sorted((x.rank, x.stream, x.text) for x in lines if x.rank is not None)
+    assert tagged == [
+        (0, "stdout", "epoch 1"),
+        (0, "stdout", "epoch 2"),  # a line split across two frames is put back together
+        (1, "stderr", "rank 1 says hello"),
+    ]
+    assert (None, "stdout", "no newline at the end") in [(x.rank, x.stream, x.text) for x in lines]
+    query = dict(server.queries[0])
+    assert query["container"] == "worker" and query["stdin"] == "true"
+    assert "s3cret" not in json.dumps(server.queries)  # the token went over stdin only
+    assert server.stdin == "MLBENCH_RUN_TOKEN=s3cret\n\n"
+    assert not killed
+
+
+def test_a_dropped_exec_session_is_a_failure_with_a_reason():
+    with ExecServer(exit_code=None) as server:
+        channel = WebSocketChannel(_core_api(server.url), "bench", "p-0", "worker", ["true"])
+        channel.write("\n")
+        execution = PodExecution(channel, on_kill=lambda: None)
+        lines = _collect(execution)
+    assert execution.poll() == 255
+    assert any("without an exit status" in x.text for x in lines)
