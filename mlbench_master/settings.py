@@ -201,8 +201,10 @@ MLBENCH_PODS_REFRESH_SECONDS = _env_int("MLBENCH_PODS_REFRESH_SECONDS", 10)
 MLBENCH_LOCAL_WORKERS = _env_int("MLBENCH_LOCAL_WORKERS", os.cpu_count() or 1)
 MLBENCH_MASTER_URL = os.environ.get("MLBENCH_MASTER_URL", "http://127.0.0.1:8000")
 MLBENCH_DATA_DIR = Path(os.environ.get("MLBENCH_DATA_DIR", MLBENCH_HOME / "datasets"))
-MLBENCH_K8S_NAMESPACE = os.environ.get("MLBENCH_K8S_NAMESPACE", "default")
-MLBENCH_RELEASE_NAME = os.environ.get("MLBENCH_RELEASE_NAME", "mlbench")
+# Kubernetes driver: no defaults on purpose (never "default"): the chart sets both, and the
+# driver says which one is missing (mlbench_master/cluster/kubernetes/driver.py).
+MLBENCH_K8S_NAMESPACE = os.environ.get("MLBENCH_K8S_NAMESPACE", "")
+MLBENCH_RELEASE_NAME = os.environ.get("MLBENCH_RELEASE_NAME", "")
 
 LOGGING = {
     "version": 1,
