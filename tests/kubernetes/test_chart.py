@@ -183,7 +183,7 @@ def test_image_values_and_pull_secrets():
 def test_secrets_are_generated_at_install_not_stored_in_the_chart():
     first = find(manifests(), "Secret", f"{RELEASE}-mlbench-secrets")["data"]
     second = find(manifests(), "Secret", f"{RELEASE}-mlbench-secrets")["data"]
-    for key in ("secret-key", "admin-token", "database-password"):
+    for key in ("secret-key", "admin-token", "admin-password", "database-password"):
         assert first[key] and first[key] != second[key]
     ssh = find(manifests(), "Secret", f"{RELEASE}-mlbench-ssh")["data"]
     assert ssh["id_ecdsa"].strip()

@@ -25,6 +25,11 @@
     secretKeyRef:
       name: {{ $secrets }}
       key: admin-token
+- name: MLBENCH_ADMIN_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secrets }}
+      key: admin-password
 - name: MLBENCH_ALLOWED_HOSTS
   value: {{ printf "%s,%s.%s.svc,localhost,127.0.0.1,%s" $master $master .Release.Namespace .Values.master.allowedHosts | quote }}
 - name: MLBENCH_DEBUG
