@@ -37,12 +37,18 @@ test-deps: install
 test: test-deps
 	$(PY) -m pytest
 
+# The default benchmark through the whole platform: start the embedded master under
+# MLBENCH_HOME (nothing happens if it already runs), then ResNet-20 on CIFAR-10 (synthetic
+# when the real data cannot be downloaded) with 2 workers of 1 core each and a 120 s
+# training budget (accuracy after time), with a progress bar, the results and the dashboard URL.
+RUN_BUDGET ?= 120
 run: install
-	$(VENV)/bin/mpirun -n 2 --oversubscribe --bind-to none \
-	  $(PY) -m mlbench_worker resnet20-cifar10 --dataset auto --time-budget 120 --threads 1
+	$(VENV)/bin/mlbench up --detach
+	$(VENV)/bin/mlbench run resnet20-cifar10-2-workers --task resnet20-cifar10 --workers 2 \
+	  --cpus 1 --dataset auto --time-budget $(RUN_BUDGET) --wait
 
 stop:
-	@true
+	@if [ -x $(VENV)/bin/mlbench ]; then $(VENV)/bin/mlbench down; else echo "nothing to stop"; fi
 
 bench: install
 	@mkdir -p bench-results
