@@ -340,19 +340,25 @@ class Progress:
         state = run["state"]
         if state == "INITIALIZED":
             return f"run {run['id']}: waiting for workers"
-        elapsed = None
+        elapsed = None  # seconds on the benchmark clock, extrapolated to now
         epoch = None
+        now = dt.datetime.now(dt.UTC)
         for point in latest.values():
             meta = point.get("metadata") or {}
-            if isinstance(meta, dict) and meta.get("elapsed") is not None:
-                elapsed = max(elapsed or 0.0, float(meta["elapsed"]))
-        if "epoch" in latest:
-            epoch = float(latest["epoch"]["value"])
-        for point in latest.values():
-            meta = point.get("metadata") or {}
-            if isinstance(meta, dict) and meta.get("epoch") is not None:
+            if not isinstance(meta, dict):
+                continue
+            if meta.get("elapsed") is not None:
+                when = _parse_time(point.get("date"))
+                since = (now - when).total_seconds() if when and state == "STARTED" else 0.0
+                elapsed = max(elapsed or 0.0, float(meta["elapsed"]) + max(0.0, since))
+            if meta.get("epoch") is not None:
                 epoch = max(epoch or 0.0, float(meta["epoch"]))
+        if "epoch" in latest:
+            epoch = max(epoch or 0.0, float(latest["epoch"]["value"]))
         if elapsed is None:
+            if state == "STARTED":
+                started = _duration(_run_duration(run))
+                return f"run {run['id']}: workers started {started} ago, preparing data and model"
             elapsed = _run_duration(run)
         fraction = None
         eta = None
