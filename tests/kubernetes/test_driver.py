@@ -262,8 +262,13 @@ def test_pod_metrics_without_metrics_server_are_empty_and_said_once(driver, cont
     assert len(said) == 1
 
 
+@pytest.mark.django_db
 def test_pod_metrics_from_the_metrics_api(pods_exec, worker_manifest):
     from kubernetes import client
+
+    from mlbench_master.api.models import Run as RunRow
+
+    active = RunRow.objects.create(name="in use", state=RunRow.STARTED, num_workers=1, num_cpus=1)
 
     with Emulator(metrics_api=True) as api:
         driver = KubernetesCluster(
@@ -291,6 +296,7 @@ def test_pod_metrics_from_the_metrics_api(pods_exec, worker_manifest):
     assert samples[(f"{STS}-0", "memory_bytes")].value == 64 * 1024 * 1024
     assert samples[(f"{STS}-0", "net_rx_bytes")].value == 1000
     assert samples[(f"{STS}-0", "net_tx_bytes")].cumulative is True
+    assert samples[(f"{STS}-0", "cpu_cores")].metadata == {"run_id": active.id, "rank": 0}
 
 
 def test_namespace_and_release_come_from_settings_never_a_default(monkeypatch, tmp_path):

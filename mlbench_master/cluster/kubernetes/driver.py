@@ -510,6 +510,7 @@ class KubernetesCluster(ClusterDriver):
                 return []
             raise self._api_error("reading pod metrics", error) from error
         self.metrics_available = True
+        in_use = self._pods_in_use()
         samples = []
         for item in answer.get("items", []):
             meta = item.get("metadata", {})
@@ -520,12 +521,30 @@ class KubernetesCluster(ClusterDriver):
             cpu = sum(float(parse_quantity(u.get("cpu", "0"))) for u in usage)
             memory = sum(float(parse_quantity(u.get("memory", "0"))) for u in usage)
             name = meta.get("name", "")
-            samples.append(PodSample(name, "cpu_cores", cpu, date))
-            samples.append(PodSample(name, "memory_bytes", memory, date))
-            samples += self._network_samples(name, date)
+            extra = in_use.get(name, {})
+            samples.append(PodSample(name, "cpu_cores", cpu, date, False, dict(extra)))
+            samples.append(PodSample(name, "memory_bytes", memory, date, False, dict(extra)))
+            samples += self._network_samples(name, date, extra)
         return samples
 
-    def _network_samples(self, pod: str, date: dt.datetime) -> list[PodSample]:
+    def _pods_in_use(self) -> dict[str, dict[str, int]]:
+        """{pod: {"run_id", "rank"}} for the pods of the active run (pod i runs rank i)."""
+        try:
+            from mlbench_master.runs import active_run
+
+            run = active_run()
+        except Exception:  # no database here (a bare driver): metrics without a run
+            return {}
+        if run is None:
+            return {}
+        return {
+            f"{self.statefulset}-{rank}": {"run_id": int(run.id), "rank": rank}
+            for rank in range(int(run.num_workers))
+        }
+
+    def _network_samples(
+        self, pod: str, date: dt.datetime, metadata: dict[str, int]
+    ) -> list[PodSample]:
         """Cumulative bytes through the pod's interfaces (the metrics API has no network)."""
         try:
             code, output = self.run_in_pod(pod, shell.network_counters(), timeout=10)
@@ -535,8 +554,8 @@ class KubernetesCluster(ClusterDriver):
         if code != 0:
             return []
         return [
-            PodSample(pod, "net_rx_bytes", rx, date, cumulative=True),
-            PodSample(pod, "net_tx_bytes", tx, date, cumulative=True),
+            PodSample(pod, "net_rx_bytes", rx, date, True, dict(metadata)),
+            PodSample(pod, "net_tx_bytes", tx, date, True, dict(metadata)),
         ]
 
 

@@ -10,12 +10,15 @@ Execution (lines attributed to ranks, exit code, kill).
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from mlbench_master.cluster.base import ClusterError, Execution, OutputLine
 from mlbench_master.cluster.mpirun import parse_line
+
+log = logging.getLogger(__name__)
 
 # Exit code reported when the exec session ended without a status (connection lost) or the
 # API server refused to run the command; the reason is added to the output.
@@ -182,8 +185,12 @@ class PodExecution(Execution):
         return self._code
 
     def kill(self) -> None:
+        # Also called after a normal exit, to stop ranks a failed mpirun left behind: it must
+        # not raise, or the run's end would not be recorded.
         try:
             self._on_kill()
+        except ClusterError as error:
+            log.warning("stopping the run's processes: %s", error)
         finally:
             self._channel.close()
             if self._code is None:
