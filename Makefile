@@ -69,3 +69,23 @@ docs: install
 clean:
 	rm -rf $(VENV) build dist *.egg-info docs/_build bench-results test-output .pytest_cache .ruff_cache
 	find . -name __pycache__ -prune -exec rm -rf {} +
+
+# --- Kubernetes (docs/installation.rst) ----------------------------------------------------
+# Build and push an image: make publish-docker component=master|worker docker_registry=REGISTRY
+# [docker_tag=latest] [device=cpu|cuda] (device: the worker's torch build).
+docker_tag ?= latest
+device ?= cpu
+.PHONY: publish-docker e2e-kind
+publish-docker:
+	@case "$(component)" in master|worker) ;; *) \
+	  echo "usage: make publish-docker component=master|worker docker_registry=REGISTRY"; exit 2;; esac
+	@test -n "$(docker_registry)" || { \
+	  echo "set docker_registry=REGISTRY (e.g. gcr.io/PROJECT or localhost:5000)"; exit 2; }
+	docker build -f Dockerfile.$(component) $(if $(filter worker,$(component)),--build-arg DEVICE=$(device)) \
+	  -t $(docker_registry)/mlbench_$(component):$(docker_tag) .
+	docker push $(docker_registry)/mlbench_$(component):$(docker_tag)
+
+# On a machine with Docker, kind, kubectl and helm: a throwaway cluster, both images, the
+# chart, one 2-worker run through the API that must end FINISHED; the cluster is deleted.
+e2e-kind:
+	bash scripts/k8s/e2e-kind.sh
