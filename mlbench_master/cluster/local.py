@@ -180,20 +180,32 @@ def kill_processes(find: Any, grace: float = 3.0) -> None:
                 proc.send_signal(sig)
             except psutil.Error:
                 pass
-        _gone, alive = psutil.wait_procs(procs, timeout=grace if attempt == 0 else 2.0)
-        if alive:
-            for proc in alive:
-                try:
-                    proc.kill()
-                except psutil.Error:
-                    pass
-            psutil.wait_procs(alive, timeout=2.0)
-        # Zombies of other parents count as gone: they run no code.
+        alive = _wait_gone(procs, grace if attempt == 0 else 2.0)
+        for proc in alive:
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+        _wait_gone(alive, 2.0)
     leftover = [p for p in find() if _alive(p)]
     if leftover:
         raise ClusterError(
             "could not stop local processes: " + ", ".join(str(p.pid) for p in leftover)
         )
+
+
+def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait until `procs` are dead or zombies; return those still running.
+
+    Deliberately not psutil.wait_procs: that reaps our own children, and the exit status
+    of the mpirun wrapper must stay for its Popen to read.
+    """
+    deadline = time.monotonic() + timeout
+    alive = [p for p in procs if _alive(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [p for p in alive if _alive(p)]
+    return alive
 
 
 # --------------------------------------------------------------------------- execution

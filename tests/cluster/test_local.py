@@ -1,0 +1,172 @@
+"""The local cluster driver with a real mpirun and 2 ranks (no master, no database)."""
+
+import sys
+import time
+from types import SimpleNamespace
+
+import psutil
+import pytest
+
+from mlbench_master.cluster.base import ClusterError
+from mlbench_master.cluster.local import LocalCluster, launch_processes
+from mlbench_master.cluster.mpirun import mpirun_argv, rank_environment
+from mlbench_master.jobs import failure_reason
+
+pytestmark = pytest.mark.mpi
+
+SLEEPER = (
+    'python -c \'import os, sys, time; r = os.environ["OMPI_COMM_WORLD_RANK"]; '
+    'print("up", r, os.environ["MLBENCH_RUN_TOKEN"], os.environ["OMP_NUM_THREADS"], '
+    'flush=True); print("warn", r, file=sys.stderr, flush=True); '
+    "time.sleep(float(sys.argv[1]))'"
+)
+
+
+@pytest.fixture
+def driver(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLBENCH_HOME", str(tmp_path))
+    monkeypatch.setenv("MLBENCH_LOCAL_WORKERS", "2")
+    from django.conf import settings
+
+    monkeypatch.setattr(settings, "MLBENCH_HOME", tmp_path, raising=False)
+    monkeypatch.setattr(settings, "MLBENCH_LOCAL_WORKERS", 2, raising=False)
+    monkeypatch.setattr(settings, "MLBENCH_DATA_DIR", tmp_path / "data", raising=False)
+    return LocalCluster()
+
+
+def make_run(run_id, seconds, workers=2):
+    return SimpleNamespace(
+        id=run_id,
+        task="resnet20-cifar10",
+        backend="mpi",
+        num_workers=workers,
+        num_cpus=1.0,
+        max_bandwidth=1000,
+        gpu_enabled=False,
+        custom_image_command=f"{SLEEPER} {seconds}",
+        run_all_nodes=True,
+        job_metadata={},
+    )
+
+
+def launch(driver, run):
+    argv = mpirun_argv(run, driver.prepare(run), mpirun=driver.mpirun, python=driver.python)
+    return driver.launch(run, argv, rank_environment(run, "http://127.0.0.1:9", "tok-123"))
+
+
+def read_until_exit(execution, timeout=60):
+    lines = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        lines += execution.read(0.2)
+        code = execution.poll()
+        if code is not None:
+            return code, lines
+    raise AssertionError("mpirun did not exit")
+
+
+def wait_ranks(driver, run, count=2):
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        busy = [p for p in driver.pods() if p.phase == "Running"]
+        if len(busy) >= count:
+            return busy
+        time.sleep(0.1)
+    raise AssertionError("ranks did not start")
+
+
+def test_slots_are_pods_and_too_many_workers_is_refused(driver):
+    pods = driver.pods()
+    assert [p.name for p in pods] == ["local-worker-0", "local-worker-1"]
+    assert {p.phase for p in pods} == {"Idle"}
+    assert pods[0].labels["component"] == "worker"
+    with pytest.raises(ClusterError, match="has 2 local worker slots"):
+        driver.prepare(make_run(1, 0, workers=3))
+
+
+def test_launch_streams_attributed_output_and_exit_code(driver):
+    run = make_run(11, 0.5)
+    code, lines = read_until_exit(launch(driver, run))
+    assert code == 0
+    stdout = {(line.rank, line.text) for line in lines if line.stream == "stdout"}
+    assert (0, "up 0 tok-123 1") in stdout and (1, "up 1 tok-123 1") in stdout
+    assert {(line.rank, line.stream) for line in lines if "warn" in line.text} == {
+        (0, "stderr"),
+        (1, "stderr"),
+    }
+    assert run.job_metadata["local"]["sid"] > 0
+    assert not driver.is_running(run)
+
+
+def test_cancel_from_another_object_kills_every_process(driver):
+    run = make_run(12, 120)
+    execution = launch(driver, run)
+    busy = wait_ranks(driver, run)
+    assert {p.name for p in busy} == {"local-worker-0", "local-worker-1"}
+    assert driver.is_running(run)
+    samples = driver.pod_metrics()
+    names = {(s.pod_name, s.name) for s in samples}
+    assert ("local-worker-1", "memory_bytes") in names and ("local-worker-0", "cpu_cores") in names
+    assert all(s.metadata["run_id"] == 12 for s in samples)
+    # As the API process would: a fresh driver and the run as stored (job_metadata only).
+    LocalCluster().cancel(SimpleNamespace(id=12, job_metadata=dict(run.job_metadata)))
+    assert not driver.is_running(run)
+    alive = [p for p in launch_processes(driver.home, run_id=12) if p.status() != "zombie"]
+    assert alive == []
+    code, _ = read_until_exit(execution, timeout=15)
+    assert code != 0
+
+
+def test_a_new_master_reattaches_and_reads_only_what_is_new(driver):
+    run = make_run(13, 2)
+    first = launch(driver, run)
+    seen = []
+    while len([line for line in seen if line.stream == "stdout"]) < 2:
+        seen += first.read(0.2)
+    # The reader goes away (as a killed RQ job would); the ranks go on.
+    again = driver.attach(SimpleNamespace(id=13, job_metadata=dict(run.job_metadata)))
+    code, rest = read_until_exit(again)
+    first.popen.wait()
+    assert code == 0
+    assert not any(line.text.startswith("up ") for line in rest if line.stream == "stdout")
+
+
+def test_killed_rank_is_reported_with_its_signal(driver):
+    run = make_run(14, 60)
+    execution = launch(driver, run)
+    wait_ranks(driver, run)
+    rank1 = next(
+        p
+        for p in launch_processes(driver.home, run_id=14)
+        if p.environ().get("OMPI_COMM_WORLD_RANK") == "1" and "python" in p.name()
+    )
+    rank1.kill()
+    code, lines = read_until_exit(execution, timeout=30)
+    assert code == 137
+    report = [line.text for line in lines if line.rank is None]
+    reason = failure_reason(code, report, ["[rank 0] warn 0"])
+    assert reason.startswith("rank 1 exited with code 137 (killed: out of memory?)")
+    assert reason.endswith("[rank 0] warn 0")
+    execution.kill()
+    assert not any(p.status() != psutil.STATUS_ZOMBIE for p in launch_processes(driver.home, 14))
+
+
+def test_failure_reasons_read_mpiruns_report():
+    report = [
+        "prterun detected that one or more processes exited with non-zero status,",
+        "   Process name: [prterun-vm-6057@1,1]",
+        "   Exit code:    3",
+    ]
+    assert failure_reason(3, report, []).startswith("rank 1 exited with code 3")
+    assert failure_reason(143, [], []) == "mpirun exited with code 143 (terminated)"
+    assert failure_reason(2, [], ["x"]) == "mpirun exited with code 2; last lines of stderr:\nx"
+
+
+def test_no_mpirun_is_a_clear_error(driver, monkeypatch):
+    import mlbench_master.cluster.local as local
+
+    monkeypatch.setattr(local, "venv_bin", lambda: driver.home)
+    monkeypatch.setenv("PATH", str(driver.home))
+    with pytest.raises(ClusterError, match="mpirun not found"):
+        local.find_mpirun()
+    assert sys.executable
