@@ -358,7 +358,7 @@ class Progress:
         if elapsed is None:
             if state == "STARTED":
                 started = _duration(_run_duration(run))
-                return f"run {run['id']}: workers started {started} ago, preparing data and model"
+                return f"run {run['id']}: running for {started}, waiting for its first metrics"
             elapsed = _run_duration(run)
         fraction = None
         eta = None
