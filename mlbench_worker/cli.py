@@ -38,6 +38,7 @@ EXIT_CONFLICT = 6
 EXIT_SERVER = 7
 
 FINAL_STATES = ("FINISHED", "FAILED", "CANCELLED")
+PROGRESS_METRICS = "epoch,val_accuracy,train_accuracy,images_per_sec"
 POLL_SECONDS = 2.0
 
 
@@ -298,7 +299,7 @@ def wait_for(master: Master, run_id: int) -> int:
 def _latest_metrics(master: Master, run_id: int) -> dict[str, Any]:
     """The newest point of each metric of a run: {name: {"value", "metadata", ...}}."""
     try:
-        body = master.json("get_run_metrics", run_id, last_n=1)
+        body = master.json("get_run_metrics", run_id, last_n=1, metric_filter=PROGRESS_METRICS)
     except CliError:
         return {}
     latest = {}
@@ -337,43 +338,34 @@ class Progress:
 
     @staticmethod
     def render(run: dict, latest: dict[str, Any]) -> str:
+        """The progress line of a run from its newest metric values.
+
+        The API serves values and dates (not the worker's benchmark clock), so time is
+        counted from the run's start: it includes the ranks' start-up, and the ETA is an
+        estimate (marked ~).
+        """
         state = run["state"]
         if state == "INITIALIZED":
             return f"run {run['id']}: waiting for workers"
-        elapsed = None  # seconds on the benchmark clock, extrapolated to now
-        epoch = None
-        now = dt.datetime.now(dt.UTC)
-        for point in latest.values():
-            meta = point.get("metadata") or {}
-            if not isinstance(meta, dict):
-                continue
-            if meta.get("elapsed") is not None:
-                when = _parse_time(point.get("date"))
-                since = (now - when).total_seconds() if when and state == "STARTED" else 0.0
-                elapsed = max(elapsed or 0.0, float(meta["elapsed"]) + max(0.0, since))
-            if meta.get("epoch") is not None:
-                epoch = max(epoch or 0.0, float(meta["epoch"]))
-        if "epoch" in latest:
-            epoch = max(epoch or 0.0, float(latest["epoch"]["value"]))
-        if elapsed is None:
-            if state == "STARTED":
-                started = _duration(_run_duration(run))
-                return f"run {run['id']}: running for {started}, waiting for its first metrics"
-            elapsed = _run_duration(run)
+        running = _run_duration(run) or 0.0
+        epoch = float(latest["epoch"]["value"]) if "epoch" in latest else None
         fraction = None
         eta = None
         budget = run.get("time_budget")
         max_epochs = run.get("max_epochs")
-        if budget and elapsed is not None:
-            fraction = min(1.0, elapsed / float(budget))
-            eta = max(0.0, float(budget) - elapsed)
+        if budget:
+            fraction = min(1.0, running / float(budget))
+            eta = max(0.0, float(budget) - running)
         if max_epochs and epoch:
             by_epoch = min(1.0, epoch / float(max_epochs))
             if fraction is None or by_epoch > fraction:
                 fraction = by_epoch
-                if elapsed:
-                    eta = elapsed / epoch * (float(max_epochs) - epoch)
+                eta = running / epoch * (float(max_epochs) - epoch)
+        if state == "STARTED" and fraction is not None:
+            fraction = min(fraction, 0.99)  # done only when the run says so
         parts = [f"run {run['id']}"]
+        if state in FINAL_STATES:
+            fraction = 1.0 if state == "FINISHED" else fraction
         if fraction is not None:
             filled = int(round(fraction * 20))
             parts.append("[" + "#" * filled + "-" * (20 - filled) + f"] {100 * fraction:3.0f}%")
@@ -382,13 +374,15 @@ class Progress:
             parts.append(f"epoch {epoch:.2f}{total}")
         if "val_accuracy" in latest:
             parts.append(f"val acc {_percent(latest['val_accuracy']['value'])}")
-        elif "train_accuracy" in latest:
+        if "train_accuracy" in latest:
             parts.append(f"train acc {_percent(latest['train_accuracy']['value'])}")
         if "images_per_sec" in latest:
             parts.append(f"{float(latest['images_per_sec']['value']):.0f} img/s")
-        parts.append(f"elapsed {_duration(elapsed)}")
+        if not latest and state == "STARTED":
+            parts.append("starting, no metrics yet")
+        parts.append(f"running {_duration(running)}")
         if eta is not None and state not in FINAL_STATES:
-            parts.append(f"ETA {_duration(eta)}")
+            parts.append(f"ETA ~{_duration(eta)}")
         if state in FINAL_STATES:
             parts.append(state)
         return "  ".join(parts)
@@ -565,7 +559,7 @@ def report_table(master: Master, runs: list[dict]) -> str:
         rows.append(
             [
                 run["id"],
-                _short(run.get("name"), 20),
+                _short(run.get("name"), 30),
                 run.get("state"),
                 run.get("num_workers"),
                 s.get("dataset") or run.get("dataset_used") or "-",

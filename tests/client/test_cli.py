@@ -1,5 +1,6 @@
 """The `mlbench` command against a live master, its error paths and its exit codes."""
 
+import datetime as dt
 import subprocess
 import sys
 import zipfile
@@ -100,11 +101,11 @@ def test_status_of_the_embedded_master(master, tmp_path):
 
 
 def test_progress_line_shows_epoch_accuracy_and_eta():
-    run = {"id": 4, "state": "STARTED", "time_budget": 100, "max_epochs": None}
-    latest = {
-        "epoch": {"value": 2.0, "metadata": {"epoch": 2.0, "elapsed": 40.0}},
-        "val_accuracy": {"value": 0.5, "metadata": {"epoch": 2.0, "elapsed": 40.0}},
-    }
+    started = (dt.datetime.now(dt.UTC) - dt.timedelta(seconds=40)).isoformat()
+    run = {"id": 4, "state": "STARTED", "time_budget": 100, "started_at": started}
+    latest = {"epoch": {"value": 2.0}, "val_accuracy": {"value": 0.5}}
     line = cli.Progress.render(run, latest)
-    assert "epoch 2.00" in line and "val acc 50.0%" in line and "ETA 1m00s" in line
-    assert "40%" in line
+    assert "epoch 2.00" in line and "val acc 50.0%" in line and "ETA ~1m00s" in line
+    assert "40%" in line and "running 40s" in line
+    finished = dict(run, state="FINISHED", finished_at=dt.datetime.now(dt.UTC).isoformat())
+    assert "100%" in cli.Progress.render(finished, latest)
