@@ -39,14 +39,13 @@ def user_for_token(token: str) -> AbstractBaseUser | None:
 
 
 def one_time_login_url(username: str, base_url: str) -> str:
-    """The URL that signs `username` in once; the user is created (no password) if missing.
+    """The URL that signs `username` in once; a missing user is created as a plain user
+    (no password, no staff rights: the launcher's admin exists already).
 
     `base_url` is where the browser reaches the master, e.g. "http://127.0.0.1:8000".
     """
     model = get_user_model()
-    user, created = model.objects.get_or_create(
-        **{model.USERNAME_FIELD: username}, defaults={"is_staff": True, "is_superuser": True}
-    )
+    user, created = model.objects.get_or_create(**{model.USERNAME_FIELD: username})
     if created:
         user.set_unusable_password()
         user.save(update_fields=["password"])

@@ -109,4 +109,4 @@ def test_every_page(page):
         assert page.get_by_role("navigation").is_visible()
     page.goto(f"/runs/{two.pk}/")
     loaded(page)
-    screenshot(page, "run-details-narrow")
+    screenshot(page, "run-details-narrow", full_page=False)

@@ -51,7 +51,7 @@ export class LineChart {
         stroke: color(i),
         width: 2,
         spanGaps: true,
-        points: { show: false },
+        points: { size: 5 }, // uPlot draws them only where points are sparse
         value: (u, v) => (v == null ? "—" : yFmt(v)),
       });
     });
