@@ -1,0 +1,49 @@
+#!/bin/sh
+# Entry point of the mlbench master image. The helm chart runs one container per role:
+#   migrate    (init container) database migrations, then the admin account from the Secret
+#   web        the dashboard and REST API (gunicorn, static files through WhiteNoise)
+#   rq-runs    the RQ worker for run jobs; first settles runs a previous master left active
+#   rq         the RQ worker for every other job (queue "default")
+#   collector  records the workers' resource use every MLBENCH_COLLECT_INTERVAL seconds
+# Anything else is run as a command (e.g. `docker run IMAGE django-admin shell`).
+set -eu
+
+case "${1:-web}" in
+migrate)
+    # PostgreSQL may still be starting when the pod does: retry for about five minutes.
+    tries=0
+    until django-admin migrate --noinput; do
+        tries=$((tries + 1))
+        if [ "$tries" -ge 60 ]; then
+            echo "the database did not answer: giving up (check DATABASE_URL)" >&2
+            exit 1
+        fi
+        echo "waiting for the database (attempt $tries)" >&2
+        sleep 5
+    done
+    exec python -m mlbench_master.cluster.kubernetes.bootstrap
+    ;;
+web)
+    exec gunicorn master_wsgi:application \
+        --pythonpath /opt/mlbench \
+        --bind 0.0.0.0:8000 \
+        --workers "${GUNICORN_WORKERS:-2}" \
+        --threads 4 \
+        --timeout 120 \
+        --worker-tmp-dir /dev/shm \
+        --access-logfile -
+    ;;
+rq-runs)
+    python -m mlbench_master reconcile || echo "reconcile failed; runs left active stay so" >&2
+    exec python -m mlbench_master rqworker runs
+    ;;
+rq)
+    exec python -m mlbench_master rqworker default
+    ;;
+collector)
+    exec python -m mlbench_master collector --interval "${MLBENCH_COLLECT_INTERVAL:-10}"
+    ;;
+*)
+    exec "$@"
+    ;;
+esac
