@@ -374,9 +374,10 @@ def fail_active_runs(reason: str) -> None:
 
     driver = get_driver()
     for run in Run.objects.filter(state__in=Run.ACTIVE_STATES):
+        # The state first: the run's job then sees it ended and does not blame the ranks.
+        runs.mark_failed(run, reason)
         with contextlib.suppress(Exception):
             driver.cancel(run)
-        runs.mark_failed(run, reason)
 
 
 def stop_pid(pid: int, proc: subprocess.Popen | None = None, timeout: float = 10.0) -> None:

@@ -399,7 +399,7 @@ def cmd_runs(args: argparse.Namespace, master: Master) -> int:
             _short(r.get("name"), 24),
             r.get("state"),
             r.get("num_workers"),
-            r.get("task") or "-",
+            "command" if r.get("custom_image_command") else (r.get("task") or "-"),
             r.get("dataset_used") or r.get("dataset") or "-",
             (r.get("created_at") or "")[:19].replace("T", " "),
             _duration(_run_duration(r)),

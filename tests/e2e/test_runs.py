@@ -192,3 +192,16 @@ def test_master_restarted_after_the_ranks_died_fails_the_run(idle_master):
     done = master.wait_state(run["id"], ("FINISHED", "FAILED", "CANCELLED"), timeout=30)
     assert done["state"] == "FAILED"
     assert "master restarted; run lost" in done["reason"]
+
+
+def test_down_stops_a_run_in_progress_and_says_so(idle_master):
+    master = idle_master
+    run = master.create_run(custom_image_command=script("sleeper.py") + " 120", run_all_nodes=True)
+    _rank_pids(master, run["id"])
+    master.down()
+    _assert_no_process_left(master, run["id"])
+    assert not (master.home / "master.json").exists()
+    master.up()
+    done = master.run(run["id"])
+    assert done["state"] == "FAILED"
+    assert done["reason"] == "the master was stopped during the run"
