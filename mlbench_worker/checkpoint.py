@@ -8,6 +8,7 @@ a different experiment. That, and a different task or model, is refused with a m
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from pathlib import Path
 
@@ -24,7 +25,8 @@ def save(trainer: object, folder: str | Path, identity: dict) -> Path:
 
     assert isinstance(trainer, Trainer)
     path = Path(folder) / FILENAME
-    progress = dataclasses.asdict(trainer.progress)
+    # Plain JSON types only, so the file loads with torch.load(weights_only=True).
+    progress = json.loads(json.dumps(dataclasses.asdict(trainer.progress), default=float))
     progress["elapsed_before"] = trainer.elapsed()
     progress["stop_reason"] = ""
     state = {

@@ -288,7 +288,7 @@ class Trainer:
             sums[2] += y.shape[0]
         loss_sum, correct, count = self.comm.allreduce_sums(sums.tolist())
         self.model.train()
-        return loss_sum / max(count, 1), correct / max(count, 1)
+        return float(loss_sum / max(count, 1)), float(correct / max(count, 1))
 
     def evaluate_and_track(self) -> None:
         """Evaluate, post epoch metrics, and record the first time the target is reached."""

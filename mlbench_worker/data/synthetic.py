@@ -36,7 +36,7 @@ def _images(
 ) -> tuple[np.ndarray, np.ndarray]:
     xs, ys = [], []
     for start in range(0, count, _CHUNK):
-        n = min(_CHUNK, count - start)
+        n = _CHUNK  # always whole chunks, cut at the end: smaller sets are prefixes
         rng = np.random.default_rng([seed, stream, start])
         y = rng.integers(0, 10, size=n)
         other = (y + rng.integers(1, 10, size=n)) % 10
@@ -49,7 +49,7 @@ def _images(
         np.clip(x, 0, 255, out=x)
         xs.append(x.astype(np.uint8))
         ys.append(y.astype(np.int64))
-    return np.concatenate(xs), np.concatenate(ys)
+    return np.concatenate(xs)[:count], np.concatenate(ys)[:count]
 
 
 def generate(seed: int, train_size: int = TRAIN_SIZE, test_size: int = TEST_SIZE) -> Arrays:

@@ -1,0 +1,106 @@
+"""Shared bits of the worker tests: where mpirun is, and CIFAR-format files written small."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import pickle
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import numpy as np
+
+MPIRUN = os.path.join(os.path.dirname(sys.executable), "mpirun")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def worker_env(**extra: str) -> dict:
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    env["PYTHONPATH"] = str(REPO)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.pop("MLBENCH_MASTER_URL", None)
+    env.pop("MLBENCH_RUN_ID", None)
+    env.update(extra)
+    return env
+
+
+def mpirun(
+    n: int, args: list[str], timeout: float = 240, **env: str
+) -> subprocess.CompletedProcess:
+    """Run `python ARGS` on n ranks with real mpirun (oversubscribed, unbound, 1 thread each)."""
+    cmd = [MPIRUN, "-n", str(n), "--oversubscribe", "--bind-to", "none", sys.executable, *args]
+    return subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=worker_env(OMP_NUM_THREADS="1", **env),
+    )
+
+
+def run_worker(args: list[str], timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
+    """`python -m mlbench_worker ARGS` as one process, without mpirun."""
+    return subprocess.run(
+        [sys.executable, "-m", "mlbench_worker", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=worker_env(OMP_NUM_THREADS="1", **env),
+    )
+
+
+def write_batch(path: Path, images: np.ndarray, labels: list[int]) -> None:
+    """A batch file as the official archive has them: a protocol-2 pickle with bytes keys."""
+    record = {
+        b"batch_label": b"test batch",
+        b"labels": labels,
+        b"data": images.reshape(len(labels), 3072),
+        b"filenames": [f"img{i}.png".encode() for i in range(len(labels))],
+    }
+    path.write_bytes(pickle.dumps(record, protocol=2))
+
+
+def make_cifar_folder(root: Path, per_batch: int = 20, seed: int = 0) -> Path:
+    """A small cifar-10-batches-py folder in the real format; returns the folder."""
+    rng = np.random.default_rng(seed)
+    folder = root / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        images = rng.integers(0, 256, size=(per_batch, 3, 32, 32), dtype=np.uint8)
+        write_batch(folder / name, images, [int(v) for v in rng.integers(0, 10, per_batch)])
+    meta = {
+        b"label_names": [
+            b"airplane",
+            b"automobile",
+            b"bird",
+            b"cat",
+            b"deer",
+            b"dog",
+            b"frog",
+            b"horse",
+            b"ship",
+            b"truck",
+        ],
+        b"num_vis": 3072,
+    }
+    (folder / "batches.meta").write_bytes(pickle.dumps(meta, protocol=2))
+    return folder
+
+
+def file_md5s(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.md5(p.read_bytes()).hexdigest() for p in folder.iterdir()}
+
+
+def make_archive(folder: Path, archive: Path) -> str:
+    """tar.gz `folder` like the official archive; returns the archive's MD5."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        tar.add(folder, arcname="cifar-10-batches-py")
+    archive.write_bytes(buf.getvalue())
+    return hashlib.md5(buf.getvalue()).hexdigest()

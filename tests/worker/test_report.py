@@ -1,0 +1,126 @@
+"""The metric reporter against a real local HTTP server that is down, fails, then recovers."""
+
+import http.server
+import json
+import socket
+import threading
+import time
+
+from mlbench_worker.report import FileReporter, HttpReporter, make_reporter
+
+
+class FlakyMaster(http.server.ThreadingHTTPServer):
+    """Stores posted points by uid, like the master; fails the first requests on purpose."""
+
+    def __init__(self, port):
+        self.requests = []  # (path, auth header, payload) of every request that arrived
+        self.stored = {}  # uid -> point (unique, as Metric.uid is)
+        self.summaries = []
+        self.lock = threading.Lock()
+        super().__init__(("127.0.0.1", port), Handler)
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        server = self.server
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with server.lock:
+            server.requests.append((self.path, self.headers.get("Authorization"), body))
+            n = len(server.requests)
+        if n <= 2:  # the master is overloaded
+            return self._reply(503, {"detail": "busy"})
+        if self.path.endswith("/summary/"):
+            server.summaries.append(body)
+            return self._reply(200, {})
+        with server.lock:
+            for point in body:
+                server.stored.setdefault(point["uid"], point)
+        if n == 3:  # stored, but the answer is lost: the client must retry the same uids
+            return self._reply(500, {"detail": "oops"})
+        return self._reply(201, {"created": len(body)})
+
+    def _reply(self, code, payload):
+        data = json.dumps(payload).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_nothing_lost_nothing_doubled_through_outage_and_errors():
+    port = _free_port()
+    reporter = HttpReporter(
+        f"http://127.0.0.1:{port}",
+        "17",
+        "tok-abc",
+        batch_size=100,
+        interval=0.05,
+        backoff_start=0.05,
+        backoff_max=0.2,
+        timeout=5,
+    )
+    sent = [
+        reporter.metric("train_loss", i / 10, epoch=0.1, step=i, elapsed=float(i))
+        for i in range(450)
+    ]
+    time.sleep(0.3)  # the master is not even listening yet: connection refused, retried
+    server = FlakyMaster(port)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        reporter.summary({"task": "resnet20-cifar10", "reached": False})
+        reporter.close(deadline=30)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    uids = [p["uid"] for p in sent]
+    assert len(set(uids)) == 450
+    assert set(server.stored) == set(uids)  # nothing lost
+    assert len(server.stored) == 450  # stored once each
+    metric_posts = [body for path, _, body in server.requests if path == "/api/metrics/"]
+    posted = [p["uid"] for body in metric_posts for p in body]
+    # Only a batch whose answer was lost went twice, with the very same uids.
+    assert len(posted) - len(set(posted)) <= 100
+    assert all(isinstance(body, list) and len(body) <= 100 for body in metric_posts)
+    assert {auth for _, auth, _ in server.requests} == {"Token tok-abc"}
+    point = server.stored[uids[0]]
+    assert (
+        point["run_id"] == "17" and point["name"] == "train_loss" and point["cumulative"] is False
+    )
+    assert point["metadata"] == {"epoch": 0.1, "step": 0, "elapsed": 0.0}
+    assert isinstance(point["value"], float) and "T" in point["date"]
+    assert server.summaries == [{"task": "resnet20-cifar10", "reached": False}]
+    assert reporter.sent == 450 and not reporter.queue
+
+
+def test_close_gives_up_after_its_deadline_when_the_master_never_comes(capsys):
+    reporter = HttpReporter(
+        f"http://127.0.0.1:{_free_port()}", "1", None, interval=0.05, backoff_start=0.05
+    )
+    reporter.metric("epoch", 1.0, epoch=1.0, step=1, elapsed=1.0)
+    start = time.monotonic()
+    reporter.close(deadline=0.5)
+    assert time.monotonic() - start < 10
+    assert "1 metric points could not be delivered" in capsys.readouterr().err
+
+
+def test_file_reporter_writes_json_lines(tmp_path):
+    path = tmp_path / "out.jsonl"
+    reporter = make_reporter(None, "5", None, str(path))
+    assert isinstance(reporter, FileReporter)
+    reporter.metric("val_accuracy", 0.5, epoch=1.0, step=10, elapsed=3.0)
+    reporter.summary({"task": "t", "reached": True})
+    reporter.close()
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert lines[0]["type"] == "metric" and lines[0]["name"] == "val_accuracy" and lines[0]["uid"]
+    assert lines[1] == {"type": "summary", "task": "t", "reached": True}
