@@ -132,7 +132,7 @@ class Pods:
     """The exec seam for tests: records every (pod, command); runs launches locally."""
 
     calls: list[tuple[str, list[str]]] = field(default_factory=list)
-    answers: dict[str, tuple[int, str]] = field(default_factory=dict)
+    answers: dict[str, tuple[int, str] | Exception] = field(default_factory=dict)
 
     def __call__(self, pod: str, command: list[str]):
         self.calls.append((pod, command))
@@ -140,6 +140,8 @@ class Pods:
             return LocalChannel(command)
         for needle, answer in self.answers.items():
             if needle in " ".join(command):
+                if isinstance(answer, Exception):
+                    raise answer
                 return CannedChannel(*answer)
         return CannedChannel(0, "")
 

@@ -250,6 +250,8 @@ def test_is_running_asks_the_pods(driver, controller, pods_exec):
     assert driver.is_running(Run()) is False
     pods_exec.answers["alive >/dev/null"] = (0, "")
     assert driver.is_running(Run()) is True
+    pods_exec.answers["alive >/dev/null"] = ClusterError("cannot exec in pod: gone")
+    assert driver.is_running(Run()) is False
 
 
 def test_pod_metrics_without_metrics_server_are_empty_and_said_once(driver, controller, caplog):

@@ -480,7 +480,11 @@ class KubernetesCluster(ClusterDriver):
 
     def is_running(self, run: RunSpec) -> bool:
         for pod in self._running_pods():
-            code, _ = self.run_in_pod(pod, shell.run_alive())
+            try:
+                code, _ = self.run_in_pod(pod, shell.run_alive())
+            except ClusterError as error:  # a pod that cannot be asked runs nothing we reach
+                log.warning("cannot tell whether %s runs ranks: %s", pod, error)
+                continue
             if code == 0:
                 return True
         return False
