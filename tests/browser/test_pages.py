@@ -4,9 +4,10 @@
 import re
 
 import pytest
+from django.utils import timezone
 
 from tests.browser.conftest import screenshot
-from tests.browser.seed import make_pods, make_run
+from tests.browser.seed import make_pods, make_run, store_points
 
 pytestmark = pytest.mark.browser
 
@@ -44,6 +45,20 @@ def test_every_page(page):
     page.wait_for_function("document.querySelectorAll('#workers-table canvas').length >= 6")
     assert "MiB" in rows.first.locator("td").nth(4).inner_text()
     screenshot(page, "workers")
+    # A reading recorded after the page loaded shows up without a reload.
+    store_points(
+        [
+            {
+                "pod_name": "mlbench-worker-0",
+                "name": "cpu_cores",
+                "value": 1.5,
+                "date": timezone.now().isoformat(),
+            }
+        ]
+    )
+    page.wait_for_function(
+        "document.querySelector('tr[data-worker=\"mlbench-worker-0\"] .spark-value').textContent === '1.5'"
+    )
 
     # Clicking a worker opens its details with resource charts.
     rows.first.click()
@@ -110,3 +125,9 @@ def test_every_page(page):
     page.goto(f"/runs/{two.pk}/")
     loaded(page)
     screenshot(page, "run-details-narrow", full_page=False)
+
+    # A run that does not exist (deleted meanwhile): a message, not a broken page.
+    page.watch.allowed_status = {404}
+    page.goto("/runs/999999/")
+    loaded(page)
+    assert "no run 999999" in page.locator("#run-status").inner_text()

@@ -172,9 +172,19 @@ function showRun() {
   if (cancel) cancel.hidden = !ACTIVE.has(run.state);
 }
 
+let stopPolling = () => {};
+
 async function refresh() {
   if (run && !ACTIVE.has(run.state) && finalFetch) return;
-  run = await api(`/api/runs/${runId}/`);
+  try {
+    run = await api(`/api/runs/${runId}/`);
+  } catch (err) {
+    if (err.status !== 404) throw err;
+    stopPolling();
+    statusLine.textContent = `There is no run ${runId}: it may have been deleted.`;
+    document.body.dataset.loaded = "1";
+    return;
+  }
   showRun();
   if (!ACTIVE.has(run.state)) finalFetch = true; // one last fetch of metrics and logs, then stop
   const [changed] = await Promise.all([feed.refresh(), logs.refresh()]);
@@ -227,4 +237,4 @@ xRadios.forEach((r) =>
   }),
 );
 buildCharts();
-every(3000, refresh);
+stopPolling = every(3000, refresh);
