@@ -215,3 +215,18 @@ def test_notes_print_the_dashboard_url_commands():
     assert "echo http://$NODE_IP:$NODE_PORT" in notes
     notes = render({"master": {"service": {"type": "ClusterIP"}}})["mlbench/templates/NOTES.txt"]
     assert "kubectl port-forward" in notes
+
+
+@pytest.mark.parametrize(
+    ("values", "where"),
+    [
+        ({"master": {"service": {"type": "Nodeport"}}}, "/master/service/type"),
+        ({"limits": {"cpu": "lots"}}, "/limits/cpu"),
+        ({"limits": {"workers": 0}}, "/limits/workers"),
+        ({"worker": {"image": {"pullPolicy": "always"}}}, "/worker/image/pullPolicy"),
+        ({"externalDatabase": {"url": "mysql://db"}}, "/externalDatabase/url"),
+    ],
+)
+def test_bad_values_are_refused_naming_the_key(values, where):
+    with pytest.raises(helm.HelmError, match=where):
+        render(values)
