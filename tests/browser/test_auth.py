@@ -44,3 +44,19 @@ def test_one_time_link_signs_in_once(anon_page, live_server):
     page.goto(url)
     page.wait_for_url(re.compile(r"/login/$"))
     assert "already used" in page.locator(".messages").inner_text()
+
+
+def test_public_read_shows_pages_without_write_controls(anon_page, settings):
+    from tests.browser.seed import make_run
+
+    settings.MLBENCH_PUBLIC_READ = True
+    run = make_run("public", 1)
+    page = anon_page
+    page.goto("/runs/")
+    page.wait_for_selector("body[data-loaded='1']")
+    assert page.locator(f"tr[data-run-id='{run.pk}']").is_visible()
+    assert page.get_by_role("button", name="New run").count() == 0
+    page.goto(f"/runs/{run.pk}/")
+    page.wait_for_selector("body[data-loaded='1']")
+    assert page.get_by_role("button", name="Delete run").count() == 0
+    assert page.get_by_role("link", name="Sign in").is_visible()
