@@ -129,6 +129,7 @@ class ApiClient:
         self.service_name = service_name
         self.timeout = timeout
         self.token = token if token is not None else default_token()
+        url = url or os.environ.get("MLBENCH_URL", "").strip() or None
         if url:
             self.endpoint = _normalize(url)
         elif in_cluster:

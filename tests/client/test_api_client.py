@@ -79,9 +79,13 @@ def test_url_without_scheme_and_no_cluster_config(master, tmp_path, monkeypatch)
     with ApiClient(url=host, token=master.token) as c:
         assert c.endpoint == master.url
         assert c.get_runs().result().status_code == 200
+    monkeypatch.delenv("MLBENCH_URL", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
     monkeypatch.setenv("HOME", str(tmp_path))
     with pytest.raises(ApiError, match="pass url="):
         ApiClient(in_cluster=False)
     with pytest.raises(ApiError, match="pass url="):
         ApiClient(in_cluster=True)
+    monkeypatch.setenv("MLBENCH_URL", master.url)
+    with ApiClient(token=master.token) as from_env:
+        assert from_env.get_runs().result().status_code == 200
