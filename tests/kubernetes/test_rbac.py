@@ -69,8 +69,7 @@ def _exercise_every_driver_call(emulator, controller) -> list:
         driver.launch(run, ["true"], {})
     with pytest.raises(ClusterError):
         driver.cancel(run)
-    with pytest.raises(ClusterError):
-        driver.is_running(run)
+    assert driver.is_running(run) is False  # the pods could not be asked
     driver.pod_metrics()
     # The driver's requests; the websocket client sends no agent, and only the driver execs.
     return [
