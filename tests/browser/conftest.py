@@ -144,3 +144,25 @@ def screenshot(page, name: str, full_page: bool = True) -> Path:
         DOC_IMAGES.mkdir(exist_ok=True)
         shutil.copyfile(path, DOC_IMAGES / f"dashboard-{name}.png")
     return path
+
+
+AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
+
+
+def assert_accessible(page) -> None:
+    """axe-core's WCAG 2 A/AA rules (contrast, labels, names, structure) find nothing.
+
+    axe-core is a devDependency from package-lock.json; the check is skipped when `npm ci`
+    has not been run."""
+    if not AXE.exists():
+        return
+    page.add_script_tag(path=str(AXE))
+    result = page.evaluate(
+        "() => axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa']}})"
+    )
+    problems = [
+        f"{v['id']} ({v['impact']}): {v['help']} at "
+        + ", ".join(n["target"][0] for n in v["nodes"][:3])
+        for v in result["violations"]
+    ]
+    assert not problems, f"{page.url}:\n" + "\n".join(problems)

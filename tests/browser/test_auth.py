@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from tests.browser.conftest import PASSWORD, screenshot
+from tests.browser.conftest import PASSWORD, assert_accessible, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -20,6 +20,7 @@ def test_sign_in_and_out(anon_page, live_server, dashboard_user):
     assert page.get_by_role("alert").is_visible()
     page.get_by_label("Password").fill(PASSWORD)
     screenshot(page, "sign-in")
+    assert_accessible(page)
     page.get_by_role("button", name="Sign in").click()
     page.wait_for_url(re.compile(r"/runs/$"))
     assert page.locator(".who").inner_text() == "alice"

@@ -6,7 +6,7 @@ import re
 import pytest
 from django.utils import timezone
 
-from tests.browser.conftest import screenshot
+from tests.browser.conftest import assert_accessible, screenshot
 from tests.browser.seed import make_pods, make_run, store_points
 
 pytestmark = pytest.mark.browser
@@ -45,6 +45,7 @@ def test_every_page(page):
     page.wait_for_function("document.querySelectorAll('#workers-table canvas').length >= 6")
     assert "MiB" in rows.first.locator("td").nth(4).inner_text()
     screenshot(page, "workers")
+    assert_accessible(page)
     # A reading recorded after the page loaded shows up without a reload.
     store_points(
         [
@@ -71,6 +72,7 @@ def test_every_page(page):
         "Number(document.querySelector('#chart-memory_bytes')?.dataset.points) > 0"
     )
     screenshot(page, "worker-details")
+    assert_accessible(page)
 
     # Runs: the list with state, workers, dataset (synthetic badge) and time to target.
     page.goto("/runs/")
@@ -82,6 +84,7 @@ def test_every_page(page):
     assert "min" in row.locator("td").nth(5).inner_text()
     page.get_by_role("button", name="New run").click()
     screenshot(page, "runs")
+    assert_accessible(page)
 
     # Run details: charts with data, time split, logs, configuration and manifest.
     page.goto(f"/runs/{two.pk}/")
@@ -93,6 +96,7 @@ def test_every_page(page):
     assert "%" in page.locator("#time-split").inner_text()
     assert page.locator("#run-summary .badge.synthetic").is_visible()
     screenshot(page, "run-details")
+    assert_accessible(page)
     # Downloads: every metric of the run as a zip, and as JSON.
     zipped = page.request.get(page.locator("#download-zip").get_attribute("href"))
     assert zipped.ok and zipped.body()[:2] == b"PK"
@@ -114,6 +118,7 @@ def test_every_page(page):
     base = page.locator(f"#compare-table tr[data-run-id='{one.pk}']")
     assert base.locator(".speedup").inner_text() == "1.00×"
     screenshot(page, "compare")
+    assert_accessible(page)
 
     # A narrow screen: no page-wide sideways scrolling, navigation still there.
     page.set_viewport_size({"width": 390, "height": 844})
