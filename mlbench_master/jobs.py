@@ -383,14 +383,25 @@ def _redis() -> Any:
     return runs._redis()
 
 
-def _jobs_in_progress() -> set[str]:
-    """Ids of the jobs live RQ workers are executing now."""
+def _jobs_in_progress(fresh_seconds: float = 90.0) -> set[str]:
+    """Ids of the jobs live RQ workers are executing now.
+
+    A worker that died without saying so stays registered until its key expires; one whose
+    last heartbeat (every 30 s while it works) is older than `fresh_seconds` is not live.
+    """
     try:
         from rq import Worker
 
-        return {
-            job_id for w in Worker.all(connection=_redis()) if (job_id := w.get_current_job_id())
-        }
+        now = dt.datetime.now(dt.UTC)
+        busy = set()
+        for worker in Worker.all(connection=_redis()):
+            job_id = worker.get_current_job_id()
+            beat = worker.last_heartbeat
+            if beat is not None and beat.tzinfo is None:
+                beat = beat.replace(tzinfo=dt.UTC)
+            if job_id and beat is not None and (now - beat).total_seconds() < fresh_seconds:
+                busy.add(job_id)
+        return busy
     except Exception:  # Redis down: nothing is in progress anywhere
         return set()
 

@@ -292,7 +292,7 @@ def wait_for(master: Master, run_id: int) -> int:
         print(report_table(master, [run]))
     else:
         print(f"see its output with `mlbench logs {run_id}`")
-    print(f"\ndashboard: {master.url}/")
+    print(f"\ndashboard: {master.url}/  (this run: {master.url}/runs/{run_id}/)")
     return EXIT_OK if run["state"] == "FINISHED" else EXIT_RUN_FAILED
 
 
@@ -440,7 +440,9 @@ def cmd_show(args: argparse.Namespace, master: Master) -> int:
             if isinstance(value, dict):
                 value = json.dumps(value, sort_keys=True)
             print(f"  {key}: {value}")
-    print(f"\nduration: {_duration(_run_duration(run))}   dashboard: {master.url}/")
+    print(
+        f"\nduration: {_duration(_run_duration(run))}   dashboard: {master.url}/runs/{run['id']}/"
+    )
     return EXIT_OK
 
 
