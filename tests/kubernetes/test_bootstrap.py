@@ -12,7 +12,8 @@ TOKEN = "a" * 40
 
 
 @pytest.mark.django_db
-def test_admin_is_created_then_follows_a_changed_secret(client):
+def test_admin_is_created_then_follows_a_changed_secret(client, settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast
     ensure_admin(TOKEN, "first-password")
     user = get_user_model().objects.get(username="admin")
     assert user.is_superuser and user.check_password("first-password")
