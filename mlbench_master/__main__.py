@@ -24,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("status", help="whether the embedded master runs, and where")
     web = sub.add_parser("web", help="the WSGI server (waitress) on 127.0.0.1")
     web.add_argument("--port", type=int, default=8000)
+    web.add_argument("--host", default="127.0.0.1", help="address to listen on (a pod: 0.0.0.0)")
     web.add_argument("--threads", type=int, default=8)
     worker = sub.add_parser("rqworker", help="an RQ worker for the given queues")
     worker.add_argument("queues", nargs="+")
@@ -46,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "status":
         return launcher.status()
     if args.command == "web":
-        launcher.serve_web(args.port, args.threads)
+        launcher.serve_web(args.port, args.threads, host=args.host)
     elif args.command == "rqworker":
         launcher.rq_worker(args.queues)
     elif args.command == "collector":

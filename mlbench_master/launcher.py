@@ -534,8 +534,8 @@ def status() -> int:
 # --------------------------------------------------------------------------- services
 
 
-def serve_web(port: int, threads: int = 8) -> None:
-    """waitress on 127.0.0.1 with WhiteNoise serving the collected static files."""
+def serve_web(port: int, threads: int = 8, host: str = "127.0.0.1") -> None:
+    """waitress (127.0.0.1 unless told) with WhiteNoise serving the collected static files."""
     import django
 
     django.setup()
@@ -546,7 +546,7 @@ def serve_web(port: int, threads: int = 8) -> None:
     from mlbench_master.wsgi import application
 
     app = WhiteNoise(application, root=str(settings.STATIC_ROOT), prefix=settings.STATIC_URL)
-    serve(app, host="127.0.0.1", port=port, threads=threads, ident="mlbench")
+    serve(app, host=host, port=port, threads=threads, ident="mlbench")
 
 
 def rq_worker(queues: list[str]) -> None:
