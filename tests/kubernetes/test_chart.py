@@ -230,3 +230,29 @@ def test_notes_print_the_dashboard_url_commands():
 def test_bad_values_are_refused_naming_the_key(values, where):
     with pytest.raises(helm.HelmError, match=where):
         render(values)
+
+
+def test_every_variable_the_chart_sets_is_read_by_the_code():
+    """No dead configuration: each env name of the master and worker pods is read somewhere."""
+    root = CHART.parents[1]
+    code = "\n".join(
+        p.read_text()
+        for pattern in ("mlbench_master/**/*.py", "mlbench_worker/**/*.py", "scripts/k8s/*")
+        for p in root.glob(pattern)
+        if p.is_file()
+    )
+    objects = manifests()
+    pods = [
+        find(objects, "Deployment", f"{RELEASE}-mlbench-master"),
+        find(objects, "StatefulSet", k8s.worker_statefulset_name(RELEASE)),
+    ]
+    names = {
+        e["name"]
+        for obj in pods
+        for c in obj["spec"]["template"]["spec"]["containers"]
+        + obj["spec"]["template"]["spec"].get("initContainers", [])
+        for e in c.get("env", [])
+    }
+    assert "DATABASE_URL" in names
+    unread = sorted(n for n in names if f'"{n}"' not in code and f"${{{n}" not in code)
+    assert not unread, f"set by the chart, read nowhere: {unread}"
