@@ -122,7 +122,7 @@ def test_every_page(page):
 
     # A narrow screen: no page-wide sideways scrolling, navigation still there.
     page.set_viewport_size({"width": 390, "height": 844})
-    for path in ("/", "/runs/", f"/runs/{two.pk}/", "/compare/"):
+    for path in ("/", "/workers/mlbench-worker-0/", "/runs/", f"/runs/{two.pk}/", "/compare/"):
         page.goto(path)
         loaded(page)
         no_sideways_scroll(page)
