@@ -11,8 +11,9 @@ initial parameter broadcast go through the backend the user asked for:
   picks its address and a free port and broadcasts them over MPI.
 
 Gradients live in ONE contiguous buffer: each parameter's ``.grad`` is a view into it, so
-backward writes straight into the buffer and one in-place all-reduce plus one multiply by
-1/K averages every gradient at once.
+backward writes straight into the buffer and one in-place all-reduce averages every gradient
+at once (the trainer scales its loss by 1/K before backward, which makes the sum the average
+without another pass over the buffer).
 """
 
 from __future__ import annotations
@@ -207,10 +208,14 @@ class FlatGradients:
         end = base + self.buffer.numel() * 4
         return all(p.grad is not None and base <= p.grad.data_ptr() < end for p in self.params)
 
-    def allreduce_average_(self, comm: Communicator) -> None:
-        """Sum the whole buffer over ranks, then average the gradient part once."""
+    def allreduce_average_(self, comm: Communicator, prescaled: bool = False) -> None:
+        """Sum the whole buffer over ranks in place; the gradient part ends up averaged.
+
+        `prescaled`: the loss was already multiplied by 1/K before backward, so the sum IS
+        the average and no second pass over the buffer is needed (what the trainer does).
+        """
         comm.allreduce_(self.buffer)
-        if comm.size > 1:
+        if comm.size > 1 and not prescaled:
             self.grads.mul_(1.0 / comm.size)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import sys
 import threading
 import time
@@ -47,8 +48,15 @@ class Reporter:
 
     def __init__(self, run_id: str | None = None) -> None:
         self.run_id = run_id
+        self._skipped: set[str] = set()
 
-    def metric(self, name: str, value: float, **metadata: object) -> dict:
+    def metric(self, name: str, value: float, **metadata: object) -> dict | None:
+        """Queue one point; a NaN or infinite value (JSON cannot carry it) is skipped, said once."""
+        if not math.isfinite(value):
+            if name not in self._skipped:
+                self._skipped.add(name)
+                _warn(f"{name} is {value}; such values are not reported")
+            return None
         point = make_point(self.run_id, name, value, dict(metadata))
         self.emit(point)
         return point

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import traceback
 
@@ -41,12 +42,27 @@ def pick_device(requested: str) -> torch.device:
     return torch.device("cuda", index)
 
 
+def default_threads() -> int:
+    """Cores this rank may use: its CPU binding, or this machine's cores shared by its ranks.
+
+    torch would otherwise start one thread per core in every rank, and ranks on one machine
+    would fight over the same cores (or, bound to one core, run several threads on it).
+    """
+    allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    allowed = allowed or 1
+    if allowed < (os.cpu_count() or 1):  # mpirun bound this rank: use what it was given
+        return allowed
+    local_ranks = int(
+        os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") or os.environ.get("MPI_LOCALNRANKS") or 1
+    )
+    return max(1, allowed // max(1, local_ranks))
+
+
 def run_main(args: argparse.Namespace) -> int:
     """Entry point after option parsing; returns the process exit code."""
     comm: Communicator | None = None
     try:
-        if args.threads:
-            torch.set_num_threads(args.threads)
+        torch.set_num_threads(args.threads or default_threads())
         comm = Communicator(args.backend, device=pick_device(args.device))
         return _run(args, comm)
     except WorkerError as exc:

@@ -190,7 +190,9 @@ class Trainer:
             ):
                 out = model(x)
                 loss = F.cross_entropy(out, y)
-            (self.scaler.scale(loss) if self.scaler else loss).backward()
+            # Scaling the loss by 1/K makes the all-reduced sum the average gradient.
+            scaled = loss * (1.0 / comm.size) if comm.size > 1 else loss
+            (self.scaler.scale(scaled) if self.scaler else scaled).backward()
             n = y.shape[0]
             stats[LOSS] = loss.detach().float() * n
             stats[CORRECT] = (out.argmax(1) == y).sum()
@@ -200,7 +202,7 @@ class Trainer:
             self._sync()
             t2 = time.perf_counter()
 
-            grads.allreduce_average_(comm)
+            grads.allreduce_average_(comm, prescaled=True)
             self._sync()
             t3 = time.perf_counter()
 

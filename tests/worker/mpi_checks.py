@@ -56,6 +56,12 @@ def check(backend: str) -> dict:
         out["grad_max_abs"] = float(ref.abs().max())
         out["grad_close"] = bool(torch.allclose(got, ref, rtol=1e-4, atol=1e-6))
     out["grads_are_views"] = grads.intact()
+    # The trainer's way: loss scaled by 1/K before backward, then a plain sum.
+    grads.zero_()
+    (F.cross_entropy(model(x_all[mine]), y_all[mine]) / comm.size).backward()
+    grads.allreduce_average_(comm, prescaled=True)
+    if comm.rank == 0:
+        out["prescaled_close"] = bool(torch.allclose(grads.grads, ref, rtol=1e-4, atol=1e-6))
 
     # Several real training steps: parameters must stay bitwise identical on every rank.
     model2 = build_model("resnet20")

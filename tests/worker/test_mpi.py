@@ -23,6 +23,7 @@ def test_gradients_and_replicas_over_mpi_and_gloo():
     for backend, r in results.items():
         assert r["identical_after_broadcast"], backend
         assert r["grad_close"], (backend, r["grad_max_abs_diff"], r["grad_max_abs"])
+        assert r["prescaled_close"], backend
         assert r["grads_are_views"], backend
         assert r["steps"] == 4, backend  # 256 images, 2 ranks, batch 32
         assert r["images"] == 256, backend  # counted from all-reduced sums
