@@ -104,6 +104,20 @@ def test_prepare_sets_a_gpu_limit_when_asked(driver, controller, monkeypatch):
     assert result["hosts"] == [f"{STS}-0.{STS}.{NAMESPACE}.svc"]
 
 
+def test_prepare_keeps_an_equal_cpu_quantity_in_its_notation(driver, controller, emulator):
+    sts = controller.statefulset(STS)
+    containers = sts["spec"]["template"]["spec"]["containers"]
+    containers[0]["resources"]["limits"]["cpu"] = "1000m"  # as a user may write limits.cpu
+    containers[0]["resources"]["requests"]["cpu"] = "1000m"
+    controller.apps.patch_namespaced_stateful_set(
+        STS, NAMESPACE, {"spec": {"template": {"spec": {"containers": containers}}}}
+    )
+    controller.make_ready(controller.create_pods(STS))
+    patches = len([r for r in emulator.requests() if r.method == "PATCH"])
+    assert len(driver.prepare(Run(num_workers=2, num_cpus=1))) == 2  # 1 CPU == "1000m"
+    assert len([r for r in emulator.requests() if r.method == "PATCH"]) == patches
+
+
 def test_prepare_does_not_patch_what_already_matches(driver, controller, emulator):
     controller.make_ready(controller.create_pods(STS))  # 2 workers, 1 CPU: the chart's defaults
     assert len(driver.prepare(Run(num_workers=2, num_cpus=1))) == 2
@@ -217,7 +231,7 @@ def test_launch_fails_clearly_when_tc_cannot_limit(driver, controller, pods_exec
 
 
 def test_launch_before_prepare_is_refused(driver, controller):
-    with pytest.raises(ClusterError, match="3 workers wanted, 0 exist"):
+    with pytest.raises(ClusterError, match=f"3 workers wanted, {STS}-0, {STS}-1, {STS}-2 missing"):
         driver.launch(Run(num_workers=3), ["true"], {})
 
 

@@ -281,7 +281,9 @@ class KubernetesCluster(ClusterDriver):
         cpu = _cpu_quantity(run.num_cpus)
         limits = dict(current.get("limits") or {})
         requests = dict(current.get("requests") or {})
-        limits["cpu"] = requests["cpu"] = cpu
+        for values in (limits, requests):
+            if not _same_quantity(values.get("cpu"), cpu):  # "1000m" stays: the same as "1"
+                values["cpu"] = cpu
         if run.gpu_enabled:
             # The chart's limits.gpu when it set one, else MLBENCH_MAX_GPUS, else one.
             gpus = (
@@ -388,12 +390,16 @@ class KubernetesCluster(ClusterDriver):
         return run_to_completion(self.channel(pod, command), timeout)
 
     def _run_pod_names(self, run: RunSpec) -> list[str]:
-        names = [p.metadata.name for p in self._worker_pods()][: run.num_workers]
-        if len(names) < run.num_workers:
+        """Pods 0 .. num_workers-1, the ones prepare() returned as hosts (pod i runs rank i)."""
+        wanted = [f"{self.statefulset}-{i}" for i in range(run.num_workers)]
+        existing = {p.metadata.name for p in self._worker_pods()}
+        missing = [name for name in wanted if name not in existing]
+        if missing:
             raise ClusterError(
-                f"{run.num_workers} workers wanted, {len(names)} exist: was prepare() called?"
+                f"{run.num_workers} workers wanted, {', '.join(missing)} missing: "
+                "was prepare() called?"
             )
-        return names
+        return wanted
 
     def _master_addresses(self) -> list[str]:
         """IPv4 addresses of the master (service and pod) that the bandwidth limit spares."""
