@@ -138,6 +138,10 @@ class KubernetesCluster(ClusterDriver):
     """The worker pods of one helm release, in one namespace."""
 
     name = "kubernetes"
+    # mpirun and the ranks' python, resolved on the worker image's PATH (/opt/venv/bin first,
+    # also in the ssh sessions that start the other pods' daemons): jobs.run_job reads these.
+    mpirun = "mpirun"
+    python = "python"
 
     def __init__(
         self,
