@@ -40,8 +40,10 @@ export class MetricFeed {
       params.since = this.since;
     }
     const data = await api(this.url, { params });
-    this.loaded = true;
     const changed = this.absorb(data || {});
+    // Until the first point arrives keep asking for a downsampled series: a run whose
+    // workers post a backlog at once must not be fetched raw.
+    this.loaded = this.since !== null;
     this.trim();
     let total = 0;
     for (const s of this.series.values()) total = Math.max(total, s.t.length);
