@@ -232,7 +232,7 @@ class Trainer:
                 self._report_interval(interval, lr)
             if stop:
                 p.stop_reason = "time budget spent"
-                return last and i == self.steps_per_epoch - 1
+                return i == self.steps_per_epoch - 1
         return True
 
     def _report_interval(self, interval: _Interval, lr: float) -> None:

@@ -211,7 +211,7 @@ def main() -> None:
 
     cores = os.cpu_count() or 1
     threads = min(2, cores)
-    steps, rounds, repeats, images = (6, 2, 10, 1280) if args.quick else (15, 3, 40, 3840)
+    steps, rounds, repeats, images = (5, 2, 10, 1280) if args.quick else (10, 3, 40, 2560)
     print(
         f"[1/3] training loop, {threads} threads, {rounds} rounds of {steps} steps ...", flush=True
     )
