@@ -109,3 +109,23 @@ def test_progress_line_shows_epoch_accuracy_and_eta():
     assert "40%" in line and "running 40s" in line
     finished = dict(run, state="FINISHED", finished_at=dt.datetime.now(dt.UTC).isoformat())
     assert "100%" in cli.Progress.render(finished, latest)
+
+
+def test_report_compares_with_the_one_worker_run():
+    def run(run_id, workers, ttt, ips):
+        summary = {
+            "dataset": "synthetic", "target": "light", "target_accuracy": 0.7,
+            "time_to_target": ttt, "final_val_accuracy": 0.72, "elapsed": 120,
+            "images_per_sec": ips, "comm_share": 0.25,
+        }  # fmt: skip
+        return {"id": run_id, "name": f"w{workers}", "state": "FINISHED",
+                "num_workers": workers, "task": "resnet20-cifar10", "summary": summary}  # fmt: skip
+
+    table = cli.report_table(None, [run(1, 1, 100.0, 300.0), run(2, 2, 50.0, 550.0)])
+    lines = table.splitlines()
+    assert "SPEED-UP" in lines[0] and "COMM" in lines[0]
+    assert "1.00x" in lines[2] and "2.00x" in lines[3]
+    assert "1m40s" in lines[2] and "72.0% @ 2m00s" in lines[3] and "25.0%" in lines[3]
+    unreached = run(3, 2, None, 600.0)
+    row = cli.report_table(None, [run(1, 1, 100.0, 300.0), unreached]).splitlines()[3]
+    assert "not reached" in row and "2.00x thr" in row
