@@ -10,11 +10,12 @@ not at all.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from rest_framework import exceptions
 
@@ -22,13 +23,27 @@ from mlbench_master.api.errors import PayloadTooLarge
 from mlbench_master.api.models import Metric, Run
 from mlbench_master.api.params import parse_iso_datetime
 
+
+class Point(NamedTuple):
+    """A validated metric point, in the column order of `store()`'s INSERT."""
+
+    run_id: int | None
+    pod_name: str | None
+    name: str
+    value: float
+    date: dt.datetime
+    cumulative: bool
+    metadata: Any
+    uid: str | None
+
+
 MAX_NAME = 200
 MAX_UID = 200
 MAX_POD_NAME = 253
 
 
-def parse_points(payload: Any) -> tuple[list[Metric], bool]:
-    """Validated, unsaved Metric rows from a request body; and whether it was a list."""
+def parse_points(payload: Any) -> tuple[list[Point], bool]:
+    """Validated points from a request body; and whether the body was a list."""
     many = isinstance(payload, list)
     if not many and not isinstance(payload, dict):
         raise exceptions.ValidationError(
@@ -42,7 +57,7 @@ def parse_points(payload: Any) -> tuple[list[Metric], bool]:
             "(MLBENCH_MAX_METRICS_PER_REQUEST): split the list"
         )
     errors: dict[str, list[str]] = {}
-    rows: list[Metric] = []
+    rows: list[Point] = []
     now = timezone.now()
     for i, item in enumerate(items):
         prefix = f"[{i}]." if many else ""
@@ -62,7 +77,7 @@ class _PointError(Exception):
         self.field, self.message = field, message
 
 
-def _point(item: Any, now: dt.datetime) -> Metric:
+def _point(item: Any, now: dt.datetime) -> Point:
     if not isinstance(item, dict):
         raise _PointError("", "each point must be a JSON object")
     pod_name = item.get("pod_name")
@@ -93,10 +108,7 @@ def _point(item: Any, now: dt.datetime) -> Metric:
     if date is None:
         date = now
     elif isinstance(date, str):
-        parsed = parse_iso_datetime(date)
-        if parsed is None:
-            raise _PointError("date", f"{date[:40]!r} is not an ISO 8601 date and time")
-        date = parsed
+        date = _date(date)
     else:
         raise _PointError("date", "must be an ISO 8601 string such as 2024-05-01T12:00:00Z")
 
@@ -119,19 +131,26 @@ def _point(item: Any, now: dt.datetime) -> Metric:
         if not isinstance(uid, str) or not uid or len(uid) > MAX_UID or "\x00" in uid:
             raise _PointError("uid", f"must be a non-empty string of at most {MAX_UID} characters")
 
-    return Metric(
-        run_id=run_id,
-        pod_name=pod_name if run_id is None else None,
-        name=name,
-        value=value,
-        date=date,
-        cumulative=cumulative,
-        metadata=metadata,
-        uid=uid,
+    return Point(
+        run_id, pod_name if run_id is None else None, name, value, date, cumulative, metadata, uid
     )
 
 
 _MISSING = object()
+
+
+def _date(text: str) -> dt.datetime:
+    try:  # the C parser takes the common forms (with 'Z' or an offset) in a microsecond
+        value = dt.datetime.fromisoformat(text)
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.UTC)
+        return value
+    except ValueError:
+        pass
+    parsed = parse_iso_datetime(text)
+    if parsed is None:
+        raise _PointError("date", f"{text[:40]!r} is not an ISO 8601 date and time")
+    return parsed
 
 
 def _run_id(raw: Any) -> int:
@@ -158,7 +177,7 @@ def _value(raw: Any) -> float:
     return value
 
 
-def check_owner(rows: list[Metric], worker_run: Run | None) -> None:
+def check_owner(rows: list[Point], worker_run: Run | None) -> None:
     """Unknown runs → 400 naming them; a worker token may only write its own run (403)."""
     if worker_run is not None:
         for row in rows:
@@ -180,7 +199,63 @@ def check_owner(rows: list[Metric], worker_run: Run | None) -> None:
             )  # fmt: skip
 
 
-def store(rows: list[Metric]) -> None:
-    """Insert all rows in one transaction; a repeated uid is skipped (stored once)."""
-    with transaction.atomic():
-        Metric.objects.bulk_create(rows, batch_size=2000, ignore_conflicts=True)
+_COLUMNS = ("run_id", "pod_name", "name", "value", "date", "cumulative", "metadata", "uid")
+_PG_TYPES = (
+    "run_id bigint, pod_name text, name text, value double precision, date timestamptz, "
+    "cumulative boolean, metadata jsonb, uid text"
+)
+
+
+def store(rows: list[Point]) -> None:
+    """Insert all rows in one transaction; a point whose uid is already stored is skipped.
+
+    On PostgreSQL the whole batch travels as ONE JSON parameter that the server unpacks
+    (`json_to_recordset`) into an `INSERT ... ON CONFLICT DO NOTHING`: no model instances,
+    no per-row parameters, so a 1,000-point batch costs a few milliseconds. Elsewhere
+    (the embedded SQLite) a prepared single-row INSERT is executed for every row.
+    """
+    ops = connection.ops
+    table = ops.quote_name(Metric._meta.db_table)
+    columns = ", ".join(ops.quote_name(c) for c in _COLUMNS)
+    with transaction.atomic(), connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            payload = json.dumps(
+                [
+                    {
+                        "run_id": r.run_id,
+                        "pod_name": r.pod_name,
+                        "name": r.name,
+                        "value": r.value,
+                        "date": r.date.isoformat(),
+                        "cumulative": r.cumulative,
+                        "metadata": r.metadata,
+                        "uid": r.uid,
+                    }
+                    for r in rows
+                ],  # fmt: skip
+                allow_nan=False,
+            )
+            cursor.execute(
+                f"INSERT INTO {table} ({columns}) SELECT {columns} "
+                f"FROM json_to_recordset(%s) AS x({_PG_TYPES}) ON CONFLICT DO NOTHING",
+                [payload],
+            )
+            return
+        adapt_date = ops.adapt_datetimefield_value
+        cursor.executemany(
+            f"INSERT INTO {table} ({columns}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+            "ON CONFLICT DO NOTHING",
+            [
+                (
+                    r.run_id,
+                    r.pod_name,
+                    r.name,
+                    r.value,
+                    adapt_date(r.date),
+                    r.cumulative,
+                    json.dumps(r.metadata, allow_nan=False),
+                    r.uid,
+                )
+                for r in rows
+            ],  # fmt: skip
+        )

@@ -170,7 +170,9 @@ class MetricList(APIView):
                 status=status.HTTP_201_CREATED,
             )
         row = rows[0]
-        body = {"pod_name": row.pod_name} if row.pod_name is not None else {"run_id": row.run_id}
+        body: dict = (
+            {"pod_name": row.pod_name} if row.pod_name is not None else {"run_id": row.run_id}
+        )
         body.update(
             name=row.name,
             date=iso(row.date),

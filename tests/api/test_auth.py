@@ -121,9 +121,9 @@ def test_worker_token_format(run):
 
 
 def test_session_needs_csrf(db):
-    User.objects.create_user("carol", password="pw-for-test-only")
+    user = User.objects.create_user("carol")
     client = APIClient(enforce_csrf_checks=True)
-    assert client.login(username="carol", password="pw-for-test-only")
+    client.force_login(user)
     assert client.get("/api/runs/").status_code == 200
     r = client.post("/api/runs/", {"name": "r", "num_workers": 1}, format="json")
     assert r.status_code == 403 and "CSRF" in r.json()["detail"]
