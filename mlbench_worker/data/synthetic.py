@@ -3,8 +3,9 @@
 Each class owns a smooth random colour pattern (an 8x8x3 field, upsampled to 32x32). An
 image is its class pattern at a random strength, plus a weaker pattern of a random other
 class, a random brightness shift and per-pixel noise, stored as uint8 like CIFAR-10. A
-ResNet must learn the patterns to separate the classes (chance is 10%); it reaches far above
-chance within an epoch or two but not 100% at once, so accuracy curves still mean something.
+ResNet must learn the patterns to separate the classes (chance is 10%). It is a functional
+stand-in, not a hard problem: on a few thousand images a ResNet-20 is far above chance
+within two short epochs, and one full epoch of 50,000 images takes it to about 99%.
 
 Everything derives from the seed, in fixed chunks, so every rank builds the same arrays and
 a smaller set is a prefix of the larger one. Results on it are labelled "synthetic" and must
