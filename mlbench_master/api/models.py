@@ -172,3 +172,25 @@ class LogChunk(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.run_id} #{self.seq} rank {self.rank} {self.stream}"
+
+
+class MetricRollup(models.Model):
+    """Per-second sums of a run's metric points, kept by a PostgreSQL trigger on insert.
+
+    `summarize=N` on a run with millions of points reads these (one row per metric per
+    second) instead of every point, so it answers in milliseconds. The trigger
+    (migration 0002) sees every insert, whichever code path makes it; on SQLite there is
+    no trigger and summaries are computed from the points themselves, with the same result.
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", db_index=False)
+    name = models.CharField(max_length=200)
+    second = models.BigIntegerField(help_text="floor of the Unix time of the points")
+    count = models.BigIntegerField()
+    total = models.FloatField()
+    last_date = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "name", "second"], name="rollup_run_name_sec"),
+        ]

@@ -1,9 +1,15 @@
 """Reading metric series: filters, last-N and bucket averages, all computed by the database.
 
-`summarize=N` splits each series (one owner, one metric name) into at most N buckets of
-consecutive points (equal counts, ±1) and returns each bucket's average value with the
-date of its last point. The SQL uses window functions that PostgreSQL and SQLite both
-have, so the embedded SQLite master answers the same way.
+`summarize=N` gives at most N points per series (one owner, one metric name). A series of
+at most N points is returned as it is. A longer one is cut into buckets of equal duration,
+a whole number of seconds wide, `width = ceil((last second - first second + 1) / N)`,
+counted from the series' first second; each non-empty bucket gives the average of its
+points, dated at its last point.
+
+Whole seconds make the answer computable from per-second sums: on PostgreSQL a trigger
+keeps them for run metrics (`MetricRollup`), so a run of millions of points is summarized
+from a few thousand rows. Other cases (pods, `since`, `last_n`, SQLite) compute the same
+buckets from the points, in SQL that PostgreSQL and SQLite both run.
 """
 
 from __future__ import annotations
@@ -14,9 +20,16 @@ from dataclasses import dataclass
 
 from django.db import connection
 
-from mlbench_master.api.models import Metric
+from mlbench_master.api.models import Metric, MetricRollup
 
 TABLE = Metric._meta.db_table
+ROLLUP = MetricRollup._meta.db_table
+
+
+def _epoch_seconds(column: str) -> str:
+    if connection.vendor == "postgresql":
+        return f"CAST(floor(extract(epoch FROM {column})) AS bigint)"
+    return f"CAST(strftime('%%s', {column}) AS INTEGER)"
 
 
 @dataclass(frozen=True)
@@ -32,9 +45,7 @@ class SeriesQuery:
     def owner_col(self) -> str:
         return "pod_name" if self.owner == "pod" else "run_id"
 
-    def sql(self, with_details: bool = False) -> tuple[str, list]:
-        """SQL giving rows (owner, name, date, value[, cumulative, metadata-as-text]) in
-        (owner, name, date) order."""
+    def _where(self) -> tuple[str, list]:
         col = self.owner_col
         where, params = [], []
         if self.key is None:
@@ -48,31 +59,91 @@ class SeriesQuery:
         if self.names:
             where.append(f"name IN ({', '.join(['%s'] * len(self.names))})")
             params.extend(self.names)
-        extra = ", cumulative, CAST(metadata AS TEXT) AS metadata" if with_details else ""
-        if self.summarize:
-            extra = ""
-        base = f"SELECT {col} AS owner, name, date, value, id{extra} FROM {TABLE} WHERE " + (
-            " AND ".join(where)
+        return " AND ".join(where), params
+
+    def sql(self, with_details: bool = False) -> tuple[str, list]:
+        """SQL giving rows (owner, name, date, value[, cumulative, metadata-as-text]) in
+        (owner, name, date) order, computed from the points themselves."""
+        where, params = self._where()
+        details = with_details and not self.summarize
+        extra = ", cumulative, CAST(metadata AS TEXT) AS metadata" if details else ""
+        base = (
+            f"SELECT {self.owner_col} AS owner, name, date, value, id{extra} "
+            f"FROM {TABLE} WHERE {where}"
         )
-        cols = "owner, name, date, value" + (", cumulative, metadata" if extra else "")
+        cols = "owner, name, date, value" + (", cumulative, metadata" if details else "")
         if self.last_n:
             base = (
-                f"SELECT * FROM (SELECT b.*, ROW_NUMBER() OVER (PARTITION BY owner, name "
+                "SELECT * FROM (SELECT b.*, ROW_NUMBER() OVER (PARTITION BY owner, name "
                 f"ORDER BY date DESC, id DESC) AS rk FROM ({base}) b) l WHERE rk <= %s"
             )
             params.append(self.last_n)
         if not self.summarize:
             return f"SELECT {cols} FROM ({base}) q ORDER BY owner, name, date, id", params
+        n = int(self.summarize)
         sql = (
-            "SELECT owner, name, MAX(date) AS date, AVG(value) AS value FROM ("
-            "SELECT owner, name, date, value, "
-            "ROW_NUMBER() OVER (PARTITION BY owner, name ORDER BY date, id) - 1 AS rn, "
-            "COUNT(*) OVER (PARTITION BY owner, name) AS n "
-            f"FROM ({base}) q) w "
-            "GROUP BY owner, name, (rn * %s) / n ORDER BY owner, name, MAX(date)"
+            f"WITH pts AS (SELECT owner, name, date, value, id, {_epoch_seconds('date')} AS sec "
+            f"FROM ({base}) q), "
+            "stats AS (SELECT owner, name, COUNT(*) AS n, MIN(sec) AS s0, MAX(sec) AS s1 "
+            "FROM pts GROUP BY owner, name) "
+            "SELECT p.owner, p.name, MAX(p.date) AS date, AVG(p.value) AS value FROM pts p "
+            "JOIN stats s ON p.owner = s.owner AND p.name = s.name "
+            f"GROUP BY p.owner, p.name, CASE WHEN s.n <= {n} THEN p.id "
+            f"ELSE (p.sec - s.s0) / ((s.s1 - s.s0 + {n}) / {n}) END "
+            "ORDER BY p.owner, p.name, MAX(p.date)"
         )
-        params.append(self.summarize)
         return sql, params
+
+    @property
+    def uses_rollup(self) -> bool:
+        """Whether the per-second sums can answer (a whole run, no since / last_n)."""
+        return (
+            connection.vendor == "postgresql"
+            and self.owner == "run"
+            and self.key is not None
+            and bool(self.summarize)
+            and self.since is None
+            and not self.last_n
+        )
+
+
+def _rollup_rows(query: SeriesQuery) -> list[tuple]:
+    """(owner, name, date, value) rows of a summarized run, read from MetricRollup."""
+    n = int(query.summarize or 0)
+    name_filter, params = "", [query.key]
+    if query.names:
+        name_filter = f" AND name IN ({', '.join(['%s'] * len(query.names))})"
+        params += query.names
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT name, SUM(count), MIN(second), MAX(second) FROM {ROLLUP} "
+            f"WHERE run_id = %s{name_filter} GROUP BY name ORDER BY name",
+            params,
+        )
+        stats = cursor.fetchall()
+        short = [name for name, count, _, _ in stats if count <= n]
+        long = [(name, s0, (s1 - s0 + n) // n) for name, count, s0, s1 in stats if count > n]
+        rows: list[tuple] = []
+        if short:
+            cursor.execute(
+                f"SELECT run_id, name, date, value FROM {TABLE} WHERE run_id = %s AND name IN "
+                f"({', '.join(['%s'] * len(short))}) ORDER BY name, date, id",
+                [query.key, *short],
+            )
+            rows += cursor.fetchall()
+        if long:
+            values = ", ".join(["(%s, %s, %s)"] * len(long))
+            cursor.execute(
+                f"SELECT r.run_id, r.name, MAX(r.last_date), SUM(r.total) / SUM(r.count) "
+                f"FROM {ROLLUP} r JOIN (VALUES {values}) AS b(name, s0, width) "
+                "ON r.name = b.name WHERE r.run_id = %s "
+                "GROUP BY r.run_id, r.name, (r.second - b.s0) / b.width "
+                "ORDER BY r.name, MAX(r.last_date)",
+                [v for item in long for v in item] + [query.key],
+            )
+            rows += cursor.fetchall()
+    rows.sort(key=lambda r: r[1])  # stable: keeps each series' date order
+    return rows
 
 
 def as_utc(value: dt.datetime | str) -> dt.datetime:
@@ -89,27 +160,36 @@ def iso(value: dt.datetime | str) -> str:
     return as_utc(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def series(query: SeriesQuery) -> dict[str, dict[str, list[dict]]]:
-    """{owner: {metric name: [{"date", "value"}, ...]}} for the query."""
+def _rows(query: SeriesQuery) -> list[tuple]:
+    if query.uses_rollup:
+        return _rollup_rows(query)
     sql, params = query.sql()
-    out: dict[str, dict[str, list[dict]]] = {}
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        current_key = None
-        points: list[dict] = []
-        for owner, name, date, value in cursor.fetchall():
-            key = (owner, name)
-            if key != current_key:
-                points = out.setdefault(str(owner), {}).setdefault(name, [])
-                current_key = key
-            points.append({"date": iso(date), "value": value})
+        return cursor.fetchall()
+
+
+def series(query: SeriesQuery) -> dict[str, dict[str, list[dict]]]:
+    """{owner: {metric name: [{"date", "value"}, ...]}} for the query."""
+    out: dict[str, dict[str, list[dict]]] = {}
+    current_key = None
+    points: list[dict] = []
+    for owner, name, date, value in _rows(query):
+        key = (owner, name)
+        if key != current_key:
+            points = out.setdefault(str(owner), {}).setdefault(name, [])
+            current_key = key
+        points.append({"date": iso(date), "value": value})
     return out
 
 
 def stream_rows(query: SeriesQuery, chunk_size: int = 5000) -> Iterator[tuple]:
     """Rows (owner, name, date, value[, cumulative, metadata]) read in chunks through a
     server-side cursor on PostgreSQL, so memory does not grow with the series."""
-    sql, params = query.sql(with_details=not query.summarize)
+    if query.summarize:  # at most N rows per metric: small
+        yield from _rows(query)
+        return
+    sql, params = query.sql(with_details=True)
     with connection.chunked_cursor() as cursor:
         cursor.execute(sql, params)
         while True:
@@ -117,17 +197,3 @@ def stream_rows(query: SeriesQuery, chunk_size: int = 5000) -> Iterator[tuple]:
             if not rows:
                 return
             yield from rows
-
-
-def names_of(query: SeriesQuery) -> list[str]:
-    """The metric names the query covers (distinct, sorted)."""
-    qs = Metric.objects.all()
-    if query.key is None:
-        qs = qs.filter(**{f"{query.owner_col}__isnull": False})
-    else:
-        qs = qs.filter(**{query.owner_col: query.key})
-    if query.since is not None:
-        qs = qs.filter(date__gt=query.since)
-    if query.names:
-        qs = qs.filter(name__in=query.names)
-    return sorted(set(qs.values_list("name", flat=True).distinct()))

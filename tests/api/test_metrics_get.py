@@ -100,24 +100,48 @@ def test_invalid_since(api, run, since):
     assert "since" in r.json()["errors"] and "ISO 8601" in r.json()["detail"]
 
 
-@pytest.mark.parametrize("n, summarize", [(10, 3), (1000, 7), (5, 10), (12, 12), (100, 1)])
-def test_summarize_counts_and_averages(api, run, n, summarize):
-    values = [float(i * i % 17) for i in range(n)]
-    _points(run=run, values=values)
-    _points(run=run, name="other", values=[1.0] * 3)
-    body = api.get(f"/api/metrics/{run.pk}/?metric_type=run&summarize={summarize}").json()
-    got = body["loss"]
-    # equal-sized buckets of consecutive points, in order: bucket of point i = i*N // n
+def _expected_summary(values, summarize, seconds):
+    """The documented rule: a series of more than N points is cut into buckets of
+    ceil(span / N) whole seconds from its first second; each gives its average."""
+    if len(values) <= summarize:
+        return [(v,) for v in values]
+    s0, s1 = seconds[0], seconds[-1]
+    width = (s1 - s0 + summarize) // summarize
     buckets: dict[int, list[float]] = {}
-    for i, v in enumerate(values):
-        buckets.setdefault(i * summarize // n, []).append(v)
-    assert len(got) == min(n, summarize)
-    for point, (_b, members) in zip(got, sorted(buckets.items()), strict=True):
-        assert point["value"] == pytest.approx(sum(members) / len(members))
-    # a bucket's date is its last point's date
-    last = T0 + dt.timedelta(seconds=n - 1)
-    assert got[-1]["date"] == last.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    assert len(body["other"]) == min(3, summarize)
+    for sec, v in zip(seconds, values, strict=True):
+        buckets.setdefault((sec - s0) // width, []).append(v)
+    return [(sum(b) / len(b),) for _, b in sorted(buckets.items())]
+
+
+@pytest.mark.parametrize(
+    "n, summarize, step",
+    [(10, 3, 1.0), (1000, 7, 1.0), (5, 10, 1.0), (12, 12, 1.0), (100, 1, 1.0), (50, 4, 0.3),
+     (200, 10, 7.5)],
+)  # fmt: skip
+def test_summarize_counts_and_averages(api, run, n, summarize, step):
+    values = [float(i * i % 17) for i in range(n)]
+    _points(run=run, values=values, step=step)
+    _points(run=run, name="other", values=[1.0] * 3)
+    seconds = [int((T0 + dt.timedelta(seconds=i * step)).timestamp()) for i in range(n)]
+    expected = _expected_summary(values, summarize, seconds)
+    url = f"/api/metrics/{run.pk}/?metric_type=run&summarize={summarize}"
+    # per-second sums (PostgreSQL rollups) and the points themselves (since=...) agree
+    for query in ("", "&since=1970-01-01T00:00:00Z"):
+        body = api.get(url + query).json()
+        got = body["loss"]
+        assert len(got) <= summarize
+        assert [(p["value"],) for p in got] == [pytest.approx(e) for e in expected]
+        last = T0 + dt.timedelta(seconds=(n - 1) * step)
+        assert got[-1]["date"] == last.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        assert len(body["other"]) == min(3, summarize) or summarize < 3
+
+
+def test_summarize_pod_metrics(api):
+    _points(pod="w-0", name="cpu_cores", values=[float(i) for i in range(100)])
+    body = api.get("/api/metrics/w-0/?summarize=10").json()
+    assert [p["value"] for p in body["cpu_cores"]] == [4.5 + 10 * k for k in range(10)]
+    every = api.get("/api/metrics/?summarize=10").json()
+    assert every["w-0"] == body
 
 
 def test_summarize_with_since_last_n_and_filter(api, run):
