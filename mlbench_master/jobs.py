@@ -55,8 +55,9 @@ class LogWriter:
     The last stderr lines are also kept here for the FAILED reason.
     """
 
-    def __init__(self, run: Any) -> None:
+    def __init__(self, run: Any, on_stored: Any = None) -> None:
         self.run = run
+        self.on_stored = on_stored  # called once lines are in the database (checkpoint)
         self.pending: list[Any] = []
         self.last_flush = time.monotonic()
         self.gone = False  # the run was deleted: nothing more to store
@@ -105,6 +106,9 @@ class LogWriter:
             append_logs(self.run.pk, entries)
         except (Run.DoesNotExist, IntegrityError):
             self.gone = True  # deleted while it ran (DELETE cancels, then removes the row)
+            return
+        if self.on_stored is not None:
+            self.on_stored()
 
 
 def _is_banner(text: str) -> bool:
@@ -229,7 +233,7 @@ def _watch(run: Any, driver: Any, execution: Any) -> str:
     from mlbench_master import runs
     from mlbench_master.api.models import Run
 
-    writer = LogWriter(run)
+    writer = LogWriter(run, on_stored=getattr(execution, "checkpoint", None))
     started = run.started_at or dt.datetime.now(dt.UTC)
     deadline = started + dt.timedelta(seconds=int(run.time_limit))
     next_check = 0.0

@@ -219,6 +219,7 @@ class LocalExecution(Execution):
         self.dir = Path(info["dir"])
         self.popen = popen
         self._offsets = self._load_offsets()
+        self._handed = dict(self._offsets)  # bytes up to the last complete line handed out
         self._partial = {"stdout": b"", "stderr": b""}
         self._exited_code: int | None = None
 
@@ -230,9 +231,11 @@ class LocalExecution(Execution):
         except (OSError, ValueError, KeyError):
             return {"stdout": 0, "stderr": 0}
 
-    def _save_offsets(self) -> None:
+    def checkpoint(self) -> None:
+        """Record that every line handed out so far is stored (the job calls it after a
+        successful write), so a re-attached reader starts after them and misses none."""
         tmp = self.dir / "offsets.json.tmp"
-        tmp.write_text(json.dumps(self._offsets))
+        tmp.write_text(json.dumps(self._handed))
         tmp.replace(self.dir / "offsets.json")
 
     def _exited(self) -> bool:
@@ -289,10 +292,9 @@ class LocalExecution(Execution):
                 complete.append(rest)
                 rest = b""
             self._partial[stream] = rest
+            self._handed[stream] = self._offsets[stream] - len(rest)
             for raw in complete:
                 lines.append(parse_line(raw.decode("utf-8", "replace"), stream))
-        if lines:
-            self._save_offsets()
         return lines
 
     def read(self, timeout: float) -> list[OutputLine]:

@@ -123,6 +123,7 @@ def test_a_new_master_reattaches_and_reads_only_what_is_new(driver):
     seen = []
     while len([line for line in seen if line.stream == "stdout"]) < 2:
         seen += first.read(0.2)
+    first.checkpoint()  # what the job does once these lines are stored
     # The reader goes away (as a killed RQ job would); the ranks go on.
     again = driver.attach(SimpleNamespace(id=13, job_metadata=dict(run.job_metadata)))
     code, rest = read_until_exit(again)
