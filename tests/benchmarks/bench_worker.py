@@ -149,9 +149,13 @@ def allreduce_child(repeats: int) -> None:
                 elapsed = time.perf_counter() - start
                 # The slower rank decides when the collective is done for everyone.
                 times[name].append(world.allreduce(elapsed, op=MPI.MAX))
+        # Best of n: on a shared machine the minimum is the least disturbed by other load;
+        # the medians go to the JSON too.
         results[label] = {
             "bytes": grads.buffer.numel() * 4,
-            **{k: statistics.median(v) for k, v in times.items()},
+            "repeats": n,
+            **{k: min(v) for k, v in times.items()},
+            **{f"{k}_median": statistics.median(v) for k, v in times.items()},
         }
     if world.Get_rank() == 0:
         print("RESULT " + json.dumps(results), flush=True)
@@ -227,11 +231,11 @@ def main() -> None:
          f"{loop['ratio']:.3f}", ">= 0.97", loop["ratio"] >= 0.97],
     ]  # fmt: skip
     for label, r in agg.items():
-        rows.append([f"all-reduce {label}: ours vs raw mpi4py (ms)", f"{1e3 * r['ours']:.3f}",
+        rows.append([f"all-reduce {label}: ours vs raw mpi4py (ms, best of {r['repeats']})", f"{1e3 * r['ours']:.3f}",
                      f"{1e3 * r['mpi4py']:.3f}", f"{r['ours'] / r['mpi4py']:.2f}x", "<= 1.1x",
                      r["ours"] <= 1.1 * r["mpi4py"]])  # fmt: skip
         target = ">= 5x faster" if label.startswith("1 MB") else "-"
-        rows.append([f"all-reduce {label}: ours vs torch gloo (ms)", f"{1e3 * r['ours']:.3f}",
+        rows.append([f"all-reduce {label}: ours vs torch gloo (ms, best of {r['repeats']})", f"{1e3 * r['ours']:.3f}",
                      f"{1e3 * r['gloo']:.3f}", f"{r['gloo'] / r['ours']:.1f}x faster", target,
                      (r["gloo"] / r["ours"] >= 5) if label.startswith("1 MB") else "-"])  # fmt: skip
     one = scaling[0]
