@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import DataError
+from django.db import DataError, IntegrityError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -78,6 +78,12 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
     elif isinstance(exc, DataError):
         log.info("database rejected client data: %s", exc)
         exc = exceptions.ValidationError({"": [f"a value is out of range or too long ({exc})"]})
+    elif isinstance(exc, IntegrityError):
+        log.info("database integrity conflict: %s", exc)
+        exc = Conflict(
+            "the data conflicts with what is stored (was the run deleted meanwhile?): "
+            f"{str(exc).splitlines()[0]}"
+        )
     elif isinstance(exc, (ValueError, OverflowError, UnicodeError)):
         log.info("bad client value: %s", exc)
         exc = exceptions.ValidationError({"": [str(exc)]})

@@ -179,3 +179,20 @@ def test_bad_parameters(api, run, query, field):
     )
     assert r.status_code == 400, r.json()
     assert field in r.json()["errors"]
+
+
+def test_last_n_with_since_for_a_pod_and_in_a_zip(api, run):
+    import io
+    import json
+    import zipfile
+
+    _points(pod="w-0", name="cpu_cores", values=[float(i) for i in range(20)])
+    since = (T0 + dt.timedelta(seconds=14.5)).isoformat()
+    body = api.get("/api/metrics/w-0/", {"last_n": 3, "since": since}).json()
+    assert [p["value"] for p in body["cpu_cores"]] == [17, 18, 19]
+    body = api.get("/api/metrics/w-0/", {"last_n": 10, "since": since}).json()
+    assert [p["value"] for p in body["cpu_cores"]] == [15, 16, 17, 18, 19]
+    _points(run=run, name="loss", values=[float(i) for i in range(20)])
+    r = api.get(f"/api/metrics/{run.pk}/", {"metric_type": "run", "format": "zip", "last_n": 2})
+    z = zipfile.ZipFile(io.BytesIO(b"".join(r.streaming_content)))
+    assert [p["value"] for p in json.loads(z.read("metrics/loss.json"))] == [18.0, 19.0]
