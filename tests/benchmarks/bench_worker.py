@@ -141,8 +141,9 @@ def allreduce_child(repeats: int) -> None:
         n = repeats if (mb or 1) < 50 else max(5, repeats // 10)
         for _ in range(3):  # warm-up
             t_ours(), t_raw(), t_gloo()
-        for _ in range(n):
-            for name, fn in (("ours", t_ours), ("mpi4py", t_raw), ("gloo", t_gloo)):
+        order = [("ours", t_ours), ("mpi4py", t_raw), ("gloo", t_gloo)]
+        for i in range(n):
+            for name, fn in order[i % 3 :] + order[: i % 3]:  # rotated: no one always goes first
                 world.Barrier()
                 start = time.perf_counter()
                 fn()
