@@ -84,6 +84,8 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
             "the data conflicts with what is stored (was the run deleted meanwhile?): "
             f"{str(exc).splitlines()[0]}"
         )
+    elif isinstance(exc, RecursionError):
+        exc = exceptions.ParseError("the JSON body is nested too deeply")
     elif isinstance(exc, (ValueError, OverflowError, UnicodeError)):
         log.info("bad client value: %s", exc)
         exc = exceptions.ValidationError({"": [str(exc)]})
