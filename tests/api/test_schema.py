@@ -72,6 +72,10 @@ def test_docs_ui_is_served_without_a_cdn(api, client):
     html = r.content.decode()
     assert "swagger" in html.lower() and "cdn" not in html.lower()
     assert "/static/drf_spectacular_sidecar/" in html
+    from django.contrib.staticfiles import finders
+
+    for asset in ("swagger-ui-bundle.js", "swagger-ui.css"):
+        assert finders.find(f"drf_spectacular_sidecar/swagger-ui-dist/{asset}"), asset
 
 
 def test_docs_api_rst_covers_the_schema(api):
