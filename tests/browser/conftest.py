@@ -15,10 +15,6 @@ from pathlib import Path
 
 import pytest
 
-# Playwright's sync API runs an event loop in this thread; the ORM calls the tests make to
-# seed data are still plain synchronous calls.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
 CHROMIUM = os.environ.get("MLBENCH_CHROMIUM", shutil.which("chromium") or "/usr/bin/chromium")
 ARGS = [
     "--headless",
@@ -34,6 +30,20 @@ ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "test-output" / "screenshots"
 DOC_IMAGES = ROOT / "docs" / "images"
 PASSWORD = "dashboard-test-pw"
+
+
+@pytest.fixture(scope="package", autouse=True)
+def _orm_beside_playwright():
+    """Playwright's sync API runs an event loop in this thread, while the ORM calls the tests
+    make to seed data are plain synchronous calls. Allowed for this package only, so the
+    variable never reaches other tests (or the subprocesses they start)."""
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    yield
+    if previous is None:
+        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    else:
+        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
 @pytest.fixture(scope="session")
