@@ -308,7 +308,7 @@ class Trainer:
         reached_now = p.time_to_target is None and val_acc >= self.goal.accuracy
         if reached_now:
             p.time_to_target = elapsed
-            p.stop_reason = "target reached"
+            p.stop_reason = p.stop_reason or "target reached"  # a spent budget came first
             if self.comm.rank == 0:
                 self.reporter.metric("time_to_target", elapsed, **meta)
         self.print(
