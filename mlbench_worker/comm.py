@@ -204,7 +204,7 @@ class FlatGradients:
         for p in self.params:
             if p.dtype != torch.float32:
                 raise WorkerError(f"parameters must be float32 for the flat buffer, got {p.dtype}")
-            p.grad = self.buffer[offset : offset + p.numel()].view_as(p)
+            p.grad = _grad_view(self.buffer, p, offset)
             offset += p.numel()
 
     def zero_(self) -> None:
@@ -229,6 +229,17 @@ class FlatGradients:
             comm.allreduce_(self.buffer)
         if comm.size > 1 and not prescaled:
             self.grads.mul_(1.0 / comm.size)
+
+
+def _grad_view(buffer: torch.Tensor, p: torch.Tensor, offset: int) -> torch.Tensor:
+    """A slice of `buffer` shaped like `p` with p's strides (e.g. channels_last weights), so
+    autograd accumulates into it directly instead of warning about the gradient layout."""
+    dense = p.is_contiguous() or (
+        p.dim() == 4 and p.is_contiguous(memory_format=torch.channels_last)
+    )
+    if dense:
+        return buffer.as_strided(p.shape, p.stride(), buffer.storage_offset() + offset)
+    return buffer[offset : offset + p.numel()].view_as(p)
 
 
 def broadcast_model(model: torch.nn.Module, comm: Communicator, root: int = 0) -> None:
