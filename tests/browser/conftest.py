@@ -47,7 +47,10 @@ def _orm_beside_playwright():
 
 
 @pytest.fixture(scope="session")
-def browser():
+def browser(django_db_setup):
+    """Chromium through Playwright. The test database is set up first: once Playwright's
+    loop runs in this thread, Django refuses synchronous database calls until
+    _orm_beside_playwright (package scope, so after session fixtures) allows them."""
     if not Path(CHROMIUM).exists():
         pytest.skip(f"Chromium not found at {CHROMIUM}: run `make test-deps`")
     from playwright.sync_api import sync_playwright

@@ -10,37 +10,54 @@ import math
 from django.utils import timezone
 
 
-def training_points(run_id: int, start: dt.datetime, epochs: range, *, speed: float = 1.0):
-    """Metric dicts (the worker's shape) for `epochs`, as a run of relative `speed` posts them."""
+def training_points(
+    run_id: int,
+    start: dt.datetime,
+    epochs: range,
+    *,
+    speed: float = 1.0,
+    startup: float = 0.0,
+    intervals: int = 1,
+):
+    """Metric dicts (the worker's shape) for `epochs`, as a run of relative `speed` posts them.
+
+    Each epoch takes 30 s / speed on the benchmark clock, which starts `startup` seconds
+    after `start` (mpirun and data start-up). Training values and the progress series
+    (`epoch` as a fraction, `elapsed`) come `intervals` times per epoch; validation values
+    at each epoch's end."""
     points = []
     for e in epochs:
-        elapsed = 30.0 * (e + 1) / speed
-        meta = {"epoch": float(e + 1), "step": 100 * (e + 1), "elapsed": elapsed}
-        date = start + dt.timedelta(seconds=elapsed)
-        values = {
-            "train_loss": 2.3 * math.exp(-0.35 * (e + 1)) + 0.1,
-            "train_accuracy": min(0.97, 0.25 + 0.09 * (e + 1)),
-            "val_loss": 2.2 * math.exp(-0.3 * (e + 1)) + 0.2,
-            "val_accuracy": min(0.93, 0.2 + 0.08 * (e + 1)),
-            "learning_rate": 0.1 * speed * (0.1 if e >= 8 else 1.0),
-            "images_per_sec": 600.0 * speed,
-            "time_data": 0.01,
-            "time_compute": 0.2 / speed,
-            "time_comm": 0.02 * speed,
-            "epoch": float(e + 1),
-        }
-        for name, value in values.items():
-            points.append(
-                {
-                    "run_id": run_id,
-                    "name": name,
-                    "value": value,
-                    "date": date.isoformat(),
-                    "cumulative": False,
-                    "metadata": meta,
-                    "uid": f"r{run_id}-{name}-{e}",
-                }
-            )
+        for k in range(1, intervals + 1):
+            done = e + k / intervals  # epochs completed, fractional mid-epoch
+            elapsed = 30.0 * done / speed
+            meta = {"epoch": done, "step": round(100 * done), "elapsed": elapsed}
+            date = start + dt.timedelta(seconds=startup + elapsed)
+            values = {
+                "train_loss": 2.3 * math.exp(-0.35 * done) + 0.1,
+                "train_accuracy": min(0.97, 0.25 + 0.09 * done),
+                "learning_rate": 0.1 * speed * (0.1 if e >= 8 else 1.0),
+                "images_per_sec": 600.0 * speed,
+                "time_data": 0.01,
+                "time_compute": 0.2 / speed,
+                "time_comm": 0.02 * speed,
+                "epoch": done,
+                "elapsed": elapsed,
+            }
+            if k == intervals:
+                values["val_loss"] = 2.2 * math.exp(-0.3 * done) + 0.2
+                values["val_accuracy"] = min(0.93, 0.2 + 0.08 * done)
+            for name, value in values.items():
+                points.append(
+                    {
+                        "run_id": run_id,
+                        "name": name,
+                        "value": value,
+                        "date": date.isoformat(),
+                        "cumulative": False,
+                        "metadata": meta,
+                        "uid": f"r{run_id}-{name}-{e}-{k}",
+                    }
+                )
     return points
 
 

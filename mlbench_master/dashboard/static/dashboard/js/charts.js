@@ -31,6 +31,7 @@ export class LineChart {
     this.empty.textContent = "No data yet.";
     this.box.append(this.empty);
     container.append(this.box);
+    this.box.lineChart = this; // lets tests (and the console) read the plotted data
     this.plot = null;
     this.points = 0;
     this.observer = new ResizeObserver(() => this.resize());

@@ -1,9 +1,59 @@
-// Placing a run's metric points on the benchmark clock (seconds since training started) and
-// on the epoch axis. Points carry metadata {elapsed, epoch} when the API serves it; otherwise
-// both are derived from dates: the clock's origin from the `time_to_target` point (posted at
-// `origin + value`) or the run's start, epochs by interpolating the `epoch` series.
+// Placing a run's metric points on the benchmark clock and on the epoch axis: the one place
+// where the dashboard decides what "elapsed" and "epoch" mean for a point.
+//
+// The API serves each metric as {date, value} with no metadata, so a point is placed by its
+// date. The worker posts two progress series with every log interval and at each epoch end:
+// `elapsed` (seconds on the benchmark clock, which starts at the first training step and
+// includes evaluation) and `epoch` (epochs completed, fractional mid-epoch). A point's x is
+// the progress series interpolated linearly at the point's date. Why not wall time since
+// run.started_at: that includes mpirun and data start-up, which is not part of the benchmark.
+//
+// Fallbacks, so older runs and runs that have not posted progress yet still draw:
+// - before the first `elapsed` point and after the last one the clock runs at wall speed
+//   (it is a wall clock, merely started later); without any `elapsed` point the clock's
+//   start is guessed as before: from the `time_to_target` point (posted at start + value),
+//   else run.started_at, else the first point of any metric;
+// - epochs are interpolated between (clock start, 0) and the `epoch` points; after the last
+//   one they go on at the last pace, at most one epoch further (a run whose worker posts
+//   `epoch` only at epoch ends then still fills its epoch charts).
 
-export function origin(feed, run) {
+export const PROGRESS = ["elapsed", "epoch"];
+
+// The index of the last entry of sorted `xs` that is <= t, or -1.
+function floorIndex(xs, t) {
+  let lo = 0;
+  let hi = xs.length - 1;
+  let found = -1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if (xs[mid] <= t) {
+      found = mid;
+      lo = mid + 1;
+    } else hi = mid - 1;
+  }
+  return found;
+}
+
+// {t, v} of a series with null values dropped (dates are already ascending in a feed).
+function usable(series) {
+  const t = [];
+  const v = [];
+  series.t.forEach((x, i) => {
+    if (series.v[i] !== null && Number.isFinite(series.v[i])) {
+      t.push(x);
+      v.push(series.v[i]);
+    }
+  });
+  return { t, v };
+}
+
+function between(xs, ys, i, t) {
+  const span = xs[i + 1] - xs[i];
+  return span > 0 ? ys[i] + ((t - xs[i]) / span) * (ys[i + 1] - ys[i]) : ys[i + 1];
+}
+
+// Where the benchmark clock started (epoch seconds) when no `elapsed` point says so.
+function guessedStart(feed, run) {
   const ttt = feed.get("time_to_target");
   if (ttt.t.length && ttt.v[0] !== null) return ttt.t[0] - ttt.v[0];
   if (run && run.started_at) return Date.parse(run.started_at) / 1000;
@@ -11,29 +61,43 @@ export function origin(feed, run) {
   return 0;
 }
 
-export function elapsed(series, t0) {
-  return series.t.map((t, i) => series.meta[i]?.elapsed ?? t - t0);
-}
+// The clock of one run, from its MetricFeed (which must fetch PROGRESS too) and run record.
+// elapsedAt(t) and epochAt(t) take a date in epoch seconds; epochAt may answer null.
+export function runClock(feed, run) {
+  const el = usable(feed.get("elapsed"));
+  const ep = usable(feed.get("epoch"));
+  const fromSeries = el.t.length > 0;
+  const start = fromSeries ? el.t[0] - el.v[0] : guessedStart(feed, run);
 
-function interpolator(epochs, t0) {
-  const xs = [t0, ...epochs.t];
-  const ys = [0, ...epochs.v];
-  return (t) => {
-    if (xs.length < 2 || t <= xs[0]) return t <= xs[0] ? 0 : null;
-    let i = 1;
-    while (i < xs.length && xs[i] < t) i += 1;
-    if (i < xs.length) {
-      const f = (t - xs[i - 1]) / (xs[i] - xs[i - 1] || 1);
-      return ys[i - 1] + f * (ys[i] - ys[i - 1]);
-    }
-    // After the last completed epoch: continue at the last epoch's pace, within one epoch.
+  function elapsedAt(t) {
+    if (!fromSeries) return t - start;
+    const i = floorIndex(el.t, t);
+    if (i < 0) return el.v[0] - (el.t[0] - t);
+    if (i === el.t.length - 1) return el.v[i] + (t - el.t[i]);
+    return between(el.t, el.v, i, t);
+  }
+
+  const xs = [start, ...ep.t];
+  const ys = [0, ...ep.v];
+  function epochAt(t) {
+    if (t <= xs[0]) return xs.length > 1 ? 0 : null;
+    if (xs.length < 2) return null;
+    const i = floorIndex(xs, t);
+    if (i < xs.length - 1) return between(xs, ys, i, t);
     const n = xs.length - 1;
     const pace = (ys[n] - ys[n - 1]) / (xs[n] - xs[n - 1] || 1);
     return Math.min(ys[n] + 1, ys[n] + pace * (t - xs[n]));
-  };
+  }
+
+  return { start, fromSeries, elapsedAt, epochAt };
 }
 
-export function epochs(series, feed, t0) {
-  const at = interpolator(feed.get("epoch"), t0);
-  return series.t.map((t, i) => series.meta[i]?.epoch ?? at(t));
+// The x of each point of `series` ({t, v, meta}): seconds on the clock or epochs completed.
+// Metadata, when a source ever serves it, is exact and wins over interpolation.
+export function elapsed(series, clk) {
+  return series.t.map((t, i) => series.meta?.[i]?.elapsed ?? clk.elapsedAt(t));
+}
+
+export function epochs(series, clk) {
+  return series.t.map((t, i) => series.meta?.[i]?.epoch ?? clk.epochAt(t));
 }

@@ -3,7 +3,7 @@
 
 import { api, rows } from "./api.js";
 import { LineChart } from "./charts.js";
-import { elapsed, origin } from "./clock.js";
+import { PROGRESS, elapsed, runClock } from "./clock.js";
 import { MetricFeed } from "./feed.js";
 import { clock, datasetBadge, duration, el, num, pct, stateBadge } from "./format.js";
 
@@ -14,7 +14,7 @@ const chartStatus = document.getElementById("compare-status");
 const tbody = document.querySelector("#compare-table tbody");
 
 let allRuns = [];
-const feeds = new Map(); // run id -> MetricFeed (val_accuracy, images_per_sec, time_to_target)
+const feeds = new Map(); // run id -> MetricFeed (val_accuracy, images_per_sec, time_to_target, progress)
 let chart = null;
 
 function selectedIds() {
@@ -33,9 +33,10 @@ function toUrl(ids) {
   window.history.replaceState(null, "", url);
 }
 
+// A metric against the run's benchmark clock (see clock.js).
 function elapsedSeries(feed, run, name) {
   const s = feed.get(name);
-  return { t: elapsed(s, origin(feed, run)), v: s.v };
+  return { t: elapsed(s, runClock(feed, run)), v: s.v };
 }
 
 function sortedXY(series) {
@@ -92,7 +93,7 @@ function render() {
   const after = Number(afterInput.value) || (lengths.length ? Math.min(...lengths) : 0);
   document.getElementById("after-label").textContent = after ? duration(after) : "…";
 
-  if (!chart) chart = new LineChart(chartBox, { id: "chart-compare", title: "Validation accuracy against elapsed time", xLabel: "elapsed (min:s)", xFmt: duration, xTickFmt: clock, yFmt: pct, height: 300 });
+  if (!chart) chart = new LineChart(chartBox, { id: "chart-compare", title: "Validation accuracy against the benchmark clock", xLabel: "benchmark clock (min:s)", xFmt: duration, xTickFmt: clock, yFmt: pct, height: 300 });
   chart.setSeries(runs.map((r) => ({ label: `${r.name || "run " + r.id} (${r.num_workers} w)`, ...measured.get(r.id).acc })));
   chartStatus.hidden = runs.length > 0;
 
@@ -124,7 +125,7 @@ async function load() {
   toUrl(ids);
   await Promise.all(
     ids.map(async (id) => {
-      if (!feeds.has(id)) feeds.set(id, new MetricFeed(id, { type: "run", names: ["val_accuracy", "images_per_sec", "time_to_target"], summarize: 500 }));
+      if (!feeds.has(id)) feeds.set(id, new MetricFeed(id, { type: "run", names: ["val_accuracy", "images_per_sec", "time_to_target", ...PROGRESS], summarize: 500 }));
       await feeds.get(id).refresh();
     }),
   );

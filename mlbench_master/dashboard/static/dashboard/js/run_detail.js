@@ -3,7 +3,7 @@
 
 import { api, every } from "./api.js";
 import { LineChart } from "./charts.js";
-import { elapsed, epochs, origin } from "./clock.js";
+import { PROGRESS, elapsed, epochs, runClock } from "./clock.js";
 import { MetricFeed } from "./feed.js";
 import { clock, datasetBadge, duration, el, num, pct, stateBadge, when } from "./format.js";
 import { LogFollower } from "./logs.js";
@@ -22,7 +22,7 @@ const CHARTS = [
   { id: "lr", title: "Learning rate", series: [["learning_rate", "learning rate"]], fmt: (v) => num(v) },
   { id: "throughput", title: "Images per second (all workers)", series: [["images_per_sec", "images/s"]], fmt: (v) => num(v) },
 ];
-const NAMES = [...CHARTS.flatMap((c) => c.series.map((s) => s[0])), ...SPLIT.map((s) => s[0]), "epoch", "time_to_target"];
+const NAMES = [...CHARTS.flatMap((c) => c.series.map((s) => s[0])), ...SPLIT.map((s) => s[0]), ...PROGRESS, "time_to_target"];
 
 let run = null;
 let finalFetch = false;
@@ -39,15 +39,10 @@ function xMode() {
   return xRadios.find((r) => r.checked).value;
 }
 
-// x of each point: seconds on the benchmark clock, or epochs completed.
-function xOf(series, mode) {
-  const t0 = origin(feed, run);
-  return mode === "epoch" ? epochs(series, feed, t0) : elapsed(series, t0);
-}
-
-function project(name, label, mode) {
+// x of each point: seconds on the benchmark clock, or epochs completed (see clock.js).
+function project(name, label, mode, clk) {
   const s = feed.get(name);
-  const xs = xOf(s, mode);
+  const xs = mode === "epoch" ? epochs(s, clk) : elapsed(s, clk);
   const pts = xs.map((x, i) => [x, s.v[i]]).filter((p) => p[0] !== null && p[0] !== undefined);
   pts.sort((a, b) => a[0] - b[0]);
   return { label, t: pts.map((p) => p[0]), v: pts.map((p) => p[1]) };
@@ -62,7 +57,7 @@ function buildCharts() {
     chart: new LineChart(chartsBox, {
       id: `chart-${c.id}`,
       title: c.title,
-      xLabel: mode === "epoch" ? "epoch" : "elapsed (min:s)",
+      xLabel: mode === "epoch" ? "epoch" : "benchmark clock (min:s)",
       xFmt: mode === "epoch" ? (v) => num(v, 3) : duration,
       xTickFmt: mode === "epoch" ? (v) => num(v, 3) : clock,
       yFmt: c.fmt,
@@ -72,15 +67,16 @@ function buildCharts() {
 
 function drawCharts() {
   const mode = xMode();
-  for (const { spec, chart } of charts) chart.setSeries(spec.series.map(([n, label]) => project(n, label, mode)));
-  splitChart.setSeries(SPLIT.map(([n, label]) => project(n, label, "time")));
+  const clk = runClock(feed, run);
+  for (const { spec, chart } of charts) chart.setSeries(spec.series.map(([n, label]) => project(n, label, mode, clk)));
+  splitChart.setSeries(SPLIT.map(([n, label]) => project(n, label, "time", clk)));
   drawSplitTable();
 }
 
 const splitChart = new LineChart(document.getElementById("split-chart"), {
   id: "chart-split",
   title: "Seconds per step over time",
-  xLabel: "elapsed (min:s)",
+  xLabel: "benchmark clock (min:s)",
   xFmt: duration,
   xTickFmt: clock,
   yFmt: (v) => num(v),
