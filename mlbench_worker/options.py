@@ -175,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=50,
         metavar="STEPS",
-        help="post training metrics every STEPS steps (default 50)",
+        help="post training metrics every STEPS steps (default 50), and at least every 15 s",
     )
     return p
 

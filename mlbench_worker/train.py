@@ -26,7 +26,10 @@ from mlbench_worker.data.loader import Batches, shard_indices
 from mlbench_worker.report import Reporter
 
 # Extra slots all-reduced with the gradients: global sums at no extra message.
-LOSS, CORRECT, IMAGES, STOP = range(4)
+# Scalars that ride along in the gradient buffer's all-reduce, so ranks agree on them for free.
+LOSS, CORRECT, IMAGES, STOP, REPORT = range(5)
+# Report at least this often (seconds, decided by rank 0) so progress shows early on slow machines.
+LOG_SECONDS = 15.0
 
 
 @dataclass
@@ -123,7 +126,7 @@ class Trainer:
         self.log_every = log_every
         self.checkpoint = checkpoint
         self.print = print_fn if comm.rank == 0 else (lambda _msg: None)
-        self.grads = FlatGradients(list(model.parameters()), extra=4)
+        self.grads = FlatGradients(list(model.parameters()), extra=5)
         self.amp_dtype = (
             (torch.float16 if device.type == "cuda" else torch.bfloat16) if amp else None
         )
@@ -177,7 +180,7 @@ class Trainer:
         batches = self.train_data.iterate(indices, gen)
         interval = _Interval()
         budget = self.goal.time_budget
-        stats = torch.zeros(4, device=self.device)
+        stats = torch.zeros(5, device=self.device)
         for i in range(self.steps_per_epoch):
             t0 = time.perf_counter()
             x, y = next(batches)
@@ -198,6 +201,7 @@ class Trainer:
             stats[CORRECT] = (out.argmax(1) == y).sum()
             stats[IMAGES] = n
             stats[STOP] = 1.0 if budget is not None and self.elapsed() >= budget else 0.0
+            stats[REPORT] = 1.0 if comm.rank == 0 and t1 - interval.start >= LOG_SECONDS else 0.0
             grads.extra.copy_(stats)
             self._sync()
             t2 = time.perf_counter()
@@ -227,7 +231,7 @@ class Trainer:
             interval.comm += t3 - t2
             stop = totals[STOP] > 0
             last = i == self.steps_per_epoch - 1 or stop
-            if interval.steps and (p.step % self.log_every == 0 or last):
+            if interval.steps and (p.step % self.log_every == 0 or last or totals[REPORT] > 0):
                 p.epochs_done = epoch + (i + 1) / self.steps_per_epoch
                 self._report_interval(interval, lr)
             if stop:
@@ -256,6 +260,8 @@ class Trainer:
             metric("train_loss", loss_sum / images, **meta)
             metric("train_accuracy", correct / images, **meta)
             metric("learning_rate", lr, **meta)
+            metric("epoch", p.epochs_done, **meta)
+            metric("elapsed", meta["elapsed"], **meta)
             metric("images_per_sec", images / max(now - interval.start, 1e-9), **meta)
             means = np.mean(per_rank, axis=0)
             for name, value in zip(("time_data", "time_compute", "time_comm"), means, strict=True):
@@ -305,6 +311,7 @@ class Trainer:
             self.reporter.metric("val_loss", val_loss, **meta)
             self.reporter.metric("val_accuracy", val_acc, **meta)
             self.reporter.metric("epoch", p.epochs_done, **meta)
+            self.reporter.metric("elapsed", elapsed, **meta)
         reached_now = p.time_to_target is None and val_acc >= self.goal.accuracy
         if reached_now:
             p.time_to_target = elapsed
