@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import importlib.util
+import itertools
 import json
 import os
 import shutil
@@ -38,7 +39,8 @@ EXIT_CONFLICT = 6
 EXIT_SERVER = 7
 
 FINAL_STATES = ("FINISHED", "FAILED", "CANCELLED")
-PROGRESS_METRICS = "epoch,val_accuracy,train_accuracy,images_per_sec"
+PROGRESS_METRICS = "epoch,elapsed,val_accuracy,train_accuracy,images_per_sec"
+REPORT_METRICS = "val_accuracy,elapsed,time_to_target"
 POLL_SECONDS = 2.0
 
 
@@ -197,11 +199,12 @@ def _parse_time(value: str | None) -> dt.datetime | None:
         return None
 
 
-def _run_duration(run: dict) -> float | None:
+def _run_duration(run: dict, now: dt.datetime | None = None) -> float | None:
+    """Wall time since the run started (start-up included), to its end or `now`."""
     start = _parse_time(run.get("started_at"))
     if start is None:
         return None
-    end = _parse_time(run.get("finished_at")) or dt.datetime.now(dt.UTC)
+    end = _parse_time(run.get("finished_at")) or now or dt.datetime.now(dt.UTC)
     return (end - start).total_seconds()
 
 
@@ -337,30 +340,26 @@ class Progress:
             self.stream.flush()
 
     @staticmethod
-    def render(run: dict, latest: dict[str, Any]) -> str:
+    def render(run: dict, latest: dict[str, Any], now: dt.datetime | None = None) -> str:
         """The progress line of a run from its newest metric values.
 
-        The API serves values and dates (not the worker's benchmark clock), so time is
-        counted from the run's start: it includes the ranks' start-up, and the ETA is an
-        estimate (marked ~).
+        Time is the benchmark clock: the newest `elapsed` point (seconds since the first
+        training step, evaluation included) plus the time since that point was dated, so
+        mpirun and data start-up are not counted and the line keeps ticking between log
+        intervals. Runs that post no `elapsed` (custom commands, older workers) fall back to
+        wall time since the run started ("running"). The ETA is the sooner of the time
+        budget's end and the epoch limit at the pace so far (benchmark seconds per epoch
+        from the newest `elapsed` and `epoch`); reaching the target may end the run sooner.
         """
         state = run["state"]
         if state == "INITIALIZED":
             return f"run {run['id']}: waiting for workers"
-        running = _run_duration(run) or 0.0
-        epoch = float(latest["epoch"]["value"]) if "epoch" in latest else None
-        fraction = None
-        eta = None
-        budget = run.get("time_budget")
-        max_epochs = run.get("max_epochs")
-        if budget:
-            fraction = min(1.0, running / float(budget))
-            eta = max(0.0, float(budget) - running)
-        if max_epochs and epoch:
-            by_epoch = min(1.0, epoch / float(max_epochs))
-            if fraction is None or by_epoch > fraction:
-                fraction = by_epoch
-                eta = running / epoch * (float(max_epochs) - epoch)
+        now = now or dt.datetime.now(dt.UTC)
+        running = _run_duration(run, now) or 0.0
+        epoch = _value(latest, "epoch")
+        clock = _benchmark_clock(run, latest, now)
+        spent = clock if clock is not None else running
+        fraction, eta = _progress(run, epoch, spent, _value(latest, "elapsed"))
         if state == "STARTED" and fraction is not None:
             fraction = min(fraction, 0.99)  # done only when the run says so
         parts = [f"run {run['id']}"]
@@ -370,7 +369,7 @@ class Progress:
             filled = int(round(fraction * 20))
             parts.append("[" + "#" * filled + "-" * (20 - filled) + f"] {100 * fraction:3.0f}%")
         if epoch is not None:
-            total = f"/{max_epochs}" if max_epochs else ""
+            total = f"/{run['max_epochs']}" if run.get("max_epochs") else ""
             parts.append(f"epoch {epoch:.2f}{total}")
         if "val_accuracy" in latest:
             parts.append(f"val acc {_percent(latest['val_accuracy']['value'])}")
@@ -380,12 +379,80 @@ class Progress:
             parts.append(f"{float(latest['images_per_sec']['value']):.0f} img/s")
         if not latest and state == "STARTED":
             parts.append("starting, no metrics yet")
-        parts.append(f"running {_duration(running)}")
+        if clock is not None:
+            parts.append(f"elapsed {_duration(clock)}")
+        else:
+            parts.append(f"running {_duration(running)}")
         if eta is not None and state not in FINAL_STATES:
             parts.append(f"ETA ~{_duration(eta)}")
         if state in FINAL_STATES:
             parts.append(state)
         return "  ".join(parts)
+
+
+def _value(latest: dict[str, Any], name: str) -> float | None:
+    try:
+        return float(latest[name]["value"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _benchmark_clock(run: dict, latest: dict[str, Any], now: dt.datetime) -> float | None:
+    """Seconds on the benchmark clock now, from the newest `elapsed` point; None without one.
+
+    While the run is active the clock has gone on since that point was dated; once it ended
+    the summary's `elapsed` (the worker's own final reading) wins."""
+    summary = run.get("summary") or {}
+    if run["state"] in FINAL_STATES and summary.get("elapsed") is not None:
+        return float(summary["elapsed"])
+    value = _value(latest, "elapsed")
+    if value is None:
+        return None
+    if run["state"] != "STARTED":
+        return value
+    dated = _parse_time(latest["elapsed"].get("date"))
+    return value + max(0.0, (now - dated).total_seconds()) if dated else value
+
+
+def _progress(
+    run: dict, epoch: float | None, spent: float, elapsed_at_epoch: float | None
+) -> tuple[float | None, float | None]:
+    """(fraction done, seconds left) against the time budget and the epoch limit: the run
+    stops at whichever comes first, so the larger fraction and the smaller ETA win."""
+    fraction = eta = None
+    budget = run.get("time_budget")
+    max_epochs = run.get("max_epochs")
+    if budget:
+        fraction = min(1.0, spent / float(budget))
+        eta = max(0.0, float(budget) - spent)
+    if max_epochs and epoch:
+        base = elapsed_at_epoch if elapsed_at_epoch is not None else spent
+        pace = base / epoch  # seconds per epoch so far
+        left = max(0.0, pace * (float(max_epochs) - epoch) - (spent - base))
+        by_epoch = min(1.0, epoch / float(max_epochs))
+        fraction = by_epoch if fraction is None else max(fraction, by_epoch)
+        eta = left if eta is None else min(eta, left)
+    return fraction, eta
+
+
+def clock_at(elapsed: list[dict], date: dt.datetime) -> float | None:
+    """Benchmark-clock seconds at `date`, from a run's `elapsed` points ({date, value}):
+    linear between points, at wall speed before the first and after the last (the same
+    rule as the dashboard's clock.js)."""
+    pts = sorted(
+        (d, float(p["value"]))
+        for p in elapsed
+        if (d := _parse_time(p.get("date"))) is not None and p.get("value") is not None
+    )
+    if not pts:
+        return None
+    if date <= pts[0][0]:
+        return pts[0][1] - (pts[0][0] - date).total_seconds()
+    for (d0, v0), (d1, v1) in itertools.pairwise(pts):
+        if date <= d1:
+            span = (d1 - d0).total_seconds()
+            return v1 if span <= 0 else v0 + (date - d0).total_seconds() / span * (v1 - v0)
+    return pts[-1][1] + (date - pts[-1][0]).total_seconds()
 
 
 def cmd_runs(args: argparse.Namespace, master: Master) -> int:
@@ -547,11 +614,14 @@ def report_table(master: Master, runs: list[dict]) -> str:
     rows = []
     for run in runs:
         s = run.get("summary") or {}
+        reported = bool(s)
+        if not reported and master is not None and run.get("state") != "INITIALIZED":
+            s = _summary_from_series(master, run)
         target = s.get("target") or run.get("target") or "-"
         if s.get("target_accuracy") is not None:
             target = f"{target} ({_percent(s['target_accuracy'])})"
         ttt = s.get("time_to_target")
-        reached = _duration(ttt) if ttt is not None else ("not reached" if s else "-")
+        reached = _duration(ttt) if ttt is not None else ("not reached" if reported else "-")
         after = "-"
         if s.get("final_val_accuracy") is not None:
             after = _percent(s["final_val_accuracy"])
@@ -578,6 +648,33 @@ def report_table(master: Master, runs: list[dict]) -> str:
         "ACC AFTER TIME", "IMAGES/S", "SPEED-UP", "COMM",
     ]  # fmt: skip
     return _table(headers, rows)
+
+
+def _summary_from_series(master: Master, run: dict) -> dict[str, Any]:
+    """What the metric series say about a run that has no summary (still running, failed
+    or cancelled): the newest validation accuracy and when it was measured on the benchmark
+    clock (its date mapped through the `elapsed` series), and the time to target if the
+    worker posted one."""
+    try:
+        body = master.json(
+            "get_run_metrics", run["id"], metric_filter=REPORT_METRICS, summarize=2000
+        )
+    except CliError:
+        return {}
+    if not isinstance(body, dict):
+        return {}
+    derived: dict[str, Any] = {}
+    ttt = body.get("time_to_target") or []
+    if ttt:
+        derived["time_to_target"] = float(ttt[-1]["value"])
+    acc = body.get("val_accuracy") or []
+    if acc:
+        derived["final_val_accuracy"] = float(acc[-1]["value"])
+        dated = _parse_time(acc[-1].get("date"))
+        at = clock_at(body.get("elapsed") or [], dated) if dated else None
+        if at is not None:
+            derived["elapsed"] = at
+    return derived
 
 
 def _kind(run: dict) -> tuple:

@@ -42,6 +42,25 @@ def test_run_wait_show_logs_report_download_delete(master, tmp_path):
     assert follow.returncode == 0 and "rank 1 done" in follow.stdout
     report = master.cli("report", run_id)
     assert report.returncode == 0 and "TIME TO TARGET" in report.stdout
+    # A run without a summary: accuracy after time from the series, on the benchmark
+    # clock (the val_accuracy point's date mapped through `elapsed`, start-up excluded).
+    begun = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=100)
+    points = [
+        (name, value, begun + dt.timedelta(seconds=20 + at))
+        for name, value, at in [("elapsed", 10.0, 10), ("elapsed", 40.0, 40), ("val_accuracy", 0.6, 30)]
+    ]  # fmt: skip
+    posted = master.post(
+        "/api/metrics/",
+        [
+            {"run_id": run_id, "name": n, "value": v, "date": d.isoformat(), "metadata": {}}
+            for n, v, d in points
+        ],
+    )
+    assert posted.status_code == 201, posted.text
+    report = master.cli("report", run_id)
+    assert "60.0% @ 30s" in report.stdout, report.stdout
+    latest = cli._latest_metrics(cli.Master(master.url, master.token), int(run_id))
+    assert latest["elapsed"]["value"] == 40.0
     target = tmp_path / "m.zip"
     download = master.cli("download", run_id, "-o", str(target))
     assert download.returncode == 0 and zipfile.is_zipfile(target)
@@ -109,6 +128,31 @@ def test_progress_line_shows_epoch_accuracy_and_eta():
     assert "40%" in line and "running 40s" in line
     finished = dict(run, state="FINISHED", finished_at=dt.datetime.now(dt.UTC).isoformat())
     assert "100%" in cli.Progress.render(finished, latest)
+
+
+def test_progress_line_from_the_progress_series():
+    """Epoch and time come from `epoch` and `elapsed`: 60 s of start-up are not counted."""
+    now = dt.datetime.now(dt.UTC)
+    started = (now - dt.timedelta(seconds=100)).isoformat()
+    at = (now - dt.timedelta(seconds=10)).isoformat()  # the newest points, 10 s old
+    latest = {
+        "epoch": {"value": 0.37, "date": at},
+        "elapsed": {"value": 30.0, "date": at},
+        "val_accuracy": {"value": 0.25, "date": at},
+    }
+    run = {"id": 5, "state": "STARTED", "started_at": started, "time_budget": 100}
+    line = cli.Progress.render(run, latest, now=now)
+    assert "epoch 0.37" in line and "val acc 25.0%" in line
+    assert "elapsed 40s" in line and "40%" in line and "ETA ~1m00s" in line
+    assert "running" not in line
+    # By epochs: 30 s for 0.37 epochs, 1.63 to go, 10 s of them already spent.
+    by_epochs = dict(run, time_budget=None, max_epochs=2)
+    line = cli.Progress.render(by_epochs, latest, now=now)
+    assert "epoch 0.37/2" in line and "ETA ~2m02s" in line and "18%" in line
+    # Both limits: the sooner one.
+    assert "ETA ~1m00s" in cli.Progress.render(dict(run, max_epochs=2), latest, now=now)
+    done = dict(run, state="FINISHED", summary={"elapsed": 95.0}, finished_at=now.isoformat())
+    assert "elapsed 1m35s" in cli.Progress.render(done, latest, now=now)
 
 
 def test_report_compares_with_the_one_worker_run():
