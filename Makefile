@@ -19,14 +19,18 @@ NODE_STAMP := node_modules/.installed
 install: $(STAMP) $(NODE_STAMP)
 
 $(NODE_STAMP): package.json package-lock.json
+	@command -v npm >/dev/null || bash scripts/apt-install.sh nodejs npm
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $(NODE_STAMP)
 
-# torch goes in first and pinned: anything unpinned would pull a multi-GB CUDA build.
+# torch goes in first and pinned: anything unpinned would pull a multi-GB CUDA build. Where
+# pip's configured index has no CPU build of torch, use e.g.
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu make install
+TORCH_INDEX ?=
 $(STAMP): setup.py constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -c constraints.txt torch==2.13.0
+	$(PIP) install -q -c constraints.txt $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) torch==2.13.0
 	$(PIP) install -q -c constraints.txt -e '.[all]'
 	touch $(STAMP)
 
@@ -34,8 +38,11 @@ $(STAMP): setup.py constraints.txt
 test-deps: install
 	bash scripts/install-test-deps.sh
 
+# The tests get an MLBENCH_HOME of their own, so they never touch (or cancel) the runs of a
+# master started by `make run`.
 test: test-deps
-	$(PY) -m pytest
+	home=$$(mktemp -d -t mlbench-test-XXXXXX); \
+	  MLBENCH_HOME=$$home $(PY) -m pytest; rc=$$?; rm -rf $$home; exit $$rc
 
 # The default benchmark through the whole platform: start the embedded master under
 # MLBENCH_HOME (nothing happens if it already runs), then ResNet-20 on CIFAR-10 (synthetic

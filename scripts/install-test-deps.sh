@@ -15,11 +15,6 @@ pg_bindir >/dev/null || need+=(postgresql)
 command -v chromium >/dev/null || [ -x /usr/bin/chromium ] || need+=(chromium)
 
 if [ ${#need[@]} -gt 0 ]; then
-  echo "installing system packages: ${need[*]}"
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  bash "$(dirname "$0")/apt-install.sh" "${need[@]}"
 fi
 echo "test dependencies ready: postgres in $(pg_bindir), chromium at $(command -v chromium || echo /usr/bin/chromium)"

@@ -46,13 +46,20 @@ def _orm_beside_playwright():
         os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
+def _missing(why: str) -> None:
+    """Skip on a developer's machine; in CI a missing browser must fail, not pass silently."""
+    if os.environ.get("CI"):
+        pytest.fail(why)
+    pytest.skip(why)
+
+
 @pytest.fixture(scope="session")
 def browser(django_db_setup):
     """Chromium through Playwright. The test database is set up first: once Playwright's
     loop runs in this thread, Django refuses synchronous database calls until
     _orm_beside_playwright (package scope, so after session fixtures) allows them."""
     if not Path(CHROMIUM).exists():
-        pytest.skip(f"Chromium not found at {CHROMIUM}: run `make test-deps`")
+        _missing(f"Chromium not found at {CHROMIUM}: run `make test-deps`")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
@@ -166,8 +173,10 @@ def assert_accessible(page) -> None:
     """axe-core's WCAG 2 A/AA rules (contrast, labels, names, structure) find nothing.
 
     axe-core is a devDependency from package-lock.json; the check is skipped when `npm ci`
-    has not been run."""
+    has not been run (and fails the test in CI)."""
     if not AXE.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{AXE} missing: run `make install` (npm ci)")
         return
     page.add_script_tag(path=str(AXE))
     result = page.evaluate(
