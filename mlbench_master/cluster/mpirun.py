@@ -73,7 +73,6 @@ def mpirun_argv(
     *,
     mpirun: str = "mpirun",
     python: str = "python",
-    extra_env: tuple[str, ...] = (),
 ) -> list[str]:
     """The full mpirun command for `run`; `hosts` empty means every rank on this machine."""
     open_division = bool((getattr(run, "custom_image_command", "") or "").strip())
@@ -85,7 +84,7 @@ def mpirun_argv(
         argv += ["--host", ",".join(f"{h}:1" for h in hosts[:ranks])]
     else:
         argv += ["--oversubscribe"]
-    for name in FORWARDED_ENV + tuple(extra_env):
+    for name in FORWARDED_ENV:
         argv += ["-x", name]
     return argv + worker_argv(run, python=python)
 
