@@ -19,6 +19,20 @@ from mlbench_master import runs
 from mlbench_master.api.models import Run
 
 
+def ended_past_grace(run: Run) -> bool:
+    """Whether `run` ended more than MLBENCH_RUN_TOKEN_GRACE seconds ago.
+
+    Results still arrive for a short while after mpirun exits (the last metric batches,
+    rank 0's summary); after that window a run's record is final. One rule for both the
+    worker token's expiry and the summary endpoint. A run that has not ended (no
+    `finished_at`) is open.
+    """
+    if run.finished_at is None:
+        return False
+    grace = dt.timedelta(seconds=settings.MLBENCH_RUN_TOKEN_GRACE)
+    return timezone.now() - run.finished_at > grace
+
+
 class RunWorker:
     """The principal of a request made with a run's worker token."""
 
@@ -64,13 +78,12 @@ class RunTokenAuthentication(authentication.BaseAuthentication):
         run = runs.run_for_token(key)
         if run is None:
             raise exceptions.AuthenticationFailed("invalid worker token")
-        if run.finished_at is not None:
-            grace = dt.timedelta(seconds=settings.MLBENCH_RUN_TOKEN_GRACE)
-            if timezone.now() - run.finished_at > grace:
-                raise exceptions.AuthenticationFailed(
-                    f"the worker token of run {run.pk} expired: the run ended at "
-                    f"{run.finished_at.isoformat()}"
-                )
+        if ended_past_grace(run):
+            raise exceptions.AuthenticationFailed(
+                f"the worker token of run {run.pk} expired: the run ended at "
+                f"{run.finished_at.isoformat()}, more than MLBENCH_RUN_TOKEN_GRACE "
+                f"({settings.MLBENCH_RUN_TOKEN_GRACE}) seconds ago"
+            )
         return RunWorker(run), run
 
     def authenticate_header(self, request) -> str:  # noqa: ANN001

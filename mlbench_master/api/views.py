@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import Iterator
 
+from django.conf import settings
 from django.db.models import Q
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
@@ -25,10 +26,16 @@ from rest_framework.views import APIView
 
 from mlbench_master import runs
 from mlbench_master.api import ingest, params
+from mlbench_master.api.auth import ended_past_grace
 from mlbench_master.api.errors import Conflict, ServiceUnavailable, invalid
 from mlbench_master.api.logs import STREAMS, read_logs
 from mlbench_master.api.models import LogChunk, Metric, Pod, Run
-from mlbench_master.api.permissions import UserOrRunWorker, is_worker
+from mlbench_master.api.permissions import (
+    MetricWriters,
+    SummaryWriters,
+    check_worker_run,
+    is_worker,
+)
 from mlbench_master.api.pods import refresh_if_stale
 from mlbench_master.api.queries import SeriesQuery, iso, series, stream_rows
 from mlbench_master.api.serializers import (
@@ -127,9 +134,13 @@ class PodList(APIView):
 
 
 class MetricList(APIView):
-    """GET /api/metrics/ (every pod's metrics) and POST /api/metrics/ (store points)."""
+    """GET /api/metrics/ (every pod's metrics) and POST /api/metrics/ (store points).
 
-    permission_classes = [UserOrRunWorker]
+    Points are posted by a run's worker token (its own run only) or by a staff user;
+    other users may read but not write them.
+    """
+
+    permission_classes = [MetricWriters]
 
     @extend_schema(
         operation_id="metrics_list",
@@ -148,7 +159,8 @@ class MetricList(APIView):
         return Response(series(_series_query(request, owner, None)))
 
     @extend_schema(
-        summary="Store one metric point, or a list of up to 10,000",
+        summary="Store one metric point, or a list of up to 10,000 (a run's worker token "
+        "for its own run, or a staff user)",
         request={"application/json": MetricPointInSerializer},
         responses={
             201: OpenApiResponse(
@@ -390,20 +402,29 @@ class RunDetail(APIView):
 
 
 class RunSummary(APIView):
-    """POST /api/runs/<id>/summary/: the worker's final summary of the run."""
+    """POST /api/runs/<id>/summary/: the worker's final summary of the run.
 
-    permission_classes = [UserOrRunWorker]
+    The summary is the run's published result, so only the run's own worker token or a
+    staff user may write it, and only until MLBENCH_RUN_TOKEN_GRACE seconds after the run
+    ended (a worker token expires then anyway: 401; staff get 409).
+    """
+
+    permission_classes = [SummaryWriters]
 
     @extend_schema(
-        summary="Store the run's summary (worker token of this run, or a user)",
+        summary="Store the run's summary (this run's worker token, or a staff user; until "
+        "MLBENCH_RUN_TOKEN_GRACE seconds after the run ended)",
         request={"application/json": {"type": "object", "additionalProperties": True}},
-        responses={200: RunSerializer, **_errors(400, 401, 403, 404)},
+        responses={200: RunSerializer, **_errors(400, 401, 403, 404, 409)},
     )
     def post(self, request: Request, pk: int) -> Response:
         run = get_object_or_404(Run, pk=pk)
-        if is_worker(request) and request.auth.pk != run.pk:
-            raise exceptions.PermissionDenied(
-                f"the worker token of run {request.auth.pk} may not post the summary of run {pk}"
+        check_worker_run(request, run.pk, "the summary")
+        if ended_past_grace(run):
+            raise Conflict(
+                f"run {run.pk} ended at {iso(run.finished_at)}, more than "
+                f"MLBENCH_RUN_TOKEN_GRACE ({settings.MLBENCH_RUN_TOKEN_GRACE}) seconds ago: "
+                "its summary is final and can no longer be posted"
             )
         summary = request.data
         if not isinstance(summary, dict):

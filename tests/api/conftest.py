@@ -35,6 +35,20 @@ def api(user_token):
 
 
 @pytest.fixture
+def staff_token(db):
+    """A staff user's token (what `mlbench_token --superuser` and the launcher issue)."""
+    return issue_user_token("root", create_user=True, superuser=True)
+
+
+@pytest.fixture
+def staff_api(staff_token):
+    """A client authenticated as a staff user: may post metrics and summaries."""
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {staff_token}")
+    return client
+
+
+@pytest.fixture
 def anon(db):
     return APIClient()
 

@@ -15,8 +15,8 @@ BODIES = [
 
 
 @pytest.mark.parametrize("body", BODIES)
-def test_odd_metric_bodies(api, body):
-    r = api.post(
+def test_odd_metric_bodies(staff_api, body):
+    r = staff_api.post(
         "/api/metrics/", body.encode("utf-8", "surrogatepass"), content_type="application/json"
     )
     assert 400 <= r.status_code < 500, (r.status_code, r.content[:200])

@@ -39,19 +39,19 @@ def test_worker_posts_summary(run):
     assert stored.state == Run.STARTED  # a summary never changes the state
 
 
-def test_user_may_post_summary_too(api, run):
-    r = api.post(f"/api/runs/{run.pk}/summary", {"dataset": "cifar10"}, format="json")
+def test_staff_may_post_summary_too(staff_api, run):
+    r = staff_api.post(f"/api/runs/{run.pk}/summary", {"dataset": "cifar10"}, format="json")
     assert r.status_code == 200 and r.json()["dataset_used"] == "cifar10"
 
 
 @pytest.mark.parametrize("body", [[1, 2], "text", {"dataset": 5}, {"dataset": "x" * 40}])
-def test_bad_summary(api, run, body):
-    r = api.post(f"/api/runs/{run.pk}/summary/", body, format="json")
+def test_bad_summary(staff_api, run, body):
+    r = staff_api.post(f"/api/runs/{run.pk}/summary/", body, format="json")
     assert r.status_code == 400 and r.json()["detail"]
 
 
-def test_unknown_run(api):
-    assert api.post("/api/runs/999999/summary/", {}, format="json").status_code == 404
+def test_unknown_run(staff_api):
+    assert staff_api.post("/api/runs/999999/summary/", {}, format="json").status_code == 404
 
 
 def test_anonymous(anon, run):
