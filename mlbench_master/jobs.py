@@ -19,6 +19,7 @@ import collections
 import datetime as dt
 import logging
 import re
+import socket
 import time
 from typing import Any
 
@@ -30,8 +31,13 @@ FLUSH_SECONDS = 1.0  # log rows are written at least this often ...
 FLUSH_LINES = 500  # ... or when this many lines are waiting
 STDERR_TAIL = 15  # stderr lines quoted in a FAILED reason
 REASON_MAX_CHARS = 4000
+RECONCILE_SECONDS = 30.0  # how often the collector looks for runs whose job died
 
 LOST = "master restarted; run lost"
+UNRECORDED = (
+    "run lost: mpirun ended while no job watched it and recorded no exit code (it was killed)"
+)
+JOB_DIED = "the run's job died (its RQ worker process is gone)"
 
 
 def _django() -> None:
@@ -176,35 +182,68 @@ def run_job(run_id: int) -> str:
         return "deleted"
     if run.state in Run.FINAL_STATES:
         return run.state
-    driver = get_driver()
-
-    if run.state == Run.STARTED:
-        execution = _reattach(run, driver)
-        if execution is None:
-            return run.state
-        log.info("run %s: re-attached after a master restart", run.pk)
-    else:
-        try:
-            hosts = driver.prepare(run)
-        except ClusterError as exc:
-            runs.mark_failed(run, str(exc))
-            return run.state
-        if not runs.mark_started(run):
-            return run.state  # cancelled (or deleted) while the workers were prepared
-        argv = mpirun_argv(
-            run,
-            hosts,
-            mpirun=getattr(driver, "mpirun", "mpirun"),
-            python=getattr(driver, "python", "python"),
-        )
-        env = rank_environment(run, settings.MLBENCH_MASTER_URL, runs.worker_token(run))
-        try:
-            execution = driver.launch(run, argv, env)
-        except (ClusterError, OSError) as exc:
-            runs.mark_failed(run, f"could not start mpirun: {exc}")
-            return run.state
-        _save_job_metadata(run)
+    driver = None
+    try:
+        driver = get_driver()
+        if run.state == Run.STARTED:
+            execution = _reattach(run, driver)
+            if execution is None:
+                return run.state
+            log.info("run %s: re-attached", run.pk)
+        else:
+            try:
+                hosts = driver.prepare(run)
+            except ClusterError as exc:
+                runs.mark_failed(run, str(exc))
+                return run.state
+            if not runs.mark_started(run):
+                return run.state  # cancelled (or deleted) while the workers were prepared
+            argv = mpirun_argv(
+                run,
+                hosts,
+                mpirun=getattr(driver, "mpirun", "mpirun"),
+                python=getattr(driver, "python", "python"),
+            )
+            env = rank_environment(run, settings.MLBENCH_MASTER_URL, runs.worker_token(run))
+            try:
+                execution = driver.launch(run, argv, env)
+            except (ClusterError, OSError) as exc:
+                runs.mark_failed(run, f"could not start mpirun: {exc}")
+                return run.state
+            _save_job_metadata(run)
+            # Cancelled between mark_started and the launch: driver.cancel() found nothing
+            # to kill then, so this job kills what it just started.
+            state = Run.objects.filter(pk=run.pk).values_list("state", flat=True).first()
+            if state != Run.STARTED:
+                execution.kill()
+                _drain(execution, LogWriter(run, on_stored=getattr(execution, "checkpoint", None)))
+                return state or "deleted"
+    except Exception as exc:
+        # Whatever went wrong before the run was watched (a Kubernetes API error, a command
+        # shlex cannot split, a database error): never leave the run active with no job.
+        _abandon(run, driver, f"the run's job failed before mpirun was watched: {_describe(exc)}")
+        raise
     return _watch(run, driver, execution)
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _abandon(run: Any, driver: Any, reason: str) -> None:
+    """Best effort: stop whatever of `run` may run, then mark it FAILED with `reason`."""
+    from mlbench_master import runs
+
+    if driver is not None:
+        try:
+            driver.cancel(run)
+        except Exception as exc:  # noqa: BLE001 - the FAILED state matters more
+            log.warning("run %s: cancel after a failure failed too: %s", run.pk, exc)
+            reason += f"; stopping its processes failed: {exc}"
+    try:
+        runs.mark_failed(run, reason)
+    except Exception:  # noqa: BLE001 - the database itself may be what failed
+        log.exception("run %s: could not be marked FAILED (%s)", run.pk, reason)
 
 
 def _save_job_metadata(run: Any) -> None:
@@ -274,6 +313,11 @@ def _watch(run: Any, driver: Any, execution: Any) -> str:
     run.refresh_from_db()
     if code == 0:
         runs.mark_finished(run, 0)
+    elif getattr(execution, "exit_unknown", False):
+        # Re-attached to an mpirun that ended while nobody watched and left no exit code.
+        tail = list(writer.stderr_tail or writer.mpirun_tail)
+        reason = UNRECORDED + ("; last lines of stderr:\n" + "\n".join(tail) if tail else "")
+        runs.mark_failed(run, reason[:REASON_MAX_CHARS])
     else:
         runs.mark_failed(
             run,
@@ -325,10 +369,17 @@ def collect_pod_metrics() -> int:
     return len(samples)
 
 
-def collector_loop(interval: float = 5.0, stop: Any = None) -> None:
-    """Call collect_pod_metrics every `interval` seconds until `stop()` is true."""
+def collector_loop(
+    interval: float = 5.0, stop: Any = None, reconcile_every: float = RECONCILE_SECONDS
+) -> None:
+    """Call collect_pod_metrics every `interval` seconds until `stop()` is true.
+
+    Every `reconcile_every` seconds it also runs `reconcile(JOB_DIED)`: when the RQ work
+    horse watching a run dies (OOM killer, segfault) nothing else would ever end the run.
+    """
     from django.db import close_old_connections
 
+    next_reconcile = time.monotonic() + reconcile_every
     while stop is None or not stop():
         began = time.monotonic()
         try:
@@ -336,35 +387,55 @@ def collector_loop(interval: float = 5.0, stop: Any = None) -> None:
         except Exception:  # a failed reading must not end the loop
             log.exception("collecting pod metrics failed")
             close_old_connections()
+        if time.monotonic() >= next_reconcile:
+            next_reconcile = time.monotonic() + reconcile_every
+            try:
+                for note in reconcile(JOB_DIED, min_age=reconcile_every):
+                    log.warning("reconciled %s", note)
+            except Exception:
+                log.exception("reconciling active runs failed")
+                close_old_connections()
         time.sleep(max(0.5, interval - (time.monotonic() - began)))
 
 
 # --------------------------------------------------------------------------- restart
 
 
-def reconcile() -> list[str]:
-    """At master start-up: put every active run back on a path to a truthful end.
+def reconcile(lost: str = LOST, min_age: float = 0.0) -> list[str]:
+    """Put every active run whose job is gone back on a path to a truthful end.
 
-    STARTED runs whose job no live RQ worker is executing are re-enqueued: `run_job`
-    re-attaches when the ranks still run and fails the run with "master restarted; run
-    lost" when they are gone. INITIALIZED runs whose job vanished (Redis restarted) are
-    enqueued again. Returns a line per run handled (for the launcher's log).
+    Called at master start-up (`lost` = "master restarted; run lost") and periodically by
+    the collector (`lost` = JOB_DIED, `min_age` = its period, so a run just created or
+    just started is left to its job). A run whose job is queued, or executed by a live RQ
+    worker, is left alone. Otherwise:
+
+    - INITIALIZED: its job is enqueued again.
+    - STARTED, and the driver can re-attach to the launch (local: the output files and the
+      exit code mpirun's wrapper records): re-enqueued; `run_job` reads the rest of the
+      output and ends the run by mpirun's real exit code (FINISHED on 0).
+    - STARTED, the driver cannot re-attach (Kubernetes): its ranks are stopped and the run
+      is FAILED.
+    - Redis refuses the job: the ranks are stopped and the run FAILED (never an exception).
+
+    Returns a line per run handled (for the launcher's log).
     """
     _django()
+    from django.utils import timezone
+
     from mlbench_master import runs
     from mlbench_master.api.models import Run
     from mlbench_master.cluster.base import get_driver
 
     busy = _jobs_in_progress()
-    queued = _queued_jobs()
     notes = []
     driver = None
+    settled = timezone.now() - dt.timedelta(seconds=min_age)
     for run in Run.objects.filter(state__in=Run.ACTIVE_STATES).order_by("created_at"):
-        if run.job_id and run.job_id in busy:
+        if run.job_id and (run.job_id in busy or _job_waiting(run.job_id)):
+            continue
+        if min_age and max(filter(None, [run.created_at, run.started_at])) > settled:
             continue
         if run.state == Run.INITIALIZED:
-            if run.job_id and run.job_id in queued:
-                continue
             try:
                 runs.enqueue_run(run)
                 notes.append(f"run {run.pk}: enqueued again (its job was lost)")
@@ -372,13 +443,31 @@ def reconcile() -> list[str]:
                 notes.append(f"run {run.pk}: FAILED ({exc})")
             continue
         driver = driver or get_driver()
-        if driver.is_running(run):
+        if not _can_attach(driver, run):
+            if getattr(driver, "attach", None) is None:
+                why = f"the {driver.name} driver cannot re-attach to a launch"
+            else:
+                why = "no launch of it is recorded to re-attach to"
+            _abandon(run, driver, f"{lost} ({why}; its ranks were stopped)")
+            notes.append(f"run {run.pk}: FAILED, ranks stopped ({run.reason})")
+            continue
+        try:
             runs.enqueue_run(run)
-            notes.append(f"run {run.pk}: ranks still running, watched again")
-        else:
-            runs.mark_failed(run, LOST)
-            notes.append(f"run {run.pk}: FAILED ({LOST})")
+        except runs.QueueUnavailable as exc:
+            _abandon(run, driver, str(exc))  # enqueue_run failed it already; stop the ranks
+            notes.append(f"run {run.pk}: FAILED, ranks stopped ({exc})")
+            continue
+        what = "ranks still running" if driver.is_running(run) else "ranks ended"
+        notes.append(f"run {run.pk}: {what}; its output is read again to end it truthfully")
     return notes
+
+
+def _can_attach(driver: Any, run: Any) -> bool:
+    attach = getattr(driver, "attach", None)
+    try:
+        return attach is not None and attach(run) is not None
+    except Exception:  # noqa: BLE001 - cannot re-attach is the answer
+        return False
 
 
 def _redis() -> Any:
@@ -391,7 +480,9 @@ def _jobs_in_progress(fresh_seconds: float = 90.0) -> set[str]:
     """Ids of the jobs live RQ workers are executing now.
 
     A worker that died without saying so stays registered until its key expires; one whose
-    last heartbeat (every 30 s while it works) is older than `fresh_seconds` is not live.
+    last heartbeat (every 30 s while it works) is older than `fresh_seconds` is not live,
+    nor is one on this machine whose process no longer exists (a fresh heartbeat says
+    nothing when the worker was SIGKILLed a second ago).
     """
     try:
         from rq import Worker
@@ -403,17 +494,33 @@ def _jobs_in_progress(fresh_seconds: float = 90.0) -> set[str]:
             beat = worker.last_heartbeat
             if beat is not None and beat.tzinfo is None:
                 beat = beat.replace(tzinfo=dt.UTC)
-            if job_id and beat is not None and (now - beat).total_seconds() < fresh_seconds:
-                busy.add(job_id)
+            if not job_id or beat is None or (now - beat).total_seconds() >= fresh_seconds:
+                continue
+            if worker.hostname == socket.gethostname() and not _pid_alive(worker.pid):
+                continue
+            busy.add(job_id)
         return busy
     except Exception:  # Redis down: nothing is in progress anywhere
         return set()
 
 
-def _queued_jobs() -> set[str]:
+def _pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
     try:
-        from rq import Queue
+        import psutil
 
-        return set(Queue("runs", connection=_redis()).job_ids)
-    except Exception:
-        return set()
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except Exception:  # noqa: BLE001 - no such process (or not readable: assume gone)
+        return False
+
+
+def _job_waiting(job_id: str) -> bool:
+    """Whether the job is queued (or popped by a worker that has not marked it started)."""
+    try:
+        from rq.job import Job, JobStatus
+
+        status = Job.fetch(job_id, connection=_redis()).get_status()
+        return status in (JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED)
+    except Exception:  # no such job, or Redis down
+        return False

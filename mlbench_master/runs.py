@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 RUN_JOB = "mlbench_master.jobs.run_job"
 RUN_QUEUE = "runs"
 TOKEN_PREFIX = "mlbr"
+# The local cluster runs every rank on one machine and shapes no traffic.
+LOCAL_BANDWIDTH_NOTE = "not applied: the local cluster does not limit bandwidth between ranks"
 
 
 class RunConflict(Exception):
@@ -94,12 +96,15 @@ def build_manifest(run: Run) -> dict[str, Any]:
         mlbench_version = version("mlbench")
     except Exception:  # not installed as a distribution
         mlbench_version = "unknown"
-    return {
+    manifest: dict[str, Any] = {
         "config": {f: getattr(run, f) for f in config_fields},
         "mlbench": mlbench_version,
         "git_revision": _git_revision(),
         "master": {"python": platform.python_version(), "cluster": settings.MLBENCH_CLUSTER},
     }
+    if settings.MLBENCH_CLUSTER == "local":
+        manifest["not_applied"] = {"max_bandwidth": LOCAL_BANDWIDTH_NOTE}
+    return manifest
 
 
 def _git_revision() -> str:
@@ -194,10 +199,14 @@ def mark_failed(run: Run, reason: str, exit_code: int | None = None) -> bool:
 
 
 def cancel_run(run: Run, reason: str = "cancelled by a user") -> bool:
-    """Active → CANCELLED; then stop its processes and its RQ job.
+    """Active → CANCELLED; then stop its processes, and its RQ job if it is still queued.
 
     The state moves first, so the job sees CANCELLED and its own mark_failed() when
-    mpirun dies is a no-op. Returns False when the run was not active (nothing to do).
+    mpirun dies is a no-op. A job that is executing is NOT stopped: its watch loop notices
+    the state within a second, kills the ranks and stores their last output, and right
+    after a launch it re-checks the state, so an mpirun started just after driver.cancel()
+    is killed too (stopping the job's process would lose both). Returns False when the
+    run was not active (nothing to do).
     """
     if not _transition(
         run, Run.ACTIVE_STATES, state=Run.CANCELLED, reason=reason, finished_at=timezone.now()
@@ -211,29 +220,25 @@ def cancel_run(run: Run, reason: str = "cancelled by a user") -> bool:
         log.warning("run %s: the cluster driver could not cancel it: %s", run.pk, exc)
         Run.objects.filter(pk=run.pk).update(reason=f"{reason}; cancel failed: {exc}")
         run.refresh_from_db()
-    _stop_job(run)
+    _drop_queued_job(run)
     return True
 
 
-def _stop_job(run: Run) -> None:
+def _drop_queued_job(run: Run) -> None:
+    """Remove the run's job from the queue when no worker has taken it yet."""
     if not run.job_id:
         return
     try:
-        from rq.command import send_stop_job_command
         from rq.exceptions import InvalidJobOperation, NoSuchJobError
         from rq.job import Job, JobStatus
 
-        conn = _redis()
-        job = Job.fetch(run.job_id, connection=conn)
-        status = job.get_status()
-        if status == JobStatus.STARTED:
-            send_stop_job_command(conn, job.id)
-        elif status in (JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED):
+        job = Job.fetch(run.job_id, connection=_redis())
+        if job.get_status() in (JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED):
             job.cancel()
     except (NoSuchJobError, InvalidJobOperation):
         pass
     except Exception as exc:  # Redis down: the job finds the run CANCELLED when it runs
-        log.warning("run %s: could not stop RQ job %s: %s", run.pk, run.job_id, exc)
+        log.warning("run %s: could not drop RQ job %s: %s", run.pk, run.job_id, exc)
 
 
 def worker_token(run: Run) -> str:

@@ -7,6 +7,7 @@ serializers would cost seconds, a plain loop costs milliseconds.
 from __future__ import annotations
 
 import math
+import shlex
 from typing import Any
 
 from django.conf import settings
@@ -157,6 +158,20 @@ class RunCreateSerializer(serializers.Serializer):
             raise serializers.ValidationError(
                 f"dataset {value!r} is not one of {', '.join(Run.DATASETS)}"
             )
+        return value
+
+    def validate_custom_image_command(self, value: str | None) -> str | None:
+        """mpirun's argv is split from it with shlex (cluster/mpirun.py): refuse what it
+        cannot split here, with a 400, instead of failing the run in its job."""
+        if not value:
+            return value
+        try:
+            shlex.split(value)
+        except ValueError as exc:
+            raise serializers.ValidationError(
+                f"custom_image_command cannot be split into arguments like a shell would "
+                f"({exc}): close every quote or escape it with a backslash"
+            ) from exc
         return value
 
     def validate_task(self, value: str | None) -> str | None:

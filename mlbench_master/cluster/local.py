@@ -10,7 +10,8 @@ Why it is shaped like this:
 - Open MPI puts each rank in a process group of its own, so killing mpirun's process group
   is not enough. Every process of a launch carries marker variables in its environment
   (`MLBENCH_LOCAL_CLUSTER`, `MLBENCH_RUN_ID`, `MLBENCH_LAUNCH_ID`) and stays in the wrapper's
-  session; `cancel` kills by both, from any process, so no rank is ever left behind.
+  session; `cancel` kills by the markers, from any process, so no rank is ever left behind
+  (the session id only helps while its leader is verifiably our wrapper: pids get reused).
 - The slots (`local-worker-0` ...) are reported busy from the rank processes that exist,
   not from bookkeeping that could drift.
 """
@@ -121,32 +122,54 @@ def _alive(proc: psutil.Process) -> bool:
         return False
 
 
+def _leader_is(sid: int | None, created: float | None) -> bool:
+    """Whether process `sid` is still the session leader our launch recorded (same start)."""
+    if not sid or created is None:
+        return False
+    try:
+        return abs(psutil.Process(sid).create_time() - float(created)) < 1.0
+    except (psutil.Error, TypeError, ValueError):
+        return False
+
+
+def launch_processes(
+    home: Path,
+    run_id: int | str | None = None,
+    sid: int | None = None,
+    sid_created: float | None = None,
+) -> list[psutil.Process]:
+    """Live processes of local launches under `home` (optionally of one run).
+
+    A process counts only when it carries our marker (`MLBENCH_LOCAL_CLUSTER` = `home`, and
+    the run's id when one is given): a session id alone is never trusted, since a pid (and
+    with it a session id) may be reused by an unrelated program once our launch is gone.
+    Members of session `sid` whose environment cannot be read are added only while the
+    session leader is verifiably our wrapper (its create time is `sid_created`).
+    """
+    home_str = str(home)
+    session_ours = _leader_is(sid, sid_created)
+    found = []
+    for proc in psutil.process_iter():
+        if proc.pid == os.getpid():
+            continue
+        env = _environ(proc)
+        if env:
+            if env.get(CLUSTER_MARK) != home_str:
+                continue
+            if run_id is not None and env.get(RUN_MARK) != str(run_id):
+                continue
+        elif not (session_ours and _session_of(proc.pid) == sid):
+            continue
+        if _alive(proc):
+            found.append(proc)
+    return found
+
+
 def _session_of(pid: int) -> int | None:
     try:
         return os.getsid(pid)
     except OSError:
         return None
-
-
-def launch_processes(
-    home: Path, run_id: int | str | None = None, sid: int | None = None
-) -> list[psutil.Process]:
-    """Live processes of local launches under `home` (optionally of one run / one session)."""
-    home_str = str(home)
-    found = []
-    for proc in psutil.process_iter():
-        if proc.pid == os.getpid():
-            continue
-        in_session = sid is not None and _session_of(proc.pid) == sid
-        if not in_session:
-            env = _environ(proc)
-            if env.get(CLUSTER_MARK) != home_str:
-                continue
-            if run_id is not None and env.get(RUN_MARK) != str(run_id):
-                continue
-        if _alive(proc):
-            found.append(proc)
-    return found
 
 
 def rank_processes(home: Path) -> dict[tuple[str, int], list[psutil.Process]]:
@@ -222,6 +245,8 @@ class LocalExecution(Execution):
         self._handed = dict(self._offsets)  # bytes up to the last complete line handed out
         self._partial = {"stdout": b"", "stderr": b""}
         self._exited_code: int | None = None
+        # True when mpirun ended unwatched and its wrapper recorded no exit code (killed).
+        self.exit_unknown = False
 
     # offsets survive the reader so a re-attached master does not store lines twice
     def _load_offsets(self) -> dict[str, int]:
@@ -255,15 +280,17 @@ class LocalExecution(Execution):
                 return False
         except psutil.Error:
             pass
-        self._exited_code = self._recorded_code()
+        recorded = self._recorded_code()
+        self.exit_unknown = recorded is None
+        self._exited_code = 128 + signal.SIGKILL if recorded is None else recorded
         return True
 
-    def _recorded_code(self) -> int:
-        """The exit code the wrapper wrote; 137 when it was killed before it could."""
+    def _recorded_code(self) -> int | None:
+        """The exit code the wrapper wrote; None when it was killed before it could."""
         try:
             return int((self.dir / "exit_code").read_text().strip())
         except (OSError, ValueError):
-            return 128 + signal.SIGKILL
+            return None
 
     def _pending(self) -> bool:
         for stream in ("stdout", "stderr"):
@@ -313,9 +340,9 @@ class LocalExecution(Execution):
 
     def kill(self) -> None:
         home = Path(self.info["home"])
-        sid = self.info.get("sid")
-        run_id = self.info.get("run_id")
-        kill_processes(lambda: launch_processes(home, run_id=run_id, sid=sid))
+        kill_processes(
+            lambda: launch_processes(home, self.info.get("run_id"), *_session(self.info))
+        )
         if self.popen is not None:
             try:
                 self.popen.wait(timeout=5)
@@ -418,7 +445,13 @@ class LocalCluster(ClusterDriver):
             "argv": argv,
         }
         (directory / "launch.json").write_text(json.dumps(info))
-        _job_metadata(run)["local"] = info
+        meta = _job_metadata(run)
+        meta["local"] = info
+        meta["max_bandwidth"] = {
+            "requested_mbit_s": getattr(run, "max_bandwidth", None),
+            "applied": False,
+            "why": "the local cluster runs every rank on this machine and shapes no traffic",
+        }
         return LocalExecution(info, popen=popen)
 
     def attach(self, run: RunSpec) -> Execution | None:
@@ -430,12 +463,11 @@ class LocalCluster(ClusterDriver):
 
     def cancel(self, run: RunSpec) -> None:
         info = _job_metadata(run).get("local") or {}
-        sid = info.get("sid")
-        kill_processes(lambda: launch_processes(self.home, run_id=run.id, sid=sid))
+        kill_processes(lambda: launch_processes(self.home, run.id, *_session(info)))
 
     def is_running(self, run: RunSpec) -> bool:
         info = _job_metadata(run).get("local") or {}
-        return bool(launch_processes(self.home, run_id=run.id, sid=info.get("sid")))
+        return bool(launch_processes(self.home, run.id, *_session(info)))
 
     # -- resources
     def pod_metrics(self) -> list[PodSample]:
@@ -504,6 +536,11 @@ def _net_bytes(pid: int) -> tuple[int, int] | None:
             rx += int(fields[0])
             tx += int(fields[8])
     return rx, tx
+
+
+def _session(info: dict[str, Any]) -> tuple[int | None, float | None]:
+    """The recorded session id of a launch and its leader's create time."""
+    return info.get("sid"), info.get("create_time")
 
 
 def _job_metadata(run: RunSpec) -> dict[str, Any]:

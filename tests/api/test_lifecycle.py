@@ -47,3 +47,132 @@ def test_create_run_conflict_and_light_target(db, redis_settings):
     assert run.target == "light" and run.job_id
     with pytest.raises(runs.RunConflict, match=f"run {run.pk}"):
         runs.create_run({"name": "b", "num_workers": 1})
+
+
+# --------------------------------------------------------------------------- the run's job
+# These run the real job code with the real local driver (mpirun, 1 rank) and real RQ.
+
+SAY_HI = "python -c \"import time; print('hi', flush=True); time.sleep({})\""
+
+
+def _launch(run, seconds):
+    """Launch `run` with the real local driver as run_job would, job_metadata stored."""
+    from mlbench_master.cluster.base import get_driver
+    from mlbench_master.cluster.mpirun import mpirun_argv, rank_environment
+
+    driver = get_driver()
+    argv = mpirun_argv(run, driver.prepare(run), mpirun=driver.mpirun, python=driver.python)
+    execution = driver.launch(run, argv, rank_environment(run, "http://127.0.0.1:9", "tok"))
+    Run.objects.filter(pk=run.pk).update(job_metadata=run.job_metadata)
+    return driver, execution
+
+
+def test_custom_command_shlex_cannot_split_is_a_400(api):
+    response = api.post(
+        "/api/runs/",
+        {"name": "bad", "num_workers": 1, "custom_image_command": "python -c 'print(1)"},
+        format="json",
+    )
+    assert response.status_code == 400, response.content
+    assert "custom_image_command" in response.json()["errors"]
+    assert "quotation" in str(response.json())
+
+
+@pytest.mark.mpi
+def test_any_error_before_the_watch_fails_the_run_and_is_raised(make_run):
+    from mlbench_master import jobs
+
+    # Stored without the API's validation (an older master, the admin): shlex fails in the job.
+    run = make_run(state=Run.INITIALIZED, num_workers=1, custom_image_command="echo 'unclosed")
+    with pytest.raises(ValueError, match="quotation"):
+        jobs.run_job(run.pk)
+    run.refresh_from_db()
+    assert run.state == Run.FAILED
+    assert "ValueError" in run.reason and "quotation" in run.reason
+    assert runs.active_run() is None  # the next run is not refused with 409
+
+
+def test_a_dead_rq_worker_with_a_fresh_heartbeat_is_not_busy(redis_settings):
+    import subprocess
+    import sys
+
+    from mlbench_master import jobs
+
+    # A real RQ worker takes a job, heartbeats, then dies without a word (SIGKILL, OOM).
+    code = (
+        "import sys, redis\n"
+        "from rq import Queue, Worker\n"
+        "from rq.executions import prepare_execution\n"
+        "conn = redis.Redis.from_url(sys.argv[1])\n"
+        "queue = Queue('runs', connection=conn)\n"
+        "job = queue.enqueue_call('mlbench_master.jobs.run_job', args=(0,))\n"
+        "worker = Worker([queue], connection=conn, name='doomed')\n"
+        "worker.register_birth(); worker.heartbeat(); prepare_execution(worker, job)\n"
+        "print(job.id)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, redis_settings], capture_output=True, text=True, check=True
+    )
+    job_id = done.stdout.strip()
+    assert job_id not in jobs._jobs_in_progress()
+    # The same state written by a worker that is alive (this process) counts as busy.
+    from rq import Queue, Worker
+    from rq.executions import prepare_execution
+
+    queue = Queue("runs", connection=runs._redis())
+    job = queue.enqueue_call("mlbench_master.jobs.run_job", args=(0,))
+    worker = Worker([queue], connection=queue.connection, name="alive")
+    worker.register_birth()
+    worker.heartbeat()
+    prepare_execution(worker, job)
+    assert jobs._jobs_in_progress() == {job.id}
+
+
+@pytest.mark.mpi
+def test_reconcile_reads_an_ended_launch_to_its_true_end(make_run, redis_settings):
+    from rq import Queue, SimpleWorker
+
+    from mlbench_master import jobs
+
+    run = make_run(state=Run.STARTED, num_workers=1, custom_image_command=SAY_HI.format(0))
+    _driver, execution = _launch(run, 0)
+    execution.popen.wait(timeout=60)  # mpirun ended while no job watched it
+    notes = jobs.reconcile()
+    assert notes == [f"run {run.pk}: ranks ended; its output is read again to end it truthfully"]
+    queue = Queue("runs", connection=runs._redis())
+    SimpleWorker([queue], connection=queue.connection).work(burst=True)
+    run.refresh_from_db()
+    assert run.state == Run.FINISHED and run.exit_code == 0, run.reason
+    assert "hi" in "".join(run.log_chunks.values_list("text", flat=True))
+
+
+@pytest.mark.mpi
+def test_reconcile_without_redis_stops_the_ranks_and_fails_the_run(make_run, settings):
+    from mlbench_master import jobs
+    from tests.services import free_port
+
+    settings.RQ_QUEUES = {"runs": {"URL": f"redis://127.0.0.1:{free_port()}/0"}}
+    run = make_run(state=Run.STARTED, num_workers=1, custom_image_command=SAY_HI.format(120))
+    driver, _execution = _launch(run, 120)
+    assert driver.is_running(run)
+    notes = jobs.reconcile()  # must not raise
+    run.refresh_from_db()
+    assert run.state == Run.FAILED and "could not enqueue" in run.reason
+    assert "ranks stopped" in notes[0]
+    assert not driver.is_running(run)
+
+
+def test_collector_reconciles_a_started_run_whose_job_died(make_run, redis_settings):
+    from mlbench_master import jobs
+
+    run = make_run(state=Run.STARTED, num_workers=1, job_id="gone-with-its-worker")
+    rounds = iter([False, True])
+    jobs.collector_loop(interval=0, stop=lambda: next(rounds), reconcile_every=0)
+    run.refresh_from_db()
+    assert run.state == Run.FAILED
+    assert run.reason.startswith(jobs.JOB_DIED)
+
+
+def test_manifest_says_the_local_cluster_does_not_limit_bandwidth(db, redis_settings):
+    run = runs.create_run({"name": "bw", "num_workers": 1, "max_bandwidth": 100})
+    assert "not applied" in run.manifest["not_applied"]["max_bandwidth"]

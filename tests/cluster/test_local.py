@@ -1,5 +1,6 @@
 """The local cluster driver with a real mpirun and 2 ranks (no master, no database)."""
 
+import subprocess
 import sys
 import time
 from types import SimpleNamespace
@@ -95,6 +96,11 @@ def test_launch_streams_attributed_output_and_exit_code(driver):
         (1, "stderr"),
     }
     assert run.job_metadata["local"]["sid"] > 0
+    assert run.job_metadata["max_bandwidth"] == {
+        "requested_mbit_s": 1000,
+        "applied": False,
+        "why": "the local cluster runs every rank on this machine and shapes no traffic",
+    }
     assert not driver.is_running(run)
 
 
@@ -121,14 +127,16 @@ def test_a_new_master_reattaches_and_reads_only_what_is_new(driver):
     run = make_run(13, 2)
     first = launch(driver, run)
     seen = []
+    deadline = time.monotonic() + 60
     while len([line for line in seen if line.stream == "stdout"]) < 2:
+        assert time.monotonic() < deadline, f"the ranks did not start: {seen}"
         seen += first.read(0.2)
     first.checkpoint()  # what the job does once these lines are stored
     # The reader goes away (as a killed RQ job would); the ranks go on.
     again = driver.attach(SimpleNamespace(id=13, job_metadata=dict(run.job_metadata)))
     code, rest = read_until_exit(again)
     first.popen.wait()
-    assert code == 0
+    assert code == 0 and not again.exit_unknown  # the wrapper recorded mpirun's exit code
     assert not any(line.text.startswith("up ") for line in rest if line.stream == "stdout")
 
 
@@ -170,4 +178,34 @@ def test_no_mpirun_is_a_clear_error(driver, monkeypatch):
     monkeypatch.setenv("PATH", str(driver.home))
     with pytest.raises(ClusterError, match="mpirun not found"):
         local.find_mpirun()
-    assert sys.executable
+
+
+def test_a_reattached_launch_killed_unwatched_has_no_exit_code(driver):
+    run = make_run(15, 120)
+    first = launch(driver, run)
+    wait_ranks(driver, run)
+    stored = SimpleNamespace(id=15, job_metadata=dict(run.job_metadata))
+    driver.cancel(stored)  # kills the wrapper too: it never writes mpirun's exit code
+    first.popen.wait(timeout=10)
+    again = driver.attach(stored)
+    code, _ = read_until_exit(again, timeout=15)
+    assert again.exit_unknown and code == 137
+
+
+def test_a_reused_session_id_never_matches_an_unrelated_process(driver):
+    # An unrelated program that leads the session a finished launch had recorded.
+    stranger = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True
+    )
+    try:
+        info = {"sid": stranger.pid, "create_time": 0.0}  # the old leader's start time
+        run = SimpleNamespace(id=16, job_metadata={"local": info})
+        assert not driver.is_running(run)
+        driver.cancel(run)
+        assert stranger.poll() is None, "cancel killed a process that is not ours"
+        # Even with the leader's real create time, a process without our marker is not ours.
+        info["create_time"] = psutil.Process(stranger.pid).create_time()
+        assert launch_processes(driver.home, 16, stranger.pid, info["create_time"]) == []
+    finally:
+        stranger.kill()
+        stranger.wait()
