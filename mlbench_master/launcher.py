@@ -8,7 +8,8 @@
   read by the `mlbench` command);
 - reconciliation of runs a previous master left active;
 - two RQ workers (queue "runs" for run jobs, queue "default" for the rest);
-- the pod-metrics collector (every 5 s);
+- the pod-metrics collector (every 5 s), which also reconciles active runs every 30 s
+  (a run whose RQ work horse died is re-attached to its launch or failed);
 - a real WSGI server (waitress) on 127.0.0.1 serving the API, the dashboard and the static
   files (WhiteNoise over the collected files).
 

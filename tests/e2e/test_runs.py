@@ -182,16 +182,57 @@ def test_master_restarted_during_a_run_watches_it_again(idle_master):
 def test_master_restarted_after_the_ranks_died_fails_the_run(idle_master):
     master = idle_master
     run = master.create_run(custom_image_command=script("sleeper.py") + " 120", run_all_nodes=True)
-    pids = _rank_pids(master, run["id"])
+    _rank_pids(master, run["id"])
     _kill_master_but_not_ranks(master)
-    from mlbench_master.cluster.local import kill_processes
-
-    kill_processes(lambda: master.rank_processes(run["id"]))
-    assert pids
+    # Everything of the launch dies at once, its sh wrapper first (lowest pid): mpirun's exit
+    # code is never recorded, so the new master cannot know how the run ended.
+    procs = sorted(master.rank_processes(run["id"]), key=lambda p: p.pid)
+    for proc in procs:
+        proc.kill()
+    psutil.wait_procs(procs, timeout=10)
     master.up()
     done = master.wait_state(run["id"], ("FINISHED", "FAILED", "CANCELLED"), timeout=30)
     assert done["state"] == "FAILED"
-    assert "master restarted; run lost" in done["reason"]
+    assert done["reason"].startswith("run lost: mpirun ended while no job watched it")
+    assert done["exit_code"] is None
+    assert "rank 0 started" in master.log_text(run["id"]), "the output it left is stored"
+
+
+def test_master_restarted_after_the_run_ended_finishes_it(idle_master):
+    master = idle_master
+    run = master.create_run(custom_image_command=script("sleeper.py") + " 3", run_all_nodes=True)
+    _rank_pids(master, run["id"])
+    _kill_master_but_not_ranks(master)
+    deadline = time.monotonic() + 60
+    while master.rank_processes(run["id"]):  # mpirun ends (exit 0) while no master runs
+        assert time.monotonic() < deadline, "the ranks did not end"
+        time.sleep(0.2)
+    master.up()
+    done = master.wait_state(run["id"], ("FINISHED", "FAILED", "CANCELLED"), timeout=30)
+    assert done["state"] == "FINISHED", done["reason"]
+    assert "rank 1 done" in master.log_text(run["id"])
+
+
+def test_cancel_lets_the_runs_job_end_by_itself(idle_master):
+    import redis
+    from rq.job import Job
+
+    master = idle_master
+    run = master.create_run(custom_image_command=script("sleeper.py") + " 120", run_all_nodes=True)
+    _rank_pids(master, run["id"])
+    response = master.post(f"/runs/{run['id']}/cancel/", {})  # the dashboard's Cancel
+    assert response.status_code == 200, response.text
+    assert response.json()["state"] == "CANCELLED"
+    _assert_no_process_left(master, run["id"])
+    job = Job.fetch(run["job_id"], connection=redis.Redis.from_url(master.state()["redis_url"]))
+    deadline = time.monotonic() + 30
+    while job.get_status() != "finished":  # the job ends by itself, never stopped
+        assert time.monotonic() < deadline, f"the run's job is {job.get_status()}"
+        time.sleep(0.2)
+    # Its watcher saw CANCELLED, killed what was left and stored the last output itself.
+    assert job.return_value() == "CANCELLED"
+    assert "rank 1 started" in master.log_text(run["id"])
+    assert master.run(run["id"])["state"] == "CANCELLED"
 
 
 def test_down_stops_a_run_in_progress_and_says_so(idle_master):
