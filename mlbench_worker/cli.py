@@ -583,35 +583,17 @@ def cmd_report(args: argparse.Namespace, master: Master) -> int:
     return EXIT_OK
 
 
-def report_table(master: Master, runs: list[dict]) -> str:
+def report_table(master: Master | None, runs: list[dict]) -> str:
     """Runs side by side: time to target, accuracy after time, images/s, speed-up, comm share.
 
-    Speed-up is against a 1-worker run of the same task, data set and target: one among
-    `runs` if given, else the newest finished one on the master. It compares times to
-    target when both reached it, else throughput (marked "thr").
+    Speed-up is against a 1-worker run among `runs` with the same set-up
+    (`setup_differences`); a 1-worker run is its own baseline (1.00x). It compares times
+    to target when both reached it, else throughput (marked "thr"). Without a comparable
+    1-worker run the column says "-" and a note under the table says why; a warning line
+    above it says when the runs differ in data set or task.
     """
-    baselines: dict[tuple, dict] = {}
-    for run in runs:
-        if run.get("num_workers") == 1 and (run.get("summary") or {}):
-            baselines.setdefault(_kind(run), run)
-    missing = {_kind(r) for r in runs} - set(baselines)
-    if missing:
-        try:
-            every = _runs_list(master.json("get_runs"))
-        except CliError:
-            every = []
-        for other in every:
-            if (
-                other.get("state") == "FINISHED"
-                and other.get("num_workers") == 1
-                and _kind(other) in missing
-                and _kind(other) not in baselines
-            ):
-                if not other.get("summary"):
-                    other = master.json("get_run", other["id"])
-                if other.get("summary"):
-                    baselines[_kind(other)] = other
     rows = []
+    notes = []
     for run in runs:
         s = run.get("summary") or {}
         reported = bool(s)
@@ -628,18 +610,22 @@ def report_table(master: Master, runs: list[dict]) -> str:
             if s.get("elapsed"):
                 after += f" @ {_duration(s['elapsed'])}"
         ips = f"{float(s['images_per_sec']):.0f}" if s.get("images_per_sec") else "-"
+        base, why = _baseline(run, runs)
+        speedup = _speedup(run, base) if base is not None else "-"
+        if why and (run.get("num_workers") or 0) > 1:
+            notes.append(f"speed-up of run {run['id']}: {why}")
         rows.append(
             [
                 run["id"],
                 _short(run.get("name"), 30),
                 run.get("state"),
                 run.get("num_workers"),
-                s.get("dataset") or run.get("dataset_used") or "-",
+                s.get("dataset") or run.get("dataset_used") or _requested(run),
                 target,
                 reached,
                 after,
                 ips,
-                _speedup(run, baselines.get(_kind(run))),
+                speedup,
                 _percent(s.get("comm_share")) if s.get("comm_share") is not None else "-",
             ]
         )
@@ -647,7 +633,8 @@ def report_table(master: Master, runs: list[dict]) -> str:
         "ID", "NAME", "STATE", "WORKERS", "DATASET", "TARGET", "TIME TO TARGET",
         "ACC AFTER TIME", "IMAGES/S", "SPEED-UP", "COMM",
     ]  # fmt: skip
-    return _table(headers, rows)
+    warning = _mixed_warning(runs)
+    return "\n".join(([warning] if warning else []) + [_table(headers, rows)] + notes)
 
 
 def _summary_from_series(master: Master, run: dict) -> dict[str, Any]:
@@ -677,18 +664,88 @@ def _summary_from_series(master: Master, run: dict) -> dict[str, Any]:
     return derived
 
 
-def _kind(run: dict) -> tuple:
+def _dataset(run: dict) -> str | None:
+    """The data set a run actually used (reported), else the one requested; None while
+    that is unknown ("auto" requested and nothing reported yet)."""
     s = run.get("summary") or {}
-    return (
-        run.get("task"),
-        s.get("dataset") or run.get("dataset_used") or run.get("dataset"),
-        s.get("target") or run.get("target"),
-    )
+    used = run.get("dataset_used") or s.get("dataset") or run.get("dataset")
+    return used if used and used != "auto" else None
 
 
-def _speedup(run: dict, base: dict | None) -> str:
-    if base is None:
-        return "-"
+def _requested(run: dict) -> str:
+    return f"{run['dataset']} (requested)" if run.get("dataset") else "-"
+
+
+def _cpus(run: dict) -> float | None:
+    cpus = run.get("num_cpus")
+    return None if cpus is None else float(cpus)
+
+
+# What must be equal for two runs to be compared, and how each is read from a run.
+_SETUP: list[tuple[str, Any]] = [
+    ("dataset", _dataset),
+    ("task", lambda r: r.get("task") or (r.get("summary") or {}).get("task")),
+    ("target", lambda r: r.get("target") or (r.get("summary") or {}).get("target")),
+    ("backend", lambda r: r.get("backend") or (r.get("summary") or {}).get("backend")),
+    ("CPUs per worker", _cpus),
+]
+
+
+def setup_differences(a: dict, b: dict) -> list[str]:
+    """The set-up fields in which runs `a` and `b` differ; [] means they may be compared.
+
+    Why: a speed-up only means something between runs that differ in the number of
+    workers and nothing else. A synthetic-data run against a CIFAR-10 run, or runs of
+    different tasks, targets, backends or CPUs per worker, give a ratio that measures the
+    difference in set-up, not scaling, and a synthetic result must never pass for a
+    CIFAR-10 one. An unknown data set therefore differs from everything. The dashboard's
+    compare page keeps the same rule in static/dashboard/js/comparable.js.
+    """
+    differ = []
+    for name, of in _SETUP:
+        x, y = of(a), of(b)
+        if x != y or (name == "dataset" and x is None):
+            differ.append(name)
+    return differ
+
+
+def _baseline(run: dict, runs: list[dict]) -> tuple[dict | None, str]:
+    """The 1-worker run among `runs` to compare `run` with, else (None, why not)."""
+    if run.get("num_workers") == 1:
+        return run, ""
+    ones = [r for r in runs if r.get("num_workers") == 1]
+    if not ones:
+        return None, "no 1-worker run listed"
+    diffs = [(setup_differences(run, r), r) for r in ones]
+    for differ, other in diffs:
+        if not differ:
+            return other, ""
+    if _dataset(run) is None:
+        return None, "data set not reported yet"
+    nearest = min((d for d, _ in diffs), key=len)
+    return None, f"no 1-worker run listed with the same {'/'.join(nearest)}"
+
+
+def _mixed_warning(runs: list[dict]) -> str:
+    """A warning when the runs used different data sets or ran different tasks."""
+    sets = sorted({_dataset(r) or "not reported yet" for r in runs})
+    tasks = sorted({r.get("task") or "-" for r in runs})
+    parts = []
+    if len(sets) > 1:
+        parts.append(f"different data sets ({', '.join(sets)})")
+    if len(tasks) > 1:
+        parts.append(f"different tasks ({', '.join(tasks)})")
+    if not parts:
+        return ""
+    text = f"warning: these runs use {' and '.join(parts)}: their results are not comparable."
+    if "synthetic" in sets:
+        text += " Synthetic results say nothing about CIFAR-10 accuracy."
+    return text + " Speed-up only against a 1-worker run of the same set-up."
+
+
+def _speedup(run: dict, base: dict) -> str:
+    if base is run:
+        return "1.00x"
     s, b = run.get("summary") or {}, base.get("summary") or {}
     if s.get("time_to_target") and b.get("time_to_target"):
         return f"{float(b['time_to_target']) / float(s['time_to_target']):.2f}x"

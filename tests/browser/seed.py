@@ -79,6 +79,10 @@ def store_points(points) -> None:
     )
 
 
+# The accuracy each target asks for (the worker's own table, mlbench_worker/tasks).
+TARGET_ACCURACY = {"light": 0.70, "standard": 0.80, "paper": 0.91}
+
+
 def make_run(
     name: str,
     workers: int,
@@ -87,30 +91,48 @@ def make_run(
     epochs: int = 10,
     dataset_used: str = "cifar10",
     speed: float | None = None,
+    target: str = "light",
+    task: str = "resnet20-cifar10",
+    backend: str = "mpi",
+    num_cpus: float = 1.0,
+    ago: float = 3600.0,
     **fields,
 ):
-    """A run as the master stores it after its workers reported, with metrics and logs."""
+    """A run as the master stores it after its workers reported, with metrics and logs.
+
+    Realistic on purpose: created, then started 5 s later (queued), then finished when its
+    last epoch ended, all `ago` seconds back; the summary's target accuracy is the one its
+    target asks for, and the time to target is when the seeded validation accuracy
+    (0.2 + 0.08 per epoch) first reaches it."""
     from mlbench_master.api.models import LogChunk, Run
 
     speed = speed if speed is not None else 0.9 * workers if workers > 1 else 1.0
-    start = timezone.now() - dt.timedelta(hours=1)
-    tt = 30.0 * 8 / speed
+    created = timezone.now() - dt.timedelta(seconds=ago)
+    start = created + dt.timedelta(seconds=5)
+    goal = TARGET_ACCURACY[target]
+    epochs_to_goal = math.ceil(round((goal - 0.2) / 0.08, 6))
+    reached = epochs_to_goal <= epochs
+    best = min(0.93, 0.2 + 0.08 * epochs)
     summary = {}
     if state == "FINISHED":
         summary = {
-            "task": "resnet20-cifar10", "model": "resnet20", "dataset": dataset_used,
-            "num_workers": workers, "backend": "mpi", "device": "cpu", "target": "light",
-            "target_accuracy": 0.8, "reached": True, "time_to_target": tt,
-            "final_val_accuracy": 0.93, "best_val_accuracy": 0.93, "epochs": epochs,
+            "task": task, "model": task.split("-")[0], "dataset": dataset_used,
+            "num_workers": workers, "backend": backend, "device": "cpu", "target": target,
+            "target_accuracy": goal, "reached": reached,
+            "time_to_target": 30.0 * epochs_to_goal / speed if reached else None,
+            "final_val_accuracy": best, "best_val_accuracy": best, "epochs": epochs,
             "images_per_sec": 600.0 * speed, "comm_share": 0.08, "elapsed": 30.0 * epochs / speed,
             "seed": 42, "versions": {"python": "3.11", "torch": "2.13.0", "mpi": "Open MPI 5"},
             "hardware": {"cpu": "test"},
         }  # fmt: skip
     run = Run.objects.create(
         name=name,
+        created_at=created,
         num_workers=workers,
-        num_cpus=1.0,
-        target="light",
+        num_cpus=num_cpus,
+        task=task,
+        backend=backend,
+        target=target,
         state=state,
         started_at=start,
         finished_at=start + dt.timedelta(seconds=30 * epochs / speed)

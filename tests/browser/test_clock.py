@@ -28,8 +28,9 @@ def new_run(name: str, start: dt.datetime, state: str = "STARTED"):
     from mlbench_master.api.models import Run
 
     return Run.objects.create(
-        name=name, num_workers=1, num_cpus=1.0, target="light", state=state, started_at=start,
-        max_epochs=2,
+        name=name, num_workers=1, num_cpus=1.0, target="light", state=state,
+        created_at=start - dt.timedelta(seconds=5), started_at=start, max_epochs=2,
+        finished_at=start + dt.timedelta(seconds=STARTUP + 60) if state == "FINISHED" else None,
     )  # fmt: skip
 
 

@@ -106,19 +106,15 @@ def test_every_page(page):
     page.wait_for_function("Number(document.querySelector('#chart-loss').dataset.points) > 0")
     assert "epoch" in page.locator("#chart-loss").inner_text()
 
-    # Compare: both runs' curves and the table.
+    # Compare: both runs' curves and the table (speed-up rules: test_compare.py).
     page.goto(f"/compare/?runs={one.pk},{two.pk}")
     loaded(page)
     page.wait_for_function("Number(document.querySelector('#chart-compare').dataset.points) > 0")
     assert page.locator("#compare-table tbody tr").count() == 2
     row = page.locator(f"#compare-table tr[data-run-id='{two.pk}']")
-    assert row.locator(".ttt").inner_text() == "2 min 13 s"  # 240 s / 1.8
-    assert row.locator(".speedup").inner_text() == "1.80×"
-    assert row.locator(".efficiency").inner_text() == "90.0 %"
-    base = page.locator(f"#compare-table tr[data-run-id='{one.pk}']")
-    assert base.locator(".speedup").inner_text() == "1.00×"
-    screenshot(page, "compare")
-    assert_accessible(page)
+    assert row.locator(".ttt").inner_text() == "1 min 57 s"  # 7 epochs to 70 %: 210 s / 1.8
+    assert page.locator("#compare-warning").is_visible()  # synthetic beside CIFAR-10
+    assert row.locator(".speedup").inner_text().startswith("—")
 
     # A narrow screen: no page-wide sideways scrolling, navigation still there.
     page.set_viewport_size({"width": 390, "height": 844})

@@ -155,21 +155,85 @@ def test_progress_line_from_the_progress_series():
     assert "elapsed 1m35s" in cli.Progress.render(done, latest, now=now)
 
 
-def test_report_compares_with_the_one_worker_run():
-    def run(run_id, workers, ttt, ips):
-        summary = {
-            "dataset": "synthetic", "target": "light", "target_accuracy": 0.7,
-            "time_to_target": ttt, "final_val_accuracy": 0.72, "elapsed": 120,
-            "images_per_sec": ips, "comm_share": 0.25,
-        }  # fmt: skip
-        return {"id": run_id, "name": f"w{workers}", "state": "FINISHED",
-                "num_workers": workers, "task": "resnet20-cifar10", "summary": summary}  # fmt: skip
+def _reported(run_id, workers, ttt, ips, dataset="cifar10", **fields):
+    """A finished run as GET /api/runs/<id>/ shows it after its rank 0 posted the summary."""
+    summary = {
+        "task": "resnet20-cifar10", "dataset": dataset, "num_workers": workers,
+        "backend": "mpi", "target": "light", "target_accuracy": 0.7, "reached": ttt is not None,
+        "time_to_target": ttt, "final_val_accuracy": 0.72, "elapsed": 120,
+        "images_per_sec": ips, "comm_share": 0.25,
+    }  # fmt: skip
+    run = {
+        "id": run_id, "name": f"w{workers}", "state": "FINISHED", "num_workers": workers,
+        "task": "resnet20-cifar10", "backend": "mpi", "num_cpus": 1.0, "target": "light",
+        "dataset": "auto", "dataset_used": dataset, "summary": summary,
+    }  # fmt: skip
+    return run | fields
 
-    table = cli.report_table(None, [run(1, 1, 100.0, 300.0), run(2, 2, 50.0, 550.0)])
+
+def _column(table: str, header: str, run_id: int) -> str:
+    """One cell of the report table, by column name and run id."""
     lines = table.splitlines()
-    assert "SPEED-UP" in lines[0] and "COMM" in lines[0]
-    assert "1.00x" in lines[2] and "2.00x" in lines[3]
+    top = next(i for i, line in enumerate(lines) if line.startswith("ID "))
+    start = lines[top].index(header)
+    row = next(line for line in lines[top + 2 :] if line.split()[0] == str(run_id))
+    return row[start:].split("  ")[0].strip()
+
+
+def test_report_compares_with_the_one_worker_run():
+    one, two = _reported(1, 1, 100.0, 300.0), _reported(2, 2, 50.0, 550.0)
+    table = cli.report_table(None, [one, two])
+    lines = table.splitlines()
+    assert "SPEED-UP" in lines[0] and "COMM" in lines[0]  # no warning line above
+    assert _column(table, "SPEED-UP", 1) == "1.00x"
+    assert _column(table, "SPEED-UP", 2) == "2.00x"
     assert "1m40s" in lines[2] and "72.0% @ 2m00s" in lines[3] and "25.0%" in lines[3]
-    unreached = run(3, 2, None, 600.0)
-    row = cli.report_table(None, [run(1, 1, 100.0, 300.0), unreached]).splitlines()[3]
-    assert "not reached" in row and "2.00x thr" in row
+    assert "light (70.0%)" in lines[2]
+    unreached = _reported(3, 2, None, 600.0)
+    table = cli.report_table(None, [one, unreached])
+    assert "not reached" in table and _column(table, "SPEED-UP", 3) == "2.00x thr"
+
+
+def test_report_never_compares_synthetic_with_cifar10():
+    real, synthetic = _reported(1, 1, 100.0, 300.0), _reported(2, 2, 50.0, 550.0, "synthetic")
+    table = cli.report_table(None, [real, synthetic])
+    warning = table.splitlines()[0]
+    assert warning.startswith("warning:") and "cifar10, synthetic" in warning
+    assert _column(table, "SPEED-UP", 2) == "-"
+    assert _column(table, "DATASET", 2) == "synthetic"
+    assert "speed-up of run 2: no 1-worker run listed with the same dataset" in table
+    # Its own 1-worker synthetic run is a baseline; the CIFAR-10 one still is not.
+    table = cli.report_table(None, [real, synthetic, _reported(3, 1, 200.0, 150.0, "synthetic")])
+    assert _column(table, "SPEED-UP", 2) == "4.00x"
+    assert "speed-up of run" not in table and table.startswith("warning:")
+
+
+@pytest.mark.parametrize(
+    "change, differs",
+    [
+        ({"task": "resnet32-cifar10"}, "task"),
+        ({"target": "paper"}, "target"),
+        ({"backend": "gloo"}, "backend"),
+        ({"num_cpus": 2.0}, "CPUs per worker"),
+    ],
+)
+def test_report_speed_up_needs_the_same_set_up(change, differs):
+    two = _reported(2, 2, 50.0, 550.0, **change)
+    two["summary"] |= {k: v for k, v in change.items() if k in two["summary"]}
+    assert cli.setup_differences(two, _reported(1, 1, 100.0, 300.0)) == [differs]
+    table = cli.report_table(None, [_reported(1, 1, 100.0, 300.0), two])
+    assert _column(table, "SPEED-UP", 2) == "-"
+    assert f"no 1-worker run listed with the same {differs}" in table
+    assert table.startswith("warning:") == (differs == "task")
+
+
+def test_report_speed_up_without_a_baseline_or_a_known_data_set():
+    table = cli.report_table(None, [_reported(2, 2, 50.0, 550.0)])
+    assert _column(table, "SPEED-UP", 2) == "-" and "no 1-worker run listed" in table
+    # Still running, "auto" requested, nothing reported: not comparable with anything yet.
+    pending = _reported(2, 2, None, None, dataset_used="", summary={}, state="INITIALIZED")
+    assert cli.setup_differences(pending, dict(pending, id=3)) == ["dataset"]
+    table = cli.report_table(None, [_reported(1, 1, 100.0, 300.0), pending])
+    assert _column(table, "DATASET", 2) == "auto (requested)"
+    assert "speed-up of run 2: data set not reported yet" in table
+    assert "cifar10, not reported yet" in table.splitlines()[0]

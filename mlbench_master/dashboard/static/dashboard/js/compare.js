@@ -1,10 +1,11 @@
 // Compare: validation accuracy of several runs on one clock, and a table of time to target,
-// accuracy after a chosen time, speed-up over the 1-worker run and scaling efficiency.
+// accuracy after a chosen time, speed-up over a comparable 1-worker run and scaling efficiency.
 
 import { api, rows } from "./api.js";
 import { LineChart } from "./charts.js";
 import { PROGRESS, elapsed, runClock } from "./clock.js";
 import { MetricFeed } from "./feed.js";
+import { datasetOf, setupDifferences } from "./comparable.js";
 import { clock, datasetBadge, duration, el, num, pct, stateBadge } from "./format.js";
 
 const picker = document.getElementById("run-picker");
@@ -12,6 +13,7 @@ const afterInput = document.getElementById("after-time");
 const chartBox = document.getElementById("compare-chart");
 const chartStatus = document.getElementById("compare-status");
 const tbody = document.querySelector("#compare-table tbody");
+const warningBox = document.getElementById("compare-warning");
 
 let allRuns = [];
 const feeds = new Map(); // run id -> MetricFeed (val_accuracy, images_per_sec, time_to_target, progress)
@@ -68,21 +70,42 @@ function accuracyAfter(m, seconds) {
   return best;
 }
 
-// The 1-worker run to compare with: a selected one of the same task and target, else the
-// newest finished one in the list.
-function baselineFor(run, measured) {
-  const same = (r) => r.num_workers === 1 && r.task === run.task && (r.target || "") === (run.target || "");
-  const picked = [...measured.keys()].map((id) => allRuns.find((r) => r.id === id)).find((r) => r && same(r));
-  if (picked) return { run: picked, m: measured.get(picked.id) };
-  const other = allRuns.filter((r) => same(r) && r.state === "FINISHED" && r.summary && Object.keys(r.summary).length)[0];
-  return other ? { run: other, m: measure(other) } : null;
+// The 1-worker run to compare `run` with: itself when it has one worker, else the first
+// picked 1-worker run with the same set-up (comparable.js says what that means). Only
+// picked runs count, so the baseline is always a row of the table. Without one, {reason}.
+function baselineFor(run, picked, measured) {
+  if (run.num_workers === 1) return { run, m: measured.get(run.id) };
+  const ones = picked.filter((r) => r.num_workers === 1);
+  if (!ones.length) return { reason: "no 1-worker run picked" };
+  const diffs = ones.map((r) => ({ r, d: setupDifferences(run, r) }));
+  const same = diffs.find((x) => x.d.length === 0);
+  if (same) return { run: same.r, m: measured.get(same.r.id) };
+  if (datasetOf(run) === null) return { reason: "data set not reported yet" };
+  const nearest = diffs.reduce((a, b) => (b.d.length < a.d.length ? b : a));
+  return { reason: `no 1-worker run with the same ${nearest.d.join("/")}` };
 }
 
 function speedup(run, m, base) {
-  if (!base || base.run.id === run.id) return run.num_workers === 1 ? { value: 1, how: "" } : null;
-  if (m.ttt && base.m.ttt) return { value: base.m.ttt / m.ttt, how: "time to target" };
-  if (m.ips && base.m.ips) return { value: m.ips / base.m.ips, how: "throughput" };
-  return null;
+  if (!base.run) return { reason: base.reason };
+  if (base.run.id === run.id) return { value: 1, how: "" };
+  const against = `against ${base.run.name || "run " + base.run.id} (#${base.run.id})`;
+  if (m.ttt && base.m.ttt) return { value: base.m.ttt / m.ttt, how: "time to target", against };
+  if (m.ips && base.m.ips) return { value: m.ips / base.m.ips, how: "throughput", against };
+  return { reason: "no time to target or throughput yet" };
+}
+
+// Set-up differences worth a warning above the table: the picked runs used different data
+// sets (a synthetic result is no CIFAR-10 result) or ran different tasks.
+function mixedWarning(runs) {
+  const distinct = (of) => [...new Set(runs.map(of))].sort();
+  const sets = distinct((r) => datasetOf(r) ?? "not reported yet");
+  const tasks = distinct((r) => r.task || "—");
+  const parts = [];
+  if (sets.length > 1) parts.push(`different data sets (${sets.join(", ")})`);
+  if (tasks.length > 1) parts.push(`different tasks (${tasks.join(", ")})`);
+  if (!parts.length) return "";
+  const synthetic = sets.includes("synthetic") ? " A synthetic run measures generated data: its accuracy says nothing about CIFAR-10." : "";
+  return `These runs use ${parts.join(" and ")}: their accuracies and times are not comparable.${synthetic} Speed-up is only given against a 1-worker run of the same set-up.`;
 }
 
 function render() {
@@ -96,11 +119,14 @@ function render() {
   if (!chart) chart = new LineChart(chartBox, { id: "chart-compare", title: "Validation accuracy against the benchmark clock", xLabel: "benchmark clock (min:s)", xFmt: duration, xTickFmt: clock, yFmt: pct, height: 300 });
   chart.setSeries(runs.map((r) => ({ label: `${r.name || "run " + r.id} (${r.num_workers} w)`, ...measured.get(r.id).acc })));
   chartStatus.hidden = runs.length > 0;
+  const warning = mixedWarning(runs);
+  warningBox.textContent = warning;
+  warningBox.hidden = !warning;
 
   tbody.replaceChildren(
     ...runs.map((r) => {
       const m = measured.get(r.id);
-      const sp = speedup(r, m, baselineFor(r, measured));
+      const sp = speedup(r, m, baselineFor(r, runs, measured));
       return el(
         "tr",
         { dataset: { runId: r.id } },
@@ -112,8 +138,10 @@ function render() {
         el("td", { text: after ? pct(accuracyAfter(m, after)) : "—" }),
         el("td", { text: pct(m.best) }),
         el("td", { text: num(m.ips) }),
-        el("td", { class: "speedup", title: sp?.how ? `from ${sp.how}` : "" }, sp ? `${sp.value.toFixed(2)}×${sp.how === "throughput" ? " (throughput)" : ""}` : "no 1-worker run"),
-        el("td", { class: "efficiency", text: sp ? pct(sp.value / (r.num_workers || 1)) : "—" }),
+        sp.reason
+          ? el("td", { class: "speedup none" }, "—", el("small", { class: "why", text: sp.reason }))
+          : el("td", { class: "speedup", title: sp.how ? `from ${sp.how}, ${sp.against}` : "" }, `${sp.value.toFixed(2)}×${sp.how === "throughput" ? " (throughput)" : ""}`),
+        el("td", { class: "efficiency", text: sp.reason ? "—" : pct(sp.value / (r.num_workers || 1)) }),
       );
     }),
   );

@@ -1,0 +1,74 @@
+"""The compare page: speed-up and scaling efficiency only against a picked 1-worker run with
+the same set-up (data set actually used, task, target, backend, CPUs per worker), "—" with
+the reason otherwise, and a warning when the picked runs mix data sets or tasks."""
+
+import pytest
+
+from tests.browser.conftest import assert_accessible, screenshot
+from tests.browser.seed import make_run
+
+pytestmark = pytest.mark.browser
+
+
+def show(page, *runs) -> None:
+    page.goto("/compare/?runs=" + ",".join(str(r.pk) for r in runs))
+    page.wait_for_selector("body[data-loaded='1']")
+    page.wait_for_function("Number(document.querySelector('#chart-compare').dataset.points) > 0")
+
+
+def cells(page, run) -> tuple[str, str]:
+    row = page.locator(f"#compare-table tr[data-run-id='{run.pk}']")
+    return row.locator(".speedup").inner_text(), row.locator(".efficiency").inner_text()
+
+
+def test_speed_up_only_between_comparable_runs(page):
+    one = make_run("cifar10, 1 worker", 1, ago=7200)
+    two = make_run("cifar10, 2 workers", 2, ago=5400)
+    fake = make_run("synthetic, 2 workers", 2, dataset_used="synthetic", speed=2.2, ago=3600)
+    wide = make_run("cifar10, 2 workers, 2 CPUs each", 2, num_cpus=2.0, ago=1800)
+    warning = page.locator("#compare-warning")
+
+    # Same data set, task, target, backend and CPUs: 210 s / (210 s / 1.8).
+    show(page, one, two)
+    assert cells(page, two) == ("1.80×", "90.0 %")
+    assert cells(page, one) == ("1.00×", "100.0 %")
+    assert "against cifar10, 1 worker" in page.locator(
+        f"tr[data-run-id='{two.pk}'] .speedup"
+    ).get_attribute("title")
+    assert not warning.is_visible()
+
+    # Synthetic beside CIFAR-10: a warning, and no ratio between them.
+    show(page, one, fake)
+    assert warning.is_visible()
+    assert "different data sets (cifar10, synthetic)" in warning.inner_text()
+    speedup, efficiency = cells(page, fake)
+    assert speedup.startswith("—") and "no 1-worker run with the same dataset" in speedup
+    assert efficiency == "—"
+    assert page.locator(f"tr[data-run-id='{fake.pk}'] .badge.synthetic").is_visible()
+
+    # Another CPU count per worker: no ratio either, but the same data, so no warning.
+    show(page, one, wide)
+    assert not warning.is_visible()
+    assert "no 1-worker run with the same CPUs per worker" in cells(page, wide)[0]
+
+    # No 1-worker run picked at all.
+    show(page, two)
+    assert "no 1-worker run picked" in cells(page, two)[0]
+
+    # All three: the comparable pair keeps its speed-up, the synthetic run gets none.
+    show(page, one, two, fake)
+    assert cells(page, two)[0] == "1.80×"
+    assert cells(page, fake)[0].startswith("—") and warning.is_visible()
+    screenshot(page, "compare")
+    assert_accessible(page)
+
+
+def test_mixed_tasks_warn(page):
+    one = make_run("resnet20, 1 worker", 1, ago=3600)
+    other = make_run("resnet32, 2 workers", 2, task="resnet32-cifar10", ago=1800)
+    show(page, one, other)
+    assert (
+        "different tasks (resnet20-cifar10, resnet32-cifar10)"
+        in page.locator("#compare-warning").inner_text()
+    )
+    assert "no 1-worker run with the same task" in cells(page, other)[0]
