@@ -12,6 +12,7 @@ import asyncio
 import copy
 import logging
 import threading
+import time
 from typing import Any
 
 import kmock
@@ -149,3 +150,12 @@ class Controller:
             "lastTimestamp": when,
         }
         self.core.create_namespaced_event(self.namespace, event)
+
+
+def wait_for(predicate: Any, what: str, limit: float = 10.0) -> None:
+    """Poll until `predicate()` holds: the driver works in another thread, and the test must
+    act only after the driver's change reached the emulator (else it races the driver)."""
+    deadline = time.monotonic() + limit
+    while not predicate():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.02)

@@ -18,7 +18,7 @@ from mlbench_master.cluster.kubernetes import KubernetesCluster, shell
 from mlbench_master.cluster.kubernetes.podexec import exit_status
 from tests.kubernetes.chart import NAMESPACE, RELEASE
 from tests.kubernetes.conftest import STS, Run
-from tests.kubernetes.emulator import Emulator
+from tests.kubernetes.emulator import Emulator, wait_for
 
 
 def _worker_container(controller):
@@ -38,13 +38,6 @@ def _prepare_in_background(driver, run):
     thread = threading.Thread(target=target, daemon=True)
     thread.start()
     return thread, result
-
-
-def _wait_for(predicate, what, limit=10.0):
-    deadline = time.monotonic() + limit
-    while not predicate():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.02)
 
 
 def test_pods_lists_this_releases_workers_in_the_seed_shape(driver, controller):
@@ -72,7 +65,7 @@ def test_pods_lists_this_releases_workers_in_the_seed_shape(driver, controller):
 def test_prepare_scales_patches_limits_and_waits_for_ready_pods(driver, controller):
     run = Run(num_workers=3, num_cpus=2.5)
     thread, result = _prepare_in_background(driver, run)
-    _wait_for(lambda: controller.statefulset(STS)["spec"]["replicas"] == 3, "the scale-up")
+    wait_for(lambda: controller.statefulset(STS)["spec"]["replicas"] == 3, "the scale-up")
     container = _worker_container(controller)
     assert container["resources"]["limits"]["cpu"] == "2500m"
     assert container["resources"]["requests"]["cpu"] == "2500m"
@@ -95,7 +88,7 @@ def test_prepare_sets_a_gpu_limit_when_asked(driver, controller, monkeypatch):
 
     monkeypatch.setattr(settings, "MLBENCH_MAX_GPUS", 2, raising=False)
     thread, result = _prepare_in_background(driver, Run(num_workers=1, gpu_enabled=True))
-    _wait_for(
+    wait_for(
         lambda: "nvidia.com/gpu" in _worker_container(controller)["resources"]["limits"], "gpu"
     )
     assert _worker_container(controller)["resources"]["limits"]["nvidia.com/gpu"] == "2"

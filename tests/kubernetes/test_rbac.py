@@ -15,6 +15,7 @@ from mlbench_master.cluster.base import ClusterError
 from mlbench_master.cluster.kubernetes import KubernetesCluster
 from tests.kubernetes.chart import NAMESPACE, RELEASE, find, manifests
 from tests.kubernetes.conftest import STS, Run
+from tests.kubernetes.emulator import wait_for
 
 DRIVER_AGENT = "mlbench-driver-under-test"
 VERBS = {"LIST": "list", "WATCH": "watch", "FETCH": "get", "CREATE": "create", "DELETE": "delete"}
@@ -60,6 +61,18 @@ def _exercise_every_driver_call(emulator, controller) -> list:
     done = threading.Event()
     thread = threading.Thread(target=lambda: (driver.prepare(run), done.set()), daemon=True)
     thread.start()
+    # The pods must come from the patched template (2 replicas, 2 CPUs), as a real
+    # StatefulSet controller would make them after the driver's patch.
+    wait_for(lambda: controller.statefulset(STS)["spec"]["replicas"] == 2, "the scale-down")
+    wait_for(
+        lambda: (
+            controller.statefulset(STS)["spec"]["template"]["spec"]["containers"][0]["resources"][
+                "limits"
+            ].get("cpu")
+            in ("2", 2, "2000m")
+        ),
+        "the new CPU limit",
+    )
     controller.delete_pod(names[0])
     controller.make_ready(controller.create_pods(STS))
     thread.join(10)
