@@ -27,10 +27,10 @@ def versions() -> dict:
 
 def hardware(device: torch.device, threads: int, hostnames: list[str]) -> dict:
     info = {
-        "cpu_model": _cpu_model(),
+        "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "threads_per_rank": threads,
-        "memory_gib": _memory_gib(),
+        "memory_gib": memory_gib(),
         "hosts": sorted(set(hostnames)),
         "platform": platform.platform(),
     }
@@ -40,7 +40,8 @@ def hardware(device: torch.device, threads: int, hostnames: list[str]) -> dict:
     return info
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The processor's name, so results say what they were measured on."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -50,7 +51,8 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _memory_gib() -> float | None:
+def memory_gib() -> float | None:
+    """Total memory in GiB (None where /proc is absent)."""
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemTotal"):

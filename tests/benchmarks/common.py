@@ -15,6 +15,8 @@ import platform
 import sys
 from pathlib import Path
 
+from mlbench_worker.runinfo import cpu_model, memory_gib
+
 RESULTS_DIR = Path(os.environ.get("MLBENCH_BENCH_DIR", "bench-results"))
 
 
@@ -25,8 +27,8 @@ def machine() -> dict:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "cpu_count": os.cpu_count(),
-        "cpu_model": _cpu_model(),
-        "memory_gib": _memory_gib(),
+        "cpu_model": cpu_model(),
+        "memory_gib": memory_gib(),
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
     try:
@@ -37,26 +39,6 @@ def machine() -> dict:
     except ImportError:
         pass
     return info
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
-def _memory_gib() -> float | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                return round(int(line.split()[1]) / 2**20, 1)
-    except OSError:
-        pass
-    return None
 
 
 def markdown_table(headers: list[str], rows: list[list]) -> str:
