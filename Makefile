@@ -29,9 +29,9 @@ $(NODE_STAMP): package.json package-lock.json
 TORCH_INDEX ?=
 $(STAMP): setup.py constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -c constraints.txt $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) torch==2.13.0
-	$(PIP) install -q -c constraints.txt -e '.[all]'
+	$(PIP) install -qq --upgrade pip
+	$(PIP) install -qq -c constraints.txt $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) torch==2.13.0
+	$(PIP) install -qq -c constraints.txt -e '.[all]'
 	touch $(STAMP)
 
 # System pieces the tests use (PostgreSQL binaries, Chromium); Redis comes from the venv.
