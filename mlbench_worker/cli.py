@@ -688,6 +688,8 @@ _SETUP: list[tuple[str, Any]] = [
     ("target", lambda r: r.get("target") or (r.get("summary") or {}).get("target")),
     ("backend", lambda r: r.get("backend") or (r.get("summary") or {}).get("backend")),
     ("CPUs per worker", _cpus),
+    ("device", lambda r: "gpu" if r.get("gpu_enabled") else "cpu"),
+    ("command", lambda r: (r.get("custom_image_command") or "").strip()),
 ]
 
 

@@ -215,6 +215,8 @@ def test_report_never_compares_synthetic_with_cifar10():
         ({"target": "paper"}, "target"),
         ({"backend": "gloo"}, "backend"),
         ({"num_cpus": 2.0}, "CPUs per worker"),
+        ({"gpu_enabled": True}, "device"),
+        ({"custom_image_command": "python my_train.py"}, "command"),
     ],
 )
 def test_report_speed_up_needs_the_same_set_up(change, differs):

@@ -21,6 +21,8 @@ const SETUP = [
   ["target", (r) => r.target || r.summary?.target || null],
   ["backend", (r) => r.backend || r.summary?.backend || null],
   ["CPUs per worker", (r) => (r.num_cpus === undefined || r.num_cpus === null ? null : Number(r.num_cpus))],
+  ["device", (r) => (r.gpu_enabled ? "gpu" : "cpu")],
+  ["command", (r) => (r.custom_image_command || "").trim()],
 ];
 
 // The names of the set-up fields in which `a` and `b` differ ([] means comparable). An
