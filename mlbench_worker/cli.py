@@ -612,7 +612,8 @@ def report_table(master: Master | None, runs: list[dict]) -> str:
         ips = f"{float(s['images_per_sec']):.0f}" if s.get("images_per_sec") else "-"
         base, why = _baseline(run, runs)
         speedup = _speedup(run, base) if base is not None else "-"
-        if why and (run.get("num_workers") or 0) > 1:
+        # A lone run has nothing to be compared with: a note would only be noise.
+        if why and len(runs) > 1 and (run.get("num_workers") or 0) > 1:
             notes.append(f"speed-up of run {run['id']}: {why}")
         rows.append(
             [

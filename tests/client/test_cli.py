@@ -231,6 +231,8 @@ def test_report_speed_up_needs_the_same_set_up(change, differs):
 
 def test_report_speed_up_without_a_baseline_or_a_known_data_set():
     table = cli.report_table(None, [_reported(2, 2, 50.0, 550.0)])
+    assert _column(table, "SPEED-UP", 2) == "-" and "speed-up of run" not in table  # alone
+    table = cli.report_table(None, [_reported(2, 2, 50.0, 550.0), _reported(3, 4, 30.0, 900.0)])
     assert _column(table, "SPEED-UP", 2) == "-" and "no 1-worker run listed" in table
     # Still running, "auto" requested, nothing reported: not comparable with anything yet.
     pending = _reported(2, 2, None, None, dataset_used="", summary={}, state="INITIALIZED")
