@@ -97,8 +97,11 @@ def environment_block(env: dict[str, str]) -> str:
 
 
 def network_counters() -> list[str]:
-    """Print "rx_bytes tx_bytes" summed over the pod's interfaces except loopback."""
+    """Print "rx_bytes tx_bytes" summed over the pod's interfaces except loopback.
+
+    printf, not print: awk's print turns sums above 2**31 into "2.35862e+09", losing bytes.
+    """
     return sh(
         'awk \'NR>2 { sub(/^ */, ""); split($0, a, /[: ]+/); '
-        'if (a[1] != "lo") { rx += a[2]; tx += a[10] } } END { print rx+0, tx+0 }\' /proc/net/dev'
+        'if (a[1] != "lo") { rx += a[2]; tx += a[10] } } END { printf "%.0f %.0f\\n", rx, tx }\' /proc/net/dev'
     )
