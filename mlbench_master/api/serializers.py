@@ -14,6 +14,7 @@ from django.conf import settings
 from rest_framework import serializers
 
 from mlbench_master.api.models import LogChunk, Pod, Run
+from mlbench_master.cluster.local import local_slots
 
 RUN_OUTPUT_FIELDS = [
     "id", "name", "created_at", "state", "job_id", "job_metadata",
@@ -85,8 +86,7 @@ class RunCreateSerializer(serializers.Serializer):
                 _range_error("num_workers", "1", str(high), "MLBENCH_MAX_WORKERS")
             )
         # The local cluster cannot grow: more ranks than slots is refused here, not later.
-        slots = settings.MLBENCH_LOCAL_WORKERS
-        if settings.MLBENCH_CLUSTER == "local" and value > slots:
+        if settings.MLBENCH_CLUSTER == "local" and value > (slots := local_slots()):
             raise serializers.ValidationError(
                 f"num_workers is {value} but this machine has {slots} local worker slots "
                 "(MLBENCH_LOCAL_WORKERS); ask for at most that many"

@@ -368,11 +368,6 @@ class LocalCluster(ClusterDriver):
     def mpirun(self) -> str:
         return find_mpirun()
 
-    # -- slots
-    def capacity(self) -> int:
-        """How many workers a run may ask for here (the API validates against it)."""
-        return self.slots
-
     def pods(self) -> list[PodInfo]:
         busy = {rank for (_run, rank) in rank_processes(self.home)}
         return [
