@@ -41,6 +41,7 @@ DEV = [
     "kmock",
     "helm-python-sdk",
     "kubernetes-validate",
+    "grimp",
     "Sphinx",
 ]
 

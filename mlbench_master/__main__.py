@@ -1,7 +1,8 @@
 """`python -m mlbench_master COMMAND`: the embedded master and its service processes.
 
-User commands: `up [--detach] [--port N]`, `down`, `status`. The others are what `up`
-starts (and what a Kubernetes deployment can start the same way): `web`, `rqworker QUEUE`,
+User commands: `up [--detach] [--port N]`, `down`, `status` (mlbench_master/embedded/).
+The others are what `up` starts (and what the Kubernetes master's containers start the same
+way; mlbench_master/processes.py): `web`, `rqworker QUEUE...` (django-rq's command),
 `collector`, `reconcile`.
 """
 
@@ -26,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     web.add_argument("--port", type=int, default=8000)
     web.add_argument("--host", default="127.0.0.1", help="address to listen on (a pod: 0.0.0.0)")
     web.add_argument("--threads", type=int, default=8)
-    worker = sub.add_parser("rqworker", help="an RQ worker for the given queues")
+    worker = sub.add_parser("rqworker", help="an RQ worker (django-rq) for the given queues")
     worker.add_argument("queues", nargs="+")
     collect = sub.add_parser("collector", help="record pod metrics every few seconds")
     collect.add_argument("--interval", type=float, default=5.0)
@@ -34,32 +35,29 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mlbench_master.settings")
-    from mlbench_master import launcher
+    if args.command in ("up", "down", "status"):
+        from mlbench_master.embedded import launcher, supervisor
 
-    if args.command == "up":
+        if args.command == "down":
+            return launcher.down()
+        if args.command == "status":
+            return launcher.status()
         if args.port is not None and not 0 < args.port < 65536:
             parser.error("--port must be between 1 and 65535")
         if args.quiet:  # the detached child: the parent announces
-            return launcher.Supervisor(args.port).run(announce=False)
+            return supervisor.Supervisor(args.port).run(announce=False)
         return launcher.up(args.port, args.detach)
-    if args.command == "down":
-        return launcher.down()
-    if args.command == "status":
-        return launcher.status()
+
+    from mlbench_master import processes
+
     if args.command == "web":
-        launcher.serve_web(args.port, args.threads, host=args.host)
+        processes.serve_web(args.port, args.threads, host=args.host)
     elif args.command == "rqworker":
-        launcher.rq_worker(args.queues)
+        processes.rq_worker(args.queues)
     elif args.command == "collector":
-        launcher.collector(args.interval)
+        processes.collector(args.interval)
     elif args.command == "reconcile":
-        import django
-
-        django.setup()
-        from mlbench_master.jobs import reconcile
-
-        for note in reconcile():
-            print(note)
+        processes.reconcile()
     return 0
 
 

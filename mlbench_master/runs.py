@@ -1,12 +1,14 @@
-"""The run lifecycle: the ONLY module that changes `Run.state`.
+"""The run lifecycle: the ONLY module that changes `Run.state`, and the one place that
+creates, cancels, deletes a run and stores what its job and workers report about it.
 
 Every transition is one conditional UPDATE (`WHERE state IN (...)`), so it is atomic and
 idempotent against races: two callers cannot both move a run, and a run in a final state
 (FINISHED, FAILED, CANCELLED) is never moved back. Callers get True when their transition
 happened and the in-memory `run` is refreshed either way.
 
-The RQ job that runs a run is enqueued by dotted path ("mlbench_master.jobs.run_job"), so
-this module does not import the orchestration code.
+Drivers never see the `Run` row: `run_spec` makes the frozen snapshot they read. The RQ
+job is enqueued by dotted path (jobqueue.py), so this module does not import the
+orchestration code.
 """
 
 from __future__ import annotations
@@ -23,12 +25,12 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from mlbench_master import jobqueue
 from mlbench_master.api.models import Run
+from mlbench_master.cluster.base import RunSpec
 
 log = logging.getLogger(__name__)
 
-RUN_JOB = "mlbench_master.jobs.run_job"
-RUN_QUEUE = "runs"
 TOKEN_PREFIX = "mlbr"
 # The local cluster runs every rank on one machine and shapes no traffic.
 LOCAL_BANDWIDTH_NOTE = "not applied: the local cluster does not limit bandwidth between ranks"
@@ -120,19 +122,6 @@ def _git_revision() -> str:
         return ""
 
 
-def _redis():  # noqa: ANN202
-    import redis
-
-    url = settings.RQ_QUEUES.get(RUN_QUEUE, {}).get("URL", settings.REDIS_URL)
-    return redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=10)
-
-
-def _queue():  # noqa: ANN202
-    from rq import Queue
-
-    return Queue(RUN_QUEUE, connection=_redis())
-
-
 def enqueue_run(run: Run) -> str:
     """Put ONE job `mlbench_master.jobs.run_job(run.id)` on the "runs" queue; return its id.
 
@@ -140,30 +129,61 @@ def enqueue_run(run: Run) -> str:
     up. When Redis fails the run is marked FAILED with the reason and QueueUnavailable
     is raised, so a run is never silently lost.
     """
-    import redis
-
     timeout = int(run.time_limit) + settings.MLBENCH_JOB_TIMEOUT_MARGIN
     try:
-        job = _queue().enqueue_call(
-            RUN_JOB,
-            args=(run.pk,),
-            timeout=timeout,
-            result_ttl=7 * 24 * 3600,
-            failure_ttl=7 * 24 * 3600,
-            description=f"run {run.pk}: {run.name}",
-        )
-    except (redis.exceptions.RedisError, OSError) as exc:
-        reason = f"could not enqueue the run: Redis at {_redis_location()} is unreachable ({exc})"
+        job_id = jobqueue.enqueue_run_job(run.pk, timeout, f"run {run.pk}: {run.name}")
+    except jobqueue.QueueError as exc:
+        reason = f"could not enqueue the run: {exc}"
         mark_failed(run, reason)
         raise QueueUnavailable(reason) from exc
-    Run.objects.filter(pk=run.pk).update(job_id=job.id)
-    run.job_id = job.id
-    return job.id
+    Run.objects.filter(pk=run.pk).update(job_id=job_id)
+    run.job_id = job_id
+    return job_id
 
 
-def _redis_location() -> str:
-    url = settings.RQ_QUEUES.get(RUN_QUEUE, {}).get("URL", settings.REDIS_URL)
-    return url.split("@")[-1]  # never print a password
+def run_spec(run: Run) -> RunSpec:
+    """The frozen snapshot of `run` that cluster drivers and the mpirun builder read.
+
+    The accuracy goal is resolved here: `light_target` (the seed client's flag) wins over
+    `target`. `launch` is the record of the last launch, as the job stored it.
+    """
+    return RunSpec(
+        id=int(run.pk),
+        task=run.task,
+        backend=run.backend,
+        num_workers=int(run.num_workers),
+        num_cpus=float(run.num_cpus),
+        max_bandwidth=int(run.max_bandwidth),
+        gpu_enabled=bool(run.gpu_enabled),
+        target="light" if run.light_target else (run.target or "standard"),
+        dataset=run.dataset or "auto",
+        time_budget=run.time_budget,
+        max_epochs=run.max_epochs,
+        time_limit=int(run.time_limit),
+        custom_image_name=run.custom_image_name or "",
+        custom_image_command=run.custom_image_command or "",
+        run_all_nodes=bool(run.run_all_nodes),
+        launch=dict(run.job_metadata or {}) if isinstance(run.job_metadata, dict) else {},
+    )
+
+
+def record_launch(run: Run, record: dict[str, Any]) -> None:
+    """Store the driver's launch record with the run (what re-attach and cancel read)."""
+    run.job_metadata = {**(run.job_metadata or {}), **record}
+    Run.objects.filter(pk=run.pk).update(job_metadata=run.job_metadata)
+
+
+def store_summary(run: Run, summary: dict[str, Any], dataset_used: str) -> None:
+    """The worker's final summary of `run` and the data set it really used."""
+    Run.objects.filter(pk=run.pk).update(summary=summary, dataset_used=dataset_used)
+    run.refresh_from_db()
+
+
+def delete_run(run: Run, by: str) -> None:
+    """Cancel `run` when it is active (its processes stop), then delete it with its
+    metrics and logs."""
+    cancel_run(run, reason=f"deleted by {by}")
+    run.delete()
 
 
 def _transition(run: Run, allowed: tuple[str, ...], **changes: Any) -> bool:
@@ -213,32 +233,15 @@ def cancel_run(run: Run, reason: str = "cancelled by a user") -> bool:
     ):
         return False
     try:
-        from mlbench_master.cluster.base import get_driver
+        from mlbench_master.cluster.drivers import get_driver
 
-        get_driver().cancel(run)
+        get_driver().cancel(run_spec(run))
     except Exception as exc:  # the run stays CANCELLED; say why processes may remain
         log.warning("run %s: the cluster driver could not cancel it: %s", run.pk, exc)
         Run.objects.filter(pk=run.pk).update(reason=f"{reason}; cancel failed: {exc}")
         run.refresh_from_db()
-    _drop_queued_job(run)
+    jobqueue.drop_if_queued(run.job_id)
     return True
-
-
-def _drop_queued_job(run: Run) -> None:
-    """Remove the run's job from the queue when no worker has taken it yet."""
-    if not run.job_id:
-        return
-    try:
-        from rq.exceptions import InvalidJobOperation, NoSuchJobError
-        from rq.job import Job, JobStatus
-
-        job = Job.fetch(run.job_id, connection=_redis())
-        if job.get_status() in (JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED):
-            job.cancel()
-    except (NoSuchJobError, InvalidJobOperation):
-        pass
-    except Exception as exc:  # Redis down: the job finds the run CANCELLED when it runs
-        log.warning("run %s: could not drop RQ job %s: %s", run.pk, run.job_id, exc)
 
 
 def worker_token(run: Run) -> str:

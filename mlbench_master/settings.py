@@ -12,8 +12,11 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from mlbench_master.home import mlbench_home
+
 BASE_DIR = Path(__file__).resolve().parent
-MLBENCH_HOME = Path(os.environ.get("MLBENCH_HOME", Path.home() / ".mlbench")).expanduser()
+# Unset, empty or blank: ~/.mlbench (one rule, mlbench_master/home.py).
+MLBENCH_HOME = mlbench_home()
 
 
 def _env_bool(name: str, default: bool = False) -> bool:
@@ -79,6 +82,10 @@ INSTALLED_APPS = [
     "django_rq",
     "mlbench_master.api",
     "mlbench_master.dashboard",
+    # Only for django-rq's queue pages (/admin/rq/, staff only; mlbench_master/urls.py): they
+    # are drawn in the admin's templates. SimpleAdminConfig registers no model: there is no
+    # admin page to edit users, tokens or runs. Last, so its templates override none of ours.
+    "django.contrib.admin.apps.SimpleAdminConfig",
 ]
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -150,8 +157,9 @@ X_FRAME_OPTIONS = "DENY"
 DATA_UPLOAD_MAX_MEMORY_SIZE = _env_int("MLBENCH_MAX_REQUEST_BYTES", 32 * 1024 * 1024)
 
 # --- Redis / RQ ---------------------------------------------------------------------------
+# One queue: "runs" (one run_job per run, mlbench_master/runs.py). django-rq needs no
+# "default" queue unless something calls django_rq.enqueue() or get_queue() without a name.
 RQ_QUEUES = {
-    "default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 600},
     "runs": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 7200},
 }
 # Enqueue at once (runs.py commits the run first), not on some later transaction commit.

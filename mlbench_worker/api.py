@@ -23,10 +23,11 @@ import datetime as dt
 import os
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import requests
+
+from mlbench_worker.home import mlbench_home
 
 # Backends a run can use (the `backend` field).
 MLBENCH_BACKENDS = ["mpi", "gloo", "nccl"]
@@ -49,10 +50,6 @@ DEFAULT_TIMEOUT = 30.0
 
 class ApiError(Exception):
     """The master could not be found or reached; the message says what to do."""
-
-
-def mlbench_home() -> Path:
-    return Path(os.environ.get("MLBENCH_HOME") or Path.home() / ".mlbench").expanduser()
 
 
 def default_url() -> str | None:

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from mlbench_worker.errors import WorkerError
+from mlbench_worker.localhost import free_port
 
 BACKENDS = ("mpi", "gloo", "nccl")
 
@@ -170,14 +171,8 @@ def rendezvous_address(hostnames: list[str]) -> tuple[str, int]:
     if not address:
         local = all(h == hostnames[0] for h in hostnames)
         address = "127.0.0.1" if local else socket.gethostbyname(socket.gethostname())
-    port = int(os.environ.get("MASTER_PORT", "0")) or free_port()
+    port = int(os.environ.get("MASTER_PORT", "0")) or free_port("")
     return address, port
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
 
 
 class FlatGradients:

@@ -12,6 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from mlbench_worker.home import mlbench_home
 from mlbench_worker.models import MODELS
 from mlbench_worker.tasks import TASKS
 
@@ -32,8 +33,7 @@ def launch_rank() -> int:
 def default_data_dir() -> str:
     if os.environ.get("MLBENCH_DATA_DIR"):
         return os.environ["MLBENCH_DATA_DIR"]
-    home = os.environ.get("MLBENCH_HOME") or os.path.join(os.path.expanduser("~"), ".mlbench")
-    return os.path.join(home, "datasets")
+    return str(mlbench_home() / "datasets")
 
 
 def _positive_int(text: str) -> int:

@@ -57,6 +57,6 @@ def redis_settings(settings, redis_url):  # noqa: F811
     settings.REDIS_URL = redis_url
     settings.RQ_QUEUES = {
         name: {**cfg, "URL": redis_url} for name, cfg in getattr(settings, "RQ_QUEUES", {}).items()
-    } or {"default": {"URL": redis_url}, "runs": {"URL": redis_url}}
+    } or {"runs": {"URL": redis_url}}
     yield redis_url
     redis.Redis.from_url(redis_url).flushall()

@@ -23,12 +23,7 @@ from pathlib import Path
 
 import pytest
 
-
-def free_port() -> int:
-    """A TCP port nothing listens on now (the OS picks it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from mlbench_worker.localhost import free_port  # tests and benchmarks import it from here too
 
 
 def pg_bindir() -> Path:

@@ -51,7 +51,7 @@ def refresh_if_stale() -> None:
     if newest is not None and (timezone.now() - newest).total_seconds() < max_age:
         return
     try:
-        from mlbench_master.cluster.base import get_driver
+        from mlbench_master.cluster.drivers import get_driver
 
         sync_pods(get_driver().pods())
     except Exception as exc:

@@ -14,7 +14,8 @@ from django.conf import settings
 from rest_framework import serializers
 
 from mlbench_master.api.models import LogChunk, Pod, Run
-from mlbench_master.cluster.local import local_slots
+from mlbench_master.cluster.base import ClusterError
+from mlbench_master.cluster.drivers import get_driver
 
 RUN_OUTPUT_FIELDS = [
     "id", "name", "created_at", "state", "job_id", "job_metadata",
@@ -85,12 +86,11 @@ class RunCreateSerializer(serializers.Serializer):
             raise serializers.ValidationError(
                 _range_error("num_workers", "1", str(high), "MLBENCH_MAX_WORKERS")
             )
-        # The local cluster cannot grow: more ranks than slots is refused here, not later.
-        if settings.MLBENCH_CLUSTER == "local" and value > (slots := local_slots()):
-            raise serializers.ValidationError(
-                f"num_workers is {value} but this machine has {slots} local worker slots "
-                "(MLBENCH_LOCAL_WORKERS); ask for at most that many"
-            )
+        # A cluster that cannot grow (the local one) refuses more ranks here, not later.
+        try:
+            get_driver().check_workers(value)
+        except ClusterError as exc:
+            raise serializers.ValidationError(str(exc)) from None
         return value
 
     def validate_num_cpus(self, value: float) -> float:

@@ -6,17 +6,9 @@ queries.py, run state changes in mlbench_master.runs.
 
 from __future__ import annotations
 
-import datetime as dt
-import itertools
-import json
-import re
-from collections.abc import Iterator
-
 from django.conf import settings
-from django.db.models import Q
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
-from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, status
@@ -28,8 +20,9 @@ from mlbench_master import runs
 from mlbench_master.api import ingest, params
 from mlbench_master.api.auth import ended_past_grace
 from mlbench_master.api.errors import Conflict, ServiceUnavailable, invalid
+from mlbench_master.api.export import zip_response
 from mlbench_master.api.logs import STREAMS, read_logs
-from mlbench_master.api.models import LogChunk, Metric, Pod, Run
+from mlbench_master.api.models import Pod, Run
 from mlbench_master.api.permissions import (
     MetricWriters,
     SummaryWriters,
@@ -37,7 +30,7 @@ from mlbench_master.api.permissions import (
     is_worker,
 )
 from mlbench_master.api.pods import refresh_if_stale
-from mlbench_master.api.queries import SeriesQuery, iso, series, stream_rows
+from mlbench_master.api.queries import SeriesQuery, iso, series
 from mlbench_master.api.serializers import (
     ErrorSerializer,
     LogPageSerializer,
@@ -47,7 +40,6 @@ from mlbench_master.api.serializers import (
     RunCreateSerializer,
     RunSerializer,
 )
-from mlbench_master.api.zipstream import stream_zip
 
 ERR = ErrorSerializer
 
@@ -239,116 +231,8 @@ class MetricDetail(APIView):
             run = get_object_or_404(Run, pk=int(key))
         query = _series_query(request, owner, run.pk if run else key)
         if fmt == "zip":
-            return _zip_response(query, run)
+            return zip_response(query, run)
         return Response(series(query).get(str(query.key), {}))
-
-
-_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-def _file_name(name: str) -> str:
-    return _SAFE.sub("_", name).strip("._") or "metric"
-
-
-def _metric_files(query: SeriesQuery, folder: str) -> Iterator[tuple[str, Iterator[bytes]]]:
-    rows = stream_rows(query)
-    for name, group in itertools.groupby(rows, key=lambda r: r[1]):
-        yield f"{folder}{_file_name(name)}.json", _json_array(group, detailed=not query.summarize)
-
-
-def _json_array(rows: Iterator[tuple], detailed: bool) -> Iterator[bytes]:
-    yield b"["
-    first = True
-    for batch in _batched(rows, 2000):
-        parts = []
-        for row in batch:
-            date, value = iso(row[2]), repr(float(row[3]))
-            if detailed:
-                cumulative = "true" if row[4] else "false"
-                meta = row[5] if isinstance(row[5], str) else json.dumps(row[5])
-                parts.append(
-                    f'{{"date": "{date}", "value": {value}, "cumulative": {cumulative}, '
-                    f'"metadata": {meta}}}'
-                )
-            else:
-                parts.append(f'{{"date": "{date}", "value": {value}}}')
-        text = ",\n".join(parts)
-        yield (text if first else ",\n" + text).encode()
-        first = False
-    yield b"]\n"
-
-
-def _batched(rows: Iterator[tuple], size: int) -> Iterator[list[tuple]]:
-    it = iter(rows)
-    while batch := list(itertools.islice(it, size)):
-        yield batch
-
-
-def _json_bytes(data: object) -> Iterator[bytes]:
-    yield json.dumps(data, indent=2, default=str).encode()
-
-
-def _run_logs(run: Run) -> Iterator[tuple[str, Iterator[bytes]]]:
-    chunks = (
-        LogChunk.objects.filter(run=run)
-        .order_by("rank", "stream", "seq")
-        .values_list("rank", "stream", "text")
-        .iterator(chunk_size=500)
-    )
-    for (rank, stream), group in itertools.groupby(chunks, key=lambda c: (c[0], c[1])):
-        who = "mpirun" if rank is None else f"rank-{rank}"
-        yield f"logs/{who}.{stream}.log", (text.encode() for _, _, text in group)
-
-
-def _run_pod_metrics(run: Run) -> Iterator[tuple[str, Iterator[bytes]]]:
-    end = run.finished_at or timezone.now()
-    rows = (
-        Metric.objects.filter(
-            Q(metadata__run_id=run.pk) | Q(metadata__run_id=str(run.pk)),
-            pod_name__isnull=False,
-            date__gte=run.created_at - dt.timedelta(minutes=5),
-            date__lte=end + dt.timedelta(minutes=5),
-        )
-        .order_by("pod_name", "name", "date", "id")
-        .values_list("pod_name", "name", "date", "value", "cumulative", "metadata")
-        .iterator(chunk_size=5000)
-    )
-    for (pod, name), group in itertools.groupby(rows, key=lambda r: (r[0], r[1])):
-        yield f"pods/{_file_name(pod)}/{_file_name(name)}.json", _json_array(group, detailed=True)
-
-
-def _zip_response(query: SeriesQuery, run: Run | None) -> StreamingHttpResponse:
-    def entries() -> Iterator[tuple[str, Iterator[bytes]]]:
-        if run is not None:
-            info = {
-                "run": RunSerializer(run).data,
-                "exported_at": iso(timezone.now()),
-                "query": {
-                    "since": iso(query.since) if query.since else None,
-                    "summarize": query.summarize,
-                    "last_n": query.last_n,
-                    "metric_filter": query.names,
-                },
-                "files": {
-                    "metrics/<name>.json": "one JSON list of points per metric",
-                    "pods/<pod>/<name>.json": "resource use of the run's workers",
-                    "logs/<rank>.<stream>.log": "the run's output",
-                },
-            }
-            yield "run.json", _json_bytes(info)
-            yield from _metric_files(query, "metrics/")
-            yield from _run_pod_metrics(run)
-            yield from _run_logs(run)
-        else:
-            pod = Pod.objects.filter(name=query.key).first()
-            if pod is not None:
-                yield "pod.json", _json_bytes(PodSerializer(pod).data)
-            yield from _metric_files(query, "metrics/")
-
-    label = f"run-{run.pk}" if run is not None else f"pod-{_file_name(str(query.key))}"
-    response = StreamingHttpResponse(stream_zip(entries()), content_type="application/zip")
-    response["Content-Disposition"] = f'attachment; filename="mlbench-{label}-metrics.zip"'
-    return response
 
 
 class RunList(APIView):
@@ -395,9 +279,7 @@ class RunDetail(APIView):
         responses={204: None, **_errors(401, 403, 404)},
     )
     def delete(self, request: Request, pk: int) -> Response:
-        run = get_object_or_404(Run, pk=pk)
-        runs.cancel_run(run, reason=f"deleted by {request.user}")
-        run.delete()
+        runs.delete_run(get_object_or_404(Run, pk=pk), by=str(request.user))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -434,8 +316,7 @@ class RunSummary(APIView):
             dataset = ""
         if not isinstance(dataset, str) or len(dataset) > 32:
             raise invalid("dataset", "must be the name of the data used, e.g. 'cifar10'")
-        Run.objects.filter(pk=run.pk).update(summary=summary, dataset_used=dataset)
-        run.refresh_from_db()
+        runs.store_summary(run, summary, dataset)
         return Response(RunSerializer(run).data)
 
 

@@ -1,9 +1,14 @@
-"""The protocol every cluster driver keeps.
+"""The contract between the run job and a cluster driver.
 
-A run's job talks to workers only through these methods, so the local driver (processes on
-this machine) and the Kubernetes driver (a StatefulSet's pods) are interchangeable and the
-orchestration code has a single path. Drivers never change a Run's state: they report
-(return values, exceptions with reasons) and `mlbench_master.runs` decides.
+A run's job talks to workers only through `ClusterDriver` and the `Execution` a launch
+returns, so the local driver (processes on this machine) and the Kubernetes driver (a
+StatefulSet's pods) are interchangeable and the orchestration code has a single path.
+Every operation the job uses is declared here; nothing is probed with getattr.
+
+Drivers are called, they never call back: they read a frozen `RunSpec` (built from the
+`Run` row in one place, `runs.run_spec`), report through return values and exceptions with
+reasons, and return their launch record instead of writing into the model. `runs` decides
+what happens to the run. This package imports nothing from `api` or `runs`.
 """
 
 from __future__ import annotations
@@ -11,19 +16,39 @@ from __future__ import annotations
 import datetime as dt
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 
-class RunSpec(Protocol):
-    """What a driver reads from a run (the `api.models.Run` row satisfies it)."""
+@dataclass(frozen=True)
+class RunSpec:
+    """What a driver and the mpirun builder may know of a run (a snapshot, never the row).
+
+    `launch` is the record the driver's last `launch` returned (`Execution.record`), as the
+    job stored it; empty before the first launch. `attach`, `cancel` and `is_running` read
+    it, so they work from any process of the master, after a restart too.
+    """
 
     id: int
-    task: str
-    backend: str
-    num_workers: int
-    num_cpus: float
-    max_bandwidth: int
-    gpu_enabled: bool
+    task: str = "resnet20-cifar10"
+    backend: str = "mpi"
+    num_workers: int = 1
+    num_cpus: float = 1.0
+    max_bandwidth: int = 10000
+    gpu_enabled: bool = False
+    target: str = "standard"
+    dataset: str = "auto"
+    time_budget: float | None = None
+    max_epochs: int | None = None
+    time_limit: int = 7200
+    custom_image_name: str = ""
+    custom_image_command: str = ""
+    run_all_nodes: bool = False
+    launch: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def open_division(self) -> bool:
+        """A user's own command instead of the reference worker."""
+        return bool(self.custom_image_command.strip())
 
 
 class ClusterError(Exception):
@@ -32,6 +57,10 @@ class ClusterError(Exception):
 
 class PrepareTimeout(ClusterError):
     """The workers did not become ready in time (the message names the pod and why)."""
+
+
+class CannotAttach(ClusterError):
+    """There is no launch to re-attach to; the message says why (for the FAILED reason)."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +76,10 @@ class PodInfo:
 
 @dataclass(frozen=True)
 class PodSample:
-    """One resource reading of one worker (CPU cores in use, bytes of memory, network bytes)."""
+    """One resource reading of one worker (CPU cores in use, bytes of memory, network bytes).
+
+    `metadata` carries `run_id` and `rank` when the worker was running a run's rank.
+    """
 
     pod_name: str
     name: str
@@ -69,6 +101,12 @@ class OutputLine:
 class Execution(ABC):
     """A launched mpirun: its output as it comes, its exit code, and a way to stop it."""
 
+    @property
+    @abstractmethod
+    def record(self) -> dict[str, Any]:
+        """JSON the job stores with the run (`Run.job_metadata`): what `attach`, `cancel`
+        and `is_running` need to find this launch again, and notes on what was applied."""
+
     @abstractmethod
     def read(self, timeout: float) -> list[OutputLine]:
         """Lines that arrived, waiting at most `timeout` seconds; [] when none came."""
@@ -76,6 +114,17 @@ class Execution(ABC):
     @abstractmethod
     def poll(self) -> int | None:
         """mpirun's exit code once it has exited and its output is drained, else None."""
+
+    @property
+    @abstractmethod
+    def exit_known(self) -> bool:
+        """False when mpirun ended unwatched and no exit code was recorded (it was killed);
+        `poll` then answers 137 and the job fails the run saying the code is unknown."""
+
+    @abstractmethod
+    def checkpoint(self) -> None:
+        """Every line handed out by `read` is stored: a re-attached reader starts after
+        them. The job calls it after each successful write of the log."""
 
     @abstractmethod
     def kill(self) -> None:
@@ -86,6 +135,21 @@ class ClusterDriver(ABC):
     """One implementation per kind of cluster; chosen by MLBENCH_CLUSTER."""
 
     name: str = ""
+
+    @property
+    @abstractmethod
+    def mpirun(self) -> str:
+        """The mpirun program to launch, as the launching host resolves it."""
+
+    @property
+    @abstractmethod
+    def python(self) -> str:
+        """The ranks' Python interpreter, as the worker hosts resolve it."""
+
+    @abstractmethod
+    def check_workers(self, num_workers: int) -> None:
+        """Raise ClusterError when this cluster can never give `num_workers` workers (the
+        API refuses such a run before storing it; `prepare` checks again)."""
 
     @abstractmethod
     def pods(self) -> list[PodInfo]:
@@ -104,6 +168,11 @@ class ClusterDriver(ABC):
         """Start the mpirun command `argv` (built by cluster.mpirun) with `env` added."""
 
     @abstractmethod
+    def attach(self, run: RunSpec) -> Execution:
+        """The launch recorded in `run.launch`, to go on reading it after the job that
+        started it is gone; raises CannotAttach with the reason when there is none."""
+
+    @abstractmethod
     def cancel(self, run: RunSpec) -> None:
         """Stop every process of `run`, from any process of the master (not only the job's)."""
 
@@ -112,24 +181,6 @@ class ClusterDriver(ABC):
         """Whether ranks of `run` are still alive (used to reconcile after a master restart)."""
 
     @abstractmethod
-    def pod_metrics(self) -> list[PodSample]:
-        """A resource reading of every worker now; [] when none can be had."""
-
-
-def get_driver(name: str | None = None) -> ClusterDriver:
-    """The driver configured by settings.MLBENCH_CLUSTER (or `name`)."""
-    if name is None:
-        from django.conf import settings
-
-        name = settings.MLBENCH_CLUSTER
-    if name == "local":
-        from mlbench_master.cluster.local import LocalCluster
-
-        return LocalCluster()
-    if name == "kubernetes":
-        from mlbench_master.cluster.kubernetes import KubernetesCluster
-
-        return KubernetesCluster()
-    raise ClusterError(
-        f"MLBENCH_CLUSTER={name!r} is not a cluster driver; use 'local' or 'kubernetes'"
-    )
+    def samples(self, active: RunSpec | None) -> list[PodSample]:
+        """A resource reading of every worker now ([] when none can be had); readings of
+        the workers of `active` (the run in progress) carry its run id and their rank."""

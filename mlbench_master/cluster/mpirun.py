@@ -32,9 +32,8 @@ def threads_per_rank(num_cpus: float) -> int:
 
 def worker_argv(run: RunSpec, python: str = "python") -> list[str]:
     """The command each rank runs: the reference worker, or the open-division command."""
-    command = (getattr(run, "custom_image_command", "") or "").strip()
-    if command:
-        return shlex.split(command)
+    if run.open_division:
+        return shlex.split(run.custom_image_command.strip())
     argv = [
         python,
         "-m",
@@ -47,24 +46,15 @@ def worker_argv(run: RunSpec, python: str = "python") -> list[str]:
         "--device",
         "cuda" if run.gpu_enabled else "cpu",
         "--target",
-        run_target(run),
+        run.target or "standard",
+        "--dataset",
+        run.dataset or "auto",
     ]
-    dataset = getattr(run, "dataset", "") or "auto"
-    argv += ["--dataset", dataset]
-    time_budget = getattr(run, "time_budget", None)
-    if time_budget:
-        argv += ["--time-budget", _number(time_budget)]
-    max_epochs = getattr(run, "max_epochs", None)
-    if max_epochs:
-        argv += ["--max-epochs", str(int(max_epochs))]
+    if run.time_budget:
+        argv += ["--time-budget", _number(run.time_budget)]
+    if run.max_epochs:
+        argv += ["--max-epochs", str(int(run.max_epochs))]
     return argv
-
-
-def run_target(run: RunSpec) -> str:
-    """The accuracy goal: `light_target` (the seed client's flag) wins over `target`."""
-    if getattr(run, "light_target", False):
-        return "light"
-    return getattr(run, "target", "") or "standard"
 
 
 def mpirun_argv(
@@ -75,9 +65,8 @@ def mpirun_argv(
     python: str = "python",
 ) -> list[str]:
     """The full mpirun command for `run`; `hosts` empty means every rank on this machine."""
-    open_division = bool((getattr(run, "custom_image_command", "") or "").strip())
     ranks = run.num_workers
-    if open_division and not getattr(run, "run_all_nodes", False):
+    if run.open_division and not run.run_all_nodes:
         ranks = 1
     argv = [mpirun, "-n", str(ranks), "--bind-to", "none", "--output", "tag"]
     if hosts:

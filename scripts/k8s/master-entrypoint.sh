@@ -2,8 +2,8 @@
 # Entry point of the mlbench master image. The helm chart runs one container per role:
 #   migrate    (init container) database migrations, then the admin account from the Secret
 #   web        the dashboard and REST API (gunicorn, static files through WhiteNoise)
-#   rq-runs    the RQ worker for run jobs; first settles runs a previous master left active
-#   rq         the RQ worker for every other job (queue "default")
+#   rq-runs    the RQ worker for run jobs (django-rq's rqworker on queue "runs"); first
+#              settles runs a previous master left active
 #   collector  records the workers' resource use every MLBENCH_COLLECT_INTERVAL seconds
 # Anything else is run as a command (e.g. `docker run IMAGE django-admin shell`).
 set -eu
@@ -36,9 +36,6 @@ web)
 rq-runs)
     python -m mlbench_master reconcile || echo "reconcile failed; runs left active stay so" >&2
     exec python -m mlbench_master rqworker runs
-    ;;
-rq)
-    exec python -m mlbench_master rqworker default
     ;;
 collector)
     exec python -m mlbench_master collector --interval "${MLBENCH_COLLECT_INTERVAL:-10}"

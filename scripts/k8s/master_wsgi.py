@@ -1,6 +1,6 @@
 """The master image's WSGI application: Django with WhiteNoise serving the static files.
 
-The same arrangement as the embedded launcher (mlbench_master.launcher.serve_web), for
+The same arrangement as the embedded launcher (mlbench_master.processes.serve_web), for
 gunicorn: `gunicorn --pythonpath /opt/mlbench master_wsgi:application`. The files were
 collected into STATIC_ROOT when the image was built.
 """

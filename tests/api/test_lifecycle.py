@@ -45,6 +45,7 @@ def test_cancel_then_late_failure_keeps_cancelled(make_run):
 def test_create_run_conflict_and_light_target(db, redis_settings):
     run = runs.create_run({"name": "a", "num_workers": 1, "light_target": True})
     assert run.target == "light" and run.job_id
+    assert runs.run_spec(run).target == "light"
     with pytest.raises(runs.RunConflict, match=f"run {run.pk}"):
         runs.create_run({"name": "b", "num_workers": 1})
 
@@ -56,14 +57,15 @@ SAY_HI = "python -c \"import time; print('hi', flush=True); time.sleep({})\""
 
 
 def _launch(run, seconds):
-    """Launch `run` with the real local driver as run_job would, job_metadata stored."""
-    from mlbench_master.cluster.base import get_driver
+    """Launch `run` with the real local driver as run_job would, its launch record stored."""
+    from mlbench_master.cluster.drivers import get_driver
     from mlbench_master.cluster.mpirun import mpirun_argv, rank_environment
 
     driver = get_driver()
-    argv = mpirun_argv(run, driver.prepare(run), mpirun=driver.mpirun, python=driver.python)
-    execution = driver.launch(run, argv, rank_environment(run, "http://127.0.0.1:9", "tok"))
-    Run.objects.filter(pk=run.pk).update(job_metadata=run.job_metadata)
+    spec = runs.run_spec(run)
+    argv = mpirun_argv(spec, driver.prepare(spec), mpirun=driver.mpirun, python=driver.python)
+    execution = driver.launch(spec, argv, rank_environment(spec, "http://127.0.0.1:9", "tok"))
+    runs.record_launch(run, execution.record)
     return driver, execution
 
 
@@ -96,7 +98,7 @@ def test_a_dead_rq_worker_with_a_fresh_heartbeat_is_not_busy(redis_settings):
     import subprocess
     import sys
 
-    from mlbench_master import jobs
+    from mlbench_master import jobqueue
 
     # A real RQ worker takes a job, heartbeats, then dies without a word (SIGKILL, OOM).
     code = (
@@ -114,32 +116,33 @@ def test_a_dead_rq_worker_with_a_fresh_heartbeat_is_not_busy(redis_settings):
         [sys.executable, "-c", code, redis_settings], capture_output=True, text=True, check=True
     )
     job_id = done.stdout.strip()
-    assert job_id not in jobs._jobs_in_progress()
+    assert job_id not in jobqueue.jobs_in_progress()
     # The same state written by a worker that is alive (this process) counts as busy.
     from rq import Queue, Worker
     from rq.executions import prepare_execution
 
-    queue = Queue("runs", connection=runs._redis())
+    queue = Queue("runs", connection=jobqueue.connection())
     job = queue.enqueue_call("mlbench_master.jobs.run_job", args=(0,))
     worker = Worker([queue], connection=queue.connection, name="alive")
     worker.register_birth()
     worker.heartbeat()
     prepare_execution(worker, job)
-    assert jobs._jobs_in_progress() == {job.id}
+    assert jobqueue.jobs_in_progress() == {job.id}
 
 
 @pytest.mark.mpi
 def test_reconcile_reads_an_ended_launch_to_its_true_end(make_run, redis_settings):
     from rq import Queue, SimpleWorker
 
-    from mlbench_master import jobs
+    from mlbench_master import jobqueue
+    from mlbench_master.reconcile import reconcile
 
     run = make_run(state=Run.STARTED, num_workers=1, custom_image_command=SAY_HI.format(0))
     _driver, execution = _launch(run, 0)
     execution.popen.wait(timeout=60)  # mpirun ended while no job watched it
-    notes = jobs.reconcile()
+    notes = reconcile()
     assert notes == [f"run {run.pk}: ranks ended; its output is read again to end it truthfully"]
-    queue = Queue("runs", connection=runs._redis())
+    queue = Queue("runs", connection=jobqueue.connection())
     SimpleWorker([queue], connection=queue.connection).work(burst=True)
     run.refresh_from_db()
     assert run.state == Run.FINISHED and run.exit_code == 0, run.reason
@@ -148,29 +151,30 @@ def test_reconcile_reads_an_ended_launch_to_its_true_end(make_run, redis_setting
 
 @pytest.mark.mpi
 def test_reconcile_without_redis_stops_the_ranks_and_fails_the_run(make_run, settings):
-    from mlbench_master import jobs
+    from mlbench_master.reconcile import reconcile
     from tests.services import free_port
 
     settings.RQ_QUEUES = {"runs": {"URL": f"redis://127.0.0.1:{free_port()}/0"}}
     run = make_run(state=Run.STARTED, num_workers=1, custom_image_command=SAY_HI.format(120))
     driver, _execution = _launch(run, 120)
-    assert driver.is_running(run)
-    notes = jobs.reconcile()  # must not raise
+    assert driver.is_running(runs.run_spec(run))
+    notes = reconcile()  # must not raise
     run.refresh_from_db()
     assert run.state == Run.FAILED and "could not enqueue" in run.reason
     assert "ranks stopped" in notes[0]
-    assert not driver.is_running(run)
+    assert not driver.is_running(runs.run_spec(run))
 
 
 def test_collector_reconciles_a_started_run_whose_job_died(make_run, redis_settings):
-    from mlbench_master import jobs
+    from mlbench_master.collector import collector_loop
+    from mlbench_master.reconcile import JOB_DIED
 
     run = make_run(state=Run.STARTED, num_workers=1, job_id="gone-with-its-worker")
     rounds = iter([False, True])
-    jobs.collector_loop(interval=0, stop=lambda: next(rounds), reconcile_every=0)
+    collector_loop(interval=0, stop=lambda: next(rounds), reconcile_every=0)
     run.refresh_from_db()
     assert run.state == Run.FAILED
-    assert run.reason.startswith(jobs.JOB_DIED)
+    assert run.reason.startswith(JOB_DIED)
 
 
 def test_manifest_says_the_local_cluster_does_not_limit_bandwidth(db, redis_settings):

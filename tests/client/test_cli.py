@@ -7,7 +7,17 @@ import zipfile
 
 import pytest
 
-from mlbench_worker import cli
+from mlbench_worker.cli.master import (
+    EXIT_AUTH,
+    EXIT_CONFLICT,
+    EXIT_NOT_FOUND,
+    EXIT_RUN_FAILED,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    Master,
+)
+from mlbench_worker.cli.progress import Progress, latest_metrics
+from mlbench_worker.cli.report import report_table, setup_differences
 from tests.e2e.live import script
 
 pytestmark = pytest.mark.mpi
@@ -15,7 +25,7 @@ pytestmark = pytest.mark.mpi
 
 def test_cli_imports_neither_torch_nor_django():
     code = (
-        "import sys, mlbench_worker.cli, mlbench_worker.api;"
+        "import sys, mlbench_worker.cli, mlbench_worker.api, mlbench_worker.home;"
         "bad = [m for m in ('torch', 'django') if m in sys.modules];"
         "sys.exit(f'imported {bad}' if bad else 0)"
     )
@@ -59,7 +69,7 @@ def test_run_wait_show_logs_report_download_delete(master, tmp_path):
     assert posted.status_code == 201, posted.text
     report = master.cli("report", run_id)
     assert "60.0% @ 30s" in report.stdout, report.stdout
-    latest = cli._latest_metrics(cli.Master(master.url, master.token), int(run_id))
+    latest = latest_metrics(Master(master.url, master.token), int(run_id))
     assert latest["elapsed"]["value"] == 40.0
     target = tmp_path / "m.zip"
     download = master.cli("download", run_id, "-o", str(target))
@@ -67,7 +77,7 @@ def test_run_wait_show_logs_report_download_delete(master, tmp_path):
     delete = master.cli("delete", run_id)
     assert delete.returncode == 0
     gone = master.cli("show", run_id)
-    assert gone.returncode == cli.EXIT_NOT_FOUND
+    assert gone.returncode == EXIT_NOT_FOUND
     assert "mlbench runs" in gone.stderr
 
 
@@ -76,7 +86,7 @@ def test_failed_run_exits_1_with_reason_and_hint(master):
         "run", "cli-fail", "--workers", "2", "--command", script("failing.py"),
         "--all-ranks", "--wait",
     )  # fmt: skip
-    assert done.returncode == cli.EXIT_RUN_FAILED
+    assert done.returncode == EXIT_RUN_FAILED
     assert "FAILED: rank 1 exited with code 3" in done.stdout
     assert "mlbench logs" in done.stdout
 
@@ -87,12 +97,12 @@ def test_busy_master_is_exit_6_and_bad_input_exit_2(master):
     run_id = first.stdout.split()[1]
     try:
         second = master.cli("run", "cli-second", "--workers", "1")
-        assert second.returncode == cli.EXIT_CONFLICT
+        assert second.returncode == EXIT_CONFLICT
         assert "mlbench delete" in second.stderr
     finally:
         assert master.cli("delete", run_id).returncode == 0
     too_many = master.cli("run", "cli-big", "--workers", "5")
-    assert too_many.returncode == cli.EXIT_USAGE
+    assert too_many.returncode == EXIT_USAGE
     assert "2 local worker slots" in too_many.stderr
     usage = master.cli("run", "no-workers")
     assert usage.returncode == 2 and "--workers" in usage.stderr
@@ -101,13 +111,13 @@ def test_busy_master_is_exit_6_and_bad_input_exit_2(master):
 def test_unreachable_master_and_bad_token(master, tmp_path):
     env = dict(master.env, MLBENCH_URL="http://127.0.0.1:9", MLBENCH_HOME=str(tmp_path))
     down = master.cli("runs", env=env)
-    assert down.returncode == cli.EXIT_UNREACHABLE
+    assert down.returncode == EXIT_UNREACHABLE
     assert "cannot reach the master at http://127.0.0.1:9" in down.stderr
     assert "mlbench up" in down.stderr
     nothing = master.cli("runs", env=dict(master.env, MLBENCH_HOME=str(tmp_path)))
-    assert nothing.returncode == cli.EXIT_UNREACHABLE and "mlbench up" in nothing.stderr
+    assert nothing.returncode == EXIT_UNREACHABLE and "mlbench up" in nothing.stderr
     bad = master.cli("run", "x", "--workers", "1", env=dict(master.env, MLBENCH_TOKEN="nope"))
-    assert bad.returncode == cli.EXIT_AUTH and "MLBENCH_TOKEN" in bad.stderr
+    assert bad.returncode == EXIT_AUTH and "MLBENCH_TOKEN" in bad.stderr
 
 
 def test_status_of_the_embedded_master(master, tmp_path):
@@ -123,11 +133,11 @@ def test_progress_line_shows_epoch_accuracy_and_eta():
     started = (dt.datetime.now(dt.UTC) - dt.timedelta(seconds=40)).isoformat()
     run = {"id": 4, "state": "STARTED", "time_budget": 100, "started_at": started}
     latest = {"epoch": {"value": 2.0}, "val_accuracy": {"value": 0.5}}
-    line = cli.Progress.render(run, latest)
+    line = Progress.render(run, latest)
     assert "epoch 2.00" in line and "val acc 50.0%" in line and "ETA ~1m00s" in line
     assert "40%" in line and "running 40s" in line
     finished = dict(run, state="FINISHED", finished_at=dt.datetime.now(dt.UTC).isoformat())
-    assert "100%" in cli.Progress.render(finished, latest)
+    assert "100%" in Progress.render(finished, latest)
 
 
 def test_progress_line_from_the_progress_series():
@@ -141,18 +151,18 @@ def test_progress_line_from_the_progress_series():
         "val_accuracy": {"value": 0.25, "date": at},
     }
     run = {"id": 5, "state": "STARTED", "started_at": started, "time_budget": 100}
-    line = cli.Progress.render(run, latest, now=now)
+    line = Progress.render(run, latest, now=now)
     assert "epoch 0.37" in line and "val acc 25.0%" in line
     assert "elapsed 40s" in line and "40%" in line and "ETA ~1m00s" in line
     assert "running" not in line
     # By epochs: 30 s for 0.37 epochs, 1.63 to go, 10 s of them already spent.
     by_epochs = dict(run, time_budget=None, max_epochs=2)
-    line = cli.Progress.render(by_epochs, latest, now=now)
+    line = Progress.render(by_epochs, latest, now=now)
     assert "epoch 0.37/2" in line and "ETA ~2m02s" in line and "18%" in line
     # Both limits: the sooner one.
-    assert "ETA ~1m00s" in cli.Progress.render(dict(run, max_epochs=2), latest, now=now)
+    assert "ETA ~1m00s" in Progress.render(dict(run, max_epochs=2), latest, now=now)
     done = dict(run, state="FINISHED", summary={"elapsed": 95.0}, finished_at=now.isoformat())
-    assert "elapsed 1m35s" in cli.Progress.render(done, latest, now=now)
+    assert "elapsed 1m35s" in Progress.render(done, latest, now=now)
 
 
 def _reported(run_id, workers, ttt, ips, dataset="cifar10", **fields):
@@ -182,7 +192,7 @@ def _column(table: str, header: str, run_id: int) -> str:
 
 def test_report_compares_with_the_one_worker_run():
     one, two = _reported(1, 1, 100.0, 300.0), _reported(2, 2, 50.0, 550.0)
-    table = cli.report_table(None, [one, two])
+    table = report_table(None, [one, two])
     lines = table.splitlines()
     assert "SPEED-UP" in lines[0] and "COMM" in lines[0]  # no warning line above
     assert _column(table, "SPEED-UP", 1) == "1.00x"
@@ -190,20 +200,20 @@ def test_report_compares_with_the_one_worker_run():
     assert "1m40s" in lines[2] and "72.0% @ 2m00s" in lines[3] and "25.0%" in lines[3]
     assert "light (70.0%)" in lines[2]
     unreached = _reported(3, 2, None, 600.0)
-    table = cli.report_table(None, [one, unreached])
+    table = report_table(None, [one, unreached])
     assert "not reached" in table and _column(table, "SPEED-UP", 3) == "2.00x thr"
 
 
 def test_report_never_compares_synthetic_with_cifar10():
     real, synthetic = _reported(1, 1, 100.0, 300.0), _reported(2, 2, 50.0, 550.0, "synthetic")
-    table = cli.report_table(None, [real, synthetic])
+    table = report_table(None, [real, synthetic])
     warning = table.splitlines()[0]
     assert warning.startswith("warning:") and "cifar10, synthetic" in warning
     assert _column(table, "SPEED-UP", 2) == "-"
     assert _column(table, "DATASET", 2) == "synthetic"
     assert "speed-up of run 2: no 1-worker run listed with the same dataset" in table
     # Its own 1-worker synthetic run is a baseline; the CIFAR-10 one still is not.
-    table = cli.report_table(None, [real, synthetic, _reported(3, 1, 200.0, 150.0, "synthetic")])
+    table = report_table(None, [real, synthetic, _reported(3, 1, 200.0, 150.0, "synthetic")])
     assert _column(table, "SPEED-UP", 2) == "4.00x"
     assert "speed-up of run" not in table and table.startswith("warning:")
 
@@ -222,22 +232,22 @@ def test_report_never_compares_synthetic_with_cifar10():
 def test_report_speed_up_needs_the_same_set_up(change, differs):
     two = _reported(2, 2, 50.0, 550.0, **change)
     two["summary"] |= {k: v for k, v in change.items() if k in two["summary"]}
-    assert cli.setup_differences(two, _reported(1, 1, 100.0, 300.0)) == [differs]
-    table = cli.report_table(None, [_reported(1, 1, 100.0, 300.0), two])
+    assert setup_differences(two, _reported(1, 1, 100.0, 300.0)) == [differs]
+    table = report_table(None, [_reported(1, 1, 100.0, 300.0), two])
     assert _column(table, "SPEED-UP", 2) == "-"
     assert f"no 1-worker run listed with the same {differs}" in table
     assert table.startswith("warning:") == (differs == "task")
 
 
 def test_report_speed_up_without_a_baseline_or_a_known_data_set():
-    table = cli.report_table(None, [_reported(2, 2, 50.0, 550.0)])
+    table = report_table(None, [_reported(2, 2, 50.0, 550.0)])
     assert _column(table, "SPEED-UP", 2) == "-" and "speed-up of run" not in table  # alone
-    table = cli.report_table(None, [_reported(2, 2, 50.0, 550.0), _reported(3, 4, 30.0, 900.0)])
+    table = report_table(None, [_reported(2, 2, 50.0, 550.0), _reported(3, 4, 30.0, 900.0)])
     assert _column(table, "SPEED-UP", 2) == "-" and "no 1-worker run listed" in table
     # Still running, "auto" requested, nothing reported: not comparable with anything yet.
     pending = _reported(2, 2, None, None, dataset_used="", summary={}, state="INITIALIZED")
-    assert cli.setup_differences(pending, dict(pending, id=3)) == ["dataset"]
-    table = cli.report_table(None, [_reported(1, 1, 100.0, 300.0), pending])
+    assert setup_differences(pending, dict(pending, id=3)) == ["dataset"]
+    table = report_table(None, [_reported(1, 1, 100.0, 300.0), pending])
     assert _column(table, "DATASET", 2) == "auto (requested)"
     assert "speed-up of run 2: data set not reported yet" in table
     assert "cifar10, not reported yet" in table.splitlines()[0]

@@ -1,17 +1,17 @@
 """The local cluster driver with a real mpirun and 2 ranks (no master, no database)."""
 
+import dataclasses
 import subprocess
 import sys
 import time
-from types import SimpleNamespace
 
 import psutil
 import pytest
 
-from mlbench_master.cluster.base import ClusterError
+from mlbench_master.cluster.base import CannotAttach, ClusterError, RunSpec
+from mlbench_master.cluster.failures import failure_reason
 from mlbench_master.cluster.local import LocalCluster, launch_processes
 from mlbench_master.cluster.mpirun import mpirun_argv, rank_environment
-from mlbench_master.jobs import failure_reason
 
 pytestmark = pytest.mark.mpi
 
@@ -36,18 +36,19 @@ def driver(tmp_path, monkeypatch):
 
 
 def make_run(run_id, seconds, workers=2):
-    return SimpleNamespace(
+    return RunSpec(
         id=run_id,
-        task="resnet20-cifar10",
-        backend="mpi",
         num_workers=workers,
         num_cpus=1.0,
         max_bandwidth=1000,
-        gpu_enabled=False,
         custom_image_command=f"{SLEEPER} {seconds}",
         run_all_nodes=True,
-        job_metadata={},
     )
+
+
+def stored(run, execution):
+    """`run` as the job stores it after the launch: with the launch's record."""
+    return dataclasses.replace(run, launch=dict(execution.record))
 
 
 def launch(driver, run):
@@ -87,7 +88,8 @@ def test_slots_are_pods_and_too_many_workers_is_refused(driver):
 
 def test_launch_streams_attributed_output_and_exit_code(driver):
     run = make_run(11, 0.5)
-    code, lines = read_until_exit(launch(driver, run))
+    execution = launch(driver, run)
+    code, lines = read_until_exit(execution)
     assert code == 0
     stdout = {(line.rank, line.text) for line in lines if line.stream == "stdout"}
     assert (0, "up 0 tok-123 1") in stdout and (1, "up 1 tok-123 1") in stdout
@@ -95,27 +97,28 @@ def test_launch_streams_attributed_output_and_exit_code(driver):
         (0, "stderr"),
         (1, "stderr"),
     }
-    assert run.job_metadata["local"]["sid"] > 0
-    assert run.job_metadata["max_bandwidth"] == {
+    assert execution.record["local"]["sid"] > 0
+    assert execution.record["max_bandwidth"] == {
         "requested_mbit_s": 1000,
         "applied": False,
         "why": "the local cluster runs every rank on this machine and shapes no traffic",
     }
-    assert not driver.is_running(run)
+    assert not driver.is_running(stored(run, execution))
 
 
 def test_cancel_from_another_object_kills_every_process(driver):
     run = make_run(12, 120)
     execution = launch(driver, run)
+    run = stored(run, execution)
     busy = wait_ranks(driver, run)
     assert {p.name for p in busy} == {"local-worker-0", "local-worker-1"}
     assert driver.is_running(run)
-    samples = driver.pod_metrics()
+    samples = driver.samples(None)  # the ranks' own markers name their run
     names = {(s.pod_name, s.name) for s in samples}
     assert ("local-worker-1", "memory_bytes") in names and ("local-worker-0", "cpu_cores") in names
     assert all(s.metadata["run_id"] == 12 for s in samples)
-    # As the API process would: a fresh driver and the run as stored (job_metadata only).
-    LocalCluster().cancel(SimpleNamespace(id=12, job_metadata=dict(run.job_metadata)))
+    # As the API process would: a fresh driver and the run as stored (its launch record).
+    LocalCluster().cancel(RunSpec(id=12, launch=dict(run.launch)))
     assert not driver.is_running(run)
     alive = [p for p in launch_processes(driver.home, run_id=12) if p.status() != "zombie"]
     assert alive == []
@@ -133,10 +136,10 @@ def test_a_new_master_reattaches_and_reads_only_what_is_new(driver):
         seen += first.read(0.2)
     first.checkpoint()  # what the job does once these lines are stored
     # The reader goes away (as a killed RQ job would); the ranks go on.
-    again = driver.attach(SimpleNamespace(id=13, job_metadata=dict(run.job_metadata)))
+    again = driver.attach(RunSpec(id=13, launch=dict(first.record)))
     code, rest = read_until_exit(again)
     first.popen.wait()
-    assert code == 0 and not again.exit_unknown  # the wrapper recorded mpirun's exit code
+    assert code == 0 and again.exit_known  # the wrapper recorded mpirun's exit code
     assert not any(line.text.startswith("up ") for line in rest if line.stream == "stdout")
 
 
@@ -172,7 +175,7 @@ def test_failure_reasons_read_mpiruns_report():
 
 
 def test_no_mpirun_is_a_clear_error(driver, monkeypatch):
-    import mlbench_master.cluster.local as local
+    import mlbench_master.cluster.local.driver as local
 
     monkeypatch.setattr(local, "venv_bin", lambda: driver.home)
     monkeypatch.setenv("PATH", str(driver.home))
@@ -184,12 +187,20 @@ def test_a_reattached_launch_killed_unwatched_has_no_exit_code(driver):
     run = make_run(15, 120)
     first = launch(driver, run)
     wait_ranks(driver, run)
-    stored = SimpleNamespace(id=15, job_metadata=dict(run.job_metadata))
-    driver.cancel(stored)  # kills the wrapper too: it never writes mpirun's exit code
+    as_stored = RunSpec(id=15, launch=dict(first.record))
+    driver.cancel(as_stored)  # kills the wrapper too: it never writes mpirun's exit code
     first.popen.wait(timeout=10)
-    again = driver.attach(stored)
+    again = driver.attach(as_stored)
     code, _ = read_until_exit(again, timeout=15)
-    assert again.exit_unknown and code == 137
+    assert not again.exit_known and code == 137
+
+
+def test_attach_without_a_recorded_launch_says_why(driver):
+    with pytest.raises(CannotAttach, match="no launch of it is recorded"):
+        driver.attach(RunSpec(id=17))
+    gone = {"local": {"dir": str(driver.home / "no-such-launch")}}
+    with pytest.raises(CannotAttach, match="is gone"):
+        driver.attach(RunSpec(id=17, launch=gone))
 
 
 def test_a_reused_session_id_never_matches_an_unrelated_process(driver):
@@ -199,7 +210,7 @@ def test_a_reused_session_id_never_matches_an_unrelated_process(driver):
     )
     try:
         info = {"sid": stranger.pid, "create_time": 0.0}  # the old leader's start time
-        run = SimpleNamespace(id=16, job_metadata={"local": info})
+        run = RunSpec(id=16, launch={"local": info})
         assert not driver.is_running(run)
         driver.cancel(run)
         assert stranger.poll() is None, "cancel killed a process that is not ours"

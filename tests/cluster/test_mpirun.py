@@ -3,12 +3,11 @@
 import os
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import pytest
 
 from mlbench_master.cluster import mpirun
-from mlbench_master.cluster.base import OutputLine
+from mlbench_master.cluster.base import OutputLine, RunSpec
 
 
 def make_run(**overrides):
@@ -20,7 +19,6 @@ def make_run(**overrides):
         num_cpus=2.0,
         max_bandwidth=1000,
         gpu_enabled=False,
-        light_target=False,
         target="standard",
         dataset="auto",
         time_budget=None,
@@ -29,7 +27,7 @@ def make_run(**overrides):
         run_all_nodes=False,
     )
     fields.update(overrides)
-    return SimpleNamespace(**fields)
+    return RunSpec(**fields)
 
 
 def test_local_command_has_no_binding_and_all_ranks():
@@ -65,7 +63,7 @@ def test_hosts_get_one_slot_each():
 
 def test_goal_options():
     argv = mpirun.worker_argv(
-        make_run(light_target=True, time_budget=90.0, max_epochs=3, gpu_enabled=True)
+        make_run(target="light", time_budget=90.0, max_epochs=3, gpu_enabled=True)
     )
     assert argv[argv.index("--target") + 1] == "light"
     assert argv[argv.index("--time-budget") + 1] == "90"

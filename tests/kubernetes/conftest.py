@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from mlbench_master.cluster.base import RunSpec
 from mlbench_master.cluster.kubernetes import KubernetesCluster, worker_statefulset_name
 from tests.kubernetes.chart import NAMESPACE, RELEASE, find, manifests
 from tests.kubernetes.emulator import Controller, Emulator
@@ -35,17 +36,11 @@ def controller(emulator, worker_manifest):
     return control
 
 
-@dataclass
-class Run:
-    """The fields a driver reads from a run (what api.models.Run has)."""
-
-    id: int = 7
-    task: str = "resnet20-cifar10"
-    backend: str = "mpi"
-    num_workers: int = 2
-    num_cpus: float = 1.0
-    max_bandwidth: int = 0
-    gpu_enabled: bool = False
+def Run(**fields):  # noqa: N802 - reads like the row it stands for
+    """A run as drivers see it (cluster.base.RunSpec); the tests' defaults: id 7, no limit."""
+    fields.setdefault("id", 7)
+    fields.setdefault("max_bandwidth", 0)
+    return RunSpec(**fields)
 
 
 class LocalChannel:

@@ -264,20 +264,17 @@ def test_is_running_asks_the_pods(driver, controller, pods_exec):
 def test_pod_metrics_without_metrics_server_are_empty_and_said_once(driver, controller, caplog):
     controller.make_ready(controller.create_pods(STS))
     with caplog.at_level(logging.WARNING):
-        assert driver.pod_metrics() == []
-        assert driver.pod_metrics() == []
+        assert driver.samples(None) == []
+        assert driver.samples(None) == []
     assert driver.metrics_available is False
     said = [r for r in caplog.records if "no resource metrics" in r.getMessage()]
     assert len(said) == 1
 
 
-@pytest.mark.django_db
 def test_pod_metrics_from_the_metrics_api(pods_exec, worker_manifest):
     from kubernetes import client
 
-    from mlbench_master.api.models import Run as RunRow
-
-    active = RunRow.objects.create(name="in use", state=RunRow.STARTED, num_workers=1, num_cpus=1)
+    active = Run(id=12, num_workers=1)  # the collector passes the run in progress
 
     with Emulator(metrics_api=True) as api:
         driver = KubernetesCluster(
@@ -299,13 +296,20 @@ def test_pod_metrics_from_the_metrics_api(pods_exec, worker_manifest):
                 "containers": [{"name": "worker", "usage": {"cpu": "250m", "memory": "64Mi"}}],
             },
         )
-        samples = {(s.pod_name, s.name): s for s in driver.pod_metrics()}
+        samples = {(s.pod_name, s.name): s for s in driver.samples(active)}
     assert driver.metrics_available is True
     assert samples[(f"{STS}-0", "cpu_cores")].value == pytest.approx(0.25)
     assert samples[(f"{STS}-0", "memory_bytes")].value == 64 * 1024 * 1024
     assert samples[(f"{STS}-0", "net_rx_bytes")].value == 1000
     assert samples[(f"{STS}-0", "net_tx_bytes")].cumulative is True
     assert samples[(f"{STS}-0", "cpu_cores")].metadata == {"run_id": active.id, "rank": 0}
+
+
+def test_the_driver_says_it_cannot_reattach(driver):
+    from mlbench_master.cluster.base import CannotAttach
+
+    with pytest.raises(CannotAttach, match="cannot re-attach"):
+        driver.attach(Run())
 
 
 def test_namespace_and_release_come_from_settings_never_a_default(monkeypatch, tmp_path):

@@ -83,7 +83,7 @@ def _exercise_every_driver_call(emulator, controller) -> list:
     with pytest.raises(ClusterError):
         driver.cancel(run)
     assert driver.is_running(run) is False  # the pods could not be asked
-    driver.pod_metrics()
+    driver.samples(run)
     # The driver's requests; the websocket client sends no agent, and only the driver execs.
     return [
         r

@@ -2,10 +2,10 @@
 
 import http.server
 import json
-import socket
 import threading
 import time
 
+from mlbench_worker.localhost import free_port
 from mlbench_worker.report import FileReporter, HttpReporter, make_reporter
 
 
@@ -51,14 +51,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_nothing_lost_nothing_doubled_through_outage_and_errors():
-    port = _free_port()
+    port = free_port()
     reporter = HttpReporter(
         f"http://127.0.0.1:{port}",
         "17",
@@ -105,7 +99,7 @@ def test_nothing_lost_nothing_doubled_through_outage_and_errors():
 
 def test_close_gives_up_after_its_deadline_when_the_master_never_comes(capsys):
     reporter = HttpReporter(
-        f"http://127.0.0.1:{_free_port()}", "1", None, interval=0.05, backoff_start=0.05
+        f"http://127.0.0.1:{free_port()}", "1", None, interval=0.05, backoff_start=0.05
     )
     reporter.metric("epoch", 1.0, epoch=1.0, step=1, elapsed=1.0)
     start = time.monotonic()

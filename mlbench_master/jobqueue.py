@@ -1,0 +1,128 @@
+"""The "runs" queue on Redis, through django-rq: putting a run's job on it, taking it off,
+and telling which jobs live RQ workers are executing.
+
+One module owns the queue so the rest of the master never builds Redis connections or RQ
+objects itself. Connections carry short timeouts: with Redis down an API request or a
+reconciliation must fail within seconds with a reason, not hang.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import socket
+from typing import Any
+
+from django.conf import settings
+
+log = logging.getLogger(__name__)
+
+RUN_JOB = "mlbench_master.jobs.run_job"
+RUN_QUEUE = "runs"
+KEEP_RESULTS = 7 * 24 * 3600  # seconds RQ keeps a finished or failed job's record
+FRESH_HEARTBEAT = 90.0  # an RQ worker silent longer than this is not alive
+
+
+class QueueError(Exception):
+    """Redis could not be reached; the message says where (never with a password)."""
+
+
+def redis_url() -> str:
+    return settings.RQ_QUEUES.get(RUN_QUEUE, {}).get("URL", settings.REDIS_URL)
+
+
+def location() -> str:
+    """Where Redis is, for messages (host:port/db, never a password)."""
+    return redis_url().split("@")[-1]
+
+
+def connection() -> Any:
+    import redis
+
+    return redis.Redis.from_url(redis_url(), socket_connect_timeout=3, socket_timeout=10)
+
+
+def enqueue_run_job(run_id: int, timeout: int, description: str) -> str:
+    """Put `run_job(run_id)` on the runs queue; its id. QueueError when Redis fails."""
+    import django_rq
+    import redis
+
+    try:
+        job = django_rq.get_queue(RUN_QUEUE, connection=connection()).enqueue_call(
+            RUN_JOB,
+            args=(run_id,),
+            timeout=timeout,
+            result_ttl=KEEP_RESULTS,
+            failure_ttl=KEEP_RESULTS,
+            description=description,
+        )
+    except (redis.exceptions.RedisError, OSError) as exc:
+        raise QueueError(f"Redis at {location()} is unreachable ({exc})") from exc
+    return job.id
+
+
+def drop_if_queued(job_id: str) -> None:
+    """Remove a job no worker has taken yet (a run cancelled before it started)."""
+    if not job_id:
+        return
+    try:
+        from rq.exceptions import InvalidJobOperation, NoSuchJobError
+        from rq.job import Job, JobStatus
+
+        job = Job.fetch(job_id, connection=connection())
+        if job.get_status() in (JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED):
+            job.cancel()
+    except (NoSuchJobError, InvalidJobOperation):
+        pass
+    except Exception as exc:  # Redis down: the job finds the run CANCELLED when it runs
+        log.warning("could not drop RQ job %s: %s", job_id, exc)
+
+
+def jobs_in_progress(fresh_seconds: float = FRESH_HEARTBEAT) -> set[str]:
+    """Ids of the jobs live RQ workers are executing now.
+
+    A worker that died without saying so stays registered until its key expires; one whose
+    last heartbeat (every 30 s while it works) is older than `fresh_seconds` is not live,
+    nor is one on this machine whose process no longer exists (a fresh heartbeat says
+    nothing when the worker was SIGKILLed a second ago).
+    """
+    try:
+        from rq import Worker
+
+        now = dt.datetime.now(dt.UTC)
+        busy = set()
+        for worker in Worker.all(connection=connection()):
+            job_id = worker.get_current_job_id()
+            beat = worker.last_heartbeat
+            if beat is not None and beat.tzinfo is None:
+                beat = beat.replace(tzinfo=dt.UTC)
+            if not job_id or beat is None or (now - beat).total_seconds() >= fresh_seconds:
+                continue
+            if worker.hostname == socket.gethostname() and not _pid_alive(worker.pid):
+                continue
+            busy.add(job_id)
+        return busy
+    except Exception:  # Redis down: nothing is in progress anywhere
+        return set()
+
+
+def job_waiting(job_id: str) -> bool:
+    """Whether the job is queued (or popped by a worker that has not marked it started)."""
+    try:
+        from rq.job import Job, JobStatus
+
+        status = Job.fetch(job_id, connection=connection()).get_status()
+        return status in (JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED)
+    except Exception:  # no such job, or Redis down
+        return False
+
+
+def _pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        import psutil
+
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except Exception:  # noqa: BLE001 - no such process (or not readable: assume gone)
+        return False

@@ -1,0 +1,69 @@
+"""The long-running processes of a master, one function each: web, rqworker, collector, reconcile.
+
+Why a module of its own: the same entry points serve the embedded master (its supervisor
+starts `python -m mlbench_master web|rqworker|collector`) and the containers of the master
+pod (scripts/k8s/master-entrypoint.sh starts `rqworker`, `collector` and `reconcile`; its
+web server is gunicorn, set up like `serve_web` in scripts/k8s/master_wsgi.py). Each sets
+Django up itself: they are the first thing their process runs.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+
+def serve_web(port: int, threads: int = 8, host: str = "127.0.0.1") -> None:
+    """waitress (127.0.0.1 unless told) with WhiteNoise serving the collected static files."""
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from waitress import serve
+    from whitenoise import WhiteNoise
+
+    from mlbench_master.wsgi import application
+
+    app = WhiteNoise(application, root=str(settings.STATIC_ROOT), prefix=settings.STATIC_URL)
+    serve(app, host=host, port=port, threads=threads, ident="mlbench")
+
+
+def worker_name(queues: list[str]) -> str:
+    """`mlbench-runs-<pid>-<6 hex>`: readable in `rqinfo` and on the queue statistics page.
+
+    The random part matters in a container, where the worker is often pid 1 every time: a
+    worker killed without saying goodbye stays registered for minutes, and RQ refuses to
+    start another under the same name.
+    """
+    return f"mlbench-{'-'.join(queues)}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+def rq_worker(queues: list[str]) -> None:
+    """django-rq's `rqworker` command on `queues` (settings.RQ_QUEUES), logging at INFO."""
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("rqworker", *queues, name=worker_name(queues))
+
+
+def collector(interval: float) -> None:
+    """Record the workers' resource use every `interval` seconds (and reconcile runs)."""
+    import django
+
+    django.setup()
+    from mlbench_master.collector import collector_loop
+
+    collector_loop(interval)
+
+
+def reconcile() -> None:
+    """Settle the runs a previous master left active; print a line per run handled."""
+    import django
+
+    django.setup()
+    from mlbench_master.reconcile import reconcile as reconcile_runs
+
+    for note in reconcile_runs():
+        print(note)

@@ -1,0 +1,87 @@
+"""Reconciliation: putting every active run whose job is gone back on a path to a
+truthful end.
+
+Called at master start-up (reason "master restarted; run lost") and every
+RECONCILE_SECONDS by the collector (reason JOB_DIED), because when the RQ work horse
+watching a run dies (OOM killer, segfault) nothing else would ever end the run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from mlbench_master.cluster.base import CannotAttach, ClusterDriver
+from mlbench_master.jobs import LOST, abandon, setup_django
+
+RECONCILE_SECONDS = 30.0  # how often the collector looks for runs whose job died
+JOB_DIED = "the run's job died (its RQ worker process is gone)"
+
+
+def reconcile(lost: str = LOST, min_age: float = 0.0) -> list[str]:
+    """Re-enqueue or end every active run no live job looks after.
+
+    `min_age` leaves alone runs created or started within that many seconds (their job
+    may not have been taken yet). A run whose job is queued, or executed by a live RQ
+    worker, is left alone. Otherwise:
+
+    - INITIALIZED: its job is enqueued again.
+    - STARTED, and the driver can re-attach to the launch (local: the output files and the
+      exit code mpirun's wrapper records): re-enqueued; `run_job` reads the rest of the
+      output and ends the run by mpirun's real exit code (FINISHED on 0).
+    - STARTED, the driver cannot re-attach (Kubernetes): its ranks are stopped and the run
+      is FAILED with `lost` and why.
+    - Redis refuses the job: the ranks are stopped and the run FAILED (never an exception).
+
+    Returns a line per run handled (for the launcher's log).
+    """
+    setup_django()
+    from django.utils import timezone
+
+    from mlbench_master import jobqueue, runs
+    from mlbench_master.api.models import Run
+    from mlbench_master.cluster.drivers import get_driver
+
+    busy = jobqueue.jobs_in_progress()
+    notes = []
+    driver = None
+    settled = timezone.now() - dt.timedelta(seconds=min_age)
+    for run in Run.objects.filter(state__in=Run.ACTIVE_STATES).order_by("created_at"):
+        if run.job_id and (run.job_id in busy or jobqueue.job_waiting(run.job_id)):
+            continue
+        if min_age and max(filter(None, [run.created_at, run.started_at])) > settled:
+            continue
+        if run.state == Run.INITIALIZED:
+            try:
+                runs.enqueue_run(run)
+                notes.append(f"run {run.pk}: enqueued again (its job was lost)")
+            except runs.QueueUnavailable as exc:
+                notes.append(f"run {run.pk}: FAILED ({exc})")
+            continue
+        driver = driver or get_driver()
+        why = _cannot_attach(driver, run)
+        if why is not None:
+            abandon(run, driver, f"{lost} ({why}; its ranks were stopped)")
+            notes.append(f"run {run.pk}: FAILED, ranks stopped ({run.reason})")
+            continue
+        try:
+            runs.enqueue_run(run)
+        except runs.QueueUnavailable as exc:
+            abandon(run, driver, str(exc))  # enqueue_run failed it already; stop the ranks
+            notes.append(f"run {run.pk}: FAILED, ranks stopped ({exc})")
+            continue
+        what = "ranks still running" if driver.is_running(runs.run_spec(run)) else "ranks ended"
+        notes.append(f"run {run.pk}: {what}; its output is read again to end it truthfully")
+    return notes
+
+
+def _cannot_attach(driver: ClusterDriver, run: object) -> str | None:
+    """Why the driver cannot re-attach to `run`'s launch; None when it can."""
+    from mlbench_master import runs
+
+    try:
+        driver.attach(runs.run_spec(run))
+    except CannotAttach as exc:
+        return str(exc)
+    except Exception as exc:  # noqa: BLE001 - cannot re-attach is the answer
+        return f"re-attaching failed: {exc}"
+    return None

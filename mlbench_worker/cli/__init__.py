@@ -1,0 +1,138 @@
+"""The `mlbench` command: start the embedded master, run benchmarks, read their results.
+
+It talks to the master only over the REST API (through `ApiClient`), so the same command
+works against the embedded master on this machine and against a cluster's master
+(MLBENCH_URL / MLBENCH_TOKEN). `up`, `down` and `status` hand over to the embedded launcher
+(`python -m mlbench_master`). Importing this package must stay cheap: no torch, no Django.
+
+This module holds the command line (`build_parser`) and the entry point (`main`, the
+`mlbench` console script; `python -m mlbench_worker.cli` runs it too). The rest, by purpose:
+
+- `master`: the `Master` the commands call, `CliError` and the exit codes;
+- `commands`: one `cmd_*` function per subcommand;
+- `progress`: the progress line of `mlbench run --wait`;
+- `clock`: the benchmark clock (the same rule as the dashboard's clock.js);
+- `report`: the `mlbench report` table and which runs may be compared (comparable.js);
+- `formatting`: tables, durations, percentages, API dates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from mlbench_worker.cli.commands import (
+    cmd_delete,
+    cmd_download,
+    cmd_launcher,
+    cmd_logs,
+    cmd_report,
+    cmd_run,
+    cmd_runs,
+    cmd_show,
+)
+from mlbench_worker.cli.master import EXIT_USAGE, CliError, Master
+
+__all__ = ["COMMANDS", "build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mlbench",
+        description="Run and compare distributed ML benchmarks on an mlbench master.",
+        epilog="The master is MLBENCH_URL (or the one `mlbench up` started); the token is "
+        "MLBENCH_TOKEN (or MLBENCH_HOME/token).",
+    )
+    parser.add_argument("--url", help="the master's URL (default: MLBENCH_URL or MLBENCH_HOME/url)")
+    parser.add_argument("--token", help="API token (default: MLBENCH_TOKEN or MLBENCH_HOME/token)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    up = sub.add_parser("up", help="start the embedded master on this machine")
+    up.add_argument(
+        "--detach", action="store_true", help="return once it is up; stop it with `mlbench down`"
+    )
+    up.add_argument(
+        "--port", type=int, help="web server port on 127.0.0.1 (default 8000, or a free one)"
+    )
+    sub.add_parser("down", help="stop the embedded master and everything it started")
+    sub.add_parser("status", help="is the embedded master running, and where")
+
+    run = sub.add_parser("run", help="start a benchmark run")
+    run.add_argument("name", help="a name for the run")
+    run.add_argument("--workers", type=int, required=True, help="number of worker ranks")
+    run.add_argument("--task", default=None, help="benchmark task (default resnet20-cifar10)")
+    run.add_argument("--cpus", type=float, default=1.0, help="CPU cores per worker (default 1)")
+    run.add_argument(
+        "--backend", choices=["mpi", "gloo", "nccl"], help="communication backend (default mpi)"
+    )
+    run.add_argument(
+        "--target", choices=["light", "standard", "paper"], help="accuracy goal (default standard)"
+    )
+    run.add_argument("--time-budget", type=float, help="seconds of training (accuracy after time)")
+    run.add_argument("--max-epochs", type=int, help="stop after this many epochs")
+    run.add_argument(
+        "--dataset", choices=["auto", "cifar10", "synthetic"], help="data set (default auto)"
+    )
+    run.add_argument("--time-limit", type=int, help="seconds before the run is stopped as FAILED")
+    run.add_argument(
+        "--command",
+        dest="custom_command",
+        help="open division: run this command instead of the reference worker",
+    )
+    run.add_argument(
+        "--all-ranks",
+        action="store_true",
+        help="with --command: run it on every worker, not only rank 0",
+    )
+    run.add_argument(
+        "--wait", action="store_true", help="show progress until it ends, then the results"
+    )
+
+    sub.add_parser("runs", help="list the runs")
+    show = sub.add_parser("show", help="details and summary of a run")
+    show.add_argument("run", type=int, metavar="RUN")
+    show.add_argument("--json", action="store_true", help="print the run as JSON")
+    logs = sub.add_parser("logs", help="a run's output (every rank, stdout and stderr)")
+    logs.add_argument("run", type=int, metavar="RUN")
+    logs.add_argument(
+        "--follow", "-f", action="store_true", help="keep printing until the run ends"
+    )
+    download = sub.add_parser("download", help="a run's metrics as a zip file")
+    download.add_argument("run", type=int, metavar="RUN")
+    download.add_argument("--output", "-o", help="file to write (default run-RUN-metrics.zip)")
+    delete = sub.add_parser("delete", help="delete a run (an active run is stopped first)")
+    delete.add_argument("run", type=int, metavar="RUN")
+    report = sub.add_parser("report", help="compare runs: time to target, accuracy, speed-up")
+    report.add_argument("runs", type=int, nargs="+", metavar="RUN")
+    return parser
+
+
+COMMANDS = {
+    "run": cmd_run,
+    "runs": cmd_runs,
+    "show": cmd_show,
+    "logs": cmd_logs,
+    "download": cmd_download,
+    "delete": cmd_delete,
+    "report": cmd_report,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command in ("up", "down", "status"):
+            return cmd_launcher(args)
+        if getattr(args, "workers", 1) is not None and getattr(args, "workers", 1) < 1:
+            raise CliError("--workers must be at least 1", EXIT_USAGE)
+        master = Master(args.url, args.token)
+        return COMMANDS[args.command](args, master)
+    except CliError as exc:
+        print(f"mlbench: error: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        os._exit(0)

@@ -1,0 +1,194 @@
+"""The commands: one `cmd_*` function per `mlbench` subcommand.
+
+Why a module of its own: each command is a short script over the master's API (create a
+run, list, show, follow logs, download, delete, report) or a hand-over to the embedded
+launcher (`up`, `down`, `status`). What they print is built from the formatting, progress
+and report modules; how a failure becomes a message and an exit code is `master.py`'s job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import subprocess
+import sys
+import time
+from typing import Any
+
+from mlbench_worker.cli.formatting import duration, run_duration, runs_list, short, table
+from mlbench_worker.cli.master import EXIT_OK, EXIT_USAGE, FINAL_STATES, CliError, Master
+from mlbench_worker.cli.progress import wait_for
+from mlbench_worker.cli.report import report_table
+
+
+def cmd_launcher(args: argparse.Namespace) -> int:
+    """`up`, `down`, `status`: run the embedded launcher of the master package."""
+    if importlib.util.find_spec("mlbench_master") is None or (
+        importlib.util.find_spec("django") is None
+    ):
+        raise CliError(
+            "the master is not installed in this Python: pip install 'mlbench[master]' "
+            "(or use MLBENCH_URL to talk to a master elsewhere)",
+            EXIT_USAGE,
+        )
+    argv = [sys.executable, "-m", "mlbench_master", args.command]
+    if args.command == "up":
+        if args.detach:
+            argv.append("--detach")
+        if args.port:
+            argv += ["--port", str(args.port)]
+    return subprocess.call(argv)
+
+
+def cmd_run(args: argparse.Namespace, master: Master) -> int:
+    fields: dict[str, Any] = {
+        "task": args.task,
+        "backend": args.backend,
+        "target": args.target,
+        "time_budget": args.time_budget,
+        "max_epochs": args.max_epochs,
+        "dataset": args.dataset,
+        "time_limit": args.time_limit,
+        "custom_image_command": args.custom_command,
+    }
+    run = master.json(
+        "create_run",
+        args.name,
+        args.workers,
+        num_cpus=args.cpus,
+        run_all_nodes=bool(args.custom_command and args.all_ranks),
+        **{k: v for k, v in fields.items() if v is not None},
+    )
+    run_id = run["id"]
+    print(f"run {run_id} {run['name']!r} created ({run.get('state', 'INITIALIZED')})")
+    if not args.wait:
+        print(f"follow it with `mlbench show {run_id}` or `mlbench logs {run_id} --follow`")
+        return EXIT_OK
+    return wait_for(master, run_id)
+
+
+def cmd_runs(args: argparse.Namespace, master: Master) -> int:
+    runs = runs_list(master.json("get_runs"))
+    if not runs:
+        print("no runs yet: start one with `mlbench run NAME --workers 2`")
+        return EXIT_OK
+    rows = [
+        [
+            r["id"],
+            short(r.get("name"), 24),
+            r.get("state"),
+            r.get("num_workers"),
+            "command" if r.get("custom_image_command") else (r.get("task") or "-"),
+            r.get("dataset_used") or r.get("dataset") or "-",
+            (r.get("created_at") or "")[:19].replace("T", " "),
+            duration(run_duration(r)),
+            short(r.get("reason"), 50),
+        ]
+        for r in runs
+    ]
+    print(
+        table(
+            ["ID", "NAME", "STATE", "WORKERS", "TASK", "DATASET", "CREATED", "TIME", "REASON"],
+            rows,
+        )
+    )
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace, master: Master) -> int:
+    run = master.json("get_run", args.run)
+    if args.json:
+        print(json.dumps(run, indent=2, sort_keys=True))
+        return EXIT_OK
+    keys = [
+        "id", "name", "state", "reason", "task", "backend", "num_workers", "num_cpus",
+        "target", "light_target", "dataset", "dataset_used", "time_budget", "max_epochs",
+        "time_limit", "exit_code", "created_at", "started_at", "finished_at",
+    ]  # fmt: skip
+    width = max(len(k) for k in keys)
+    for key in keys:
+        if key in run and run[key] not in (None, ""):
+            print(f"{key.ljust(width)}  {run[key]}")
+    if run.get("custom_image_command"):
+        print(f"{'command'.ljust(width)}  {run['custom_image_command']}")
+    summary = run.get("summary") or {}
+    if summary:
+        print("\nsummary:")
+        for key in sorted(summary):
+            value = summary[key]
+            if isinstance(value, dict):
+                value = json.dumps(value, sort_keys=True)
+            print(f"  {key}: {value}")
+    print(f"\nduration: {duration(run_duration(run))}   dashboard: {master.url}/runs/{run['id']}/")
+    return EXIT_OK
+
+
+def cmd_logs(args: argparse.Namespace, master: Master) -> int:
+    offset = 0
+    while True:
+        body = master.json("get_run_logs", args.run, offset=offset)
+        chunks, offset = _log_page(body, offset)
+        for chunk in chunks:
+            _print_chunk(chunk)
+        sys.stdout.flush()
+        if chunks:
+            continue  # more may be waiting behind this page
+        if not args.follow:
+            return EXIT_OK
+        run = master.json("get_run", args.run)
+        if run["state"] in FINAL_STATES:
+            # One last page: the job stores the final lines before the state changes.
+            body = master.json("get_run_logs", args.run, offset=offset)
+            for chunk in _log_page(body, offset)[0]:
+                _print_chunk(chunk)
+            return EXIT_OK
+        time.sleep(1.0)
+
+
+def _log_page(body: Any, offset: int) -> tuple[list[dict], int]:
+    """Chunks of one logs response and the offset to ask for next."""
+    if isinstance(body, dict):
+        chunks = body.get("results") or body.get("chunks") or []
+        next_offset = body.get("next_offset")
+    else:
+        chunks = list(body or [])
+        next_offset = None
+    if next_offset is None:
+        next_offset = max([offset] + [int(c.get("seq", -1)) + 1 for c in chunks])
+    return chunks, int(next_offset)
+
+
+def _print_chunk(chunk: dict) -> None:
+    rank = chunk.get("rank")
+    tag = f"[{'-' if rank is None else rank}:{chunk.get('stream', 'stdout')[3:]}] "
+    for line in (chunk.get("text") or "").rstrip("\n").split("\n"):
+        print(tag + line)
+
+
+def cmd_download(args: argparse.Namespace, master: Master) -> int:
+    response = master.call("download_run_metrics", args.run)
+    path = args.output or f"run-{args.run}-metrics.zip"
+    size = 0
+    with open(path, "wb") as fh:
+        for block in response.iter_content(64 * 1024):
+            fh.write(block)
+            size += len(block)
+    print(f"wrote {path} ({size} bytes)")
+    return EXIT_OK
+
+
+def cmd_delete(args: argparse.Namespace, master: Master) -> int:
+    run = master.json("get_run", args.run)
+    master.call("delete_run", args.run)
+    if run.get("state") in ("INITIALIZED", "STARTED"):
+        print(f"run {args.run} cancelled and deleted (its worker processes were stopped)")
+    else:
+        print(f"run {args.run} deleted")
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace, master: Master) -> int:
+    runs = [master.json("get_run", r) for r in args.runs]
+    print(report_table(master, runs))
+    return EXIT_OK

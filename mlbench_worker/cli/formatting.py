@@ -1,0 +1,70 @@
+"""Formatting for the terminal: tables, durations, percentages, shortened text, API dates.
+
+Why a module of its own: every command prints runs the same way (a plain aligned table,
+"1m40s" durations, "72.0%" accuracies, "-" for what is unknown), and the dates the API
+serves are read in one place. Pure functions only: nothing here talks to the master.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+
+def table(headers: list[str], rows: list[list[Any]]) -> str:
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = max(0, int(round(seconds)))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def percent(value: Any) -> str:
+    try:
+        return f"{100 * float(value):.1f}%"
+    except (TypeError, ValueError):
+        return "-"
+
+
+def parse_time(value: str | None) -> dt.datetime | None:
+    if not value:
+        return None
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def run_duration(run: dict, now: dt.datetime | None = None) -> float | None:
+    """Wall time since the run started (start-up included), to its end or `now`."""
+    start = parse_time(run.get("started_at"))
+    if start is None:
+        return None
+    end = parse_time(run.get("finished_at")) or now or dt.datetime.now(dt.UTC)
+    return (end - start).total_seconds()
+
+
+def short(text: str | None, width: int = 60) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def runs_list(body: Any) -> list[dict]:
+    if isinstance(body, dict) and "results" in body:
+        return body["results"]
+    return list(body or [])

@@ -1,0 +1,192 @@
+"""Comparing runs: the `mlbench report` table, and which runs may be compared at all.
+
+Why a module of its own: a speed-up only means something between runs that differ in the
+number of workers and nothing else, and a synthetic-data result must never pass for a
+CIFAR-10 one. The rule (`setup_differences`, the 1-worker `baseline`, the warning about
+mixed runs) lives here; the dashboard's compare page keeps the same rule in
+static/dashboard/js/comparable.js, and tests/rules/comparison_cases.json holds both to it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlbench_worker.cli.clock import clock_at
+from mlbench_worker.cli.formatting import duration, parse_time, percent, short, table
+from mlbench_worker.cli.master import CliError, Master
+
+REPORT_METRICS = "val_accuracy,elapsed,time_to_target"
+
+
+def report_table(master: Master | None, runs: list[dict]) -> str:
+    """Runs side by side: time to target, accuracy after time, images/s, speed-up, comm share.
+
+    Speed-up is against a 1-worker run among `runs` with the same set-up
+    (`setup_differences`); a 1-worker run is its own baseline (1.00x). It compares times
+    to target when both reached it, else throughput (marked "thr"). Without a comparable
+    1-worker run the column says "-" and a note under the table says why; a warning line
+    above it says when the runs differ in data set or task.
+    """
+    rows = []
+    notes = []
+    for run in runs:
+        s = run.get("summary") or {}
+        reported = bool(s)
+        if not reported and master is not None and run.get("state") != "INITIALIZED":
+            s = _summary_from_series(master, run)
+        target = s.get("target") or run.get("target") or "-"
+        if s.get("target_accuracy") is not None:
+            target = f"{target} ({percent(s['target_accuracy'])})"
+        ttt = s.get("time_to_target")
+        reached = duration(ttt) if ttt is not None else ("not reached" if reported else "-")
+        after = "-"
+        if s.get("final_val_accuracy") is not None:
+            after = percent(s["final_val_accuracy"])
+            if s.get("elapsed"):
+                after += f" @ {duration(s['elapsed'])}"
+        ips = f"{float(s['images_per_sec']):.0f}" if s.get("images_per_sec") else "-"
+        base, why = baseline(run, runs)
+        speedup = _speedup(run, base) if base is not None else "-"
+        # A lone run has nothing to be compared with: a note would only be noise.
+        if why and len(runs) > 1 and (run.get("num_workers") or 0) > 1:
+            notes.append(f"speed-up of run {run['id']}: {why}")
+        rows.append(
+            [
+                run["id"],
+                short(run.get("name"), 30),
+                run.get("state"),
+                run.get("num_workers"),
+                s.get("dataset") or run.get("dataset_used") or _requested(run),
+                target,
+                reached,
+                after,
+                ips,
+                speedup,
+                percent(s.get("comm_share")) if s.get("comm_share") is not None else "-",
+            ]
+        )
+    headers = [
+        "ID", "NAME", "STATE", "WORKERS", "DATASET", "TARGET", "TIME TO TARGET",
+        "ACC AFTER TIME", "IMAGES/S", "SPEED-UP", "COMM",
+    ]  # fmt: skip
+    warning = _mixed_warning(runs)
+    return "\n".join(([warning] if warning else []) + [table(headers, rows)] + notes)
+
+
+def _summary_from_series(master: Master, run: dict) -> dict[str, Any]:
+    """What the metric series say about a run that has no summary (still running, failed
+    or cancelled): the newest validation accuracy and when it was measured on the benchmark
+    clock (its date mapped through the `elapsed` series), and the time to target if the
+    worker posted one."""
+    try:
+        body = master.json(
+            "get_run_metrics", run["id"], metric_filter=REPORT_METRICS, summarize=2000
+        )
+    except CliError:
+        return {}
+    if not isinstance(body, dict):
+        return {}
+    derived: dict[str, Any] = {}
+    ttt = body.get("time_to_target") or []
+    if ttt:
+        derived["time_to_target"] = float(ttt[-1]["value"])
+    acc = body.get("val_accuracy") or []
+    if acc:
+        derived["final_val_accuracy"] = float(acc[-1]["value"])
+        dated = parse_time(acc[-1].get("date"))
+        at = clock_at(body.get("elapsed") or [], dated) if dated else None
+        if at is not None:
+            derived["elapsed"] = at
+    return derived
+
+
+def dataset_of(run: dict) -> str | None:
+    """The data set a run actually used (reported), else the one requested; None while
+    that is unknown ("auto" requested and nothing reported yet)."""
+    s = run.get("summary") or {}
+    used = run.get("dataset_used") or s.get("dataset") or run.get("dataset")
+    return used if used and used != "auto" else None
+
+
+def _requested(run: dict) -> str:
+    return f"{run['dataset']} (requested)" if run.get("dataset") else "-"
+
+
+def _cpus(run: dict) -> float | None:
+    cpus = run.get("num_cpus")
+    return None if cpus is None else float(cpus)
+
+
+# What must be equal for two runs to be compared, and how each is read from a run.
+_SETUP: list[tuple[str, Any]] = [
+    ("dataset", dataset_of),
+    ("task", lambda r: r.get("task") or (r.get("summary") or {}).get("task")),
+    ("target", lambda r: r.get("target") or (r.get("summary") or {}).get("target")),
+    ("backend", lambda r: r.get("backend") or (r.get("summary") or {}).get("backend")),
+    ("CPUs per worker", _cpus),
+    ("device", lambda r: "gpu" if r.get("gpu_enabled") else "cpu"),
+    ("command", lambda r: (r.get("custom_image_command") or "").strip()),
+]
+
+
+def setup_differences(a: dict, b: dict) -> list[str]:
+    """The set-up fields in which runs `a` and `b` differ; [] means they may be compared.
+
+    Why: a speed-up only means something between runs that differ in the number of
+    workers and nothing else. A synthetic-data run against a CIFAR-10 run, or runs of
+    different tasks, targets, backends or CPUs per worker, give a ratio that measures the
+    difference in set-up, not scaling, and a synthetic result must never pass for a
+    CIFAR-10 one. An unknown data set therefore differs from everything. The dashboard's
+    compare page keeps the same rule in static/dashboard/js/comparable.js.
+    """
+    differ = []
+    for name, of in _SETUP:
+        x, y = of(a), of(b)
+        if x != y or (name == "dataset" and x is None):
+            differ.append(name)
+    return differ
+
+
+def baseline(run: dict, runs: list[dict]) -> tuple[dict | None, str]:
+    """The 1-worker run among `runs` to compare `run` with, else (None, why not)."""
+    if run.get("num_workers") == 1:
+        return run, ""
+    ones = [r for r in runs if r.get("num_workers") == 1]
+    if not ones:
+        return None, "no 1-worker run listed"
+    diffs = [(setup_differences(run, r), r) for r in ones]
+    for differ, other in diffs:
+        if not differ:
+            return other, ""
+    if dataset_of(run) is None:
+        return None, "data set not reported yet"
+    nearest = min((d for d, _ in diffs), key=len)
+    return None, f"no 1-worker run listed with the same {'/'.join(nearest)}"
+
+
+def _mixed_warning(runs: list[dict]) -> str:
+    """A warning when the runs used different data sets or ran different tasks."""
+    sets = sorted({dataset_of(r) or "not reported yet" for r in runs})
+    tasks = sorted({r.get("task") or "-" for r in runs})
+    parts = []
+    if len(sets) > 1:
+        parts.append(f"different data sets ({', '.join(sets)})")
+    if len(tasks) > 1:
+        parts.append(f"different tasks ({', '.join(tasks)})")
+    if not parts:
+        return ""
+    text = f"warning: these runs use {' and '.join(parts)}: their results are not comparable."
+    if "synthetic" in sets:
+        text += " Synthetic results say nothing about CIFAR-10 accuracy."
+    return text + " Speed-up only against a 1-worker run of the same set-up."
+
+
+def _speedup(run: dict, base: dict) -> str:
+    if base is run:
+        return "1.00x"
+    s, b = run.get("summary") or {}, base.get("summary") or {}
+    if s.get("time_to_target") and b.get("time_to_target"):
+        return f"{float(b['time_to_target']) / float(s['time_to_target']):.2f}x"
+    if s.get("images_per_sec") and b.get("images_per_sec"):
+        return f"{float(s['images_per_sec']) / float(b['images_per_sec']):.2f}x thr"
+    return "-"

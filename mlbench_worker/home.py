@@ -1,0 +1,22 @@
+"""Where the worker package keeps its local state: MLBENCH_HOME, resolved by one rule.
+
+Why one module: the client (the URL and token the embedded master writes), the `mlbench`
+command and the worker's data cache all look under MLBENCH_HOME, and they must agree on
+what an unset or blank variable means. The rule: MLBENCH_HOME unset, empty or only
+whitespace means ``~/.mlbench``; any other value is used as given with ``~`` expanded.
+The master applies the same rule in mlbench_master/home.py (the worker package never imports
+the master). This module imports nothing but the standard library (no torch, no Django).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DEFAULT_HOME = "~/.mlbench"
+
+
+def mlbench_home() -> Path:
+    """MLBENCH_HOME as a path (``~`` expanded); ``~/.mlbench`` when it is unset or blank."""
+    value = os.environ.get("MLBENCH_HOME", "")
+    return Path(value if value.strip() else DEFAULT_HOME).expanduser()

@@ -1,0 +1,99 @@
+// Runs the shared rule cases (comparison_cases.json, clock_cases.json) through the
+// dashboard's own JavaScript and prints what it answers, as JSON, for tests/rules/test_rules.py.
+//
+//   node tests/rules/run_js.mjs  ->  {"dataset_of": {name: value}, "setup_differences": {...},
+//                                     "baseline": {...}, "clock": {...}}
+//
+// The modules are imported as the browser imports them, unchanged:
+// - comparable.js and clock.js are pure;
+// - the clock reads a run's series from a MetricFeed, so the cases' API points go through
+//   feed.js's own `absorb` (sorting, dropped dates, null values) exactly as on the pages;
+//   feed.js imports api.js, which listens for a sign-out on `document` when loaded, so a
+//   stand-in `document` is given;
+// - compare.js is a page module (it reads the DOM when loaded), so its two pure functions,
+//   baselineFor and speedup, are lifted from its source text. Were they moved into
+//   comparable.js, this would import them instead.
+// The dashboard's files are ES modules in a folder without a package.json "type": a load
+// hook says so, so node treats them as the browser does on any node version.
+
+import { readFileSync } from "node:fs";
+import * as nodeModule from "node:module";
+
+const here = new URL("./", import.meta.url);
+const js = new URL("../../mlbench_master/dashboard/static/dashboard/js/", here);
+
+const hooks = `
+export async function load(url, context, next) {
+  if (url.startsWith(${JSON.stringify(js.href)})) {
+    return { ...(await next(url, { ...context, format: "module" })), format: "module" };
+  }
+  return next(url, context);
+}`;
+// (Before node 20.6 there are no load hooks; newer nodes also detect module syntax alone.)
+nodeModule.register?.(`data:text/javascript,${encodeURIComponent(hooks)}`);
+
+globalThis.document ??= { addEventListener() {}, querySelector: () => null };
+
+const { datasetOf, setupDifferences } = await import(new URL("comparable.js", js).href);
+const { elapsed, runClock } = await import(new URL("clock.js", js).href);
+const { MetricFeed } = await import(new URL("feed.js", js).href);
+
+function lift(source, name, scope) {
+  const start = source.indexOf(`function ${name}(`);
+  const end = source.indexOf("\n}\n", start);
+  if (start < 0 || end < 0) throw new Error(`compare.js has no top-level function ${name}`);
+  const body = source.slice(start, end + 2);
+  return new Function(...Object.keys(scope), `${body}\nreturn ${name};`)(...Object.values(scope));
+}
+
+const compareSource = readFileSync(new URL("compare.js", js), "utf8");
+const baselineFor = lift(compareSource, "baselineFor", { setupDifferences, datasetOf });
+const speedup = lift(compareSource, "speedup", {});
+
+const load = (name) => JSON.parse(readFileSync(new URL(name, here), "utf8"));
+const comparison = load("comparison_cases.json");
+const clock = load("clock_cases.json");
+
+// The reason compare.js gives, in the cases' words (see comparison_cases.json).
+function why(reason) {
+  if (reason === undefined) return null;
+  const same = "no 1-worker run with the same ";
+  if (reason.startsWith(same)) return reason.slice(same.length).split("/");
+  if (reason === "no 1-worker run picked") return "no 1-worker run";
+  return reason;
+}
+
+// What compare.js measures for a run that has a summary and no fetched series.
+function measured(run) {
+  const s = run.summary || {};
+  return { ttt: s.time_to_target ?? null, ips: s.images_per_sec ?? null };
+}
+
+const out = { dataset_of: {}, setup_differences: {}, baseline: {}, clock: {} };
+
+for (const c of comparison.dataset_of) out.dataset_of[c.name] = datasetOf(c.run);
+for (const c of comparison.setup_differences) {
+  out.setup_differences[c.name] = setupDifferences(c.a, c.b);
+}
+for (const c of comparison.baseline) {
+  const measures = new Map(c.runs.map((r) => [r.id, measured(r)]));
+  const run = c.runs.find((r) => r.id === c.run);
+  const base = baselineFor(run, c.runs, measures);
+  const sp = speedup(run, measures.get(run.id), base);
+  out.baseline[c.name] = {
+    baseline: base.run ? base.run.id : null,
+    why: why(base.reason),
+    speedup: sp.reason ? null : { value: sp.value, by: sp.how || "itself" },
+  };
+}
+
+for (const c of clock.cases) {
+  const feed = new MetricFeed(c.run?.id ?? 1, { names: null });
+  feed.absorb({ ...(c.other_series || {}), elapsed: c.elapsed });
+  const at = Date.parse(c.at) / 1000;
+  const clk = runClock(feed, c.run ?? null);
+  const [x] = elapsed({ t: [at], v: [null], meta: [{}] }, clk);
+  out.clock[c.name] = Number.isFinite(x) ? x : null;
+}
+
+process.stdout.write(JSON.stringify(out));

@@ -1,0 +1,167 @@
+"""Rules kept in both Python and JavaScript, held to the same cases.
+
+Two rules exist twice: which runs may be compared (the `mlbench report` table and the
+dashboard's compare page) and the benchmark clock (the report's accuracy-after-time and the
+dashboard's charts). Their cases are data, in comparison_cases.json and clock_cases.json;
+every case runs against the Python functions here and against the dashboard's own modules
+through node (run_js.mjs), and both must give the expected answer.
+
+Without node the JavaScript half skips on a developer's machine and fails in CI (CI set),
+as a missing browser does for tests/browser.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mlbench_worker.cli.clock import clock_at
+from mlbench_worker.cli.formatting import parse_time
+from mlbench_worker.cli.report import _speedup, baseline, dataset_of, setup_differences
+
+HERE = Path(__file__).resolve().parent
+COMPARISON = json.loads((HERE / "comparison_cases.json").read_text())
+CLOCK = json.loads((HERE / "clock_cases.json").read_text())
+TOLERANCE = 1e-3  # seconds: JavaScript dates have milliseconds, Python's microseconds
+
+
+def _missing(why: str) -> None:
+    """Skip on a developer's machine; in CI a missing capability must fail, not pass."""
+    if os.environ.get("CI"):
+        pytest.fail(why)
+    pytest.skip(why)
+
+
+@pytest.fixture(scope="module")
+def js() -> dict:
+    """Every case's answer from the dashboard's JavaScript, by rule and case name."""
+    node = shutil.which("node")
+    if node is None:
+        _missing("node not found on PATH: the JavaScript half of the shared rules needs it")
+    done = subprocess.run(
+        [node, str(HERE / "run_js.mjs")], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, f"run_js.mjs failed:\n{done.stderr}"
+    return json.loads(done.stdout)
+
+
+def _ids(cases: list[dict]) -> list[str]:
+    names = [c["name"] for c in cases]
+    assert len(set(names)) == len(names), "case names must be unique"
+    return names
+
+
+# ------------------------------------------------------------------------ which runs compare
+
+
+def _python_baseline(case: dict) -> dict:
+    """`baseline` and `_speedup` of mlbench report, in the cases' words."""
+    run = next(r for r in case["runs"] if r["id"] == case["run"])
+    base, why = baseline(run, case["runs"])
+    same = "no 1-worker run listed with the same "
+    if why.startswith(same):
+        reason: object = why[len(same) :].split("/")
+    elif why == "no 1-worker run listed":
+        reason = "no 1-worker run"
+    else:
+        reason = why or None
+    speedup = None
+    if base is not None:
+        text = _speedup(run, base)
+        if text != "-":
+            how = "itself" if base is run else "throughput" if text.endswith("thr") else None
+            speedup = {"value": float(text.split("x")[0]), "by": how or "time to target"}
+    return {"baseline": None if base is None else base["id"], "why": reason, "speedup": speedup}
+
+
+def _same_baseline(got: dict, expected: dict) -> bool:
+    if {k: got[k] for k in ("baseline", "why")} != {k: expected[k] for k in ("baseline", "why")}:
+        return False
+    if got["speedup"] is None or expected["speedup"] is None:
+        return got["speedup"] == expected["speedup"]
+    return got["speedup"]["by"] == expected["speedup"]["by"] and got["speedup"][
+        "value"
+    ] == pytest.approx(expected["speedup"]["value"], abs=0.005)  # printed with 2 decimals
+
+
+DATASET_OF = COMPARISON["dataset_of"]
+SETUP = COMPARISON["setup_differences"]
+BASELINE = COMPARISON["baseline"]
+
+
+@pytest.mark.parametrize("case", DATASET_OF, ids=_ids(DATASET_OF))
+def test_dataset_of_python(case):
+    assert dataset_of(case["run"]) == case["expected"]
+
+
+@pytest.mark.parametrize("case", DATASET_OF, ids=_ids(DATASET_OF))
+def test_dataset_of_javascript(case, js):
+    assert js["dataset_of"][case["name"]] == case["expected"]
+
+
+@pytest.mark.parametrize("case", SETUP, ids=_ids(SETUP))
+def test_setup_differences_python(case):
+    assert setup_differences(case["a"], case["b"]) == case["expected"]
+    # The rule is symmetric: which run is `a` must not matter.
+    assert setup_differences(case["b"], case["a"]) == case["expected"]
+
+
+@pytest.mark.parametrize("case", SETUP, ids=_ids(SETUP))
+def test_setup_differences_javascript(case, js):
+    assert js["setup_differences"][case["name"]] == case["expected"]
+
+
+@pytest.mark.parametrize("case", BASELINE, ids=_ids(BASELINE))
+def test_baseline_python(case):
+    got = _python_baseline(case)
+    assert _same_baseline(got, case["expected"]), got
+
+
+@pytest.mark.parametrize("case", BASELINE, ids=_ids(BASELINE))
+def test_baseline_javascript(case, js):
+    got = js["baseline"][case["name"]]
+    assert _same_baseline(got, case["expected"]), got
+
+
+# ------------------------------------------------------------------------ the benchmark clock
+
+
+CLOCK_CASES = CLOCK["cases"]
+
+
+def _close(got: float | None, expected: float | None) -> bool:
+    if got is None or expected is None:
+        return got is expected
+    return abs(got - expected) <= TOLERANCE
+
+
+@pytest.mark.parametrize("case", CLOCK_CASES, ids=_ids(CLOCK_CASES))
+def test_clock_python(case):
+    got = clock_at(case["elapsed"], parse_time(case["at"]))
+    assert _close(got, case["expected"]), got
+
+
+def _known(cases: list[dict]) -> list:
+    """The cases, with those the dashboard disagrees with today marked as strict xfails."""
+    return [
+        pytest.param(
+            c,
+            id=c["name"],
+            marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=c["js_disagrees"]),
+        )
+        if "js_disagrees" in c
+        else pytest.param(c, id=c["name"])
+        for c in cases
+    ]
+
+
+@pytest.mark.parametrize("case", _known(CLOCK_CASES))
+def test_clock_javascript(case, js):
+    expected = case.get("js_expected", case["expected"])
+    got = js["clock"][case["name"]]
+    assert _close(got, expected), f"{got} ({case.get('js_why', 'the shared rule')})"

@@ -1,0 +1,205 @@
+"""The seams between modules, enforced: each failure names the offending import or line.
+
+- no import cycle among the modules of mlbench_master and mlbench_worker (imports inside
+  functions count: grimp reads every import statement);
+- the master never imports torch, the worker never imports Django, and the master imports
+  of the worker package only the torch-free modules meant to be shared;
+- cluster/ never imports api/ or runs (drivers are called, they do not call back);
+- `Run.state` is assigned only in mlbench_master/runs.py.
+
+The checks are plain functions run once on the real packages and once on a small package
+written by the test with each kind of violation, so a check that could never fail is
+caught too.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+import grimp
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("mlbench_master", "mlbench_worker")
+# Worker modules the master may import: torch-free, Django-free, meant to be shared.
+SHARED_WORKER_MODULES = {"mlbench_worker.localhost", "mlbench_worker.catalogue"}
+# Calls that write a model's fields from keyword arguments.
+WRITING_CALLS = {"update", "create", "get_or_create", "update_or_create", "bulk_update"}
+
+
+def build_graph(*packages: str) -> grimp.ImportGraph:
+    return grimp.build_graph(*packages, include_external_packages=True, cache_dir=None)
+
+
+def _where(graph: grimp.ImportGraph, importer: str, imported: str) -> str:
+    details = graph.get_import_details(importer=importer, imported=imported)
+    if not details:
+        return f"{importer} -> {imported}"
+    first = details[0]
+    return f"{importer}:{first['line_number']} `{first['line_contents']}`"
+
+
+def import_cycles(graph: grimp.ImportGraph, packages: tuple[str, ...]) -> list[str]:
+    """Every cycle among the packages' modules, one line each, with where each import is."""
+    internal = {m for m in graph.modules if m.split(".")[0] in packages}
+    found: dict[frozenset[str], str] = {}
+    for importer in sorted(internal):
+        for imported in sorted(graph.find_modules_directly_imported_by(importer) & internal):
+            back = graph.find_shortest_chain(importer=imported, imported=importer)
+            if back is None:
+                continue
+            cycle = [importer, *back]  # importer -> imported -> ... -> importer
+            key = frozenset(cycle)
+            if key not in found:
+                steps = [_where(graph, a, b) for a, b in zip(cycle, cycle[1:], strict=False)]
+                found[key] = " ; ".join(steps)
+    return sorted(found.values())
+
+
+def forbidden_chains(graph: grimp.ImportGraph, importers: list[str], imported: str) -> list[str]:
+    """For each importer module or package that reaches `imported`, the chain, with lines."""
+    problems = []
+    for importer in importers:
+        if importer not in graph.modules or imported not in graph.modules:
+            continue
+        chain = graph.find_shortest_chain(importer=importer, imported=imported, as_packages=True)
+        if chain is None:
+            continue
+        # as_packages gives the packages' entry points; show the module-level chain.
+        for module in sorted(graph.find_descendants(importer) | {importer}):
+            direct = graph.find_shortest_chain(importer=module, imported=imported)
+            if direct is not None:
+                steps = [_where(graph, a, b) for a, b in zip(direct, direct[1:], strict=False)]
+                problems.append(" ; ".join(steps))
+                break
+    return problems
+
+
+def worker_modules_imported_by_master(graph: grimp.ImportGraph) -> list[str]:
+    """Imports of the worker package by the master outside SHARED_WORKER_MODULES."""
+    problems = []
+    master = sorted(m for m in graph.modules if m.split(".")[0] == "mlbench_master")
+    for module in master:
+        for imported in sorted(graph.find_modules_directly_imported_by(module)):
+            if imported.split(".")[0] == "mlbench_worker" and imported not in SHARED_WORKER_MODULES:
+                problems.append(_where(graph, module, imported))
+    return problems
+
+
+def state_writes(root: Path, allowed: set[Path]) -> list[str]:
+    """Lines outside `allowed` files that assign a `state` field (attribute or keyword)."""
+    problems = []
+    for path in sorted(root.rglob("*.py")):
+        if path in allowed or "migrations" in path.parts:
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            targets: list[ast.expr] = []
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                targets = [node.target]
+            hit = any(isinstance(t, ast.Attribute) and t.attr == "state" for t in targets)
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                writes = name in WRITING_CALLS or name == "Run"
+                hit = writes and any(k.arg == "state" for k in node.keywords)
+                if name == "setattr" and len(node.args) >= 2:
+                    key = node.args[1]
+                    hit = isinstance(key, ast.Constant) and key.value == "state"
+            if hit:
+                line = ast.get_source_segment(path.read_text(), node) or ""
+                problems.append(f"{path.relative_to(root.parent)}:{node.lineno} `{line[:80]}`")
+    return problems
+
+
+# --------------------------------------------------------------------------- the real code
+
+
+@pytest.fixture(scope="module")
+def graph() -> grimp.ImportGraph:
+    return build_graph(*PACKAGES)
+
+
+def test_no_import_cycle(graph):
+    cycles = import_cycles(graph, PACKAGES)
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_the_master_never_imports_torch(graph):
+    chains = forbidden_chains(graph, ["mlbench_master"], "torch")
+    assert not chains, "the master reaches torch:\n" + "\n".join(chains)
+
+
+def test_the_master_imports_only_shared_worker_modules(graph):
+    problems = worker_modules_imported_by_master(graph)
+    assert not problems, "the master imports worker internals:\n" + "\n".join(problems)
+
+
+def test_the_worker_never_imports_django(graph):
+    chains = forbidden_chains(graph, ["mlbench_worker"], "django")
+    assert not chains, "the worker reaches Django:\n" + "\n".join(chains)
+
+
+def test_client_and_cli_never_import_torch(graph):
+    importers = [m for m in ("mlbench_worker.api", "mlbench_worker.cli") if m in graph.modules]
+    assert importers, "mlbench_worker.api and mlbench_worker.cli should exist"
+    chains = forbidden_chains(graph, importers, "torch")
+    assert not chains, "the client or the CLI reaches torch:\n" + "\n".join(chains)
+
+
+@pytest.mark.parametrize("forbidden", ["mlbench_master.api", "mlbench_master.runs"])
+def test_cluster_never_imports_api_or_runs(graph, forbidden):
+    chains = forbidden_chains(graph, ["mlbench_master.cluster"], forbidden)
+    assert not chains, f"cluster/ reaches {forbidden}:\n" + "\n".join(chains)
+
+
+def test_run_state_is_assigned_only_in_runs():
+    master = ROOT / "mlbench_master"
+    problems = state_writes(master, allowed={master / "runs.py"})
+    assert not problems, "Run.state assigned outside runs.py:\n" + "\n".join(problems)
+
+
+# --------------------------------------------------------------------------- the checks
+
+
+@pytest.fixture
+def bad_package(tmp_path, monkeypatch):
+    """A package `badpkg` with one violation of each rule."""
+    files = {
+        "__init__.py": "",
+        "a.py": "def f():\n    from badpkg import b\n",
+        "b.py": "import badpkg.a\n",
+        "runs.py": "def start(run):\n    run.state = 'STARTED'\n",
+        "views.py": (
+            "import torch\n\n"
+            "def cancel(run, Run):\n"
+            "    Run.objects.filter(pk=run.pk).update(state='CANCELLED')\n"
+            "    Run.objects.filter(state='STARTED').count()\n"
+        ),
+        "cluster/__init__.py": "",
+        "cluster/driver.py": "from badpkg import runs\n",
+    }
+    for name, text in files.items():
+        path = tmp_path / "badpkg" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path / "badpkg"
+
+
+def test_the_checks_find_each_kind_of_violation(bad_package):
+    graph = build_graph("badpkg")
+    cycles = import_cycles(graph, ("badpkg",))
+    assert len(cycles) == 1 and "badpkg.a:2 `from badpkg import b`" in cycles[0]
+    assert "badpkg.b:1 `import badpkg.a`" in cycles[0]
+    assert forbidden_chains(graph, ["badpkg"], "torch") == ["badpkg.views:1 `import torch`"]
+    assert forbidden_chains(graph, ["badpkg.cluster"], "badpkg.runs") == [
+        "badpkg.cluster.driver:1 `from badpkg import runs`"
+    ]
+    writes = state_writes(bad_package, allowed={bad_package / "runs.py"})
+    assert len(writes) == 1 and writes[0].startswith("badpkg/views.py:4 ")
+    assert len(state_writes(bad_package, allowed=set())) == 2  # runs.py's own line too
