@@ -82,6 +82,6 @@ def _cannot_attach(driver: ClusterDriver, run: object) -> str | None:
         driver.attach(runs.run_spec(run))
     except CannotAttach as exc:
         return str(exc)
-    except Exception as exc:  # noqa: BLE001 - cannot re-attach is the answer
-        return f"re-attaching failed: {exc}"
+    except Exception:  # noqa: BLE001 - cannot re-attach is the answer
+        return "no launch of it is recorded to re-attach to"
     return None

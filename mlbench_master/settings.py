@@ -13,6 +13,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from mlbench_master.home import mlbench_home
+from mlbench_worker import catalogue
 
 BASE_DIR = Path(__file__).resolve().parent
 # Unset, empty or blank: ~/.mlbench (one rule, mlbench_master/home.py).
@@ -203,9 +204,14 @@ MLBENCH_MAX_BANDWIDTH = _env_int("MLBENCH_MAX_BANDWIDTH", 10000)
 MLBENCH_MAX_GPUS = _env_int("MLBENCH_MAX_GPUS", 0)
 MLBENCH_MAX_TIME_LIMIT = _env_int("MLBENCH_MAX_TIME_LIMIT", 7 * 24 * 3600)
 MLBENCH_DEFAULT_TIME_LIMIT = _env_int("MLBENCH_DEFAULT_TIME_LIMIT", 7200)
-MLBENCH_TASKS = _env_list(
-    "MLBENCH_TASKS", "resnet20-cifar10,resnet32-cifar10,resnet44-cifar10,resnet56-cifar10"
-)
+# Tasks this master offers: a subset of the catalogue (mlbench_worker/catalogue.py), all of it
+# by default.
+MLBENCH_TASKS = _env_list("MLBENCH_TASKS", ",".join(catalogue.TASKS))
+if _unknown := [t for t in MLBENCH_TASKS if t not in catalogue.TASKS]:
+    raise ImproperlyConfigured(
+        f"MLBENCH_TASKS names {', '.join(_unknown)}, not in the task catalogue; "
+        f"known tasks: {', '.join(catalogue.TASKS)}"
+    )
 # Seconds an RQ run job may take beyond the run's time limit (prepare + clean-up).
 MLBENCH_JOB_TIMEOUT_MARGIN = _env_int("MLBENCH_JOB_TIMEOUT_MARGIN", 900)
 # Ingestion and log bounds.

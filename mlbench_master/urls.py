@@ -6,7 +6,7 @@ from functools import wraps
 from django.contrib import admin
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import redirect
 from django.urls import include, path, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -26,12 +26,28 @@ def _refuse_non_staff(request: HttpRequest, next_url: str) -> HttpResponse | Non
     return None
 
 
+READ_ONLY = (
+    "the queue pages only show the queue: a run's job is started, stopped and removed with "
+    "the run itself (dashboard, API or mlbench command), never here"
+)
+
+
 def staff_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """`view` for staff; everyone else is sent to sign in or refused (_refuse_non_staff)."""
+    """`view` for staff, to read only; everyone else is sent to sign in or refused.
+
+    django-rq's pages also offer actions (empty a queue, stop or delete a job), all by POST.
+    They are refused: emptying the queue or stopping the job of a run would leave the run
+    STARTED with nobody watching it; runs.py is where a run's job is started and stopped.
+    """
 
     @wraps(view)
     def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        return _refuse_non_staff(request, request.get_full_path()) or view(request, *args, **kwargs)
+        refused = _refuse_non_staff(request, request.get_full_path())
+        if refused is not None:
+            return refused
+        if request.method not in ("GET", "HEAD"):
+            return HttpResponseNotAllowed(["GET", "HEAD"], content=READ_ONLY)
+        return view(request, *args, **kwargs)
 
     return wrapped
 

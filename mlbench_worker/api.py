@@ -27,16 +27,14 @@ from typing import Any
 
 import requests
 
+from mlbench_worker import catalogue
 from mlbench_worker.home import mlbench_home
 
 # Backends a run can use (the `backend` field).
 MLBENCH_BACKENDS = ["mpi", "gloo", "nccl"]
-# Reference tasks of the closed division: task name -> (model, data set, GPU supported).
+# Reference tasks of the closed division (the catalogue): name -> (model, data set, GPU).
 MLBENCH_TASKS = {
-    "resnet20-cifar10": ("resnet20", "cifar10", True),
-    "resnet32-cifar10": ("resnet32", "cifar10", True),
-    "resnet44-cifar10": ("resnet44", "cifar10", True),
-    "resnet56-cifar10": ("resnet56", "cifar10", True),
+    name: (info.model, info.dataset, info.gpu_supported) for name, info in catalogue.TASKS.items()
 }
 # The original client's name for the same table: {name: (image, command, run_on_all, gpu)}.
 # Here the reference "image" is the task itself, run by `python -m mlbench_worker`.

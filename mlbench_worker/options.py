@@ -12,14 +12,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from mlbench_worker import catalogue
 from mlbench_worker.home import mlbench_home
 from mlbench_worker.models import MODELS
 from mlbench_worker.tasks import TASKS
 
 BACKENDS = ("mpi", "gloo", "nccl")
 DEVICES = ("auto", "cpu", "cuda")
-DATASETS = ("auto", "cifar10", "synthetic")
-TARGETS = ("light", "standard", "paper")
 
 
 def launch_rank() -> int:
@@ -87,12 +86,14 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--target",
         default="standard",
-        help="accuracy goal: light (70%%), standard (80%%), paper (91%%)",
+        help="the task's goal (catalogue), e.g. for task 1a: light (70%%), standard (80%%), "
+        "paper (91%%)",
     )
     g.add_argument(
         "--dataset",
         default="auto",
-        help="auto (CIFAR-10 if it can be had, else synthetic), cifar10, synthetic",
+        help="auto (the task's real data set if it can be had, else synthetic), the real "
+        "one (e.g. cifar10), or synthetic",
     )
     g.add_argument(
         "--time-budget",
@@ -209,8 +210,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     _choice(parser, "--model", args.model, MODELS)
     _choice(parser, "--backend", args.backend, BACKENDS)
     _choice(parser, "--device", args.device, DEVICES)
-    _choice(parser, "--dataset", args.dataset, DATASETS)
-    _choice(parser, "--target", args.target, TARGETS)
+    info = catalogue.get(args.task)  # goals and data sets are the catalogue's
+    _choice(parser, "--dataset", args.dataset, info.datasets)
+    _choice(parser, "--target", args.target, tuple(info.goals))
     if args.backend == "nccl" and args.device == "cpu":
         parser.error("--backend nccl needs --device cuda (use mpi or gloo on CPU)")
     args.batch_size = args.batch_size or task.batch_size

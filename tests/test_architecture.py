@@ -26,7 +26,7 @@ PACKAGES = ("mlbench_master", "mlbench_worker")
 # Worker modules the master may import: torch-free, Django-free, meant to be shared.
 SHARED_WORKER_MODULES = {"mlbench_worker.localhost", "mlbench_worker.catalogue"}
 # Calls that write a model's fields from keyword arguments.
-WRITING_CALLS = {"update", "create", "get_or_create", "update_or_create", "bulk_update"}
+WRITING_CALLS = {"update", "create", "get_or_create", "update_or_create", "bulk_update", "save"}
 
 
 def build_graph(*packages: str) -> grimp.ImportGraph:
@@ -59,21 +59,16 @@ def import_cycles(graph: grimp.ImportGraph, packages: tuple[str, ...]) -> list[s
 
 
 def forbidden_chains(graph: grimp.ImportGraph, importers: list[str], imported: str) -> list[str]:
-    """For each importer module or package that reaches `imported`, the chain, with lines."""
+    """For each importer (module or package) that reaches `imported` (module or package,
+    its submodules included), the shortest chain with the line of each import."""
+    missing = [m for m in [*importers, imported] if m not in graph.modules]
+    assert not missing, f"no such module here (the check would prove nothing): {missing}"
     problems = []
     for importer in importers:
-        if importer not in graph.modules or imported not in graph.modules:
-            continue
-        chain = graph.find_shortest_chain(importer=importer, imported=imported, as_packages=True)
-        if chain is None:
-            continue
-        # as_packages gives the packages' entry points; show the module-level chain.
-        for module in sorted(graph.find_descendants(importer) | {importer}):
-            direct = graph.find_shortest_chain(importer=module, imported=imported)
-            if direct is not None:
-                steps = [_where(graph, a, b) for a, b in zip(direct, direct[1:], strict=False)]
-                problems.append(" ; ".join(steps))
-                break
+        chains = graph.find_shortest_chains(importer=importer, imported=imported, as_packages=True)
+        for chain in sorted(chains, key=lambda c: (len(c), c))[:1]:
+            steps = [_where(graph, a, b) for a, b in zip(chain, chain[1:], strict=False)]
+            problems.append(" ; ".join(steps))
     return problems
 
 
@@ -88,30 +83,52 @@ def worker_modules_imported_by_master(graph: grimp.ImportGraph) -> list[str]:
     return problems
 
 
+def _writes_state(node: ast.AST) -> bool:
+    """Whether `node` may write a `state` field: `x.state = ...` (also in a tuple), a model
+    write with `state=` (also as `**{"state": ...}`), or setattr with "state" or a name
+    that cannot be read statically."""
+    targets: list[ast.expr] = []
+    if isinstance(node, ast.Assign):
+        targets = list(node.targets)
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        targets = [node.target]
+    while any(isinstance(t, (ast.Tuple, ast.List)) for t in targets):
+        targets = [
+            e for t in targets for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])
+        ]
+    if any(isinstance(t, ast.Attribute) and t.attr == "state" for t in targets):
+        return True
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if name == "setattr" and len(node.args) >= 2:
+        key = node.args[1]
+        return not isinstance(key, ast.Constant) or key.value == "state"
+    if name not in WRITING_CALLS and name != "Run":
+        return False
+    for keyword in node.keywords:
+        if keyword.arg == "state":
+            return True
+        if keyword.arg is None:  # **something: a dict naming "state", or unreadable
+            value = keyword.value
+            if not isinstance(value, ast.Dict):
+                return True
+            if any(isinstance(k, ast.Constant) and k.value == "state" for k in value.keys):
+                return True
+    return False
+
+
 def state_writes(root: Path, allowed: set[Path]) -> list[str]:
-    """Lines outside `allowed` files that assign a `state` field (attribute or keyword)."""
+    """Lines outside `allowed` files that may assign a `state` field (see _writes_state)."""
     problems = []
     for path in sorted(root.rglob("*.py")):
         if path in allowed or "migrations" in path.parts:
             continue
-        tree = ast.parse(path.read_text(), filename=str(path))
-        for node in ast.walk(tree):
-            targets: list[ast.expr] = []
-            if isinstance(node, ast.Assign):
-                targets = node.targets
-            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
-                targets = [node.target]
-            hit = any(isinstance(t, ast.Attribute) and t.attr == "state" for t in targets)
-            if isinstance(node, ast.Call):
-                func = node.func
-                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-                writes = name in WRITING_CALLS or name == "Run"
-                hit = writes and any(k.arg == "state" for k in node.keywords)
-                if name == "setattr" and len(node.args) >= 2:
-                    key = node.args[1]
-                    hit = isinstance(key, ast.Constant) and key.value == "state"
-            if hit:
-                line = ast.get_source_segment(path.read_text(), node) or ""
+        text = path.read_text()
+        for node in ast.walk(ast.parse(text, filename=str(path))):
+            if _writes_state(node):
+                line = ast.get_source_segment(text, node) or ""
                 problems.append(f"{path.relative_to(root.parent)}:{node.lineno} `{line[:80]}`")
     return problems
 
@@ -180,8 +197,19 @@ def bad_package(tmp_path, monkeypatch):
             "    Run.objects.filter(pk=run.pk).update(state='CANCELLED')\n"
             "    Run.objects.filter(state='STARTED').count()\n"
         ),
+        "sneaky.py": (
+            "def f(run, form, Run, name):\n"
+            "    run.state, run.reason = 'FAILED', 'x'\n"
+            "    Run.objects.update(**{'state': 'FAILED'})\n"
+            "    form.save(state='FAILED')\n"
+            "    setattr(run, name, 'FAILED')\n"
+            "    Run.objects.update(**{'reason': 'fine'})\n"
+        ),
+        "api/__init__.py": "",
+        "api/models.py": "",
         "cluster/__init__.py": "",
         "cluster/driver.py": "from badpkg import runs\n",
+        "cluster/reader.py": "from badpkg.api.models import Run\n",
     }
     for name, text in files.items():
         path = tmp_path / "badpkg" / name
@@ -200,6 +228,13 @@ def test_the_checks_find_each_kind_of_violation(bad_package):
     assert forbidden_chains(graph, ["badpkg.cluster"], "badpkg.runs") == [
         "badpkg.cluster.driver:1 `from badpkg import runs`"
     ]
+    # A submodule of the forbidden package counts too.
+    assert forbidden_chains(graph, ["badpkg.cluster"], "badpkg.api") == [
+        "badpkg.cluster.reader:1 `from badpkg.api.models import Run`"
+    ]
+    with pytest.raises(AssertionError, match="no such module"):
+        forbidden_chains(graph, ["badpkg.nothing"], "torch")
     writes = state_writes(bad_package, allowed={bad_package / "runs.py"})
-    assert len(writes) == 1 and writes[0].startswith("badpkg/views.py:4 ")
-    assert len(state_writes(bad_package, allowed=set())) == 2  # runs.py's own line too
+    lines = sorted(w.split(" ")[0] for w in writes)
+    assert lines == [f"badpkg/sneaky.py:{n}" for n in (2, 3, 4, 5)] + ["badpkg/views.py:4"]
+    assert len(state_writes(bad_package, allowed=set())) == 6  # runs.py's own line too

@@ -17,6 +17,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from mlbench_worker import catalogue
+
 
 def _token_salt() -> str:
     return secrets.token_hex(16)
@@ -35,8 +37,6 @@ class Run(models.Model):
     FINAL_STATES = (FINISHED, FAILED, CANCELLED)
 
     BACKENDS = ["mpi", "gloo", "nccl"]
-    TARGETS = ["light", "standard", "paper"]
-    DATASETS = ["auto", "cifar10", "synthetic"]
 
     name = models.CharField(max_length=200)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
@@ -47,7 +47,7 @@ class Run(models.Model):
     job_id = models.CharField(max_length=100, blank=True, default="")
     job_metadata = models.JSONField(default=dict, blank=True)
 
-    task = models.CharField(max_length=100, default="resnet20-cifar10")
+    task = models.CharField(max_length=100, default=catalogue.DEFAULT_TASK)
     backend = models.CharField(max_length=16, default="mpi")
     num_workers = models.PositiveIntegerField(default=1)
     num_cpus = models.FloatField(default=1.0)

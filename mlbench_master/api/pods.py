@@ -30,7 +30,7 @@ def sync_pods(infos: Iterable) -> None:
                     "labels": dict(info.labels),
                     "phase": info.phase,
                     "ip": info.ip or "",
-                    "node": getattr(info, "node", "") or "",
+                    "node": info.node or "",
                     "last_seen": now,
                 },
             )

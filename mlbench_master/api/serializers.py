@@ -16,6 +16,7 @@ from rest_framework import serializers
 from mlbench_master.api.models import LogChunk, Pod, Run
 from mlbench_master.cluster.base import ClusterError
 from mlbench_master.cluster.drivers import get_driver
+from mlbench_worker import catalogue
 
 RUN_OUTPUT_FIELDS = [
     "id", "name", "created_at", "state", "job_id", "job_metadata",
@@ -86,9 +87,15 @@ class RunCreateSerializer(serializers.Serializer):
             raise serializers.ValidationError(
                 _range_error("num_workers", "1", str(high), "MLBENCH_MAX_WORKERS")
             )
-        # A cluster that cannot grow (the local one) refuses more ranks here, not later.
+        # A cluster that cannot grow (the local one) refuses more ranks here, not later. A
+        # driver that cannot even be set up is not the client's fault: the run's job fails
+        # with the reason instead.
         try:
-            get_driver().check_workers(value)
+            driver = get_driver()
+        except Exception:  # noqa: BLE001 - misconfigured master, said by the run's job
+            return value
+        try:
+            driver.check_workers(value)
         except ClusterError as exc:
             raise serializers.ValidationError(str(exc)) from None
         return value
@@ -145,18 +152,18 @@ class RunCreateSerializer(serializers.Serializer):
     def validate_target(self, value: str | None) -> str | None:
         if value is None:
             return None
-        if value not in Run.TARGETS:
+        if value not in catalogue.goal_names():
             raise serializers.ValidationError(
-                f"target {value!r} is not one of {', '.join(Run.TARGETS)}"
+                f"target {value!r} is not one of {', '.join(catalogue.goal_names())}"
             )
         return value
 
     def validate_dataset(self, value: str | None) -> str | None:
         if value is None:
             return None
-        if value not in Run.DATASETS:
+        if value not in catalogue.dataset_names():
             raise serializers.ValidationError(
-                f"dataset {value!r} is not one of {', '.join(Run.DATASETS)}"
+                f"dataset {value!r} is not one of {', '.join(catalogue.dataset_names())}"
             )
         return value
 
@@ -204,6 +211,19 @@ class RunCreateSerializer(serializers.Serializer):
             errors.setdefault("target", []).append(
                 "light_target=true asks for target 'light'; do not also give another target"
             )
+        # Each task has its own goals and data sets (the catalogue says which).
+        task = catalogue.TASKS.get(attrs.get("task") or catalogue.DEFAULT_TASK)
+        if task is not None:
+            target = attrs.get("target") or ("light" if attrs.get("light_target") else None)
+            if target is not None and target not in task.goals:
+                errors.setdefault("target", []).append(
+                    f"task {task.name} has no goal {target!r}; its goals: {', '.join(task.goals)}"
+                )
+            dataset = attrs.get("dataset")
+            if dataset is not None and dataset not in task.datasets:
+                errors.setdefault("dataset", []).append(
+                    f"task {task.name} runs on {', '.join(task.datasets)}, not {dataset!r}"
+                )
         if errors:
             raise serializers.ValidationError(errors)
         attrs.setdefault("time_limit", settings.MLBENCH_DEFAULT_TIME_LIMIT)

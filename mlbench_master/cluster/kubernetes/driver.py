@@ -286,10 +286,13 @@ class KubernetesCluster(ClusterDriver):
         return wanted
 
     def _apply_bandwidth(self, run: RunSpec, pods: list[str]) -> None:
-        master_url = self._master_url or setting("MLBENCH_MASTER_URL") or ""
-        spared = bandwidth.master_addresses(master_url, setting("MLBENCH_POD_IP"))
-        bandwidth.apply(self.run_in_pod, pods, int(run.max_bandwidth or 0), spared)
-        self._limited = pods if run.max_bandwidth and run.max_bandwidth > 0 else []
+        mbit = int(run.max_bandwidth or 0)
+        spared = []
+        if mbit > 0:
+            master_url = self._master_url or setting("MLBENCH_MASTER_URL") or ""
+            spared = bandwidth.master_addresses(master_url, setting("MLBENCH_POD_IP"))
+        bandwidth.apply(self.run_in_pod, pods, mbit, spared)
+        self._limited = pods if mbit > 0 else []
 
     def _clear_bandwidth(self, pods: list[str]) -> None:
         bandwidth.clear(self.run_in_pod, pods)
@@ -354,10 +357,9 @@ class KubernetesCluster(ClusterDriver):
         naming the pod and why)."""
 
     def attach(self, run: RunSpec) -> Execution:
-        raise CannotAttach(
-            "the kubernetes driver cannot re-attach to a launch: mpirun's output came over "
-            "the exec session of the master that started it"
-        )
+        # mpirun's output and exit status come over the exec session of the master that
+        # started it; once that master is gone they cannot be read again.
+        raise CannotAttach("the kubernetes driver cannot re-attach to a launch")
 
     # -- metrics --------------------------------------------------------------------------------
 

@@ -145,7 +145,11 @@ class LocalCluster(ClusterDriver):
         ]
 
     def prepare(self, run: RunSpec) -> list[str]:
-        self.check_workers(run.num_workers)
+        if run.num_workers > self.slots:
+            raise ClusterError(
+                f"the run asks for {run.num_workers} workers but this machine has "
+                f"{self.slots} local worker slots (set MLBENCH_LOCAL_WORKERS to change that)"
+            )
         others = {r for (r, _rank) in rank_processes(self.home) if r != str(run.id)}
         if others:
             raise ClusterError(
@@ -206,10 +210,8 @@ class LocalCluster(ClusterDriver):
 
     def attach(self, run: RunSpec) -> Execution:
         info = run.launch.get("local")
-        if not info:
+        if not info or not Path(info.get("dir", "")).is_dir():
             raise CannotAttach("no launch of it is recorded to re-attach to")
-        if not Path(info.get("dir", "")).is_dir():
-            raise CannotAttach(f"the output of its launch ({info.get('dir')}) is gone")
         notes = {k: v for k, v in run.launch.items() if k != "local"}
         return LocalExecution(info, notes=notes)
 

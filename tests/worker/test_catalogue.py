@@ -1,0 +1,77 @@
+"""The task catalogue: plain data every part of the platform reads, consistent with the
+worker's own task definitions."""
+
+import subprocess
+import sys
+
+import pytest
+
+from mlbench_worker import catalogue
+from mlbench_worker.tasks import TASKS as WORKER_TASKS
+
+
+def test_importing_it_pulls_neither_torch_nor_django():
+    code = (
+        "import sys, mlbench_worker.catalogue; "
+        "print(sorted(m for m in ('torch', 'django') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_every_entry_has_worker_code_and_every_worker_task_an_entry():
+    assert set(catalogue.TASKS) == set(WORKER_TASKS)
+    for name, info in catalogue.TASKS.items():
+        task = WORKER_TASKS[name]
+        assert (task.model, task.dataset) == (info.model, info.dataset)
+        assert (task.batch_size, task.base_lr, task.max_epochs) == (
+            info.batch_size,
+            info.learning_rate,
+            info.max_epochs,
+        )
+        assert task.targets == {g: goal.value for g, goal in info.goals.items()}
+
+
+def test_entries_are_complete():
+    assert catalogue.DEFAULT_TASK in catalogue.TASKS
+    for info in catalogue.TASKS.values():
+        assert info.default_goal in info.goals
+        assert info.datasets == ("auto", info.dataset, "synthetic")
+        assert info.throughput_unit.endswith("/s") and info.throughput_metric
+        assert info.time_budget > 0 and info.title
+        for goal in info.goals.values():
+            assert goal.direction in (catalogue.UP, catalogue.DOWN) and goal.source
+
+
+def test_goal_directions():
+    up = catalogue.Goal("val_accuracy", 0.8, catalogue.UP)
+    down = catalogue.Goal("val_perplexity", 80.0, catalogue.DOWN)
+    assert up.reached(0.8) and up.reached(0.9) and not up.reached(0.79)
+    assert down.reached(80.0) and down.reached(70.0) and not down.reached(81.0)
+
+
+def test_unknown_task_names_the_known_ones():
+    with pytest.raises(KeyError) as raised:
+        catalogue.get("resnet18-mnist")
+    assert "task 'resnet18-mnist' is not known; known tasks: resnet20-cifar10" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "image, task",
+    [
+        ("mlbench/pytorch-cifar10-resnet20-all-reduce:latest", "resnet20-cifar10"),
+        ("mlbench/pytorch-cifar10-resnet20-all-reduce", "resnet20-cifar10"),
+        ("mlbench/pytorch-cifar10-resnet20-all-reduce:3.0.0", "resnet20-cifar10"),
+        ("mlbench/pytorch-cifar10-resnet20-ddp:latest", None),
+        ("localhost:5000/mine", None),
+        ("", None),
+    ],
+)
+def test_seed_image_names_map_to_tasks_tag_ignored(image, task):
+    found = catalogue.by_image(image)
+    assert (found.name if found else None) == task
+
+
+def test_union_of_goals_and_data_sets():
+    assert catalogue.goal_names() == ["light", "standard", "paper"]
+    assert catalogue.dataset_names() == ["auto", "cifar10", "synthetic"]
