@@ -54,6 +54,8 @@ def wait_for(master: Master, run_id: int) -> int:
     if run["state"] == "FINISHED":
         print()
         print(report_table(master, [run]))
+        for line in result_notes(run):
+            print(line)
     else:
         print(f"see its output with `mlbench logs {run_id}`")
     print(f"\ndashboard: {master.url}/  (this run: {master.url}/runs/{run_id}/)")
@@ -170,3 +172,19 @@ def _progress(
         fraction = by_epoch if fraction is None else max(fraction, by_epoch)
         eta = left if eta is None else min(eta, left)
     return fraction, eta
+
+
+def result_notes(run: dict[str, Any]) -> list[str]:
+    """What a reader of the results table must know that the table cannot say: why the
+    data set was synthetic, and why training stopped before its time budget."""
+    summary = run.get("summary") or {}
+    notes = []
+    if summary.get("dataset") == "synthetic" and summary.get("dataset_note"):
+        notes.append(
+            f"note: generated (synthetic) data, not the task's real data set: "
+            f"{summary['dataset_note']}"
+        )
+    stopped = summary.get("stop_reason")
+    if run.get("time_budget") and stopped and stopped != "time budget spent":
+        notes.append(f"note: training stopped before its time budget: {stopped}")
+    return ["", *notes] if notes else []
