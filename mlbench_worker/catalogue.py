@@ -12,7 +12,7 @@ the worker's task definitions, which read their shared fields from here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 UP, DOWN = "up", "down"  # a goal is reached when the metric rises to / falls to its value
 
@@ -50,10 +50,11 @@ class TaskInfo:
     seed_images: tuple[str, ...] = ()  # the original platform's image names (no tag)
     description: str = ""
     default_goal: str = "standard"
-    datasets: tuple[str, ...] = field(init=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "datasets", ("auto", self.dataset, "synthetic"))
+    @property
+    def datasets(self) -> tuple[str, ...]:
+        """What `dataset` may be: auto (the real set when it can be had), it, or synthetic."""
+        return ("auto", self.dataset, "synthetic")
 
     def goal(self, name: str) -> Goal:
         """The goal called `name`; KeyError when the task has no such goal."""
@@ -133,8 +134,7 @@ def dataset_names() -> list[str]:
 
 def by_image(image: str) -> TaskInfo | None:
     """The task an original-platform image name stands for (its tag ignored), or None."""
-    repository = image.strip().rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
-    for task in TASKS.values():
-        if repository.strip() in task.seed_images:
-            return task
-    return None
+    repository, _, tag = image.strip().rpartition(":")
+    if not repository or "/" in tag:  # no tag; a ":" before the last "/" is a registry port
+        repository = image.strip()
+    return next((t for t in TASKS.values() if repository in t.seed_images), None)

@@ -10,9 +10,6 @@
 //   feed.js's own `absorb` (sorting, dropped dates, null values) exactly as on the pages;
 //   feed.js imports api.js, which listens for a sign-out on `document` when loaded, so a
 //   stand-in `document` is given;
-// - compare.js is a page module (it reads the DOM when loaded), so its two pure functions,
-//   baselineFor and speedup, are lifted from its source text. Were they moved into
-//   comparable.js, this would import them instead.
 // The dashboard's files are ES modules in a folder without a package.json "type": a load
 // hook says so, so node treats them as the browser does on any node version.
 
@@ -34,21 +31,11 @@ nodeModule.register?.(`data:text/javascript,${encodeURIComponent(hooks)}`);
 
 globalThis.document ??= { addEventListener() {}, querySelector: () => null };
 
-const { datasetOf, setupDifferences } = await import(new URL("comparable.js", js).href);
+const { baselineFor, datasetOf, setupDifferences, speedup } = await import(
+  new URL("comparable.js", js).href
+);
 const { elapsed, runClock } = await import(new URL("clock.js", js).href);
 const { MetricFeed } = await import(new URL("feed.js", js).href);
-
-function lift(source, name, scope) {
-  const start = source.indexOf(`function ${name}(`);
-  const end = source.indexOf("\n}\n", start);
-  if (start < 0 || end < 0) throw new Error(`compare.js has no top-level function ${name}`);
-  const body = source.slice(start, end + 2);
-  return new Function(...Object.keys(scope), `${body}\nreturn ${name};`)(...Object.values(scope));
-}
-
-const compareSource = readFileSync(new URL("compare.js", js), "utf8");
-const baselineFor = lift(compareSource, "baselineFor", { setupDifferences, datasetOf });
-const speedup = lift(compareSource, "speedup", {});
 
 const load = (name) => JSON.parse(readFileSync(new URL(name, here), "utf8"));
 const comparison = load("comparison_cases.json");

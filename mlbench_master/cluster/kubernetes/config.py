@@ -1,7 +1,5 @@
-"""Where the Kubernetes driver finds its cluster: credentials, namespace, release, settings.
-
-Settings come from Django when it is configured (the master), else from the environment
-(a bare driver in a test or a script), with empty values meaning unset.
+"""Where the Kubernetes driver finds its cluster: credentials, namespace, release
+(settings read with cluster.environment.setting).
 """
 
 from __future__ import annotations
@@ -10,23 +8,9 @@ import os
 from typing import Any
 
 from mlbench_master.cluster.base import ClusterError
+from mlbench_master.cluster.environment import setting
 
 SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-
-def setting(name: str) -> str | None:
-    """A setting from Django's settings when configured, else from the environment."""
-    value = None
-    try:
-        from django.conf import settings
-
-        if settings.configured:
-            value = getattr(settings, name, None)
-    except ImportError:  # pragma: no cover - django is a master dependency
-        pass
-    if value in (None, ""):
-        value = os.environ.get(name)
-    return None if value in (None, "") else str(value)
 
 
 def load_api_client() -> Any:

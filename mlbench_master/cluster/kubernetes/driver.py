@@ -21,12 +21,12 @@ from mlbench_master.cluster.base import (
     PrepareTimeout,
     RunSpec,
 )
+from mlbench_master.cluster.environment import setting
 from mlbench_master.cluster.kubernetes import bandwidth, shell, usage
 from mlbench_master.cluster.kubernetes.config import (
     load_api_client,
     namespace_from_environment,
     release_from_environment,
-    setting,
 )
 from mlbench_master.cluster.kubernetes.names import (
     DATA_DIR,

@@ -21,7 +21,6 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
-from typing import Any
 
 import psutil
 
@@ -34,6 +33,7 @@ from mlbench_master.cluster.base import (
     PodSample,
     RunSpec,
 )
+from mlbench_master.cluster.environment import setting
 from mlbench_master.cluster.local.execution import LocalExecution, launch_session
 from mlbench_master.cluster.local.processes import (
     CLUSTER_MARK,
@@ -50,32 +50,20 @@ _WRAPPER = '"$@"; code=$?; echo "$code" > "$0.tmp" && mv "$0.tmp" "$0"; exit "$c
 BANDWIDTH_NOT_APPLIED = "the local cluster runs every rank on this machine and shapes no traffic"
 
 
-def _settings() -> Any:
-    """Django's settings when configured (the master always has them), else None."""
-    try:
-        from django.conf import settings
-    except ImportError:  # pragma: no cover - the master always has Django
-        return None
-    return settings if settings.configured else None
-
-
 def cluster_home() -> Path:
-    """settings.MLBENCH_HOME (itself from mlbench_master.home), without Django that rule."""
-    settings = _settings()
-    if settings is not None and getattr(settings, "MLBENCH_HOME", None):
-        return Path(settings.MLBENCH_HOME).expanduser()
-    from mlbench_master.home import mlbench_home as home_from_environment
+    """MLBENCH_HOME as the master resolved it (settings), by mlbench_master.home's rule."""
+    value = setting("MLBENCH_HOME")
+    if value and value.strip():
+        return Path(value).expanduser()
+    from mlbench_master.home import mlbench_home
 
-    return home_from_environment()
+    return mlbench_home()
 
 
 def local_slots() -> int:
     """MLBENCH_LOCAL_WORKERS, or the number of cores of this machine."""
-    settings = _settings()
-    value = getattr(settings, "MLBENCH_LOCAL_WORKERS", None) if settings is not None else None
-    if value in (None, ""):
-        value = os.environ.get("MLBENCH_LOCAL_WORKERS")
-    if value in (None, ""):
+    value = setting("MLBENCH_LOCAL_WORKERS")
+    if value is None:
         return os.cpu_count() or 1
     try:
         slots = int(value)
@@ -164,8 +152,7 @@ class LocalCluster(ClusterDriver):
         launch_id = uuid.uuid4().hex[:12]
         directory = self.home / "local-cluster" / f"run-{run.id}-{launch_id}"
         directory.mkdir(parents=True, exist_ok=True)
-        settings = _settings()
-        data_dir = getattr(settings, "MLBENCH_DATA_DIR", None) if settings is not None else None
+        data_dir = setting("MLBENCH_DATA_DIR")
         full_env = dict(os.environ)
         full_env.update(env)
         full_env["PATH"] = f"{venv_bin()}{os.pathsep}{full_env.get('PATH', '')}"

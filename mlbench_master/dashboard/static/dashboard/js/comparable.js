@@ -34,3 +34,29 @@ export function setupDifferences(a, b) {
     return x !== y || (name === "dataset" && x === null);
   }).map(([name]) => name);
 }
+
+// The 1-worker run to compare `run` with: itself when it has one worker, else the first
+// picked 1-worker run with the same set-up (setupDifferences above). Only
+// picked runs count, so the baseline is always a row of the table. Without one, {reason}.
+export function baselineFor(run, picked, measured) {
+  if (run.num_workers === 1) return { run, m: measured.get(run.id) };
+  const ones = picked.filter((r) => r.num_workers === 1);
+  if (!ones.length) return { reason: "no 1-worker run picked" };
+  const diffs = ones.map((r) => ({ r, d: setupDifferences(run, r) }));
+  const same = diffs.find((x) => x.d.length === 0);
+  if (same) return { run: same.r, m: measured.get(same.r.id) };
+  if (datasetOf(run) === null) return { reason: "data set not reported yet" };
+  const nearest = diffs.reduce((a, b) => (b.d.length < a.d.length ? b : a));
+  return { reason: `no 1-worker run with the same ${nearest.d.join("/")}` };
+}
+
+// The speed-up of `run` (measured `m`) over its baseline: by time to target when both
+// have one, else by throughput; {reason} when neither can be had.
+export function speedup(run, m, base) {
+  if (!base.run) return { reason: base.reason };
+  if (base.run.id === run.id) return { value: 1, how: "" };
+  const against = `against ${base.run.name || "run " + base.run.id} (#${base.run.id})`;
+  if (m.ttt && base.m.ttt) return { value: base.m.ttt / m.ttt, how: "time to target", against };
+  if (m.ips && base.m.ips) return { value: m.ips / base.m.ips, how: "throughput", against };
+  return { reason: "no time to target or throughput yet" };
+}

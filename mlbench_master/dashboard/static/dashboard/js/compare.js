@@ -5,7 +5,7 @@ import { api, rows } from "./api.js";
 import { LineChart } from "./charts.js";
 import { PROGRESS, elapsed, runClock } from "./clock.js";
 import { MetricFeed } from "./feed.js";
-import { datasetOf, setupDifferences } from "./comparable.js";
+import { baselineFor, datasetOf, speedup } from "./comparable.js";
 import { clock, datasetBadge, duration, el, num, pct, stateBadge } from "./format.js";
 
 const picker = document.getElementById("run-picker");
@@ -68,30 +68,6 @@ function accuracyAfter(m, seconds) {
     if (t <= seconds && (best === null || m.acc.v[i] > best)) best = m.acc.v[i];
   });
   return best;
-}
-
-// The 1-worker run to compare `run` with: itself when it has one worker, else the first
-// picked 1-worker run with the same set-up (comparable.js says what that means). Only
-// picked runs count, so the baseline is always a row of the table. Without one, {reason}.
-function baselineFor(run, picked, measured) {
-  if (run.num_workers === 1) return { run, m: measured.get(run.id) };
-  const ones = picked.filter((r) => r.num_workers === 1);
-  if (!ones.length) return { reason: "no 1-worker run picked" };
-  const diffs = ones.map((r) => ({ r, d: setupDifferences(run, r) }));
-  const same = diffs.find((x) => x.d.length === 0);
-  if (same) return { run: same.r, m: measured.get(same.r.id) };
-  if (datasetOf(run) === null) return { reason: "data set not reported yet" };
-  const nearest = diffs.reduce((a, b) => (b.d.length < a.d.length ? b : a));
-  return { reason: `no 1-worker run with the same ${nearest.d.join("/")}` };
-}
-
-function speedup(run, m, base) {
-  if (!base.run) return { reason: base.reason };
-  if (base.run.id === run.id) return { value: 1, how: "" };
-  const against = `against ${base.run.name || "run " + base.run.id} (#${base.run.id})`;
-  if (m.ttt && base.m.ttt) return { value: base.m.ttt / m.ttt, how: "time to target", against };
-  if (m.ips && base.m.ips) return { value: m.ips / base.m.ips, how: "throughput", against };
-  return { reason: "no time to target or throughput yet" };
 }
 
 // Set-up differences worth a warning above the table: the picked runs used different data
