@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
-from django.views.decorators.http import require_GET
+from django.views.decorators.csrf import csrf_exempt
 
 
-@require_GET
+@csrf_exempt  # it changes nothing; a POST gets the JSON 405 below, not the CSRF page
 def health(request: HttpRequest) -> JsonResponse:
+    if request.method not in ("GET", "HEAD"):
+        response = JsonResponse({"detail": f'method "{request.method}" not allowed'}, status=405)
+        response["Allow"] = "GET, HEAD"
+        return response
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")

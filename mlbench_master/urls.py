@@ -6,10 +6,11 @@ from functools import wraps
 from django.contrib import admin
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.shortcuts import redirect
 from django.urls import include, path, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.views import defaults
 from django.views.generic import RedirectView
 from django_rq.urls import get_admin_urlpatterns, get_api_urlpatterns
 
@@ -82,3 +83,23 @@ urlpatterns: list = [
     # The dashboard's pages (/, /runs/, /compare/, /login/ ...); they read data from /api/.
     path("", include("mlbench_master.dashboard.urls")),
 ]
+
+
+def _json_under_api(status: int, detail: str, page: Callable[..., HttpResponse]):  # noqa: ANN202
+    """Django's error page, except under /api/ where clients read JSON."""
+
+    def handler(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if request.path.startswith("/api/"):
+            return JsonResponse({"detail": detail}, status=status)
+        return page(request, *args, **kwargs)
+
+    return handler
+
+
+# Errors raised outside the REST views (a failing middleware, a view outside DRF).
+handler404 = _json_under_api(404, "not found", defaults.page_not_found)
+handler500 = _json_under_api(
+    500, "internal error: the master's log has the details", defaults.server_error
+)
+handler400 = _json_under_api(400, "bad request", defaults.bad_request)
+handler403 = _json_under_api(403, "forbidden", defaults.permission_denied)

@@ -3,10 +3,17 @@
 A worker token (see `runs.worker_token`) authenticates as a `RunWorker`, not as a user:
 it carries the one run it may write to, and `permissions.py` limits it to posting that
 run's metrics and summary. User tokens are DRF authtoken keys.
+
+Both kinds of token are also taken as the password of HTTP Basic: the original platform's
+client has no credentials option, and the only way to give it any is its `url`
+("alice:TOKEN@host:port"), from which `requests` sends Basic. No account password is
+ever checked over the API: a token is revocable and never typed into the dashboard.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime as dt
 
 from django.conf import settings
@@ -66,6 +73,32 @@ def _token_from_header(request) -> str | None:  # noqa: ANN001
         raise exceptions.AuthenticationFailed("the token contains invalid characters") from exc
 
 
+def challenge(request) -> str:  # noqa: ANN001
+    """The WWW-Authenticate value of a 401: both ways to send a token.
+
+    The Basic challenge is left out for scripts running in a browser page (fetch sends
+    `Sec-Fetch-Mode` other than "navigate"): there it would make the browser pop up its
+    own password dialog over the dashboard, which signs in with its own page instead.
+    """
+    mode = request.META.get("HTTP_SEC_FETCH_MODE", "")
+    if mode and mode != "navigate":
+        return 'Token realm="mlbench"'
+    return 'Token realm="mlbench", Basic realm="mlbench", charset="UTF-8"'
+
+
+def _worker(key: str) -> tuple[RunWorker, Run]:
+    run = runs.run_for_token(key)
+    if run is None:
+        raise exceptions.AuthenticationFailed("invalid worker token")
+    if ended_past_grace(run):
+        raise exceptions.AuthenticationFailed(
+            f"the worker token of run {run.pk} expired: the run ended at "
+            f"{run.finished_at.isoformat()}, more than MLBENCH_RUN_TOKEN_GRACE "
+            f"({settings.MLBENCH_RUN_TOKEN_GRACE}) seconds ago"
+        )
+    return RunWorker(run), run
+
+
 class RunTokenAuthentication(authentication.BaseAuthentication):
     """`Authorization: Token mlbr_<run>_<hmac>`: the worker token of one run."""
 
@@ -75,19 +108,10 @@ class RunTokenAuthentication(authentication.BaseAuthentication):
         key = _token_from_header(request)
         if key is None or not runs.is_worker_token(key):
             return None
-        run = runs.run_for_token(key)
-        if run is None:
-            raise exceptions.AuthenticationFailed("invalid worker token")
-        if ended_past_grace(run):
-            raise exceptions.AuthenticationFailed(
-                f"the worker token of run {run.pk} expired: the run ended at "
-                f"{run.finished_at.isoformat()}, more than MLBENCH_RUN_TOKEN_GRACE "
-                f"({settings.MLBENCH_RUN_TOKEN_GRACE}) seconds ago"
-            )
-        return RunWorker(run), run
+        return _worker(key)
 
     def authenticate_header(self, request) -> str:  # noqa: ANN001
-        return self.keyword
+        return challenge(request)
 
 
 class UserTokenAuthentication(authentication.TokenAuthentication):
@@ -98,6 +122,51 @@ class UserTokenAuthentication(authentication.TokenAuthentication):
         if key is None:
             return None
         return self.authenticate_credentials(key)
+
+
+class TokenBasicAuthentication(authentication.BaseAuthentication):
+    """`Authorization: Basic base64(user:TOKEN)`: a user's API token as the password.
+
+    The user name must be the token's owner (for a worker token: `run-<id>-worker`, as
+    `RunWorker` names itself, or empty), so a token pasted under the wrong name is refused
+    instead of quietly acting as someone else.
+    """
+
+    def authenticate(self, request):  # noqa: ANN001, ANN201
+        parts = authentication.get_authorization_header(request).split()
+        if not parts or parts[0].lower() != b"basic":
+            return None
+        if len(parts) != 2:
+            raise exceptions.AuthenticationFailed(
+                "Authorization header must be 'Basic <base64 of user:token>'"
+            )
+        try:
+            username, sep, key = base64.b64decode(parts[1], validate=True).decode().partition(":")
+        except (binascii.Error, UnicodeError):
+            raise exceptions.AuthenticationFailed(
+                "the Basic credentials are not base64 of 'user:token'"
+            ) from None
+        if not sep or not key:
+            raise exceptions.AuthenticationFailed(
+                "Basic credentials need the API token as the password: user:TOKEN"
+            )
+        if runs.is_worker_token(key):
+            worker, run = _worker(key)
+            if username not in ("", worker.username):
+                raise exceptions.AuthenticationFailed(
+                    f"this is the worker token of run {run.pk}: its user name is "
+                    f"{worker.username!r}"
+                )
+            return worker, run
+        user, token = UserTokenAuthentication().authenticate_credentials(key)
+        if username != user.get_username():
+            raise exceptions.AuthenticationFailed(
+                f"the token does not belong to user {username!r}: use its owner's name"
+            )
+        return user, token
+
+    def authenticate_header(self, request) -> str:  # noqa: ANN001
+        return challenge(request)
 
 
 def issue_user_token(username: str, *, create_user: bool = False, superuser: bool = False) -> str:

@@ -121,7 +121,7 @@ def _point(item: Any, now: dt.datetime) -> Point:
         raise _PointError("cumulative", "must be true or false")
 
     metadata = item.get("metadata")
-    if metadata is None:
+    if metadata is None or metadata == "":  # a form body has no null: "" means none
         metadata = {}
 
     uid = item.get("uid")

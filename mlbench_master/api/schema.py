@@ -28,5 +28,19 @@ try:
                 "post metrics and the summary of that run.",
             }
 
+    class TokenBasicScheme(OpenApiAuthenticationExtension):
+        """Documents HTTP Basic with an API token as the password (the original client)."""
+
+        target_class = "mlbench_master.api.auth.TokenBasicAuthentication"
+        name = "tokenBasic"
+
+        def get_security_definition(self, auto_schema: object) -> dict:
+            return {
+                "type": "http",
+                "scheme": "basic",
+                "description": "User name and API token as the password (`user:TOKEN`); a "
+                "worker token goes with the user name `run-<id>-worker`.",
+            }
+
 except ImportError:  # drf-spectacular is part of the master extra; keep imports safe
     pass

@@ -52,7 +52,11 @@ class RunCreateSerializer(serializers.Serializer):
     num_cpus = serializers.FloatField(required=False)
     max_bandwidth = serializers.IntegerField(required=False)
     image = serializers.CharField(max_length=300, required=False, allow_null=True, allow_blank=True)
-    backend = serializers.CharField(max_length=16, required=False, allow_null=True)
+    # The original client's name for `image` (what its create_run sends).
+    image_name = serializers.CharField(
+        max_length=300, required=False, allow_null=True, allow_blank=True
+    )
+    backend = serializers.CharField(max_length=32, required=False, allow_null=True)
     custom_image_name = serializers.CharField(
         max_length=300, required=False, allow_null=True, allow_blank=True
     )
@@ -141,13 +145,16 @@ class RunCreateSerializer(serializers.Serializer):
         return value
 
     def validate_backend(self, value: str | None) -> str | None:
+        """Any case ("MPI" is the original client's spelling); stored lower-case."""
         if value is None:
             return None
-        if value not in Run.BACKENDS:
+        lowered = value.strip().lower()
+        if lowered not in Run.BACKENDS and lowered != CUSTOM_BACKEND:
             raise serializers.ValidationError(
-                f"backend {value!r} is not one of {', '.join(Run.BACKENDS)}"
+                f"backend {value!r} is not one of {', '.join(Run.BACKENDS)} (any case), "
+                f"or {CUSTOM_BACKEND!r} with custom_backend for a custom image"
             )
-        return value
+        return lowered
 
     def validate_target(self, value: str | None) -> str | None:
         if value is None:
@@ -193,6 +200,7 @@ class RunCreateSerializer(serializers.Serializer):
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         errors: dict[str, list[str]] = {}
+        _open_division(attrs, errors)
         if attrs.get("gpu_enabled") and settings.MLBENCH_MAX_GPUS < 1:
             errors["gpu_enabled"] = [
                 "this cluster offers no GPUs (MLBENCH_MAX_GPUS=0); set gpu_enabled to false"
@@ -213,7 +221,7 @@ class RunCreateSerializer(serializers.Serializer):
             )
         # Each task has its own goals and data sets (the catalogue says which).
         task = catalogue.TASKS.get(attrs.get("task") or catalogue.DEFAULT_TASK)
-        if task is not None:
+        if task is not None and not errors.get("image_name"):
             target = attrs.get("target") or ("light" if attrs.get("light_target") else None)
             if target is not None and target not in task.goals:
                 errors.setdefault("target", []).append(
@@ -228,6 +236,85 @@ class RunCreateSerializer(serializers.Serializer):
             raise serializers.ValidationError(errors)
         attrs.setdefault("time_limit", settings.MLBENCH_DEFAULT_TIME_LIMIT)
         return attrs
+
+
+CUSTOM_IMAGE = "custom_image"  # the original client's image_name for the open division
+CUSTOM_BACKEND = "custom_backend"  # its backend value that defers to custom_backend
+CUSTOM_BACKEND_STORED = "custom"  # Run.backend of a run whose command picks its backend
+LOCAL_IMAGE_REFUSED = (
+    "the local cluster runs commands as processes on this machine, not containers, so it "
+    "cannot run an image; leave custom_image_name empty and give custom_image_command "
+    "(it runs here as is), or use a Kubernetes master"
+)
+
+
+def _open_division(attrs: dict[str, Any], errors: dict[str, list[str]]) -> None:
+    """Resolve `image`/`image_name` and the custom image and backend fields, in place.
+
+    An official image of the original platform stands for the task that implements it
+    here (the catalogue maps them, tag ignored); "custom_image" is the open division: the
+    user's command (and, on Kubernetes, their image). A custom backend is only meaningful
+    for a user's own code, so it is refused for the reference tasks.
+    """
+    image, alias = attrs.pop("image", None), attrs.pop("image_name", None)
+    if image and alias and image.strip() != alias.strip():
+        errors.setdefault("image_name", []).append(
+            f"image ({image!r}) and image_name ({alias!r}) name different images; give one"
+        )
+        return
+    image = (alias or image or "").strip()
+    custom = image == CUSTOM_IMAGE or bool(
+        attrs.get("custom_image_name") or attrs.get("custom_image_command")
+    )
+    if image and image != CUSTOM_IMAGE:
+        attrs["image"] = image
+        found = catalogue.seed_image(image)
+        implemented = ", ".join(catalogue.implemented_images())
+        if found is None:
+            errors.setdefault("image_name", []).append(
+                f"{image!r} is not an official mlbench image; this master runs {implemented}, "
+                f"or {CUSTOM_IMAGE!r} with custom_image_command for your own code"
+            )
+            return
+        if found.task is None or found.task not in settings.MLBENCH_TASKS:
+            errors.setdefault("image_name", []).append(
+                f"{found.title} ({found.image}) is not implemented on this master yet; it runs "
+                f"{implemented}"
+            )
+            return
+        if attrs.get("task") not in (None, found.task):
+            errors.setdefault("task", []).append(
+                f"image_name {image!r} runs task {found.task}, not {attrs['task']!r}; give one"
+            )
+        attrs["task"] = found.task
+    elif image == CUSTOM_IMAGE:
+        attrs["image"] = CUSTOM_IMAGE
+        if not attrs.get("custom_image_command"):
+            errors.setdefault("custom_image_command", []).append(
+                f"image_name {CUSTOM_IMAGE!r} needs custom_image_command: the command each "
+                "worker runs"
+            )
+    if attrs.get("custom_image_name") and settings.MLBENCH_CLUSTER == "local":
+        errors.setdefault("custom_image_name", []).append(LOCAL_IMAGE_REFUSED)
+    backend, named = attrs.get("backend"), attrs.get("custom_backend")
+    if backend == CUSTOM_BACKEND or named:
+        if not custom:
+            field = "custom_backend" if named else "backend"
+            errors.setdefault(field, []).append(
+                "a custom backend is only for custom images (image_name 'custom_image' with "
+                f"custom_image_command); the reference tasks use {', '.join(Run.BACKENDS)}"
+            )
+        elif not named:
+            errors.setdefault("custom_backend", []).append(
+                f"backend {CUSTOM_BACKEND!r} needs custom_backend: the backend's name"
+            )
+        elif backend not in (None, CUSTOM_BACKEND):
+            errors.setdefault("backend", []).append(
+                f"custom_backend {named!r} and backend {backend!r} disagree: set backend to "
+                f"{CUSTOM_BACKEND!r} or leave it out"
+            )
+        else:
+            attrs["backend"] = CUSTOM_BACKEND_STORED
 
 
 class PodSerializer(serializers.ModelSerializer):

@@ -25,4 +25,7 @@ urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="api:schema"), name="redoc"),
+    # Last: anything else under /api/ (an unknown path, a run id that is not a number)
+    # answers a JSON 404 like the rest of the API, never the HTML page.
+    re_path(r"^.*$", views.not_found),
 ]

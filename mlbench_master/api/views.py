@@ -12,12 +12,13 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, status
+from rest_framework.decorators import api_view, authentication_classes, permission_classes
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from mlbench_master import runs
-from mlbench_master.api import ingest, params
+from mlbench_master.api import bodies, ingest, params
 from mlbench_master.api.auth import ended_past_grace
 from mlbench_master.api.errors import Conflict, ServiceUnavailable, invalid
 from mlbench_master.api.export import zip_response
@@ -153,7 +154,11 @@ class MetricList(APIView):
     @extend_schema(
         summary="Store one metric point, or a list of up to 10,000 (a run's worker token "
         "for its own run, or a staff user)",
-        request={"application/json": MetricPointInSerializer},
+        request={
+            "application/json": MetricPointInSerializer,
+            "application/x-www-form-urlencoded": MetricPointInSerializer,
+            "multipart/form-data": MetricPointInSerializer,
+        },
         responses={
             201: OpenApiResponse(
                 MetricPointInSerializer,
@@ -165,7 +170,7 @@ class MetricList(APIView):
         examples=[],
     )
     def post(self, request: Request) -> Response:
-        rows, many = ingest.parse_points(request.data)
+        rows, many = ingest.parse_points(bodies.body(request))
         ingest.check_owner(rows, request.auth if is_worker(request) else None)
         ingest.store(rows)
         if many:
@@ -248,7 +253,7 @@ class RunList(APIView):
         responses={201: RunSerializer, **_errors(400, 401, 403, 409, 503)},
     )
     def post(self, request: Request) -> Response:
-        serializer = RunCreateSerializer(data=request.data)
+        serializer = RunCreateSerializer(data=bodies.body(request))
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         if data.get("custom_image_command") and not request.user.is_staff:
@@ -308,7 +313,7 @@ class RunSummary(APIView):
                 f"MLBENCH_RUN_TOKEN_GRACE ({settings.MLBENCH_RUN_TOKEN_GRACE}) seconds ago: "
                 "its summary is final and can no longer be posted"
             )
-        summary = request.data
+        summary = bodies.body(request)
         if not isinstance(summary, dict):
             raise invalid("", "the summary must be a JSON object")
         dataset = summary.get("dataset", "")
@@ -355,3 +360,15 @@ class RunLogs(APIView):
             limit=params.positive_int(q, "limit", maximum=10000) or 1000,
         )
         return Response(LogPageSerializer(page).data)
+
+
+@extend_schema(exclude=True)
+@api_view(["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])
+@authentication_classes([])
+@permission_classes([])
+def not_found(request: Request) -> Response:
+    """Any /api/ path no route takes: 404 naming the path and where the list of paths is."""
+    raise exceptions.NotFound(
+        f"no API endpoint at {request.path!r}; see /api/docs/ for the endpoints "
+        "(ids are whole numbers, e.g. /api/runs/3/)"
+    )

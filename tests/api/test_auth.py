@@ -8,6 +8,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.utils import timezone
+from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from mlbench_master import runs
@@ -27,7 +28,8 @@ WRITES = [
 def test_writes_need_a_token(anon, method, path, body):
     r = getattr(anon, method)(path, body, format="json")
     assert r.status_code == 401
-    assert r["WWW-Authenticate"] == "Token"
+    assert r["WWW-Authenticate"].startswith('Token realm="mlbench"')
+    assert 'Basic realm="mlbench"' in r["WWW-Authenticate"]
     assert r.json()["detail"]
 
 
@@ -142,3 +144,57 @@ def test_token_command():
     assert issue_user_token("dave") == token
     with pytest.raises(CommandError, match="--create-user"):
         call_command("mlbench_token", "nobody")
+
+
+# --- HTTP Basic with a token as the password (the original client's only way) -------------
+
+
+def _basic(client: APIClient, user: str, password: str) -> APIClient:
+    import base64
+
+    raw = base64.b64encode(f"{user}:{password}".encode()).decode()
+    client.credentials(HTTP_AUTHORIZATION=f"Basic {raw}")
+    return client
+
+
+def test_basic_with_the_users_token_is_that_user(user_token):
+    user = Token.objects.get(key=user_token).user
+    r = _basic(APIClient(), user.username, user_token).post(
+        "/api/runs/", {"name": "b", "num_workers": 1, "custom_image_command": "true"}
+    )
+    # the user is known (not 401): a non-staff user may not run a custom command (403)
+    assert r.status_code == 403 and "staff" in r.json()["detail"]
+    assert _basic(APIClient(), user.username, user_token).get("/api/runs/").status_code == 200
+
+
+@pytest.mark.parametrize(
+    "who, password, message",
+    [
+        ("alice", "not-a-token", "Invalid token"),
+        ("mallory", None, "does not belong to user 'mallory'"),
+        ("alice", "", "API token as the password"),
+    ],
+)
+def test_basic_refusals_name_the_problem(user_token, who, password, message):
+    password = user_token if password is None else password
+    r = _basic(APIClient(), who, password).get("/api/runs/")
+    assert r.status_code == 401 and message in r.json()["detail"]
+    assert "Basic" in r["WWW-Authenticate"]
+
+
+def test_basic_with_a_worker_token_keeps_the_worker_rules(run):
+    token = runs.worker_token(run)
+    worker = _basic(APIClient(), f"run-{run.pk}-worker", token)
+    r = worker.post("/api/metrics/", {"run_id": run.pk, "name": "loss", "value": "0.5"})
+    assert r.status_code == 201, r.content
+    assert Metric.objects.filter(run_id=run.pk, name="loss").count() == 1
+    assert worker.get("/api/runs/").status_code == 403  # still only its run's writes
+    other = _basic(APIClient(), "alice", token).get("/api/runs/")
+    assert other.status_code == 401 and f"run-{run.pk}-worker" in other.json()["detail"]
+
+
+def test_no_basic_challenge_for_the_dashboards_own_fetches(anon):
+    r = anon.get("/api/runs/", HTTP_SEC_FETCH_MODE="cors")
+    assert r.status_code == 401 and "Basic" not in r["WWW-Authenticate"]
+    r = anon.get("/api/runs/", HTTP_SEC_FETCH_MODE="navigate")
+    assert "Basic" in r["WWW-Authenticate"]

@@ -41,8 +41,8 @@ def test_odd_reads(api, run, path):
     assert r.status_code < 500, (r.status_code, r.content[:200])
 
 
-def test_form_body_and_wrong_method(api, run):
-    r = api.post("/api/runs/", {"name": "x", "num_workers": 1})  # multipart, not JSON
+def test_other_media_types_and_wrong_method(api, run):
+    r = api.post("/api/runs/", "<run/>", content_type="application/xml")
     assert r.status_code == 415 and r.json()["detail"]
     r = api.put(f"/api/runs/{run.pk}/", {}, format="json")
     assert r.status_code == 405 and r.json()["detail"]
