@@ -30,18 +30,39 @@ import requests
 from mlbench_worker import catalogue
 from mlbench_worker.home import mlbench_home
 
-# Backends a run can use (the `backend` field).
+# Backends a run can use (the `backend` field; the master takes any case, e.g. "MPI").
 MLBENCH_BACKENDS = ["mpi", "gloo", "nccl"]
 # Reference tasks of the closed division (the catalogue): name -> (model, data set, GPU).
 MLBENCH_TASKS = {
     name: (info.model, info.dataset, info.gpu_supported) for name, info in catalogue.TASKS.items()
 }
-# The original client's name for the same table: {name: (image, command, run_on_all, gpu)}.
-# Here the reference "image" is the task itself, run by `python -m mlbench_worker`.
-MLBENCH_IMAGES = {
-    name: ("mlbench-worker", f"python -m mlbench_worker {name}", True, gpu)
-    for name, (_model, _data, gpu) in MLBENCH_TASKS.items()
-}
+
+
+def _image_table() -> dict[str, tuple[str, str, bool, bool]]:
+    """The original client's table, same shape: {display name: (image, command, run_on_all,
+    gpu)}, with its display names and ours for every task this platform runs. The image is
+    the official name the master maps to the task; the command is what each rank runs."""
+    table: dict[str, tuple[str, str, bool, bool]] = {}
+    for info in catalogue.TASKS.values():
+        image = f"{info.seed_images[0]}:latest" if info.seed_images else info.name
+        table[info.title] = (
+            image,
+            f"python -m mlbench_worker {info.name}",
+            True,
+            info.gpu_supported,
+        )
+    for seed in catalogue.SEED_IMAGES:
+        if seed.task:
+            info = catalogue.TASKS[seed.task]
+            command = f"python -m mlbench_worker {info.name}"
+            table.setdefault(
+                seed.title, (f"{seed.image}:latest", command, True, info.gpu_supported)
+            )
+    return table
+
+
+MLBENCH_IMAGES = _image_table()
+CUSTOM_IMAGE = "custom_image"  # the open division: your command (and image on Kubernetes)
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -96,7 +117,8 @@ class ApiClient:
         max_workers: requests that may run at the same time.
         in_cluster: whether this runs inside the Kubernetes cluster of the master.
         label_selector: labels of the master pod (inside a cluster) or service.
-        k8s_namespace: namespace mlbench runs in.
+        k8s_namespace: namespace mlbench runs in. None: inside a cluster this pod's own
+            namespace; outside, the one master service found in any namespace.
         url: `host:port[/path]` or a full URL of the master; overrides discovery.
         load_config: load the Kubernetes configuration (in-cluster or kubeconfig) first.
         service_name: the master's service (outside a cluster, when no url is given).
@@ -110,7 +132,7 @@ class ApiClient:
         max_workers: int = 5,
         in_cluster: bool = True,
         label_selector: str = "component=master,app=mlbench",
-        k8s_namespace: str = "default",
+        k8s_namespace: str | None = None,
         url: str | None = None,
         load_config: bool = True,
         *,
@@ -140,47 +162,60 @@ class ApiClient:
     # ------------------------------------------------------------------ discovery
     def _master_pod_url(self, load_config: bool) -> str:
         client = _kubernetes(load_config, in_cluster=True)
-        pods = client.CoreV1Api().list_namespaced_pod(
-            self.k8s_namespace, label_selector=self.label_selector
-        )
+        namespace = self.k8s_namespace or _own_namespace()
+        pods = client.CoreV1Api().list_namespaced_pod(namespace, label_selector=self.label_selector)
         running = [p for p in pods.items if p.status and p.status.pod_ip]
         if not running:
             raise ApiError(
                 f"no master pod with labels {self.label_selector!r} in namespace "
-                f"{self.k8s_namespace!r}: check the release is installed, or pass url="
+                f"{namespace!r}: check the release is installed, or pass url="
             )
         pod = running[0]
-        port = 80
-        for container in pod.spec.containers or []:
-            for declared in container.ports or []:
-                port = declared.container_port
-                break
+        declared = [p.container_port for c in pod.spec.containers or [] for p in c.ports or []]
+        port = 80 if 80 in declared or not declared else declared[0]
         return f"http://{pod.status.pod_ip}:{port}"
 
     def _master_service_url(self, load_config: bool) -> str:
+        """The master's service, in k8s_namespace or (none given) in any namespace.
+
+        Exactly one must match: with two releases the client cannot guess, and says so.
+        NodePort: a node address, ExternalIP before InternalIP, preferring the node the
+        master pod runs on; LoadBalancer: its ingress address.
+        """
         client = _kubernetes(load_config, in_cluster=False)
         core = client.CoreV1Api()
-        if self.service_name:
-            service = core.read_namespaced_service(self.service_name, self.k8s_namespace)
+        where = f"namespace {self.k8s_namespace!r}" if self.k8s_namespace else "any namespace"
+        if self.service_name and self.k8s_namespace:
+            found = [core.read_namespaced_service(self.service_name, self.k8s_namespace)]
         else:
-            found = core.list_namespaced_service(
-                self.k8s_namespace, label_selector=self.label_selector
-            ).items
-            if not found:
-                raise ApiError(
-                    f"no master service with labels {self.label_selector!r} in namespace "
-                    f"{self.k8s_namespace!r}: pass service_name= or url="
-                )
-            service = found[0]
+            if self.k8s_namespace:
+                listed = core.list_namespaced_service(
+                    self.k8s_namespace, label_selector=self.label_selector
+                ).items
+            else:
+                listed = core.list_service_for_all_namespaces(
+                    label_selector=None if self.service_name else self.label_selector
+                ).items
+            found = [s for s in listed if s.metadata.name == (self.service_name or s.metadata.name)]
+        if not found:
+            what = (
+                f"named {self.service_name!r}"
+                if self.service_name
+                else (f"with labels {self.label_selector!r}")
+            )
+            raise ApiError(f"no master service {what} in {where}: pass k8s_namespace= or url=")
+        if len(found) > 1:
+            names = ", ".join(f"{s.metadata.namespace}/{s.metadata.name}" for s in found)
+            raise ApiError(
+                f"{len(found)} master services in {where} ({names}): pass k8s_namespace= "
+                "(and service_name=) to pick one"
+            )
+        service = found[0]
         spec = service.spec
-        port = spec.ports[0]
+        port = next((p for p in spec.ports if p.port == 80), spec.ports[0])
         if spec.type == "NodePort":
-            nodes = core.list_node().items
-            for node in nodes:
-                for address in node.status.addresses or []:
-                    if address.type in ("ExternalIP", "InternalIP"):
-                        return f"http://{address.address}:{port.node_port}"
-            raise ApiError("the master service is a NodePort but no node has an address")
+            host = (spec.external_i_ps or [None])[0] or self._node_address(core, service)
+            return f"http://{host}:{port.node_port}"
         if spec.type == "LoadBalancer":
             ingress = (service.status.load_balancer.ingress or []) if service.status else []
             for entry in ingress:
@@ -192,6 +227,20 @@ class ApiClient:
             f"the master service is of type {spec.type}, not reachable from outside the "
             "cluster: use `kubectl port-forward` and pass url="
         )
+
+    def _node_address(self, core: Any, service: Any) -> str:
+        """A node's ExternalIP (else InternalIP), the master pod's node first."""
+        pods = core.list_namespaced_pod(
+            service.metadata.namespace, label_selector=self.label_selector
+        ).items
+        on = {p.spec.node_name for p in pods if p.spec and p.spec.node_name}
+        nodes = sorted(core.list_node().items, key=lambda n: n.metadata.name not in on)
+        for kind in ("ExternalIP", "InternalIP"):
+            for node in nodes:
+                for address in (node.status.addresses if node.status else None) or []:
+                    if address.type == kind:
+                        return address.address
+        raise ApiError("the master service is a NodePort but no node has an address")
 
     # ------------------------------------------------------------------ plumbing
     def url(self, path: str) -> str:
@@ -246,11 +295,24 @@ class ApiClient:
     ) -> Future:
         """Start a run. The keyword-only arguments are this version's additions.
 
-        `image` may name a reference task (a key of MLBENCH_IMAGES); it is then sent as
-        `task` too, since this master runs tasks, not images, in the closed division.
+        `image` names the benchmark as the original client did: a display name (a key of
+        MLBENCH_IMAGES, e.g. "PyTorch Cifar-10 ResNet-20", any case), an official image name
+        or a task name; it is sent as `task`. Anything else raises ValueError listing the
+        names. With `custom_image_name` or `custom_image_command` the run is the open
+        division's. `backend` is any case; `custom_backend` is for custom images only.
         """
-        if image in MLBENCH_IMAGES and task is None:
-            task = image
+        open_division = bool(custom_image_name or custom_image_command)
+        if image is not None and image != CUSTOM_IMAGE and not open_division:
+            named = resolve_image(image)
+            if task not in (None, named):
+                raise ValueError(f"image {image!r} runs task {named}, not {task!r}")
+            task = named
+        if custom_backend is not None:
+            if backend not in (None, "custom_backend"):
+                raise ValueError("custom_backend and backend are mutually exclusive")
+            backend = "custom_backend"
+        elif backend is not None:
+            backend = backend.strip().lower()
         body: dict[str, Any] = {
             "name": name,
             "num_workers": num_workers,
@@ -261,7 +323,7 @@ class ApiClient:
             "light_target": light_target,
         }
         optional = {
-            "image": image,
+            "image_name": CUSTOM_IMAGE if open_division else None,
             "backend": backend,
             "custom_image_name": custom_image_name,
             "custom_image_command": custom_image_command,
@@ -359,6 +421,41 @@ class ApiClient:
     def get_worker_pods(self) -> Future:
         """The worker pods (or local worker slots) and their phase."""
         return self._submit("GET", "pods/")
+
+
+def resolve_image(image: str) -> str:
+    """The task `image` names: a display name (any case), an official image or a task name.
+
+    ValueError lists what is accepted, the way the original client refused unknown images.
+    """
+    info = catalogue.by_title(image) or catalogue.by_image(image) or catalogue.TASKS.get(image)
+    if info is not None:
+        return info.name
+    wanted = " ".join(image.split()).casefold()
+    known = catalogue.seed_image(image) or next(
+        (s for s in catalogue.SEED_IMAGES if s.title.casefold() == wanted), None
+    )
+    if known is not None:
+        raise ValueError(
+            f"{known.title} ({known.image}) is not implemented here yet; known benchmarks: "
+            + ", ".join(MLBENCH_IMAGES)
+        )
+    raise ValueError(
+        f"image {image!r} not found; known benchmarks: {', '.join(MLBENCH_IMAGES)} (or a task: "
+        f"{', '.join(catalogue.TASKS)})"
+    )
+
+
+SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def _own_namespace() -> str:
+    """The namespace of the pod this runs in (its service account says), else "default"."""
+    try:
+        with open(SERVICE_ACCOUNT_NAMESPACE) as f:
+            return f.read().strip() or "default"
+    except OSError:
+        return "default"
 
 
 def _kubernetes(load_config: bool, in_cluster: bool) -> Any:

@@ -67,11 +67,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--task",
         default=None,
         help=f"benchmark task, one of {', '.join(catalogue.TASKS)} "
-        f"(default {catalogue.DEFAULT_TASK})",
+        f"(default {catalogue.DEFAULT_TASK}); the original client's display names "
+        "(e.g. 'PyTorch Cifar-10 ResNet-20') and official image names work too",
     )
     run.add_argument("--cpus", type=float, default=1.0, help="CPU cores per worker (default 1)")
     run.add_argument(
-        "--backend", choices=["mpi", "gloo", "nccl"], help="communication backend (default mpi)"
+        "--backend",
+        type=str.lower,
+        choices=["mpi", "gloo", "nccl"],
+        help="communication backend, any case (default mpi)",
     )
     run.add_argument(
         "--target", choices=catalogue.goal_names(), help="the task's goal (default standard)"

@@ -16,6 +16,7 @@ import sys
 import time
 from typing import Any
 
+from mlbench_worker.api import resolve_image
 from mlbench_worker.cli.formatting import duration, run_duration, runs_list, short, table
 from mlbench_worker.cli.master import EXIT_OK, EXIT_USAGE, FINAL_STATES, CliError, Master
 from mlbench_worker.cli.progress import wait_for
@@ -42,8 +43,14 @@ def cmd_launcher(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace, master: Master) -> int:
+    task = None
+    if args.task is not None:
+        try:
+            task = resolve_image(args.task)
+        except ValueError as exc:
+            raise CliError(f"--task: {exc}", EXIT_USAGE) from None
     fields: dict[str, Any] = {
-        "task": args.task,
+        "task": task,
         "backend": args.backend,
         "target": args.target,
         "time_budget": args.time_budget,
