@@ -148,11 +148,11 @@ SEED_IMAGES: tuple[SeedImage, ...] = (
         "resnet20-cifar10",
     ),
     SeedImage(
-        "PyTorch Cifar-10 ResNet-20 DDP", "mlbench/pytorch-cifar10-resnet20-ddp", "resnet20-cifar10"
+        "PyTorch Cifar-10 ResNet-20 (DDP)",
+        "mlbench/pytorch-cifar10-resnet20-ddp",
+        "resnet20-cifar10",
     ),
-    SeedImage(
-        "PyTorch Cifar-10 ResNet-20 Open-MPI", "mlbench/pytorch-cifar10-resnet", "resnet20-cifar10"
-    ),
+    SeedImage("PyTorch Cifar-10 ResNet-20", "mlbench/pytorch-cifar10-resnet", "resnet20-cifar10"),
     SeedImage(
         "PyTorch Cifar-10 ResNet-20 (Scaling LR)",
         "mlbench/pytorch-cifar10-resnet-scaling",
@@ -163,7 +163,9 @@ SEED_IMAGES: tuple[SeedImage, ...] = (
         "mlbench/pytorch-epsilon-logistic-regression-all-reduce",
         "logreg-epsilon",
     ),
-    SeedImage("PyTorch Wikitext2 AWD-LSTM", "mlbench/pytorch-wikitext2-lstm-all-reduce", None),
+    SeedImage(
+        "PyTorch Language Modeling (AWD-LSTM)", "mlbench/pytorch-wikitext2-lstm-all-reduce", None
+    ),
     SeedImage("PyTorch Machine Translation GNMT", "mlbench/pytorch-wmt16-gnmt-all-reduce", None),
     SeedImage(
         "PyTorch Machine Translation Transformer",

@@ -13,7 +13,8 @@ from mlbench_worker.cli.master import EXIT_USAGE
     [
         ("PyTorch Cifar-10 ResNet-20", "resnet20-cifar10"),
         ("  pytorch   cifar-10 resnet-20 ", "resnet20-cifar10"),
-        ("PyTorch Cifar-10 ResNet-20 DDP", "resnet20-cifar10"),
+        ("PyTorch Cifar-10 ResNet-20 (DDP)", "resnet20-cifar10"),
+        ("pytorch cifar-10 resnet-20 (ddp)", "resnet20-cifar10"),
         ("PyTorch Linear Logistic Regression", "logreg-epsilon"),
         ("mlbench/pytorch-epsilon-logistic-regression-all-reduce:latest", "logreg-epsilon"),
         ("resnet56-cifar10", "resnet56-cifar10"),
