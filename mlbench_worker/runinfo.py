@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 import mlbench_worker
+from mlbench_worker import catalogue
 
 
 def versions() -> dict:
@@ -66,8 +67,41 @@ def hostname() -> str:
     return socket.gethostname()
 
 
+def _counted(summary: dict) -> tuple[str, object]:
+    """(unit, value) of the run's throughput: what its task counts per second.
+
+    Tasks count different things (task 1a images, task 2 samples): the catalogue entry of
+    the summary's task says which metric and unit; a task it does not know is read by the
+    catalogue metric its summary holds, as `mlbench report` reads it."""
+    info = catalogue.TASKS.get(summary.get("task") or "")
+    if info is None:
+        known = catalogue.TASKS.values()
+        info = next((t for t in known if summary.get(t.throughput_metric) is not None), None)
+    if info is None:
+        return "samples/s", None
+    return info.throughput_unit, summary.get(info.throughput_metric)
+
+
+def _data_size(summary: dict, unit: str) -> str | None:
+    """ "50000 train / 10000 test images": the sizes the config reports, in the task's words
+    (task 1a's config says train_images, task 2's train_samples)."""
+    config = summary.get("config") or {}
+    for kind in dict.fromkeys((unit.removesuffix("/s"), "images", "samples")):
+        train, test = config.get(f"train_{kind}"), config.get(f"test_{kind}")
+        if train is not None or test is not None:
+            return f"{_or_dash(train)} train / {_or_dash(test)} test {kind}"
+    return None
+
+
+def _or_dash(value: object) -> str:
+    return "-" if value is None else str(value)
+
+
 def summary_table(summary: dict) -> str:
-    """The end-of-run table rank 0 prints (the same facts as the summary record)."""
+    """The end-of-run table rank 0 prints (the same facts as the summary record).
+
+    Throughput and data sizes are in the task's own unit (images for task 1a, samples for
+    task 2), and a synthetic run names the real data set it is not."""
 
     def fmt(value: object, unit: str = "") -> str:
         if value is None:
@@ -79,13 +113,18 @@ def summary_table(summary: dict) -> str:
         return f"{value}{unit}"
 
     v = summary["versions"]
+    unit, rate = _counted(summary)
     dataset = summary["dataset"]
     if dataset == "synthetic":
-        dataset = "synthetic (generated; NOT CIFAR-10)"
+        info = catalogue.TASKS.get(summary.get("task") or "")
+        real = f"the {info.dataset} data set" if info else "the real data set"
+        dataset = f"synthetic (generated; NOT {real})"
+    size = _data_size(summary, unit)
     rows = [
         ("task", summary["task"]),
         ("model", summary["model"]),
         ("dataset", dataset),
+        *([("data", size)] if size else []),
         ("workers", summary["num_workers"]),
         ("backend", summary["backend"]),
         ("device", summary["device"]),
@@ -95,7 +134,8 @@ def summary_table(summary: dict) -> str:
         ("final val accuracy", fmt(summary["final_val_accuracy"])),
         ("best val accuracy", fmt(summary["best_val_accuracy"])),
         ("epochs", fmt(summary["epochs"])),
-        ("images/s", fmt(summary["images_per_sec"])),
+        # Task 2 counts tens of thousands of samples per second: no exponent.
+        (unit, f"{rate:.1f}" if isinstance(rate, int | float) else fmt(rate)),
         ("comm share", fmt(100 * summary["comm_share"], " %")),
         ("elapsed", fmt(summary["elapsed"], " s")),
         ("stopped because", summary.get("stop_reason", "")),

@@ -41,6 +41,54 @@ def limits() -> dict[str, float]:
     }
 
 
+def cluster_kind() -> str:
+    """Which driver runs the workers (MLBENCH_CLUSTER), "local" or "kubernetes": what the
+    open division's fields do differs between the two, and the form says which applies."""
+    return "kubernetes" if settings.MLBENCH_CLUSTER == "kubernetes" else "local"
+
+
+# What the open division's fields do on each cluster, said where they are filled in: on the
+# local cluster the ranks are plain processes (no containers, so no image can be run and the
+# API refuses custom_image_name); on Kubernetes the run's worker pods use the custom image.
+_LOCAL_IMAGE_REASON = (
+    "Not available on this cluster (local): the workers are processes on this machine, "
+    "with no containers to run an image in. A custom command runs without one."
+)
+_KUBERNETES_IMAGE_HELP = (
+    "Open division: the worker pods run this image for this run instead of the installed "
+    "worker image; the custom command runs in it."
+)
+_RANKS = "on rank 0 only, or on every rank with “Run on all nodes”"
+_COMMAND_HELP = {
+    "local": (
+        f"Open division (staff only): runs under mpirun on this machine instead of the "
+        f"reference worker, {_RANKS}. Each rank starts in a folder of its own under "
+        f"MLBENCH_HOME/local-cluster: give absolute paths."
+    ),
+    "kubernetes": (
+        f"Open division (staff only): runs under mpirun in the worker pods (in the custom "
+        f"image when one is given) instead of the reference worker, {_RANKS}."
+    ),
+}
+
+
+def _custom_image(cluster: str) -> Field:
+    """Disabled on the local cluster, with the reason as its help: a field the API refuses
+    there should not look fillable."""
+    if cluster == "local":
+        return Field(
+            "custom_image_name",
+            "Custom image",
+            "text",
+            help=_LOCAL_IMAGE_REASON,
+            group="advanced",
+            disabled=True,
+        )
+    return Field(
+        "custom_image_name", "Custom image", "text", help=_KUBERNETES_IMAGE_HELP, group="advanced"
+    )
+
+
 def _choices(values: list[str]) -> list[tuple[str, str]]:
     return [(v, v) for v in values]
 
@@ -49,10 +97,12 @@ def run_form_spec() -> dict[str, Any]:
     from mlbench_master.api.models import Run
 
     lim = limits()
+    cluster = cluster_kind()
     tasks = [catalogue.get(name) for name in settings.MLBENCH_TASKS]
     default_task = (
         catalogue.DEFAULT_TASK if catalogue.DEFAULT_TASK in settings.MLBENCH_TASKS else ""
     )
+    real_sets = ", ".join(dict.fromkeys(t.dataset for t in tasks))
     fields = [
         Field("name", "Run name", "text", required=True, help="A name to find the run by."),
         Field(
@@ -131,7 +181,8 @@ def run_form_spec() -> dict[str, Any]:
             "Dataset",
             "select",
             "auto",
-            "auto uses CIFAR-10 when it can be had, else a synthetic set (shown as such).",
+            f"auto uses the task's real data set ({real_sets}) when it can be had, else a "
+            "synthetic set (shown as such).",
             choices=_choices(catalogue.dataset_names()),
             group="benchmark",
         ),
@@ -168,30 +219,31 @@ def run_form_spec() -> dict[str, Any]:
         ),
         Field(
             "image",
-            "Worker image",
+            "Official image",
             "text",
-            help="Kubernetes only: the worker image (empty: the installed one).",
+            help=(
+                "Optional: an image of the original mlbench platform, e.g. "
+                "mlbench/pytorch-cifar10-resnet20-all-reduce; it stands for the task it runs "
+                "here, which must agree with the task above. Empty: the task above."
+            ),
             group="advanced",
         ),
-        Field(
-            "custom_image_name",
-            "Custom image",
-            "text",
-            help="Open division: a worker image to run instead of the default.",
-            group="advanced",
-        ),
+        _custom_image(cluster),
         Field(
             "custom_image_command",
             "Custom command",
             "text",
-            help="The command the custom image runs.",
+            help=_COMMAND_HELP[cluster],
             group="advanced",
         ),
         Field(
             "custom_backend",
             "Custom backend",
             "text",
-            help="Backend name passed to the custom command.",
+            help=(
+                "Only with a custom command: the name of the backend it uses, recorded with "
+                "the run."
+            ),
             group="advanced",
         ),
         Field(
@@ -199,8 +251,8 @@ def run_form_spec() -> dict[str, Any]:
             "Run on all nodes",
             "checkbox",
             False,
-            "Run the command on every worker, not only through mpirun on rank 0.",
+            "Run the custom command on every worker rank, not only on rank 0.",
             group="advanced",
         ),
     ]
-    return {"limits": lim, "fields": [asdict(f) for f in fields]}
+    return {"limits": lim, "cluster": cluster, "fields": [asdict(f) for f in fields]}

@@ -1,5 +1,7 @@
 """Dashboard pages. Views only render templates: every piece of data is fetched by the page's
-JavaScript from the REST API, so the dashboard shows exactly what API clients see."""
+JavaScript from the REST API, so the dashboard shows exactly what API clients see. The one
+thing pages carry with them is the task catalogue (tasks.py): how each task is named and
+what its throughput counts, which is code, not data of a run."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from django.views.decorators.http import require_GET
 
 from . import forms_spec
 from .links import user_for_token
+from .tasks import task_catalogue
 
 
 def _public_read() -> bool:
@@ -23,7 +26,8 @@ def _page(request: HttpRequest, template: str, context: dict | None = None) -> H
     """Render a page, sending anonymous visitors to sign in unless reads are public."""
     if not request.user.is_authenticated and not _public_read():
         return redirect_to_login(request.get_full_path())
-    ctx = {"can_write": request.user.is_authenticated}
+    # Every page gets the task catalogue: the scripts read each task's units from it.
+    ctx = {"can_write": request.user.is_authenticated, "tasks": task_catalogue()}
     ctx.update(context or {})
     return render(request, f"dashboard/{template}", ctx)
 

@@ -23,9 +23,12 @@ from mlbench_worker.cli.master import (
     CliError,
     Master,
 )
-from mlbench_worker.cli.report import report_table
+from mlbench_worker.cli.report import THROUGHPUT_METRICS, report_table, throughput_of
 
-PROGRESS_METRICS = "epoch,elapsed,val_accuracy,train_accuracy,images_per_sec"
+# Every task's throughput metric is asked for: one request serves runs of any task.
+PROGRESS_METRICS = ",".join(
+    ["epoch", "elapsed", "val_accuracy", "train_accuracy", *THROUGHPUT_METRICS]
+)
 POLL_SECONDS = 2.0
 
 
@@ -138,8 +141,9 @@ class Progress:
             parts.append(f"val acc {percent(latest['val_accuracy']['value'])}")
         if "train_accuracy" in latest:
             parts.append(f"train acc {percent(latest['train_accuracy']['value'])}")
-        if "images_per_sec" in latest:
-            parts.append(f"{float(latest['images_per_sec']['value']):.0f} img/s")
+        metric, unit = throughput_of(run, lambda m: m in latest)
+        if metric and metric_value(latest, metric) is not None:
+            parts.append(f"{metric_value(latest, metric):.0f} {unit}")
         if not latest and state == "STARTED":
             parts.append("starting, no metrics yet")
         if clock is not None:

@@ -9,17 +9,61 @@ static/dashboard/js/comparable.js, and tests/rules/comparison_cases.json holds b
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from mlbench_worker import catalogue
 from mlbench_worker.cli.clock import clock_at
 from mlbench_worker.cli.formatting import duration, parse_time, percent, short, table
 from mlbench_worker.cli.master import CliError, Master
 
-REPORT_METRICS = "val_accuracy,elapsed,time_to_target"
+# Every metric some task posts its throughput as (images_per_sec, samples_per_sec, ...).
+THROUGHPUT_METRICS = list(dict.fromkeys(t.throughput_metric for t in catalogue.TASKS.values()))
+REPORT_METRICS = ",".join(["val_accuracy", "elapsed", "time_to_target", *THROUGHPUT_METRICS])
+# The unit of a run that reported no throughput the catalogue knows: every task counts
+# samples of some kind, while "images" would be wrong for most.
+NEUTRAL_UNIT = "samples/s"
+
+
+def throughput_of(
+    run: dict, has: Callable[[str], bool] = lambda metric: False
+) -> tuple[str | None, str]:
+    """(metric, unit) of a run's throughput: what its task counts per second.
+
+    Why: tasks count different things (task 1a images, task 2 samples), so the unit comes
+    from the catalogue entry of the run's task. A task the catalogue does not know (a run
+    made by another version of mlbench) is read by what it reported: the first catalogue
+    throughput metric in its summary, else one `has` says its series holds, with the unit
+    the catalogue pairs with it; with neither, no metric and the neutral "samples/s". The
+    dashboard applies the same rule (static/dashboard/js/tasks.js, `throughputOf`);
+    tests/rules/throughput_cases.json holds both to it.
+    """
+    name = run.get("task") or (run.get("summary") or {}).get("task")
+    info = catalogue.TASKS.get(name) if name else None
+    if info is not None:
+        return info.throughput_metric, info.throughput_unit
+    summary = run.get("summary") or {}
+    known = list(catalogue.TASKS.values())
+    found = next((t for t in known if summary.get(t.throughput_metric) is not None), None)
+    found = found or next((t for t in known if has(t.throughput_metric)), None)
+    if found is None:
+        return None, NEUTRAL_UNIT
+    return found.throughput_metric, found.throughput_unit
+
+
+def _throughput(run: dict, summary: dict) -> tuple[float | None, str]:
+    """The run's throughput (from its summary or the series it was derived from) and unit."""
+    metric, unit = throughput_of(run, lambda m: summary.get(m) is not None)
+    value = summary.get(metric) if metric else None
+    return (float(value) if value else None), unit
 
 
 def report_table(master: Master | None, runs: list[dict]) -> str:
-    """Runs side by side: time to target, accuracy after time, images/s, speed-up, comm share.
+    """Runs side by side: time to target, accuracy after time, throughput, speed-up, comm share.
+
+    Throughput is in the unit of each run's task (`throughput_of`): when every run counts
+    the same thing the column is named after it (IMAGES/S, SAMPLES/S), else it is THROUGHPUT
+    and each cell carries its unit, so images/s and samples/s are never read as one scale.
 
     Speed-up is against a 1-worker run among `runs` with the same set-up
     (`setup_differences`); a 1-worker run is its own baseline (1.00x). It compares times
@@ -29,6 +73,7 @@ def report_table(master: Master | None, runs: list[dict]) -> str:
     """
     rows = []
     notes = []
+    rates = []
     for run in runs:
         s = run.get("summary") or {}
         reported = bool(s)
@@ -44,7 +89,7 @@ def report_table(master: Master | None, runs: list[dict]) -> str:
             after = percent(s["final_val_accuracy"])
             if s.get("elapsed"):
                 after += f" @ {duration(s['elapsed'])}"
-        ips = f"{float(s['images_per_sec']):.0f}" if s.get("images_per_sec") else "-"
+        rates.append(_throughput(run, s))
         base, why = baseline(run, runs)
         speedup = _speedup(run, base) if base is not None else "-"
         # A lone run has nothing to be compared with: a note would only be noise.
@@ -60,14 +105,19 @@ def report_table(master: Master | None, runs: list[dict]) -> str:
                 target,
                 reached,
                 after,
-                ips,
+                None,  # throughput: once every row's unit is known (below)
                 speedup,
                 percent(s.get("comm_share")) if s.get("comm_share") is not None else "-",
             ]
         )
+    units = {unit for _, unit in rates}
+    one_unit = units.pop() if len(units) == 1 else None
+    for row, (value, unit) in zip(rows, rates, strict=True):
+        shown = f"{value:.0f}" if value else "-"
+        row[8] = shown if one_unit or not value else f"{shown} {unit}"
     headers = [
         "ID", "NAME", "STATE", "WORKERS", "DATASET", "TARGET", "TIME TO TARGET",
-        "ACC AFTER TIME", "IMAGES/S", "SPEED-UP", "COMM",
+        "ACC AFTER TIME", one_unit.upper() if one_unit else "THROUGHPUT", "SPEED-UP", "COMM",
     ]  # fmt: skip
     warning = _mixed_warning(runs)
     return "\n".join(([warning] if warning else []) + [table(headers, rows)] + notes)
@@ -76,8 +126,8 @@ def report_table(master: Master | None, runs: list[dict]) -> str:
 def _summary_from_series(master: Master, run: dict) -> dict[str, Any]:
     """What the metric series say about a run that has no summary (still running, failed
     or cancelled): the newest validation accuracy and when it was measured on the benchmark
-    clock (its date mapped through the `elapsed` series), and the time to target if the
-    worker posted one."""
+    clock (its date mapped through the `elapsed` series), the time to target if the
+    worker posted one, and the mean throughput (as the dashboard's compare page takes it)."""
     try:
         body = master.json(
             "get_run_metrics", run["id"], metric_filter=REPORT_METRICS, summarize=2000
@@ -97,6 +147,10 @@ def _summary_from_series(master: Master, run: dict) -> dict[str, Any]:
         at = clock_at(body.get("elapsed") or [], dated) if dated else None
         if at is not None:
             derived["elapsed"] = at
+    metric, _ = throughput_of(run, lambda m: bool(body.get(m)))
+    rates = [float(p["value"]) for p in body.get(metric) or [] if p.get("value") is not None]
+    if metric and rates:
+        derived[metric] = sum(rates) / len(rates)
     return derived
 
 
@@ -177,16 +231,28 @@ def _mixed_warning(runs: list[dict]) -> str:
         return ""
     text = f"warning: these runs use {' and '.join(parts)}: their results are not comparable."
     if "synthetic" in sets:
-        text += " Synthetic results say nothing about CIFAR-10 accuracy."
+        real = sorted(
+            {
+                info.dataset
+                for r in runs
+                if dataset_of(r) == "synthetic"
+                and (info := catalogue.TASKS.get(r.get("task") or "")) is not None
+            }
+        )
+        named = " or ".join(real) or "the task's real data set"
+        text += f" Synthetic results say nothing about accuracy on {named}."
     return text + " Speed-up only against a 1-worker run of the same set-up."
 
 
 def _speedup(run: dict, base: dict) -> str:
+    """Time to target of `base` over that of `run`, else the ratio of their throughputs
+    counted in the same unit (marked "thr"), else "-"."""
     if base is run:
         return "1.00x"
     s, b = run.get("summary") or {}, base.get("summary") or {}
     if s.get("time_to_target") and b.get("time_to_target"):
         return f"{float(b['time_to_target']) / float(s['time_to_target']):.2f}x"
-    if s.get("images_per_sec") and b.get("images_per_sec"):
-        return f"{float(s['images_per_sec']) / float(b['images_per_sec']):.2f}x thr"
+    (mine, unit), (theirs, base_unit) = _throughput(run, s), _throughput(base, b)
+    if mine and theirs and unit == base_unit:
+        return f"{mine / theirs:.2f}x thr"
     return "-"

@@ -9,6 +9,8 @@ import math
 
 from django.utils import timezone
 
+from mlbench_worker import catalogue
+
 
 def training_points(
     run_id: int,
@@ -18,13 +20,15 @@ def training_points(
     speed: float = 1.0,
     startup: float = 0.0,
     intervals: int = 1,
+    throughput_metric: str = "images_per_sec",
 ):
     """Metric dicts (the worker's shape) for `epochs`, as a run of relative `speed` posts them.
 
     Each epoch takes 30 s / speed on the benchmark clock, which starts `startup` seconds
     after `start` (mpirun and data start-up). Training values and the progress series
     (`epoch` as a fraction, `elapsed`) come `intervals` times per epoch; validation values
-    at each epoch's end."""
+    at each epoch's end. Throughput is posted as `throughput_metric`, the name the task's
+    worker uses (task 1a: images_per_sec, task 2: samples_per_sec)."""
     points = []
     for e in epochs:
         for k in range(1, intervals + 1):
@@ -36,7 +40,7 @@ def training_points(
                 "train_loss": 2.3 * math.exp(-0.35 * done) + 0.1,
                 "train_accuracy": min(0.97, 0.25 + 0.09 * done),
                 "learning_rate": 0.1 * speed * (0.1 if e >= 8 else 1.0),
-                "images_per_sec": 600.0 * speed,
+                throughput_metric: 600.0 * speed,
                 "time_data": 0.01,
                 "time_compute": 0.2 / speed,
                 "time_comm": 0.02 * speed,
@@ -79,17 +83,13 @@ def store_points(points) -> None:
     )
 
 
-# The accuracy each target asks for (the worker's own table, mlbench_worker/tasks).
-TARGET_ACCURACY = {"light": 0.70, "standard": 0.80, "paper": 0.91}
-
-
 def make_run(
     name: str,
     workers: int,
     *,
     state: str = "FINISHED",
     epochs: int = 10,
-    dataset_used: str = "cifar10",
+    dataset_used: str | None = None,
     speed: float | None = None,
     target: str = "light",
     task: str = "resnet20-cifar10",
@@ -102,14 +102,20 @@ def make_run(
 
     Realistic on purpose: created, then started 5 s later (queued), then finished when its
     last epoch ended, all `ago` seconds back; the summary's target accuracy is the one its
-    target asks for, and the time to target is when the seeded validation accuracy
-    (0.2 + 0.08 per epoch) first reaches it."""
+    target asks for in the catalogue, and the time to target is when the seeded validation
+    accuracy (0.2 + 0.08 per epoch) first reaches it. Data set (unless given), throughput
+    metric and data sizes are those of the task: a task-2 run posts samples_per_sec and
+    reports train_samples, as its worker does. A task the catalogue does not know (a run of
+    another version) is seeded like task 1a."""
     from mlbench_master.api.models import LogChunk, Run
 
+    info = catalogue.TASKS.get(task, catalogue.get(catalogue.DEFAULT_TASK))
+    dataset_used = dataset_used or info.dataset
+    counted = info.throughput_unit.removesuffix("/s")  # "images" or "samples"
     speed = speed if speed is not None else 0.9 * workers if workers > 1 else 1.0
     created = timezone.now() - dt.timedelta(seconds=ago)
     start = created + dt.timedelta(seconds=5)
-    goal = TARGET_ACCURACY[target]
+    goal = info.goal(target).value
     epochs_to_goal = math.ceil(round((goal - 0.2) / 0.08, 6))
     reached = epochs_to_goal <= epochs
     best = min(0.93, 0.2 + 0.08 * epochs)
@@ -121,9 +127,11 @@ def make_run(
             "target_accuracy": goal, "reached": reached,
             "time_to_target": 30.0 * epochs_to_goal / speed if reached else None,
             "final_val_accuracy": best, "best_val_accuracy": best, "epochs": epochs,
-            "images_per_sec": 600.0 * speed, "comm_share": 0.08, "elapsed": 30.0 * epochs / speed,
-            "seed": 42, "versions": {"python": "3.11", "torch": "2.13.0", "mpi": "Open MPI 5"},
+            info.throughput_metric: 600.0 * speed, "comm_share": 0.08,
+            "elapsed": 30.0 * epochs / speed, "seed": 42,
+            "versions": {"python": "3.11", "torch": "2.13.0", "mpi": "Open MPI 5"},
             "hardware": {"cpu": "test"},
+            "config": {f"train_{counted}": 50000, f"test_{counted}": 10000, "batch_size": 128},
         }  # fmt: skip
     run = Run.objects.create(
         name=name,
@@ -143,7 +151,11 @@ def make_run(
         manifest={"config": {"num_workers": workers}, "git_revision": "abc123", "seed": 42},
         **fields,
     )
-    store_points(training_points(run.pk, start, range(epochs), speed=speed))
+    store_points(
+        training_points(
+            run.pk, start, range(epochs), speed=speed, throughput_metric=info.throughput_metric
+        )
+    )
     LogChunk.objects.bulk_create(
         LogChunk(run=run, rank=r, stream=s, seq=i + 1, text=f"rank {r} {s}: epoch {i} done\n")
         for i, (r, s) in enumerate(

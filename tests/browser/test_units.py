@@ -6,7 +6,8 @@ from mlbench_master.dashboard.forms_spec import run_form_spec
 
 def test_form_has_every_api_option():
     form_fields = {f["name"] for f in run_form_spec()["fields"]}
-    assert form_fields == set(RunCreateSerializer().fields)
+    # image_name is the original client's name for `image`, which the form has.
+    assert form_fields == set(RunCreateSerializer().fields) - {"image_name"}
 
 
 def test_limits_come_from_settings(settings):
@@ -40,3 +41,52 @@ def test_one_time_token_is_single_use_and_unforgeable(db, monkeypatch):
     monkeypatch.setattr(links, "MAX_AGE", 3600)
     get_user_model().objects.filter(pk=user.pk).update(last_login=timezone.now())
     assert links.user_for_token(token) is None  # used: signing in moved last_login
+
+
+def test_open_division_fields_follow_the_cluster(settings):
+    settings.MLBENCH_CLUSTER = "local"
+    spec = run_form_spec()
+    fields = {f["name"]: f for f in spec["fields"]}
+    assert spec["cluster"] == "local"
+    image = fields["custom_image_name"]
+    assert image["disabled"] and "Not available on this cluster (local)" in image["help"]
+    command = fields["custom_image_command"]
+    assert not command["disabled"] and "on this machine" in command["help"]
+
+    settings.MLBENCH_CLUSTER = "kubernetes"
+    spec = run_form_spec()
+    fields = {f["name"]: f for f in spec["fields"]}
+    assert spec["cluster"] == "kubernetes"
+    assert not fields["custom_image_name"]["disabled"]
+    assert "worker pods run this image" in fields["custom_image_name"]["help"]
+    assert "in the worker pods" in fields["custom_image_command"]["help"]
+
+
+def test_pages_embed_the_task_catalogue(client, django_user_model, settings):
+    """Every task of the catalogue, MLBENCH_TASKS or not: old runs of a task no longer
+    offered still need their unit."""
+    import json
+    import re
+
+    from mlbench_master.dashboard.tasks import task_catalogue
+    from mlbench_worker import catalogue
+
+    settings.MLBENCH_TASKS = ["resnet20-cifar10"]
+    embedded = task_catalogue()
+    assert set(embedded) == set(catalogue.TASKS)
+    assert embedded["logreg-epsilon"]["throughput_metric"] == "samples_per_sec"
+    assert embedded["logreg-epsilon"]["throughput_unit"] == "samples/s"
+    assert embedded["resnet20-cifar10"]["throughput_unit"] == "images/s"
+    assert embedded["logreg-epsilon"]["goals"]["standard"] == {
+        "metric": "val_accuracy",
+        "value": 0.89,
+        "direction": "up",
+    }
+    client.force_login(django_user_model.objects.create_user("bob"))
+    for path in ("/runs/", "/runs/1/", "/compare/"):
+        html = client.get(path).content.decode()
+        found = re.search(
+            r'<script id="task-catalogue" type="application/json">(.*?)</script>', html
+        )
+        assert found, path
+        assert json.loads(found.group(1)) == embedded

@@ -1,8 +1,10 @@
-// Runs the shared rule cases (comparison_cases.json, clock_cases.json) through the
-// dashboard's own JavaScript and prints what it answers, as JSON, for tests/rules/test_rules.py.
+// Runs the shared rule cases (comparison_cases.json, clock_cases.json, throughput_cases.json)
+// through the dashboard's own JavaScript and prints what it answers, as JSON, for
+// tests/rules/test_rules.py.
 //
-//   node tests/rules/run_js.mjs  ->  {"dataset_of": {name: value}, "setup_differences": {...},
-//                                     "baseline": {...}, "clock": {...}}
+//   MLBENCH_TASK_CATALOGUE='{...}' node tests/rules/run_js.mjs
+//     ->  {"dataset_of": {name: value}, "setup_differences": {...}, "baseline": {...},
+//          "clock": {...}, "throughput": {...}}
 //
 // The modules are imported as the browser imports them, unchanged:
 // - comparable.js and clock.js are pure;
@@ -10,6 +12,10 @@
 //   feed.js's own `absorb` (sorting, dropped dates, null values) exactly as on the pages;
 //   feed.js imports api.js, which listens for a sign-out on `document` when loaded, so a
 //   stand-in `document` is given;
+// - tasks.js reads the task catalogue from the page (`json_script` with id
+//   "task-catalogue"); the stand-in `document` serves the JSON the pages embed
+//   (mlbench_master/dashboard/tasks.py), which test_rules.py passes in
+//   MLBENCH_TASK_CATALOGUE;
 // The dashboard's files are ES modules in a folder without a package.json "type": a load
 // hook says so, so node treats them as the browser does on any node version.
 
@@ -29,17 +35,25 @@ export async function load(url, context, next) {
 // (Before node 20.6 there are no load hooks; newer nodes also detect module syntax alone.)
 nodeModule.register?.(`data:text/javascript,${encodeURIComponent(hooks)}`);
 
-globalThis.document ??= { addEventListener() {}, querySelector: () => null };
+const catalogueJson = process.env.MLBENCH_TASK_CATALOGUE;
+if (!catalogueJson) throw new Error("MLBENCH_TASK_CATALOGUE is not set: run through tests/rules/test_rules.py");
+globalThis.document ??= {
+  addEventListener() {},
+  querySelector: () => null,
+  getElementById: (id) => (id === "task-catalogue" ? { textContent: catalogueJson } : null),
+};
 
 const { baselineFor, datasetOf, setupDifferences, speedup } = await import(
   new URL("comparable.js", js).href
 );
 const { elapsed, runClock } = await import(new URL("clock.js", js).href);
 const { MetricFeed } = await import(new URL("feed.js", js).href);
+const { throughputOf } = await import(new URL("tasks.js", js).href);
 
 const load = (name) => JSON.parse(readFileSync(new URL(name, here), "utf8"));
 const comparison = load("comparison_cases.json");
 const clock = load("clock_cases.json");
+const throughput = load("throughput_cases.json");
 
 // The reason compare.js gives, in the cases' words (see comparison_cases.json).
 function why(reason) {
@@ -53,10 +67,11 @@ function why(reason) {
 // What compare.js measures for a run that has a summary and no fetched series.
 function measured(run) {
   const s = run.summary || {};
-  return { ttt: s.time_to_target ?? null, ips: s.images_per_sec ?? null };
+  const { metric, unit } = throughputOf(run);
+  return { ttt: s.time_to_target ?? null, throughput: metric ? (s[metric] ?? null) : null, unit };
 }
 
-const out = { dataset_of: {}, setup_differences: {}, baseline: {}, clock: {} };
+const out = { dataset_of: {}, setup_differences: {}, baseline: {}, clock: {}, throughput: {} };
 
 for (const c of comparison.dataset_of) out.dataset_of[c.name] = datasetOf(c.run);
 for (const c of comparison.setup_differences) {
@@ -81,6 +96,11 @@ for (const c of clock.cases) {
   const clk = runClock(feed, c.run ?? null);
   const [x] = elapsed({ t: [at], v: [null], meta: [{}] }, clk);
   out.clock[c.name] = Number.isFinite(x) ? x : null;
+}
+
+for (const c of throughput.cases) {
+  const series = new Set(c.series || []);
+  out.throughput[c.name] = throughputOf(c.run, { has: (m) => series.has(m) });
 }
 
 process.stdout.write(JSON.stringify(out));

@@ -1,10 +1,13 @@
 """Rules kept in both Python and JavaScript, held to the same cases.
 
-Two rules exist twice: which runs may be compared (the `mlbench report` table and the
-dashboard's compare page) and the benchmark clock (the report's accuracy-after-time and the
-dashboard's charts). Their cases are data, in comparison_cases.json and clock_cases.json;
-every case runs against the Python functions here and against the dashboard's own modules
-through node (run_js.mjs), and both must give the expected answer.
+Three rules exist twice: which runs may be compared (the `mlbench report` table and the
+dashboard's compare page), the benchmark clock (the report's accuracy-after-time and the
+dashboard's charts) and what a run's throughput counts (images/s, samples/s: the report,
+the progress line, the run page and the compare table). Their cases are data, in
+comparison_cases.json, clock_cases.json and throughput_cases.json; every case runs against
+the Python functions here and against the dashboard's own modules through node
+(run_js.mjs, given the task catalogue exactly as the pages embed it), and both must give
+the expected answer.
 
 Without node the JavaScript half skips on a developer's machine and fails in CI (CI set),
 as a missing browser does for tests/browser.
@@ -20,13 +23,21 @@ from pathlib import Path
 
 import pytest
 
+from mlbench_master.dashboard.tasks import task_catalogue
 from mlbench_worker.cli.clock import clock_at
 from mlbench_worker.cli.formatting import parse_time
-from mlbench_worker.cli.report import _speedup, baseline, dataset_of, setup_differences
+from mlbench_worker.cli.report import (
+    _speedup,
+    baseline,
+    dataset_of,
+    setup_differences,
+    throughput_of,
+)
 
 HERE = Path(__file__).resolve().parent
 COMPARISON = json.loads((HERE / "comparison_cases.json").read_text())
 CLOCK = json.loads((HERE / "clock_cases.json").read_text())
+THROUGHPUT = json.loads((HERE / "throughput_cases.json").read_text())
 TOLERANCE = 1e-3  # seconds: JavaScript dates have milliseconds, Python's microseconds
 
 
@@ -44,7 +55,11 @@ def js() -> dict:
     if node is None:
         _missing("node not found on PATH: the JavaScript half of the shared rules needs it")
     done = subprocess.run(
-        [node, str(HERE / "run_js.mjs")], capture_output=True, text=True, timeout=60
+        [node, str(HERE / "run_js.mjs")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "MLBENCH_TASK_CATALOGUE": json.dumps(task_catalogue())},
     )
     assert done.returncode == 0, f"run_js.mjs failed:\n{done.stderr}"
     return json.loads(done.stdout)
@@ -165,3 +180,21 @@ def test_clock_javascript(case, js):
     expected = case.get("js_expected", case["expected"])
     got = js["clock"][case["name"]]
     assert _close(got, expected), f"{got} ({case.get('js_why', 'the shared rule')})"
+
+
+# ------------------------------------------------------------------ what throughput counts
+
+
+THROUGHPUT_CASES = THROUGHPUT["cases"]
+
+
+@pytest.mark.parametrize("case", THROUGHPUT_CASES, ids=_ids(THROUGHPUT_CASES))
+def test_throughput_python(case):
+    series = set(case.get("series", []))
+    metric, unit = throughput_of(case["run"], lambda m: m in series)
+    assert {"metric": metric, "unit": unit} == case["expected"]
+
+
+@pytest.mark.parametrize("case", THROUGHPUT_CASES, ids=_ids(THROUGHPUT_CASES))
+def test_throughput_javascript(case, js):
+    assert js["throughput"][case["name"]] == case["expected"]

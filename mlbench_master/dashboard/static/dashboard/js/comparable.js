@@ -50,13 +50,16 @@ export function baselineFor(run, picked, measured) {
   return { reason: `no 1-worker run with the same ${nearest.d.join("/")}` };
 }
 
-// The speed-up of `run` (measured `m`) over its baseline: by time to target when both
-// have one, else by throughput; {reason} when neither can be had.
+// The speed-up of `run` (measured `m`: {ttt, throughput, unit}) over its baseline: by time
+// to target when both have one, else by throughput counted in the same unit (the same task
+// counts the same thing per second); {reason} when neither can be had.
 export function speedup(run, m, base) {
   if (!base.run) return { reason: base.reason };
   if (base.run.id === run.id) return { value: 1, how: "" };
   const against = `against ${base.run.name || "run " + base.run.id} (#${base.run.id})`;
   if (m.ttt && base.m.ttt) return { value: base.m.ttt / m.ttt, how: "time to target", against };
-  if (m.ips && base.m.ips) return { value: m.ips / base.m.ips, how: "throughput", against };
+  if (m.throughput && base.m.throughput && m.unit === base.m.unit) {
+    return { value: m.throughput / base.m.throughput, how: "throughput", against };
+  }
   return { reason: "no time to target or throughput yet" };
 }

@@ -7,6 +7,7 @@ import { PROGRESS, elapsed, runClock } from "./clock.js";
 import { MetricFeed } from "./feed.js";
 import { baselineFor, datasetOf, speedup } from "./comparable.js";
 import { clock, datasetBadge, duration, el, num, pct, stateBadge } from "./format.js";
+import { taskInfo, throughputMetrics, throughputOf } from "./tasks.js";
 
 const picker = document.getElementById("run-picker");
 const afterInput = document.getElementById("after-time");
@@ -16,7 +17,7 @@ const tbody = document.querySelector("#compare-table tbody");
 const warningBox = document.getElementById("compare-warning");
 
 let allRuns = [];
-const feeds = new Map(); // run id -> MetricFeed (val_accuracy, images_per_sec, time_to_target, progress)
+const feeds = new Map(); // run id -> MetricFeed (val_accuracy, throughput, time_to_target, progress)
 let chart = null;
 
 function selectedIds() {
@@ -47,17 +48,21 @@ function sortedXY(series) {
 }
 
 // The numbers of one run, from its summary when the workers reported one, else from metrics.
+// Throughput is in the unit of the run's task (tasks.js): images/s and samples/s never meet,
+// because runs of different tasks are never compared (comparable.js).
 function measure(run) {
   const feed = feeds.get(run.id);
   const s = run.summary || {};
   const acc = feed ? sortedXY(elapsedSeries(feed, run, "val_accuracy")) : { t: [], v: [] };
-  const ips = feed ? feed.get("images_per_sec").v : [];
+  const { metric, unit } = throughputOf(run, { has: (m) => Boolean(feed?.get(m).v.length) });
+  const rates = feed && metric ? feed.get(metric).v.filter((v) => v !== null) : [];
   const ttm = feed ? feed.get("time_to_target").v : [];
   return {
     acc,
     ttt: s.time_to_target ?? (ttm.length ? ttm[ttm.length - 1] : null),
     best: s.best_val_accuracy ?? (acc.v.length ? Math.max(...acc.v) : null),
-    ips: s.images_per_sec ?? (ips.length ? ips.reduce((a, b) => a + b, 0) / ips.length : null),
+    throughput: (metric && s[metric]) ?? (rates.length ? rates.reduce((a, b) => a + b, 0) / rates.length : null),
+    unit,
     length: acc.t.length ? acc.t[acc.t.length - 1] : (s.elapsed ?? null),
   };
 }
@@ -80,7 +85,8 @@ function mixedWarning(runs) {
   if (sets.length > 1) parts.push(`different data sets (${sets.join(", ")})`);
   if (tasks.length > 1) parts.push(`different tasks (${tasks.join(", ")})`);
   if (!parts.length) return "";
-  const synthetic = sets.includes("synthetic") ? " A synthetic run measures generated data: its accuracy says nothing about CIFAR-10." : "";
+  const real = distinct((r) => (datasetOf(r) === "synthetic" ? taskInfo(r)?.dataset : null)).filter(Boolean);
+  const synthetic = sets.includes("synthetic") ? ` A synthetic run measures generated data: its accuracy says nothing about ${real.length ? real.join(" or ") : "the task's real data set"}.` : "";
   return `These runs use ${parts.join(" and ")}: their accuracies and times are not comparable.${synthetic} Speed-up is only given against a 1-worker run of the same set-up.`;
 }
 
@@ -113,7 +119,7 @@ function render() {
         el("td", { class: "ttt", text: m.ttt !== null ? duration(m.ttt) : "not reached" }),
         el("td", { text: after ? pct(accuracyAfter(m, after)) : "—" }),
         el("td", { text: pct(m.best) }),
-        el("td", { text: num(m.ips) }),
+        el("td", { class: "throughput", text: m.throughput === null ? "—" : `${num(m.throughput)} ${m.unit}` }),
         sp.reason
           ? el("td", { class: "speedup none" }, "—", el("small", { class: "why", text: sp.reason }))
           : el("td", { class: "speedup", title: sp.how ? `from ${sp.how}, ${sp.against}` : "" }, `${sp.value.toFixed(2)}×${sp.how === "throughput" ? " (throughput)" : ""}`),
@@ -129,7 +135,7 @@ async function load() {
   toUrl(ids);
   await Promise.all(
     ids.map(async (id) => {
-      if (!feeds.has(id)) feeds.set(id, new MetricFeed(id, { type: "run", names: ["val_accuracy", "images_per_sec", "time_to_target", ...PROGRESS], summarize: 500 }));
+      if (!feeds.has(id)) feeds.set(id, new MetricFeed(id, { type: "run", names: ["val_accuracy", ...throughputMetrics(), "time_to_target", ...PROGRESS], summarize: 500 }));
       await feeds.get(id).refresh();
     }),
   );

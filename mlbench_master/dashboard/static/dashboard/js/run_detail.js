@@ -7,6 +7,7 @@ import { PROGRESS, elapsed, epochs, runClock } from "./clock.js";
 import { MetricFeed } from "./feed.js";
 import { clock, datasetBadge, duration, el, num, pct, stateBadge, when } from "./format.js";
 import { LogFollower } from "./logs.js";
+import { perSecond, taskInfo, throughputMetrics, throughputOf } from "./tasks.js";
 
 const root = document.getElementById("run-detail");
 const runId = root.dataset.runId;
@@ -20,11 +21,16 @@ const CHARTS = [
   { id: "loss", title: "Training loss", series: [["train_loss", "train loss"], ["val_loss", "validation loss"]], fmt: (v) => num(v) },
   { id: "accuracy", title: "Validation accuracy", series: [["val_accuracy", "validation"], ["train_accuracy", "training"]], fmt: pct },
   { id: "lr", title: "Learning rate", series: [["learning_rate", "learning rate"]], fmt: (v) => num(v) },
-  { id: "throughput", title: "Images per second (all workers)", series: [["images_per_sec", "images/s"]], fmt: (v) => num(v) },
 ];
-const NAMES = [...CHARTS.flatMap((c) => c.series.map((s) => s[0])), ...SPLIT.map((s) => s[0]), ...PROGRESS, "time_to_target"];
+// The throughput chart counts what the run's task counts (tasks.js): images for task 1a,
+// samples for task 2. It is known once the run is: until then no chart is drawn.
+function throughputChart({ metric, unit }) {
+  return { id: "throughput", title: `${perSecond(unit)} (all workers)`, series: metric ? [[metric, unit]] : [], fmt: (v) => num(v) };
+}
+const NAMES = [...CHARTS.flatMap((c) => c.series.map((s) => s[0])), ...throughputMetrics(), ...SPLIT.map((s) => s[0]), ...PROGRESS, "time_to_target"];
 
 let run = null;
+let throughput = null; // {metric, unit} of this run's task, once the run is known
 let finalFetch = false;
 const feed = new MetricFeed(runId, { type: "run", names: NAMES, summarize: 500, maxPoints: 5000 });
 const chartsBox = document.getElementById("run-charts");
@@ -52,7 +58,7 @@ let charts = [];
 function buildCharts() {
   charts.forEach((c) => c.chart.destroy());
   const mode = xMode();
-  charts = CHARTS.map((c) => ({
+  charts = [...CHARTS, throughputChart(throughput)].map((c) => ({
     spec: c,
     chart: new LineChart(chartsBox, {
       id: `chart-${c.id}`,
@@ -139,17 +145,23 @@ function kv(dl, pairs) {
   dl.replaceChildren(...pairs.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", {}, v instanceof Node ? v : show(v))]));
 }
 
+function taskLabel() {
+  const info = taskInfo(run);
+  return info ? `${run.task} (${info.title})` : run.task;
+}
+
 function showRun() {
   document.getElementById("run-name").textContent = run.name || `Run ${run.id}`;
   document.title = `${run.name || "Run " + run.id} · mlbench`;
   document.getElementById("run-state").replaceChildren(stateBadge(run.state));
   document.getElementById("run-reason").textContent = run.reason || "";
   kv(document.getElementById("run-config"), [
-    ...CONFIG.filter(([k]) => k in run && !(run[k] === "" && k.startsWith("custom"))).map(([k, label]) => [label, run[k]]),
+    ...CONFIG.filter(([k]) => k in run && !(run[k] === "" && k.startsWith("custom"))).map(([k, label]) => [label, k === "task" ? taskLabel() : run[k]]),
     ["Dataset used", datasetBadge(run)],
   ]);
   const s = run.summary || {};
   if (Object.keys(s).length) {
+    const { metric, unit } = throughputOf(run);
     kv(document.getElementById("run-summary"), [
       ["Reached target", s.reached],
       ["Target accuracy", s.target_accuracy !== undefined ? pct(s.target_accuracy) : null],
@@ -157,7 +169,7 @@ function showRun() {
       ["Best validation accuracy", s.best_val_accuracy !== undefined ? pct(s.best_val_accuracy) : null],
       ["Final validation accuracy", s.final_val_accuracy !== undefined ? pct(s.final_val_accuracy) : null],
       ["Epochs", s.epochs],
-      ["Images per second", s.images_per_sec !== undefined ? num(s.images_per_sec) : null],
+      [`Throughput (${unit})`, metric && s[metric] !== undefined && s[metric] !== null ? num(s[metric]) : null],
       ["Communication share", s.comm_share !== undefined ? pct(s.comm_share) : null],
       ["Elapsed", s.elapsed !== undefined ? duration(s.elapsed) : null],
       ["Dataset", datasetBadge(run)],
@@ -184,7 +196,12 @@ async function refresh() {
   showRun();
   if (!ACTIVE.has(run.state)) finalFetch = true; // one last fetch of metrics and logs, then stop
   const [changed] = await Promise.all([feed.refresh(), logs.refresh()]);
-  if (changed.size) drawCharts();
+  const known = throughputOf(run, { has: (m) => feed.get(m).v.length > 0 });
+  if (!throughput || known.metric !== throughput.metric || known.unit !== throughput.unit) {
+    throughput = known;
+    buildCharts();
+    drawCharts();
+  } else if (changed.size) drawCharts();
   document.body.dataset.loaded = "1";
 }
 
@@ -228,9 +245,9 @@ document.getElementById("cancel-run")?.addEventListener("click", cancelRun);
 document.getElementById("delete-run")?.addEventListener("click", deleteRun);
 xRadios.forEach((r) =>
   r.addEventListener("change", () => {
+    if (!throughput) return; // the charts are built once the run is known
     buildCharts();
     drawCharts();
   }),
 );
-buildCharts();
 stopPolling = every(3000, refresh);

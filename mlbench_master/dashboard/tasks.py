@@ -1,0 +1,35 @@
+"""The task catalogue as the dashboard's JavaScript reads it.
+
+Why: the pages draw throughput charts, results tables and goals for every task, and each
+task counts something different per second (task 1a images, task 2 samples). The catalogue
+(mlbench_worker/catalogue.py) is the only list of tasks, so the page templates embed the few
+facts the scripts need from it (`json_script`, read by static/dashboard/js/tasks.js) rather
+than the scripts assuming images or keeping a list of their own. Every task of the catalogue
+is given, not only MLBENCH_TASKS: runs of a task the operator no longer offers still exist.
+
+Plain data without Django, so tests/rules can hand the same JSON to the JavaScript rules.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlbench_worker import catalogue
+
+
+def task_catalogue() -> dict[str, dict[str, Any]]:
+    """{task name: its title, data set, throughput metric and unit, default goal, goals}."""
+    return {
+        info.name: {
+            "title": info.title,
+            "dataset": info.dataset,
+            "throughput_metric": info.throughput_metric,
+            "throughput_unit": info.throughput_unit,
+            "default_goal": info.default_goal,
+            "goals": {
+                name: {"metric": goal.metric, "value": goal.value, "direction": goal.direction}
+                for name, goal in info.goals.items()
+            },
+        }
+        for info in catalogue.TASKS.values()
+    }

@@ -1,0 +1,146 @@
+"""Throughput in the unit of each run's task: a task-2 run (logistic regression on epsilon)
+counts samples, not images, on its run page and in the compare table; a task-1a run still
+counts images; a run of a task the catalogue does not know is read by what it reported.
+And the New run form says what the open division's fields do on this cluster."""
+
+import pytest
+
+from tests.browser.conftest import assert_accessible, screenshot
+from tests.browser.seed import make_run
+
+pytestmark = pytest.mark.browser
+
+
+def open_run(page, run) -> None:
+    page.goto(f"/runs/{run.pk}/")
+    page.wait_for_selector("body[data-loaded='1']")
+    page.wait_for_function(
+        "Number(document.querySelector('#chart-throughput')?.dataset.points) > 0"
+    )
+
+
+def throughput_chart(page) -> tuple[str, str]:
+    """(title, the whole chart's text: title, legend, axes) of the throughput chart."""
+    chart = page.locator("#chart-throughput")
+    return chart.locator("figcaption").inner_text(), chart.inner_text()
+
+
+def summary_row(page, label_start: str) -> tuple[str, str]:
+    """(label, value) of the row of the Result list whose label starts with `label_start`."""
+    summary = page.locator("#run-summary")
+    labels = summary.locator("dt").all_inner_texts()
+    values = summary.locator("dd").all_inner_texts()
+    return next((k, v) for k, v in zip(labels, values, strict=True) if k.startswith(label_start))
+
+
+def test_task_2_counts_samples_and_task_1a_images(page):
+    logreg = make_run("epsilon, 2 workers", 2, task="logreg-epsilon")
+    resnet = make_run("cifar10, 2 workers", 2)
+
+    open_run(page, logreg)
+    title, chart = throughput_chart(page)
+    assert title == "Samples per second (all workers)"
+    assert "samples/s" in chart and "image" not in chart.lower()
+    assert summary_row(page, "Throughput") == ("Throughput (samples/s)", "1080")
+    result = page.locator("#run-summary").inner_text()
+    assert "samples/s" in result and "image" not in result.lower()
+    assert "PyTorch Linear Logistic Regression" in page.locator("#run-config").inner_text()
+    screenshot(page, "run-details-task-2")
+    assert_accessible(page)
+
+    open_run(page, resnet)
+    title, chart = throughput_chart(page)
+    assert title == "Images per second (all workers)" and "images/s" in chart
+    assert "sample" not in chart.lower()
+    assert summary_row(page, "Throughput") == ("Throughput (images/s)", "1080")
+
+
+def test_run_of_an_unknown_task_is_read_by_what_it_reported(page):
+    from mlbench_master.api.models import Run
+
+    # A run made by another version of mlbench, of a task this catalogue does not have: it
+    # posted images_per_sec, so it is shown in images/s.
+    old = make_run("from an older master", 1, task="resnet18-cifar10")
+    open_run(page, old)
+    assert throughput_chart(page)[0] == "Images per second (all workers)"
+    assert summary_row(page, "Throughput") == ("Throughput (images/s)", "600")
+    # Without a summary, the series it has decides.
+    Run.objects.filter(pk=old.pk).update(summary={})
+    open_run(page, old)
+    assert throughput_chart(page)[0] == "Images per second (all workers)"
+
+
+def test_compare_gives_each_run_its_own_unit(page):
+    one = make_run("epsilon, 1 worker", 1, task="logreg-epsilon", ago=7200)
+    two = make_run("epsilon, 2 workers", 2, task="logreg-epsilon", ago=5400)
+    image_one = make_run("cifar10, 1 worker", 1, ago=3600)
+    image_two = make_run("cifar10, 2 workers", 2, ago=1800)
+    page.goto(f"/compare/?runs={one.pk},{two.pk},{image_one.pk},{image_two.pk}")
+    page.wait_for_selector("body[data-loaded='1']")
+    page.wait_for_function("Number(document.querySelector('#chart-compare').dataset.points) > 0")
+
+    def row(run):
+        return page.locator(f"#compare-table tr[data-run-id='{run.pk}']")
+
+    assert row(one).locator(".throughput").inner_text() == "600 samples/s"
+    assert row(two).locator(".throughput").inner_text() == "1080 samples/s"
+    assert row(image_two).locator(".throughput").inner_text() == "1080 images/s"
+    # Each pair scales against its own 1-worker run, never across tasks.
+    assert row(two).locator(".speedup").inner_text() == "1.80×"
+    assert "against epsilon, 1 worker" in row(two).locator(".speedup").get_attribute("title")
+    assert "against cifar10, 1 worker" in row(image_two).locator(".speedup").get_attribute("title")
+    warning = page.locator("#compare-warning").inner_text()
+    assert "different tasks (logreg-epsilon, resnet20-cifar10)" in warning
+    assert "different data sets (cifar10, epsilon)" in warning
+    header = page.locator("#compare-table thead").inner_text()
+    assert "Throughput" in header and "Images" not in header
+
+
+def test_compare_by_throughput_in_samples(page):
+    # Neither reached its target: the speed-up is the ratio of samples per second.
+    one = make_run("epsilon short, 1 worker", 1, task="logreg-epsilon", epochs=3, ago=3600)
+    two = make_run("epsilon short, 2 workers", 2, task="logreg-epsilon", epochs=3, ago=1800)
+    page.goto(f"/compare/?runs={one.pk},{two.pk}")
+    page.wait_for_selector("body[data-loaded='1']")
+    page.wait_for_function("Number(document.querySelector('#chart-compare').dataset.points) > 0")
+    row = page.locator(f"#compare-table tr[data-run-id='{two.pk}']")
+    assert row.locator(".ttt").inner_text() == "not reached"
+    assert row.locator(".speedup").inner_text() == "1.80× (throughput)"
+    assert row.locator(".throughput").inner_text() == "1080 samples/s"
+
+
+def open_division(page):
+    page.goto("/runs/")
+    page.wait_for_selector("body[data-loaded='1']")
+    page.get_by_role("button", name="New run").click()
+    page.locator("#new-run-form details summary").click()
+
+
+def test_form_says_what_the_open_division_does_on_the_local_cluster(page):
+    open_division(page)
+    image = page.get_by_label("Custom image")
+    assert image.is_visible() and image.is_disabled()
+    reason = page.locator("#h-custom_image_name")
+    assert reason.is_visible()
+    assert "Not available on this cluster (local)" in reason.inner_text()
+    assert "no containers" in reason.inner_text()
+    command = page.locator("#h-custom_image_command").inner_text()
+    assert "on this machine" in command and "rank 0 only" in command
+    assert "Run on all nodes" in command
+    assert page.get_by_label("Custom command").is_enabled()
+    assert "custom command" in page.locator("#new-run-form details summary").inner_text()
+    page.get_by_label("Run on all nodes").scroll_into_view_if_needed()
+    screenshot(page, "new-run-open-division", full_page=False)
+    assert_accessible(page)
+
+
+def test_form_says_what_the_open_division_does_on_kubernetes(page, settings):
+    settings.MLBENCH_CLUSTER = "kubernetes"
+    open_division(page)
+    image = page.get_by_label("Custom image")
+    assert image.is_enabled()
+    help_text = page.locator("#h-custom_image_name").inner_text()
+    assert "worker pods run this image" in help_text
+    command = page.locator("#h-custom_image_command").inner_text()
+    assert "in the worker pods" in command and "rank 0 only" in command
+    assert "custom image and command" in page.locator("#new-run-form details summary").inner_text()
