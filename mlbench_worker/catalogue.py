@@ -12,6 +12,7 @@ the worker's task definitions, which read their shared fields from here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 UP, DOWN = "up", "down"  # a goal is reached when the metric rises to / falls to its value
@@ -196,6 +197,31 @@ def get(name: str) -> TaskInfo:
         return TASKS[name]
     except KeyError:
         raise UnknownTask(name) from None
+
+
+# The unit of a run whose throughput metric cannot be told (a task this version does not know).
+NEUTRAL_UNIT = "samples/s"
+
+
+def throughput_of(task: str | None, *reported: Callable[[str], bool]) -> tuple[str | None, str]:
+    """(metric, unit) of a run's throughput: what its task counts per second.
+
+    Tasks count different things (task 1a images, task 2 samples), so the catalogue entry of
+    the run's task decides. A task the catalogue does not know (a run made by another
+    version) is read by what it reported: each predicate in `reported` in turn (e.g. "the
+    summary holds it", then "its series has points") is asked about every known throughput
+    metric, and the first found brings the unit the catalogue pairs with it; with none, no
+    metric and NEUTRAL_UNIT. The dashboard applies the same rule (dashboard/js/tasks.js);
+    tests/rules/throughput_cases.json holds both to it.
+    """
+    info = TASKS.get(task) if task else None
+    if info is not None:
+        return info.throughput_metric, info.throughput_unit
+    for has in reported:
+        found = next((t for t in TASKS.values() if has(t.throughput_metric)), None)
+        if found is not None:
+            return found.throughput_metric, found.throughput_unit
+    return None, NEUTRAL_UNIT
 
 
 def goal_names() -> list[str]:

@@ -68,18 +68,11 @@ def hostname() -> str:
 
 
 def _counted(summary: dict) -> tuple[str, object]:
-    """(unit, value) of the run's throughput: what its task counts per second.
-
-    Tasks count different things (task 1a images, task 2 samples): the catalogue entry of
-    the summary's task says which metric and unit; a task it does not know is read by the
-    catalogue metric its summary holds, as `mlbench report` reads it."""
-    info = catalogue.TASKS.get(summary.get("task") or "")
-    if info is None:
-        known = catalogue.TASKS.values()
-        info = next((t for t in known if summary.get(t.throughput_metric) is not None), None)
-    if info is None:
-        return "samples/s", None
-    return info.throughput_unit, summary.get(info.throughput_metric)
+    """(unit, value) of the run's throughput, by the catalogue's rule (`throughput_of`)."""
+    metric, unit = catalogue.throughput_of(
+        summary.get("task"), lambda m: summary.get(m) is not None
+    )
+    return unit, summary.get(metric) if metric else None
 
 
 def _data_size(summary: dict, unit: str) -> str | None:

@@ -22,33 +22,16 @@ THROUGHPUT_METRICS = list(dict.fromkeys(t.throughput_metric for t in catalogue.T
 REPORT_METRICS = ",".join(["val_accuracy", "elapsed", "time_to_target", *THROUGHPUT_METRICS])
 # The unit of a run that reported no throughput the catalogue knows: every task counts
 # samples of some kind, while "images" would be wrong for most.
-NEUTRAL_UNIT = "samples/s"
 
 
 def throughput_of(
     run: dict, has: Callable[[str], bool] = lambda metric: False
 ) -> tuple[str | None, str]:
-    """(metric, unit) of a run's throughput: what its task counts per second.
-
-    Why: tasks count different things (task 1a images, task 2 samples), so the unit comes
-    from the catalogue entry of the run's task. A task the catalogue does not know (a run
-    made by another version of mlbench) is read by what it reported: the first catalogue
-    throughput metric in its summary, else one `has` says its series holds, with the unit
-    the catalogue pairs with it; with neither, no metric and the neutral "samples/s". The
-    dashboard applies the same rule (static/dashboard/js/tasks.js, `throughputOf`);
-    tests/rules/throughput_cases.json holds both to it.
-    """
-    name = run.get("task") or (run.get("summary") or {}).get("task")
-    info = catalogue.TASKS.get(name) if name else None
-    if info is not None:
-        return info.throughput_metric, info.throughput_unit
+    """(metric, unit) of a run's throughput (`catalogue.throughput_of`): its task's, else
+    the metric its summary holds, else one `has` says its series holds."""
     summary = run.get("summary") or {}
-    known = list(catalogue.TASKS.values())
-    found = next((t for t in known if summary.get(t.throughput_metric) is not None), None)
-    found = found or next((t for t in known if has(t.throughput_metric)), None)
-    if found is None:
-        return None, NEUTRAL_UNIT
-    return found.throughput_metric, found.throughput_unit
+    name = run.get("task") or summary.get("task")
+    return catalogue.throughput_of(name, lambda m: summary.get(m) is not None, has)
 
 
 def _throughput(run: dict, summary: dict) -> tuple[float | None, str]:
