@@ -96,7 +96,13 @@ def run_job(run_id: int) -> str:
                 runs.mark_failed(run, str(exc))
                 return run.state
             if not runs.mark_started(run):
-                return run.state  # cancelled (or deleted) while the workers were prepared
+                # Cancelled (or deleted) while the workers were prepared: that cancel may have
+                # come before prepare() set things up (a custom worker image), so undo it.
+                try:
+                    driver.cancel(spec)
+                except ClusterError as exc:
+                    log.warning("run %s: clean-up after a cancel during prepare: %s", run.pk, exc)
+                return run.state
             argv = mpirun_argv(spec, hosts, mpirun=driver.mpirun, python=driver.python)
             env = rank_environment(spec, settings.MLBENCH_MASTER_URL, runs.worker_token(run))
             try:

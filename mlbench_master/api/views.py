@@ -256,11 +256,12 @@ class RunList(APIView):
         serializer = RunCreateSerializer(data=bodies.body(request))
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        if data.get("custom_image_command") and not request.user.is_staff:
-            raise exceptions.PermissionDenied(
-                "custom_image_command runs arbitrary commands on the workers: only staff "
-                "users may set it"
-            )
+        for field in ("custom_image_command", "custom_image_name"):
+            if data.get(field) and not request.user.is_staff:
+                raise exceptions.PermissionDenied(
+                    f"{field} runs code of your choice on the workers (an image runs its own "
+                    "entry point in the worker pods): only staff users may set it"
+                )
         try:
             run = runs.create_run(data, request.user)
         except runs.RunConflict as exc:

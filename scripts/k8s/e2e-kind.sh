@@ -3,9 +3,13 @@
 #   1. create a kind cluster (one control plane, two worker nodes)
 #   2. build both images and load them into the cluster's nodes
 #   3. helm install charts/mlbench (images from step 2, small CPU limits)
-#   4. one 2-worker run of the default benchmark through the REST API (synthetic data,
+#   4. the original client's discovery: exactly one pod and one service labelled
+#      component=master,app=mlbench, and the master pod answering on its IP, port 80
+#   5. one 2-worker run of the default benchmark through the REST API (synthetic data,
 #      one short epoch) that must end FINISHED
-#   5. delete the cluster (KEEP_CLUSTER=1 keeps it for a look around)
+#   6. an open-division run in another image (the worker image under another name) with a
+#      command on every rank: FINISHED, its output from both pods, the chart's image back
+#   7. delete the cluster (KEEP_CLUSTER=1 keeps it for a look around)
 # Needs docker (with a running engine), kind, kubectl, helm (3.8+), curl, python3.
 set -euo pipefail
 
@@ -26,6 +30,7 @@ forward_pid=""
 cleanup() {
     status=$?
     [ -n "$forward_pid" ] && kill "$forward_pid" 2>/dev/null || true
+    [ -n "${run_script:-}" ] && rm -f "$run_script"
     if [ "$status" -ne 0 ]; then
         echo "== FAILED; state of the release:" >&2
         kubectl get pods,events --namespace "$namespace" 2>/dev/null | tail -40 >&2 || true
@@ -54,7 +59,10 @@ KIND
 echo "== 2. images (tag $tag)"
 docker build -f Dockerfile.master -t "mlbench/mlbench_master:$tag" .
 docker build -f Dockerfile.worker -t "mlbench/mlbench_worker:$tag" .
-kind load docker-image --name "$cluster" "mlbench/mlbench_master:$tag" "mlbench/mlbench_worker:$tag"
+custom="mlbench/e2e-custom-worker:$tag"
+docker tag "mlbench/mlbench_worker:$tag" "$custom"
+kind load docker-image --name "$cluster" "mlbench/mlbench_master:$tag" \
+    "mlbench/mlbench_worker:$tag" "$custom"
 
 echo "== 3. helm install $release into namespace $namespace"
 helm upgrade --install "$release" charts/mlbench \
@@ -76,8 +84,21 @@ for _ in $(seq 60); do
 done
 curl -fsS "$url/api/health/"; echo
 
-echo "== 4. a 2-worker run through the API"
-MLBENCH_URL="$url" MLBENCH_TOKEN="$token" python3 - <<'PY'
+echo "== 4. the original client's discovery"
+selector="component=master,app=mlbench"
+pods="$(kubectl get pods --namespace "$namespace" -l "$selector" -o name | wc -l)"
+services="$(kubectl get services --all-namespaces -l "$selector" -o name | wc -l)"
+[ "$pods" -eq 1 ] && [ "$services" -eq 1 ] || {
+    echo "discovery labels on $pods pods and $services services, not one each" >&2; exit 1; }
+pod_ip="$(kubectl get pods --namespace "$namespace" -l "$selector" \
+    -o jsonpath='{.items[0].status.podIP}')"
+kubectl exec --namespace "$namespace" "$release-mlbench-worker-0" -- python -c \
+    "import urllib.request as u; print(u.urlopen(u.Request('http://$pod_ip:80/api/health/', headers={'Host': 'localhost'}), timeout=10).read().decode())"
+
+# Starts the run whose JSON body is $RUN, waits for its end, prints the end of its log;
+# fails unless it FINISHED with every |-separated text of $EXPECT in that log.
+run_script="$(mktemp)"
+cat > "$run_script" <<'PY'
 import json, os, sys, time, urllib.request
 
 url, token = os.environ["MLBENCH_URL"], os.environ["MLBENCH_TOKEN"]
@@ -94,10 +115,7 @@ def call(method, path, body=None):
 
 pods = call("GET", "/api/pods/")
 print("workers:", [(p["name"], p["phase"]) for p in pods])
-run = call("POST", "/api/runs/", {
-    "name": "e2e-kind", "num_workers": 2, "num_cpus": 0.5, "max_bandwidth": 1000,
-    "dataset": "synthetic", "light_target": True, "max_epochs": 1, "time_limit": 1800,
-})
+run = call("POST", "/api/runs/", json.loads(os.environ["RUN"]))
 print("run", run["id"], run["state"])
 deadline = time.monotonic() + 1800
 while time.monotonic() < deadline:
@@ -105,16 +123,38 @@ while time.monotonic() < deadline:
     if run["state"] in ("FINISHED", "FAILED", "CANCELLED"):
         break
     time.sleep(10)
-tail, offset = [], 0
-while True:  # the log, page by page; the last lines are shown
+lines, offset = [], 0
+while True:  # the log, page by page
     page = call("GET", f"/api/runs/{run['id']}/logs/?offset={offset}")
-    tail = (tail + [c["text"].rstrip() for c in page["chunks"]])[-20:]
+    lines += [c["text"].rstrip() for c in page["chunks"]]
     if not page["chunks"] or page["next_offset"] == offset:
         break
     offset = page["next_offset"]
-for text in tail:
+for text in lines[-20:]:
     print("   ", text)
 print("run", run["id"], run["state"], run.get("reason") or "", "exit code", run.get("exit_code"))
-sys.exit(0 if run["state"] == "FINISHED" else 1)
+missing = [e for e in os.environ.get("EXPECT", "").split("|") if e and not any(e in t for t in lines)]
+if missing:
+    print("not in the log:", missing)
+sys.exit(0 if run["state"] == "FINISHED" and not missing else 1)
 PY
+api_run() { MLBENCH_URL="$url" MLBENCH_TOKEN="$token" python3 "$run_script"; }
+
+echo "== 5. a 2-worker run through the API"
+RUN='{"name": "e2e-kind", "num_workers": 2, "num_cpus": 0.5, "max_bandwidth": 1000,
+      "dataset": "synthetic", "light_target": true, "max_epochs": 1, "time_limit": 1800}' \
+EXPECT="" api_run
+
+echo "== 6. an open-division run in image $custom on every rank"
+# The worker image under another name: the same sshd and mpirun, so its pods get Ready.
+command="python -c \\\"import socket; print('custom on', socket.gethostname())\\\""
+RUN="{\"name\": \"e2e-custom\", \"num_workers\": 2, \"num_cpus\": 0.5, \"time_limit\": 900,
+      \"custom_image_name\": \"$custom\", \"run_all_nodes\": true,
+      \"custom_image_command\": \"$command\"}" \
+EXPECT="custom on $release-mlbench-worker-0|custom on $release-mlbench-worker-1" api_run
+image="$(kubectl get statefulset --namespace "$namespace" "$release-mlbench-worker" \
+    -o jsonpath='{.spec.template.spec.containers[0].image}')"
+[ "$image" = "mlbench/mlbench_worker:$tag" ] || {
+    echo "the worker image after the custom run is $image, not the chart's" >&2; exit 1; }
+kubectl rollout status --namespace "$namespace" "statefulset/$release-mlbench-worker" --timeout 10m
 echo "== e2e-kind passed"

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Entry point of the mlbench master image. The helm chart runs one container per role:
 #   migrate    (init container) database migrations, then the admin account from the Secret
-#   web        the dashboard and REST API (gunicorn, static files through WhiteNoise)
+#   web        the dashboard and REST API (gunicorn, static files through WhiteNoise) on
+#              port MLBENCH_WEB_PORT (8000 unless set; the chart sets 80, see values.yaml)
 #   rq-runs    the RQ worker for run jobs (django-rq's rqworker on queue "runs"); first
 #              settles runs a previous master left active
 #   collector  records the workers' resource use every MLBENCH_COLLECT_INTERVAL seconds
@@ -26,7 +27,7 @@ migrate)
 web)
     exec gunicorn master_wsgi:application \
         --pythonpath /opt/mlbench \
-        --bind 0.0.0.0:8000 \
+        --bind "0.0.0.0:${MLBENCH_WEB_PORT:-8000}" \
         --workers "${GUNICORN_WORKERS:-2}" \
         --threads 4 \
         --timeout 120 \

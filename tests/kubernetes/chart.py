@@ -12,18 +12,22 @@ RELEASE = "rel"
 NAMESPACE = "bench"
 
 
-def render(values: dict[str, Any] | None = None) -> dict[str, str]:
+def render(
+    values: dict[str, Any] | None = None, *, release: str = RELEASE, namespace: str = NAMESPACE
+) -> dict[str, str]:
     """Template path -> rendered text, as `helm install` would produce on a first install."""
     import helm_python as helm
 
     with helm.Chart.load(str(CHART)) as chart:
-        return chart.render(values or {}, name=RELEASE, namespace=NAMESPACE, is_install=True)
+        return chart.render(values or {}, name=release, namespace=namespace, is_install=True)
 
 
-def manifests(values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def manifests(
+    values: dict[str, Any] | None = None, *, release: str = RELEASE, namespace: str = NAMESPACE
+) -> list[dict[str, Any]]:
     """Every Kubernetes object the chart renders (NOTES.txt excluded)."""
     objects = []
-    for path, text in sorted(render(values).items()):
+    for path, text in sorted(render(values, release=release, namespace=namespace).items()):
         if path.endswith("NOTES.txt"):
             continue
         objects += [doc for doc in yaml.safe_load_all(text) if doc]

@@ -40,6 +40,10 @@ OPTIONS = {
     "LoadBalancer": {"master": {"service": {"type": "LoadBalancer"}}},
     "ClusterIP": {"master": {"service": {"type": "ClusterIP"}}},
     "nodePort": {"master": {"service": {"nodePort": 30080}}},
+    "externalIPs": {"master": {"service": {"externalIPs": ["203.0.113.7"]}}},
+    "second-release": {"master": {"service": {"discoverable": False, "port": 8080}}},
+    "containerPort": {"master": {"containerPort": 8000}},
+    "replicaCount": {"replicaCount": 1},
 }
 OPTIONS["everything"] = {
     **OPTIONS["images"],
@@ -225,6 +229,9 @@ def test_notes_print_the_dashboard_url_commands():
         ({"limits": {"workers": 0}}, "/limits/workers"),
         ({"worker": {"image": {"pullPolicy": "always"}}}, "/worker/image/pullPolicy"),
         ({"externalDatabase": {"url": "mysql://db"}}, "/externalDatabase/url"),
+        ({"master": {"containerPort": 0}}, "/master/containerPort"),
+        ({"replicaCount": -1}, "/replicaCount"),
+        ({"master": {"service": {"externalIPs": "203.0.113.7"}}}, "/master/service/externalIPs"),
     ],
 )
 def test_bad_values_are_refused_naming_the_key(values, where):
@@ -256,3 +263,46 @@ def test_every_variable_the_chart_sets_is_read_by_the_code():
     assert "DATABASE_URL" in names
     unread = sorted(n for n in names if f'"{n}"' not in code and f"${{{n}" not in code)
     assert not unread, f"set by the chart, read nowhere: {unread}"
+
+
+def test_the_seed_documents_values_still_work():
+    """The values the seed's tutorial and installation guide tell users to set."""
+    tutorial = {
+        "limits": {"cpu": "1000m", "gpu": 0, "maximumWorkers": 3, "bandwidth": 1000},
+        "master": {
+            "image": {
+                "repository": "gcr.io/p/mlbench_master",
+                "tag": "latest",
+                "pullPolicy": "Always",
+            }
+        },
+        "worker": {
+            "image": {
+                "repository": "gcr.io/p/mlbench_worker",
+                "tag": "latest",
+                "pullPolicy": "Always",
+            }
+        },
+    }
+    objects = manifests(tutorial)
+    env = env_of(_master_container(objects))
+    assert (env["MLBENCH_MAX_WORKERS"], float(env["MLBENCH_MAX_CPUS"])) == ("3", 1.0)
+    assert _master_container(objects)["image"] == "gcr.io/p/mlbench_master:latest"
+    worker = _worker(objects)["spec"]["template"]["spec"]["containers"][0]
+    assert worker["image"] == "gcr.io/p/mlbench_worker:latest"
+    assert worker["imagePullPolicy"] == "Always"
+    assert worker["resources"]["limits"]["cpu"] == "1000m"
+
+    # The docker-in-docker guide: a pull secret for each component.
+    dind = {"master": {"imagePullSecret": "regcred"}, "worker": {"imagePullSecret": "regcred"}}
+    objects = manifests(dind)
+    master = find(objects, "Deployment", f"{RELEASE}-mlbench-master")["spec"]["template"]["spec"]
+    assert master["imagePullSecrets"] == [{"name": "regcred"}]
+    assert _worker(objects)["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
+
+    # The minikube guide: one worker on a one-node cluster (replicaCount), never more than
+    # a run may use.
+    assert _worker(manifests({"replicaCount": 1}))["spec"]["replicas"] == 1
+    assert _worker(manifests({"replicaCount": 5}))["spec"]["replicas"] == 2
+    notes = render({"replicaCount": 1})["mlbench/templates/NOTES.txt"]
+    assert "Workers: 1 at start" in notes

@@ -15,13 +15,13 @@ Names. The master's Kubernetes driver derives the worker StatefulSet's name from
 {{- define "mlbench.selectorLabels" -}}
 app: mlbench
 component: {{ .component }}
-release: {{ .root.Release.Name }}
+release: {{ .root.Release.Name | quote }}
 {{- end -}}
 
 {{- define "mlbench.labels" -}}
 {{ include "mlbench.selectorLabels" . }}
 app.kubernetes.io/name: mlbench
-app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/instance: {{ .root.Release.Name | quote }}
 app.kubernetes.io/component: {{ .component }}
 app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .root.Release.Service }}
@@ -35,6 +35,19 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace 
 {{- fail "limits.workers (or limits.maximumWorkers) must be at least 1" -}}
 {{- end -}}
 {{- int $max -}}
+{{- end -}}
+
+{{/* Worker pods at install; the seed's top-level replicaCount wins when set. */}}
+{{- define "mlbench.workerReplicas" -}}
+{{- $replicas := .Values.worker.replicas -}}
+{{- if not (kindIs "invalid" .Values.replicaCount) -}}
+{{- $replicas = .Values.replicaCount -}}
+{{- end -}}
+{{- $max := int (include "mlbench.maxWorkers" .) -}}
+{{- if gt (int $replicas) $max -}}
+{{- $replicas = $max -}}
+{{- end -}}
+{{- int $replicas -}}
 {{- end -}}
 
 {{/* limits.cpu as a number of cores ("1500m" -> 1.5), for the master's settings. */}}

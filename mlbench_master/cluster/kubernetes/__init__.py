@@ -6,6 +6,8 @@ run, execs mpirun in pod 0 and reads the output and exit code over the exec webs
 - names.py: the names and labels the chart gives the workers (one rule, shared with tests)
 - shell.py: the commands run inside the worker pods (bandwidth limit, stop, liveness)
 - podexec.py: the seam around `kubernetes.stream` (exec channels) and the Execution on it
+- images.py: a run's custom worker image, and the record that brings the chart's back
+- readiness.py: when a run's pods count as ready, and the reason when they do not
 - driver.py: KubernetesCluster itself
 """
 

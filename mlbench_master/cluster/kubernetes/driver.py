@@ -1,5 +1,11 @@
 """KubernetesCluster: runs on the worker StatefulSet of the mlbench helm chart.
 
+A run with a `custom_image_name` (the open division) gets that image in every worker pod:
+prepare() sets it on the StatefulSet's template and waits until the pods were replaced and
+are Ready with it; the chart's image comes back when the run ends (cancel(), which the job
+calls after every launch), when prepare() or launch() fail, and otherwise at the next look
+(images.py says how the record of the image to put back survives a dead master).
+
 Every Kubernetes API call of the master is made from this package (tests/kubernetes/
 test_rbac.py checks that the chart's Role grants exactly these calls, and nothing else):
 the StatefulSet, pods and events here, pod exec in podexec.py, the metrics API in usage.py.
@@ -22,7 +28,7 @@ from mlbench_master.cluster.base import (
     RunSpec,
 )
 from mlbench_master.cluster.environment import setting
-from mlbench_master.cluster.kubernetes import bandwidth, shell, usage
+from mlbench_master.cluster.kubernetes import bandwidth, images, shell, usage
 from mlbench_master.cluster.kubernetes.config import (
     load_api_client,
     namespace_from_environment,
@@ -42,11 +48,16 @@ from mlbench_master.cluster.kubernetes.podexec import (
     WebSocketChannel,
     run_to_completion,
 )
+from mlbench_master.cluster.kubernetes.readiness import (
+    Target,
+    blocking,
+    hopeless_image,
+    not_ready_reason,
+    ready_for,
+)
 from mlbench_master.cluster.kubernetes.resources import (
     desired_resources,
     event_time,
-    has_limits,
-    is_ready,
     labels_match,
     ordinal,
 )
@@ -190,75 +201,147 @@ class KubernetesCluster(ClusterDriver):
 
     # -- prepare ----------------------------------------------------------------------------
 
-    def _patch_statefulset(self, run: RunSpec) -> dict[str, Any]:
-        """Scale to num_workers and set the worker container's limits; returns those limits."""
-        from kubernetes.client.exceptions import ApiException
-
-        sts = self.api_client.sanitize_for_serialization(self._read_statefulset())
+    def _worker_container(self, sts: dict[str, Any]) -> dict[str, Any]:
         containers = sts["spec"]["template"]["spec"]["containers"]
         worker = next((c for c in containers if c["name"] == WORKER_CONTAINER), None)
         if worker is None:
             raise ClusterError(
                 f"StatefulSet {self.statefulset} has no container named {WORKER_CONTAINER!r}"
             )
+        return worker
+
+    def _apply(self, patch: dict[str, Any], what: str) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            self._apps().patch_namespaced_stateful_set(self.statefulset, self.namespace, patch)
+        except ApiException as error:
+            raise self._api_error(f"{what} StatefulSet {self.statefulset}", error) from error
+
+    def _patch_statefulset(self, run: RunSpec) -> Target:
+        """Scale to num_workers, set the worker container's limits and the run's image."""
+        sts = self.api_client.sanitize_for_serialization(self._read_statefulset())
+        containers = sts["spec"]["template"]["spec"]["containers"]
+        worker = self._worker_container(sts)
         max_gpus = int(float(setting("MLBENCH_MAX_GPUS") or 0))
         resources = desired_resources(run, worker.get("resources") or {}, max_gpus)
-        patch: dict[str, Any] = {}
+        image = images.plan(
+            worker.get("image") or "",
+            (sts.get("metadata") or {}).get("annotations"),
+            run.custom_image_name,
+        )
+        spec: dict[str, Any] = {}
         if sts["spec"].get("replicas") != run.num_workers:
-            patch["replicas"] = run.num_workers
-        if resources != (worker.get("resources") or {}):
+            spec["replicas"] = run.num_workers
+        new_image = image.image != worker.get("image")
+        if resources != (worker.get("resources") or {}) or new_image:
             worker["resources"] = resources
+            worker["image"] = image.image
             # Whole container entries: a strategic merge (by name) and a plain JSON merge
             # give the same result, so no server can drop the containers' other fields.
-            patch["template"] = {"spec": {"containers": containers}}
+            spec["template"] = {"spec": {"containers": containers}}
+        patch: dict[str, Any] = {"spec": spec} if spec else {}
+        if image.annotations:
+            # In the same request as the image: the record and the change never part.
+            patch["metadata"] = {"annotations": image.annotations}
         if patch:
-            try:
-                self._apps().patch_namespaced_stateful_set(
-                    self.statefulset, self.namespace, {"spec": patch}
-                )
-            except ApiException as error:
-                raise self._api_error(f"patching StatefulSet {self.statefulset}", error) from error
-            log.info("StatefulSet %s patched: %s", self.statefulset, sorted(patch))
-        return resources["limits"]
+            self._apply(patch, "patching")
+            changed = sorted(spec) + (["image"] if new_image else [])
+            log.info("StatefulSet %s patched: %s", self.statefulset, changed or ["annotations"])
+        if image.custom:
+            log.info("run %s: worker image %s (was %s)", run.id, image.image, image.original)
+        return Target(limits=resources["limits"], image=image.image, custom=image.custom)
 
-    def _not_ready_reason(self, name: str, pod: Any | None, limits: dict[str, Any]) -> str:
-        if pod is None:
-            event = self._latest_event(self.statefulset)
-            detail = event.message if event is not None and event.message else "not created yet"
-            return f"{name} not created: {detail}"
-        phase = (pod.status.phase if pod.status else None) or "Unknown"
-        if not has_limits(pod, limits):
-            return f"{name} {phase}: still running with the previous limits (being replaced)"
-        event = self._latest_event(name)
-        if event is not None and event.message:
-            return f"{name} {phase}: {event.message.strip()}"
-        for status in (pod.status.container_statuses or []) if pod.status else []:
-            waiting = status.state.waiting if status.state else None
-            if waiting is not None and waiting.reason:
-                return f"{name} {phase}: {waiting.reason}: {waiting.message or ''}".rstrip(": ")
-        return f"{name} {phase}: not Ready"
+    def restore_image(self, run: RunSpec | None = None) -> str | None:
+        """Put the worker image back that a run's custom image replaced.
 
-    def prepare(self, run: RunSpec) -> list[str]:
-        if run.num_workers < 1:
-            raise ClusterError(f"num_workers must be at least 1, got {run.num_workers}")
-        limits = self._patch_statefulset(run)
+        The record is the StatefulSet's annotations, else the copy in `run`'s launch record.
+        Returns the image put back, None when there was nothing to put back. The pods are
+        replaced by the StatefulSet controller; nothing waits for them here (the next
+        prepare() does).
+        """
+        sts = self.api_client.sanitize_for_serialization(self._read_statefulset())
+        containers = sts["spec"]["template"]["spec"]["containers"]
+        worker = self._worker_container(sts)
+        annotations = (sts.get("metadata") or {}).get("annotations") or {}
+        ours = {k: v for k, v in annotations.items() if k in images.KEYS}
+        current = worker.get("image") or ""
+        image = images.plan(current, ours or images.from_record(run.launch if run else None), "")
+        patch: dict[str, Any] = {}
+        if ours:
+            patch["metadata"] = {"annotations": dict.fromkeys(ours)}
+        if image.image != current:
+            worker["image"] = image.image
+            patch["spec"] = {"template": {"spec": {"containers": containers}}}
+        if patch:
+            self._apply(patch, "restoring the worker image of")
+        if image.image == current:
+            return None
+        log.info(
+            "StatefulSet %s: worker image %s put back (was %s)",
+            self.statefulset,
+            image.image,
+            current,
+        )
+        return image.image
+
+    def _restore_quietly(self, run: RunSpec) -> str:
+        """restore_image() where a failure must not hide the error being reported: returns
+        a note to add to that error ("" when all went well)."""
+        try:
+            self.restore_image(run)
+        except ClusterError as error:
+            log.warning("run %s: the worker image was not put back: %s", run.id, error)
+            return f"; the chart's worker image was not put back: {error}"
+        return ""
+
+    def _template_image(self) -> str:
+        sts = self.api_client.sanitize_for_serialization(self._read_statefulset())
+        return self._worker_container(sts).get("image") or ""
+
+    def _wait_for_workers(self, run: RunSpec, target: Target) -> list[str]:
         service = self._read_statefulset().spec.service_name or self.statefulset
         wanted = [f"{self.statefulset}-{i}" for i in range(run.num_workers)]
         deadline = time.monotonic() + self.ready_timeout
         while True:
             pods = {p.metadata.name: p for p in self._worker_pods()}
-            waiting = [
-                name
-                for name in wanted
-                if name not in pods or not (is_ready(pods[name]) and has_limits(pods[name], limits))
-            ]
+            waiting = [n for n in wanted if n not in pods or not ready_for(pods[n], target)]
             if not waiting:
                 return [host_name(name, service, self.namespace) for name in wanted]
+            if target.custom:
+                self._check_custom_image(target, [pods[n] for n in waiting if n in pods])
             if time.monotonic() >= deadline:
-                name = waiting[0]
-                reason = self._not_ready_reason(name, pods.get(name), limits)
+                name = blocking(waiting, pods, target)
+                reason = not_ready_reason(name, pods.get(name), target, self._latest_event)
                 raise PrepareTimeout(f"workers not Ready after {self.ready_timeout:g} s: {reason}")
             time.sleep(self.poll_interval)
+
+    def _check_custom_image(self, target: Target, waiting: list[Any]) -> None:
+        """Give up early when no wait can help: the image can never be pulled, or someone
+        (a cancel from the API, a person) put another image on the StatefulSet meanwhile."""
+        hopeless = hopeless_image(waiting, target)
+        if hopeless is not None:
+            raise ClusterError(hopeless)
+        now = self._template_image()
+        if now != target.image:
+            raise ClusterError(
+                f"the worker image of StatefulSet {self.statefulset} was changed to {now!r} "
+                f"while the run waited for its image {target.image!r} (cancelled?)"
+            )
+
+    def prepare(self, run: RunSpec) -> list[str]:
+        if run.num_workers < 1:
+            raise ClusterError(f"num_workers must be at least 1, got {run.num_workers}")
+        target = self._patch_statefulset(run)
+        try:
+            return self._wait_for_workers(run, target)
+        except ClusterError as error:
+            if not target.custom:
+                raise
+            note = self._restore_quietly(run)
+            if not note:
+                raise
+            raise type(error)(f"{error}{note}") from error
 
     # -- commands in pods ---------------------------------------------------------------------
 
@@ -301,8 +384,14 @@ class KubernetesCluster(ClusterDriver):
     # -- launch, cancel -------------------------------------------------------------------------
 
     def launch(self, run: RunSpec, argv: list[str], env: dict[str, str]) -> Execution:
-        pods = self._run_pod_names(run)
-        self._apply_bandwidth(run, pods)
+        # The job calls nothing else when launch() fails: put the chart's image back here.
+        try:
+            pods = self._run_pod_names(run)
+            sts = self.api_client.sanitize_for_serialization(self._read_statefulset())
+            image = images.record((sts.get("metadata") or {}).get("annotations"))
+            self._apply_bandwidth(run, pods)
+        except ClusterError as error:
+            raise ClusterError(f"{error}{self._restore_quietly(run)}") from error
         # The data sets are where the pods mount them, whatever the master's own setting is.
         env = {**env, "MLBENCH_DATA_DIR": DATA_DIR}
         try:
@@ -310,26 +399,38 @@ class KubernetesCluster(ClusterDriver):
             channel.write(shell.environment_block(env))
         except (ClusterError, ValueError) as error:
             self._clear_bandwidth(pods)
-            raise ClusterError(f"cannot start mpirun in pod {pods[0]}: {error}") from error
+            note = self._restore_quietly(run)
+            raise ClusterError(f"cannot start mpirun in pod {pods[0]}: {error}{note}") from error
         limited = list(self._limited)
+        where: dict[str, Any] = {"pods": pods, "launcher": pods[0]}
+        if image is not None:
+            # A copy of the StatefulSet's record, kept with the run (see restore_image).
+            where["image"] = image
         return PodExecution(
             channel,
+            # The job kills every execution once it ended (exit 0 too): cancel() then stops
+            # what is left and puts the chart's worker image back.
             on_kill=lambda: self.cancel(run),
             on_exit=lambda: self._clear_bandwidth(limited) if limited else None,
             record={
-                "kubernetes": {"pods": pods, "launcher": pods[0]},
+                "kubernetes": where,
                 "max_bandwidth": {"requested_mbit_s": run.max_bandwidth, "applied": bool(limited)},
             },
         )
 
     def _running_pods(self) -> list[str]:
+        # A pod being deleted is stopping everything in it already.
         return [
             p.metadata.name
             for p in self._worker_pods()
-            if p.status is not None and p.status.phase == "Running"
+            if p.status is not None
+            and p.status.phase == "Running"
+            and p.metadata.deletion_timestamp is None
         ]
 
     def cancel(self, run: RunSpec) -> None:
+        """Stop the run's processes in every pod, then put the chart's worker image back
+        (after, so no pod is replaced while it is being asked to stop)."""
         failures = []
         for pod in self._running_pods():
             try:
@@ -338,8 +439,15 @@ class KubernetesCluster(ClusterDriver):
                 code, output = -1, str(error)
             if code != 0:
                 failures.append(f"{pod}: {output.strip()[-200:] or f'exit code {code}'}")
+        problems = []
         if failures:
-            raise ClusterError("processes of the run may survive in " + "; ".join(failures))
+            problems.append("processes of the run may survive in " + "; ".join(failures))
+        try:
+            self.restore_image(run)
+        except ClusterError as error:
+            problems.append(f"the chart's worker image was not put back: {error}")
+        if problems:
+            raise ClusterError("; ".join(problems))
 
     def is_running(self, run: RunSpec) -> bool:
         for pod in self._running_pods():

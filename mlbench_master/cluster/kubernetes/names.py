@@ -6,6 +6,11 @@ from __future__ import annotations
 WORKER_CONTAINER = "worker"
 # Where the data sets live inside the worker pods (the persistent disk's mount point).
 DATA_DIR = "/datasets"
+# Annotations on the worker StatefulSet while a run's custom image replaces the chart's:
+# the image to put back, and the custom image the driver set. They live on the cluster, not
+# in the master, so any master process (a later run, a restarted master) can put it back.
+ORIGINAL_IMAGE_ANNOTATION = "mlbench.github.io/original-worker-image"
+CUSTOM_IMAGE_ANNOTATION = "mlbench.github.io/custom-worker-image"
 
 
 def worker_statefulset_name(release: str) -> str:
