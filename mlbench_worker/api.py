@@ -214,7 +214,7 @@ class ApiClient:
         spec = service.spec
         port = next((p for p in spec.ports if p.port == 80), spec.ports[0])
         if spec.type == "NodePort":
-            host = (spec.external_i_ps or [None])[0] or self._node_address(core, service)
+            host = (spec.external_ips or [None])[0] or self._node_address(core, service)
             return f"http://{host}:{port.node_port}"
         if spec.type == "LoadBalancer":
             ingress = (service.status.load_balancer.ingress or []) if service.status else []
