@@ -144,3 +144,23 @@ def test_form_says_what_the_open_division_does_on_kubernetes(page, settings):
     command = page.locator("#h-custom_image_command").inner_text()
     assert "in the worker pods" in command and "rank 0 only" in command
     assert "custom image and command" in page.locator("#new-run-form details summary").inner_text()
+
+
+def test_form_offers_only_the_chosen_tasks_goals_and_data_sets(page):
+    page.goto("/runs/")
+    page.wait_for_selector("body[data-loaded='1']")
+    page.get_by_role("button", name="New run").click()
+    form = page.locator("#new-run-form")
+    target, dataset = form.locator("select[name=target]"), form.locator("select[name=dataset]")
+    page.locator("#new-run-form details").first.evaluate("d => d.open = true")
+    target.select_option("paper")
+    dataset.select_option("cifar10")
+    form.locator("select[name=task]").select_option("logreg-epsilon")
+    enabled = "s => [...s.options].filter(o => !o.disabled).map(o => o.value)"
+    assert target.evaluate(enabled) == ["light", "standard"]
+    assert sorted(dataset.evaluate(enabled)) == ["auto", "epsilon", "synthetic"]
+    # what was chosen and is not offered any more falls back to the task's defaults
+    assert (target.input_value(), dataset.input_value()) == ("standard", "auto")
+    form.locator("select[name=task]").select_option("resnet20-cifar10")
+    assert target.evaluate(enabled) == ["light", "standard", "paper"]
+    assert sorted(dataset.evaluate(enabled)) == ["auto", "cifar10", "synthetic"]

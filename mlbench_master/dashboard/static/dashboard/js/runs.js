@@ -3,6 +3,7 @@
 import { api, every, rows } from "./api.js";
 import { datasetBadge, el, stateBadge, timeToTarget, when } from "./format.js";
 import { showFieldErrors, clearFieldErrors, readForm } from "./form.js";
+import { catalogue } from "./tasks.js";
 
 const body = document.querySelector("#runs-table tbody");
 const status = document.getElementById("runs-status");
@@ -97,6 +98,29 @@ if (form) {
     target.addEventListener("change", () => {
       light.checked = target.value === "light";
     });
+  }
+  // Each task has its own goals and data sets (the catalogue's): offer only those, so the
+  // form cannot ask for a goal the API would refuse for the chosen task.
+  const task = form.elements.namedItem("task");
+  const dataset = form.elements.namedItem("dataset");
+  const fitTask = () => {
+    const info = catalogue()[task.value];
+    if (!info) return;
+    const allowed = {
+      target: Object.keys(info.goals),
+      dataset: ["auto", info.dataset, "synthetic"],
+    };
+    for (const [select, fallback] of [[target, info.default_goal], [dataset, "auto"]]) {
+      if (!select) continue;
+      for (const option of select.options) option.disabled = !allowed[select.name].includes(option.value);
+      if (select.selectedOptions[0]?.disabled) select.value = fallback;
+    }
+    if (light) light.disabled = !allowed.target.includes("light");
+  };
+  if (task) {
+    task.addEventListener("change", fitTask);
+    form.addEventListener("reset", () => setTimeout(fitTask));
+    fitTask();
   }
   if (window.location.hash === "#new") openForm(true);
 }
