@@ -14,7 +14,6 @@ from pathlib import Path
 
 from mlbench_worker import catalogue
 from mlbench_worker.home import mlbench_home
-from mlbench_worker.models import MODELS
 from mlbench_worker.tasks import TASKS
 
 BACKENDS = ("mpi", "gloo", "nccl")
@@ -55,6 +54,16 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _nonnegative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be zero or more, got {text!r}")
+    return value
+
+
 def _nonnegative_int(text: str) -> int:
     try:
         value = int(text)
@@ -82,7 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("task", help=f"benchmark task: {', '.join(TASKS)}")
     g = p.add_argument_group("what is measured")
-    g.add_argument("--model", help=f"model (default: the task's): {', '.join(MODELS)}")
+    g.add_argument(
+        "--model",
+        help="model (default: the task's): "
+        + "; ".join(f"{name}: {', '.join(t.models)}" for name, t in _one_per_kind().items()),
+    )
     g.add_argument(
         "--target",
         default="standard",
@@ -93,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--dataset",
         default="auto",
         help="auto (the task's real data set if it can be had, else synthetic), the real "
-        "one (e.g. cifar10), or synthetic",
+        "one (cifar10 for task 1a, epsilon for task 2), or synthetic",
     )
     g.add_argument(
         "--time-budget",
@@ -105,33 +118,45 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-epochs",
         type=_positive_int,
         metavar="N",
-        help="stop after N epochs (default: the task's, 164)",
+        help="stop after N epochs (default: the task's: 164 for task 1a, 20 for task 2)",
     )
     g.add_argument(
         "--batch-size",
         type=_positive_int,
         metavar="N",
-        help="images per worker per step (default: the task's, 128)",
+        help="images (task 2: samples) per worker per step (default: the task's, 128)",
     )
     g.add_argument(
         "--lr",
         type=_positive_float,
-        help="peak learning rate (default: task rate x workers x batch/128)",
+        help="peak learning rate (default: the task's rate x workers x batch/128; task 2 "
+        "scales with at most 16 workers)",
+    )
+    g.add_argument(
+        "--l2",
+        type=_nonnegative_float,
+        metavar="LAMBDA",
+        help="task 2: L2 penalty lambda/2 |theta|^2 (default: the task's, 2.5e-6 = 1/400,000)",
     )
     g.add_argument(
         "--seed", type=_nonnegative_int, default=42, help="seed shared by all ranks (default 42)"
     )
     g.add_argument(
         "--train-images",
+        "--train-samples",
+        dest="train_images",
         type=_positive_int,
         metavar="N",
-        help="use only the first N training images (smoke tests; recorded)",
+        help="use only the first N training images or samples (smoke tests; recorded); for "
+        "synthetic data, how many to generate",
     )
     g.add_argument(
         "--test-images",
+        "--test-samples",
+        dest="test_images",
         type=_positive_int,
         metavar="N",
-        help="use only the first N test images (smoke tests; recorded)",
+        help="the same for the test set",
     )
     g = p.add_argument_group("how it runs")
     g.add_argument(
@@ -181,6 +206,16 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+_KIND_NAMES = {"image": "task 1a", "linear": "task 2"}
+
+
+def _one_per_kind() -> dict:
+    """One task of each kind, to list the models each kind accepts."""
+    return {
+        _KIND_NAMES.get(kind, kind): t for kind, t in {t.kind: t for t in TASKS.values()}.items()
+    }
+
+
 def _choice(
     parser: argparse.ArgumentParser, option: str, value: str, choices: tuple | dict
 ) -> None:
@@ -207,7 +242,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"unknown task {args.task!r}; choose one of: {', '.join(TASKS)}")
     task = TASKS[args.task]
     args.model = args.model or task.model
-    _choice(parser, "--model", args.model, MODELS)
+    _choice(parser, "--model", args.model, task.models)
     _choice(parser, "--backend", args.backend, BACKENDS)
     _choice(parser, "--device", args.device, DEVICES)
     info = catalogue.get(args.task)  # goals and data sets are the catalogue's
@@ -215,6 +250,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     _choice(parser, "--target", args.target, tuple(info.goals))
     if args.backend == "nccl" and args.device == "cpu":
         parser.error("--backend nccl needs --device cuda (use mpi or gloo on CPU)")
+    if task.kind == "linear":
+        for flag, given in (("--amp", args.amp), ("--channels-last", args.channels_last)):
+            if given:
+                parser.error(f"{flag} applies to image tasks only, not to {args.task}")
+    elif args.l2 is not None:
+        parser.error(f"--l2 applies to task 2 (linear models) only, not to {args.task}")
     args.batch_size = args.batch_size or task.batch_size
     args.max_epochs = args.max_epochs or task.max_epochs
     if args.threads is None and os.environ.get("OMP_NUM_THREADS", "").isdigit():

@@ -1,5 +1,9 @@
 """One benchmark run on one rank: set up, train (train.py), summarise, report.
 
+Each kind of task builds its own data, model and trainer (`_build_images` for task 1a,
+`_build_linear` for task 2 with mlbench_worker/linear/); checkpoints, the headline, the
+clock, the summary and reporting are the same code for both.
+
 Errors a user can fix are raised on every rank together (they come from agreed decisions)
 and printed once by rank 0; anything unexpected prints its traceback and aborts the whole
 MPI job, so no rank is left waiting in a collective for a partner that died.
@@ -12,6 +16,8 @@ import math
 import os
 import sys
 import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -20,9 +26,10 @@ from mlbench_worker.comm import Communicator, broadcast_model, local_rank
 from mlbench_worker.data import load_dataset
 from mlbench_worker.data.loader import CIFAR10_MEAN, CIFAR10_STD, Batches, channel_stats
 from mlbench_worker.errors import WorkerError
+from mlbench_worker.linear import setup as linear_setup
 from mlbench_worker.models import build_model
-from mlbench_worker.report import make_reporter
-from mlbench_worker.tasks import get_task
+from mlbench_worker.report import Reporter, make_reporter
+from mlbench_worker.tasks import LinearTask, Task, get_task
 from mlbench_worker.train import Goal, Schedule, Trainer
 
 EVAL_BATCH = 500
@@ -80,25 +87,153 @@ def run_main(args: argparse.Namespace) -> int:
             comm.close()
 
 
+@dataclass
+class Built:
+    """What a task's set-up hands to the part of a run every task shares."""
+
+    trainer: Trainer
+    dataset: str  # what was used: the real data set's name, or "synthetic"
+    note: str  # why synthetic was used, when it was a fallback
+    real_name: str  # the real data set as people call it, for the synthetic banner
+    peak_lr: float
+    data_line: str  # e.g. "data cifar10 (50000 train / 10000 test images)"
+    config: dict  # task-specific entries of the summary's config
+    after_restore: Callable[[Trainer], None] = lambda _trainer: None
+
+
 def _run(args: argparse.Namespace, comm: Communicator) -> int:
     task = get_task(args.task)
-    device = comm.device
     rank0 = comm.rank == 0
     say = print if rank0 else (lambda *_a, **_k: None)
     threads = torch.get_num_threads()
     hostnames = comm.allgather_object(runinfo.hostname())
 
+    def open_reporter() -> Reporter:
+        if rank0:
+            return make_reporter(args.master_url, args.run_id, args.token, args.metrics_file)
+        return make_reporter(None, args.run_id, None, None)
+
+    build = _build_linear if task.kind == "linear" else _build_images
+    built = build(args, comm, task, say, open_reporter)
+    trainer, reporter, device = built.trainer, built.trainer.reporter, comm.device
+    workers = comm.size
+    goal = trainer.goal
+
+    identity = {
+        "task": task.name,
+        "model": args.model,
+        "num_workers": workers,
+        "batch_size": args.batch_size,
+        "seed": args.seed,
+        "dataset": built.dataset,
+    }
+    if args.checkpoint_dir:
+
+        def save(trainer: Trainer) -> None:
+            if trainer.comm.rank == 0:
+                checkpoint.save(trainer, args.checkpoint_dir, identity)
+
+        trainer.checkpoint = save
+
+    if args.resume:
+        state, problem = None, None
+        if rank0:
+            try:
+                state = checkpoint.load(args.checkpoint_dir, identity)
+            except WorkerError as exc:
+                problem = str(exc)
+        problem = comm.bcast_object(problem)
+        if problem:
+            raise WorkerError(problem)
+        state = comm.bcast_object(state)
+        checkpoint.restore(trainer, state)
+        built.after_restore(trainer)
+        say(
+            f"resumed from {args.checkpoint_dir}: {trainer.progress.epoch} epochs done, "
+            f"{trainer.progress.elapsed_before:.1f}s on the clock",
+            flush=True,
+        )
+
+    say(
+        f"{task.name}: model {args.model}, {built.data_line}, "
+        f"{workers} worker(s), backend {comm.backend}, device {device}, {threads} thread(s)/rank, "
+        f"batch {args.batch_size}/worker, peak lr {built.peak_lr:g}, target {args.target} "
+        f"({goal.accuracy:.0%}), max {goal.max_epochs} epochs"
+        + (f", time budget {args.time_budget:g}s" if args.time_budget else ""),
+        flush=True,
+    )
+
+    try:
+        progress = trainer.fit()
+        elapsed = trainer.elapsed()
+        totals = comm.allreduce_sums(
+            [progress.time_data, progress.time_compute, progress.time_comm]
+        )
+        step_total = float(totals.sum())
+        summary = {
+            "task": task.name,
+            "model": args.model,
+            "dataset": built.dataset,
+            "num_workers": workers,
+            "backend": comm.backend,
+            "device": str(device),
+            "target": args.target,
+            "target_accuracy": goal.accuracy,
+            "reached": progress.time_to_target is not None,
+            "time_to_target": progress.time_to_target,
+            "final_val_accuracy": progress.val_accuracy,
+            "best_val_accuracy": progress.best_val_accuracy,
+            "epochs": round(progress.epochs_done, 4),
+            trainer.throughput_metric: _finite(trainer.throughput()),
+            "comm_share": float(totals[2] / step_total) if step_total > 0 else 0.0,
+            "elapsed": elapsed,
+            "seed": args.seed,
+            "versions": runinfo.versions(),
+            "hardware": runinfo.hardware(device, threads, hostnames),
+            "stop_reason": progress.stop_reason,
+            "run_id": args.run_id,
+            "dataset_note": built.note,
+            "config": {
+                "batch_size": args.batch_size,
+                "peak_lr": built.peak_lr,
+                "max_epochs": args.max_epochs,
+                "time_budget": args.time_budget,
+                **built.config,
+                "threads": threads,
+            },
+        }
+        if rank0:
+            reporter.summary(summary)
+            print(runinfo.summary_table(summary), flush=True)
+    finally:
+        reporter.close()
+    return 0
+
+
+def _synthetic_banner(say: Callable[..., None], real_name: str, note: str) -> None:
+    banner = "!" * 78
+    why = note or "--dataset synthetic was requested."
+    say(
+        f"{banner}\n!! SYNTHETIC DATA: this run does not train on {real_name} and its results are\n"
+        f"!! not {real_name} results. {why}\n{banner}",
+        flush=True,
+    )
+
+
+def _build_images(
+    args: argparse.Namespace,
+    comm: Communicator,
+    task: Task,
+    say: Callable[..., None],
+    open_reporter: Callable[[], Reporter],
+) -> Built:
+    """Task 1a: CIFAR-10 (or its stand-in), a ResNet, SGD with momentum, warm-up and decay."""
+    device = comm.device
     data = load_dataset(
         args.dataset, args.data_dir, args.seed, comm, args.train_images, args.test_images
     )
     if data.name == "synthetic":
-        banner = "!" * 78
-        why = data.note or "--dataset synthetic was requested."
-        say(
-            f"{banner}\n!! SYNTHETIC DATA: this run does not train on CIFAR-10 and its results are\n"
-            f"!! not CIFAR-10 results. {why}\n{banner}",
-            flush=True,
-        )
+        _synthetic_banner(say, "CIFAR-10", data.note)
     arrays = data.arrays
     mean, std = (
         (CIFAR10_MEAN, CIFAR10_STD) if data.name == "cifar10" else channel_stats(arrays.train_x)
@@ -137,30 +272,6 @@ def _run(args: argparse.Namespace, comm: Communicator) -> int:
         model.parameters(), lr=start_lr, momentum=task.momentum, weight_decay=task.weight_decay
     )
     goal = Goal(args.target, task.target_accuracy(args.target), args.max_epochs, args.time_budget)
-    reporter = (
-        make_reporter(args.master_url, args.run_id, args.token, args.metrics_file)
-        if rank0
-        else make_reporter(None, args.run_id, None, None)
-    )
-
-    identity = {
-        "task": task.name,
-        "model": args.model,
-        "num_workers": workers,
-        "batch_size": args.batch_size,
-        "seed": args.seed,
-        "dataset": data.name,
-    }
-    save = None
-    if args.checkpoint_dir:
-
-        def save(trainer: Trainer) -> None:
-            if trainer.comm.rank == 0:
-                checkpoint.save(trainer, args.checkpoint_dir, identity)
-
-    trainer_kwargs = dict(
-        seed=args.seed, device=device, amp=args.amp, log_every=args.log_every, checkpoint=save
-    )
     trainer = Trainer(
         model,
         optimizer,
@@ -169,8 +280,11 @@ def _run(args: argparse.Namespace, comm: Communicator) -> int:
         comm,
         train_data,
         test_data,
-        reporter,
-        **trainer_kwargs,
+        open_reporter(),
+        seed=args.seed,
+        device=device,
+        amp=args.amp,
+        log_every=args.log_every,
     )
     steps = trainer.steps_per_epoch
     trainer.schedule = Schedule(
@@ -180,82 +294,53 @@ def _run(args: argparse.Namespace, comm: Communicator) -> int:
         decay_steps=tuple(round(e * steps) for e in task.decay_epochs),
         factor=task.decay_factor,
     )
-
-    if args.resume:
-        state, problem = None, None
-        if rank0:
-            try:
-                state = checkpoint.load(args.checkpoint_dir, identity)
-            except WorkerError as exc:
-                problem = str(exc)
-        problem = comm.bcast_object(problem)
-        if problem:
-            raise WorkerError(problem)
-        state = comm.bcast_object(state)
-        checkpoint.restore(trainer, state)
-        say(
-            f"resumed from {args.checkpoint_dir}: {trainer.progress.epoch} epochs done, "
-            f"{trainer.progress.elapsed_before:.1f}s on the clock",
-            flush=True,
-        )
-
-    say(
-        f"{task.name}: model {args.model}, data {data.name} ({len(train_data)} train / {len(test_data)} test images), "
-        f"{workers} worker(s), backend {comm.backend}, device {device}, {threads} thread(s)/rank, "
-        f"batch {args.batch_size}/worker, peak lr {peak_lr:g}, target {args.target} "
-        f"({goal.accuracy:.0%}), max {goal.max_epochs} epochs"
-        + (f", time budget {args.time_budget:g}s" if args.time_budget else ""),
-        flush=True,
+    return Built(
+        trainer=trainer,
+        dataset=data.name,
+        note=data.note,
+        real_name="CIFAR-10",
+        peak_lr=peak_lr,
+        data_line=f"data {data.name} ({len(train_data)} train / {len(test_data)} test images)",
+        config={
+            "train_images": len(train_data),
+            "test_images": len(test_data),
+            "amp": args.amp,
+            "channels_last": args.channels_last,
+        },
     )
 
-    try:
-        progress = trainer.fit()
-        elapsed = trainer.elapsed()
-        totals = comm.allreduce_sums(
-            [progress.time_data, progress.time_compute, progress.time_comm]
-        )
-        step_total = float(totals.sum())
-        summary = {
-            "task": task.name,
-            "model": args.model,
-            "dataset": data.name,
-            "num_workers": workers,
-            "backend": comm.backend,
-            "device": str(device),
-            "target": args.target,
-            "target_accuracy": goal.accuracy,
-            "reached": progress.time_to_target is not None,
-            "time_to_target": progress.time_to_target,
-            "final_val_accuracy": progress.val_accuracy,
-            "best_val_accuracy": progress.best_val_accuracy,
-            "epochs": round(progress.epochs_done, 4),
-            "images_per_sec": _finite(trainer.images_per_sec()),
-            "comm_share": float(totals[2] / step_total) if step_total > 0 else 0.0,
-            "elapsed": elapsed,
-            "seed": args.seed,
-            "versions": runinfo.versions(),
-            "hardware": runinfo.hardware(device, threads, hostnames),
-            "stop_reason": progress.stop_reason,
-            "run_id": args.run_id,
-            "dataset_note": data.note,
-            "config": {
-                "batch_size": args.batch_size,
-                "peak_lr": peak_lr,
-                "max_epochs": args.max_epochs,
-                "time_budget": args.time_budget,
-                "train_images": len(train_data),
-                "test_images": len(test_data),
-                "amp": args.amp,
-                "channels_last": args.channels_last,
-                "threads": threads,
-            },
-        }
-        if rank0:
-            reporter.summary(summary)
-            print(runinfo.summary_table(summary), flush=True)
-    finally:
-        reporter.close()
-    return 0
+
+def _build_linear(
+    args: argparse.Namespace,
+    comm: Communicator,
+    task: LinearTask,
+    say: Callable[..., None],
+    open_reporter: Callable[[], Reporter],
+) -> Built:
+    """Task 2: epsilon (or its stand-in), a GLM, plain SGD with a plateau schedule."""
+    s = linear_setup.build(args, comm, task, lambda msg: say(msg, flush=True), open_reporter)
+    data = s.data
+    if data.name == "synthetic":
+        _synthetic_banner(say, "epsilon", data.note)
+    return Built(
+        trainer=s.trainer,
+        dataset=data.name,
+        note=data.note,
+        real_name="epsilon",
+        peak_lr=s.peak_lr,
+        data_line=(
+            f"data {data.name} ({data.train_total} train / {data.test_total} test samples, "
+            f"{data.features} features; {len(data.train)} rows on this rank)"
+        ),
+        config={
+            "train_samples": data.train_total,
+            "test_samples": data.test_total,
+            "features": data.features,
+            "l2": s.l2,
+            "floor_lr": s.floor_lr,
+        },
+        after_restore=lambda t: t.schedule.replay(t.progress.history),
+    )
 
 
 def _finite(x: float) -> float | None:

@@ -93,7 +93,15 @@ class _Interval:
 
 
 class Trainer:
-    """Holds everything one rank needs to train; `fit()` runs the benchmark."""
+    """Holds everything one rank needs to train; `fit()` runs the benchmark.
+
+    A task with another kind of model or data overrides the hooks `epoch_indices`,
+    `forward_backward` and `evaluate` (task 2's linear models: mlbench_worker/linear/), and
+    names its throughput with `throughput_metric` / `throughput_unit`.
+    """
+
+    throughput_metric = "images_per_sec"
+    throughput_unit = "img/s"
 
     def __init__(
         self,
@@ -131,11 +139,13 @@ class Trainer:
             (torch.float16 if device.type == "cuda" else torch.bfloat16) if amp else None
         )
         self.scaler = torch.amp.GradScaler("cuda") if amp and device.type == "cuda" else None
+        # The scalar slots as numpy on CPU: setting them costs nanoseconds, not a torch op each.
+        self.extra_host = (
+            self.grads.buffer.numpy()[self.grads.numel :] if device.type == "cpu" else None
+        )
         self.progress = Progress()
         self.clock_start: float | None = None
-        self.steps_per_epoch = train_data.steps(
-            len(shard_indices(len(train_data), comm.rank, comm.size, seed, 0))
-        )
+        self.steps_per_epoch = train_data.steps(len(self.epoch_indices(0)))
 
     # --- the clock --------------------------------------------------------------------
     def elapsed(self) -> float:
@@ -175,12 +185,12 @@ class Trainer:
         p = self.progress
         model, grads, comm = self.model, self.grads, self.comm
         model.train()
-        indices = shard_indices(len(self.train_data), comm.rank, comm.size, self.seed, epoch)
+        indices = self.epoch_indices(epoch)
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch * 1_009 + comm.rank)
         batches = self.train_data.iterate(indices, gen)
         interval = _Interval()
         budget = self.goal.time_budget
-        stats = torch.zeros(5, device=self.device)
+        host = self.extra_host
         for i in range(self.steps_per_epoch):
             t0 = time.perf_counter()
             x, y = next(batches)
@@ -188,21 +198,16 @@ class Trainer:
             t1 = time.perf_counter()
 
             grads.zero_()
-            with torch.autocast(
-                self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None
-            ):
-                out = model(x)
-                loss = F.cross_entropy(out, y)
-            # Scaling the loss by 1/K makes the all-reduced sum the average gradient.
-            scaled = loss * (1.0 / comm.size) if comm.size > 1 else loss
-            (self.scaler.scale(scaled) if self.scaler else scaled).backward()
+            self.forward_backward(x, y)
             n = y.shape[0]
-            stats[LOSS] = loss.detach().float() * n
-            stats[CORRECT] = (out.argmax(1) == y).sum()
-            stats[IMAGES] = n
-            stats[STOP] = 1.0 if budget is not None and self.elapsed() >= budget else 0.0
-            stats[REPORT] = 1.0 if comm.rank == 0 and t1 - interval.start >= LOG_SECONDS else 0.0
-            grads.extra.copy_(stats)
+            stop_now = 1.0 if budget is not None and self.elapsed() >= budget else 0.0
+            report_now = 1.0 if comm.rank == 0 and t1 - interval.start >= LOG_SECONDS else 0.0
+            if host is not None:
+                host[IMAGES], host[STOP], host[REPORT] = n, stop_now, report_now
+            else:
+                grads.extra[IMAGES] = n
+                grads.extra[STOP] = stop_now
+                grads.extra[REPORT] = report_now
             self._sync()
             t2 = time.perf_counter()
 
@@ -239,6 +244,25 @@ class Trainer:
                 return i == self.steps_per_epoch - 1
         return True
 
+    def epoch_indices(self, epoch: int) -> np.ndarray:
+        """This rank's training indices for `epoch`, in the order they are visited."""
+        return shard_indices(len(self.train_data), self.comm.rank, self.comm.size, self.seed, epoch)
+
+    def forward_backward(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """One batch: gradients (scaled by 1/K) into the flat buffer, and the batch's loss sum
+        and correct predictions into the LOSS and CORRECT slots that ride along."""
+        with torch.autocast(
+            self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None
+        ):
+            out = self.model(x)
+            loss = F.cross_entropy(out, y)
+        # Scaling the loss by 1/K makes the all-reduced sum the average gradient.
+        scaled = loss * (1.0 / self.comm.size) if self.comm.size > 1 else loss
+        (self.scaler.scale(scaled) if self.scaler else scaled).backward()
+        extra = self.grads.extra
+        extra[LOSS] = loss.detach().float() * y.shape[0]
+        extra[CORRECT] = (out.argmax(1) == y).sum()
+
     def _report_interval(self, interval: _Interval, lr: float) -> None:
         """Post the interval's global training metrics and every rank's timings (rank 0)."""
         p = self.progress
@@ -262,7 +286,7 @@ class Trainer:
             metric("learning_rate", lr, **meta)
             metric("epoch", p.epochs_done, **meta)
             metric("elapsed", meta["elapsed"], **meta)
-            metric("images_per_sec", images / max(now - interval.start, 1e-9), **meta)
+            metric(self.throughput_metric, images / max(now - interval.start, 1e-9), **meta)
             means = np.mean(per_rank, axis=0)
             for name, value in zip(("time_data", "time_compute", "time_comm"), means, strict=True):
                 metric(name, float(value), **meta)
@@ -273,7 +297,8 @@ class Trainer:
             step_time = float(sum(means))
             self.print(
                 f"step {p.step:6d}  epoch {p.epochs_done:7.3f}  loss {loss_sum / images:.4f}  "
-                f"acc {correct / images:.4f}  lr {lr:.4f}  {images / max(now - interval.start, 1e-9):8.1f} img/s  "
+                f"acc {correct / images:.4f}  lr {lr:.4f}  "
+                f"{images / max(now - interval.start, 1e-9):8.1f} {self.throughput_unit}  "
                 f"comm {100 * means[2] / max(step_time, 1e-12):4.1f}%  elapsed {self.elapsed():8.1f}s"
             )
         interval.reset(time.perf_counter())
@@ -332,6 +357,9 @@ class Trainer:
         return p.time_comm / total if total > 0 else 0.0
 
     def images_per_sec(self) -> float:
-        """Training throughput of all ranks together (evaluation excluded)."""
+        """Training throughput of all ranks together (evaluation excluded): images, or the
+        samples of a task whose unit is samples (`throughput_metric` names it)."""
         p = self.progress
         return p.images / p.train_seconds if p.train_seconds > 0 else math.nan
+
+    throughput = images_per_sec

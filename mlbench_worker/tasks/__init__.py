@@ -1,19 +1,22 @@
 """Benchmark tasks: each fixes a model, a data set, the hyperparameters and the accuracy goals.
 
-A task is plain data (no torch), so the option parser can list and check them quickly.
+A task is plain data (no torch), so the option parser can list and check them quickly. Its
+`kind` says which training code runs it: "image" (task 1a, run.py) or "linear" (task 2,
+mlbench_worker/linear/).
 """
 
 from __future__ import annotations
 
-from mlbench_worker.tasks.base import Task
+from mlbench_worker.tasks.base import LinearTask, Task
+from mlbench_worker.tasks.logreg_epsilon import TASKS as _EPSILON_TASKS
 from mlbench_worker.tasks.resnet_cifar10 import TASKS as _CIFAR10_TASKS
 
-TASKS: dict[str, Task] = {t.name: t for t in _CIFAR10_TASKS}
+TASKS: dict[str, Task | LinearTask] = {t.name: t for t in [*_CIFAR10_TASKS, *_EPSILON_TASKS]}
 
 
-def get_task(name: str) -> Task:
+def get_task(name: str) -> Task | LinearTask:
     """The task called `name`; KeyError if there is none (the parser reports it)."""
     return TASKS[name]
 
 
-__all__ = ["TASKS", "Task", "get_task"]
+__all__ = ["TASKS", "LinearTask", "Task", "get_task"]

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
+
+from mlbench_worker.models import MODELS
 
 
 @dataclass(frozen=True)
 class Task:
-    """One closed-division task; the worker's options may only override what is marked.
+    """One closed-division image task; the worker's options may only override what is marked.
 
     Learning rates are given for one worker with `batch_size` images; with K workers the
     peak rate is K times higher (linear scaling), reached by a linear warm-up.
     """
+
+    kind: ClassVar[str] = "image"
 
     name: str
     model: str  # default model; --model may pick another depth (recorded in the summary)
@@ -24,6 +29,46 @@ class Task:
     decay_epochs: tuple[float, ...]  # multiply the rate by `decay_factor` at each
     decay_factor: float
     max_epochs: int
+    targets: dict[str, float] = field(default_factory=dict)  # goal name -> val accuracy
+    description: str = ""
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """What --model may pick for this task."""
+        return tuple(MODELS)
+
+    def target_accuracy(self, target: str) -> float:
+        """Validation accuracy (0..1) that counts as reaching the goal `target`."""
+        return self.targets[target]
+
+
+@dataclass(frozen=True)
+class LinearTask:
+    """A generalised linear model trained by synchronous mini-batch SGD (task 2).
+
+    The rate `base_lr` is for one worker with `batch_size` samples; with K workers it is
+    multiplied by min(K, `lr_scale_cap`), then reduced on plateaus of the validation loss
+    (by `plateau_factor` when an evaluation does not improve the best loss by at least
+    `plateau_threshold`), never below `base_lr`. Each model of `models` adjusts the rates
+    by its own factor and bound (mlbench_worker/linear/GLMS).
+    """
+
+    kind: ClassVar[str] = "linear"
+
+    name: str
+    model: str
+    dataset: str
+    batch_size: int  # per worker
+    base_lr: float
+    max_epochs: int
+    l2: float  # lambda of the penalty lambda/2 * |theta|^2 on weights and bias
+    features: int
+    train_rows: int  # sizes of the synthetic stand-in (the real set's)
+    test_rows: int
+    models: tuple[str, ...] = ()
+    lr_scale_cap: int = 16
+    plateau_factor: float = 0.75
+    plateau_threshold: float = 0.01
     targets: dict[str, float] = field(default_factory=dict)  # goal name -> val accuracy
     description: str = ""
 

@@ -76,4 +76,4 @@ def test_seed_image_names_map_to_tasks_tag_ignored(image, task):
 
 def test_union_of_goals_and_data_sets():
     assert catalogue.goal_names() == ["light", "standard", "paper"]
-    assert catalogue.dataset_names() == ["auto", "cifar10", "synthetic"]
+    assert catalogue.dataset_names() == ["auto", "cifar10", "synthetic", "epsilon"]

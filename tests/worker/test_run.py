@@ -30,7 +30,7 @@ def test_auto_falls_back_loudly_and_time_budget_stops_mid_epoch(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "SYNTHETIC DATA" in proc.stdout and "CIFAR-10 could not be had" in proc.stdout
-    assert "synthetic (generated; NOT CIFAR-10)" in proc.stdout
+    assert "synthetic (generated; NOT the cifar10 data set)" in proc.stdout
     summary = next(json.loads(x) for x in metrics.read_text().splitlines() if '"summary"' in x)
     assert summary["dataset"] == "synthetic" and "Could not download" in summary["dataset_note"]
     assert summary["stop_reason"] == "time budget spent"
