@@ -162,6 +162,7 @@ def run_spec(run: Run) -> RunSpec:
         time_limit=int(run.time_limit),
         custom_image_name=run.custom_image_name or "",
         custom_image_command=run.custom_image_command or "",
+        custom_backend=run.custom_backend or "",
         run_all_nodes=bool(run.run_all_nodes),
         launch=dict(run.job_metadata or {}) if isinstance(run.job_metadata, dict) else {},
     )

@@ -62,7 +62,7 @@ def _image_table() -> dict[str, tuple[str, str, bool, bool]]:
 
 
 MLBENCH_IMAGES = _image_table()
-CUSTOM_IMAGE = "custom_image"  # the open division: your command (and image on Kubernetes)
+CUSTOM_IMAGE = catalogue.CUSTOM_IMAGE  # the open division: your command (and image on k8s)
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -298,15 +298,27 @@ class ApiClient:
         `image` names the benchmark as the original client did: a display name (a key of
         MLBENCH_IMAGES, e.g. "PyTorch Cifar-10 ResNet-20", any case), an official image name
         or a task name; it is sent as `task`. Anything else raises ValueError listing the
-        names. With `custom_image_name` or `custom_image_command` the run is the open
-        division's. `backend` is any case; `custom_backend` is for custom images only.
+        names. The official image it stands for is sent as `image_name`, so the run
+        records it. With `custom_image_name` or `custom_image_command` (or image
+        "custom_image") the run is the open division's and needs the command. `backend`
+        is any case; `custom_backend` is for custom images only.
         """
-        open_division = bool(custom_image_name or custom_image_command)
-        if image is not None and image != CUSTOM_IMAGE and not open_division:
+        open_division = bool(custom_image_name or custom_image_command) or image == CUSTOM_IMAGE
+        image_name = None
+        if open_division:
+            if image not in (None, CUSTOM_IMAGE):
+                raise ValueError(
+                    f"image {image!r} is an official benchmark; a custom command or image "
+                    "runs instead of one: give one or the other"
+                )
+            if not custom_image_command:
+                raise ValueError("a custom image needs custom_image_command: what each rank runs")
+            image_name = CUSTOM_IMAGE
+        elif image is not None:
             named = resolve_image(image)
             if task not in (None, named):
                 raise ValueError(f"image {image!r} runs task {named}, not {task!r}")
-            task = named
+            task, image_name = named, _official_image(image, named)
         if custom_backend is not None:
             if backend not in (None, "custom_backend"):
                 raise ValueError("custom_backend and backend are mutually exclusive")
@@ -323,7 +335,7 @@ class ApiClient:
             "light_target": light_target,
         }
         optional = {
-            "image_name": CUSTOM_IMAGE if open_division else None,
+            "image_name": image_name,
             "backend": backend,
             "custom_image_name": custom_image_name,
             "custom_image_command": custom_image_command,
@@ -431,10 +443,7 @@ def resolve_image(image: str) -> str:
     info = catalogue.by_title(image) or catalogue.by_image(image) or catalogue.TASKS.get(image)
     if info is not None:
         return info.name
-    wanted = " ".join(image.split()).casefold()
-    known = catalogue.seed_image(image) or next(
-        (s for s in catalogue.SEED_IMAGES if s.title.casefold() == wanted), None
-    )
+    known = catalogue.seed_image(image) or catalogue.seed_by_title(image)
     if known is not None:
         raise ValueError(
             f"{known.title} ({known.image}) is not implemented here yet; known benchmarks: "
@@ -456,6 +465,18 @@ def _own_namespace() -> str:
             return f.read().strip() or "default"
     except OSError:
         return "default"
+
+
+def _official_image(image: str, task: str) -> str | None:
+    """The official image `image` stands for: itself (tag kept), its display name's, or the
+    task's own; None for a task no official image runs."""
+    if catalogue.seed_image(image) is not None:
+        return image.strip()
+    titled = catalogue.seed_by_title(image)
+    if titled is not None:
+        return f"{titled.image}:latest"
+    own = catalogue.TASKS[task].seed_images
+    return f"{own[0]}:latest" if own else None
 
 
 def _kubernetes(load_config: bool, in_cluster: bool) -> Any:

@@ -128,6 +128,10 @@ TASKS: dict[str, TaskInfo] = {
     + [LOGREG_EPSILON]
 }
 DEFAULT_TASK = "resnet20-cifar10"
+# The original client's names for the open division: its `image_name` for "my own image and
+# command", and its `backend` value that defers to `custom_backend`.
+CUSTOM_IMAGE = "custom_image"
+CUSTOM_BACKEND = "custom_backend"
 
 
 @dataclass(frozen=True)
@@ -248,25 +252,29 @@ def by_image(image: str) -> TaskInfo | None:
     return TASKS[found.task] if found and found.task else None
 
 
-def implemented_images() -> list[str]:
-    """The official images this platform runs, as the original client names them (":latest")."""
-    return [f"{s.image}:latest" for s in SEED_IMAGES if s.task]
+def implemented_images(offered: list[str] | None = None) -> list[str]:
+    """The official images this platform runs (":latest"), of the tasks in `offered` if given."""
+    return [
+        f"{s.image}:latest"
+        for s in SEED_IMAGES
+        if s.task and (offered is None or s.task in offered)
+    ]
+
+
+def _words(name: str) -> str:
+    return " ".join(name.split()).casefold()
+
+
+def seed_by_title(title: str) -> SeedImage | None:
+    """The original client's official image with this display name (any case), or None."""
+    return next((s for s in SEED_IMAGES if s.title.casefold() == _words(title)), None)
 
 
 def by_title(title: str) -> TaskInfo | None:
     """The task a display name stands for: ours (`title`) or the original client's, or None.
 
-    Case and surrounding blanks are ignored, so "pytorch cifar-10 resnet-20" works too.
+    Case and blanks are ignored, so "pytorch cifar-10 resnet-20" works too.
     """
-    wanted = " ".join(title.split()).casefold()
-    for info in TASKS.values():
-        if info.title.casefold() == wanted:
-            return info
-    found = next((s for s in SEED_IMAGES if s.title.casefold() == wanted), None)
-    return TASKS[found.task] if found and found.task else None
-
-
-def titles() -> list[str]:
-    """Every display name `by_title` accepts and that has a task here."""
-    ours = [t.title for t in TASKS.values()]
-    return list(dict.fromkeys(ours + [s.title for s in SEED_IMAGES if s.task]))
+    info = next((t for t in TASKS.values() if t.title.casefold() == _words(title)), None)
+    found = seed_by_title(title)
+    return info or (TASKS[found.task] if found and found.task else None)

@@ -74,16 +74,35 @@ def _token_from_header(request) -> str | None:  # noqa: ANN001
 
 
 def challenge(request) -> str:  # noqa: ANN001
-    """The WWW-Authenticate value of a 401: both ways to send a token.
+    """The WWW-Authenticate value of a 401: both ways to send a token, to scripts.
 
-    The Basic challenge is left out for scripts running in a browser page (fetch sends
-    `Sec-Fetch-Mode` other than "navigate"): there it would make the browser pop up its
-    own password dialog over the dashboard, which signs in with its own page instead.
+    Browsers (they send `Sec-Fetch-*` headers) are never offered Basic: a browser that
+    was given Basic credentials once attaches them to every later request to this host,
+    cross-site form posts included, and would pop its password dialog over the
+    dashboard, which signs in with its own page.
     """
-    mode = request.META.get("HTTP_SEC_FETCH_MODE", "")
-    if mode and mode != "navigate":
+    if any(name.startswith("HTTP_SEC_FETCH_") for name in request.META):
         return 'Token realm="mlbench"'
     return 'Token realm="mlbench", Basic realm="mlbench", charset="UTF-8"'
+
+
+def _cross_site(request) -> str | None:  # noqa: ANN001
+    """Why an unsafe request looks sent by another site's page, or None.
+
+    Basic credentials are attached by a browser by itself, like a cookie, so a write
+    authenticated by them gets the check Django's CSRF protection gives sessions: the
+    browser's own statement of where the request comes from. Scripts (`requests`, curl)
+    send neither header and pass.
+    """
+    site = request.META.get("HTTP_SEC_FETCH_SITE")
+    if site is not None and site not in ("same-origin", "none"):
+        return f"Sec-Fetch-Site is {site!r}"
+    origin = request.META.get("HTTP_ORIGIN")
+    if origin is not None:
+        own = f"{request.scheme}://{request.get_host()}"
+        if origin != own and origin not in settings.CSRF_TRUSTED_ORIGINS:
+            return f"Origin {origin!r} is not this master ({own}) nor in CSRF_TRUSTED_ORIGINS"
+    return None
 
 
 def _worker(key: str) -> tuple[RunWorker, Run]:
@@ -141,15 +160,26 @@ class TokenBasicAuthentication(authentication.BaseAuthentication):
                 "Authorization header must be 'Basic <base64 of user:token>'"
             )
         try:
-            username, sep, key = base64.b64decode(parts[1], validate=True).decode().partition(":")
-        except (binascii.Error, UnicodeError):
+            raw = base64.b64decode(parts[1], validate=True)
+        except binascii.Error:
             raise exceptions.AuthenticationFailed(
                 "the Basic credentials are not base64 of 'user:token'"
             ) from None
+        try:
+            text = raw.decode()
+        except UnicodeError:  # requests encodes the user name in Latin-1
+            text = raw.decode("latin-1")
+        username, sep, key = text.partition(":")
         if not sep or not key:
             raise exceptions.AuthenticationFailed(
                 "Basic credentials need the API token as the password: user:TOKEN"
             )
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            why = _cross_site(request)
+            if why:
+                raise exceptions.PermissionDenied(
+                    f"a write with Basic credentials from another site's page is refused ({why})"
+                )
         if runs.is_worker_token(key):
             worker, run = _worker(key)
             if username not in ("", worker.username):

@@ -18,7 +18,7 @@ from mlbench_master.api.errors import invalid
 
 
 def body(request: Request) -> Any:
-    """The request's body: JSON as parsed, a form as {field: string}.
+    """The request's body: JSON as parsed, a form as {field: string} without empty fields.
 
     A field given twice or a file upload is refused with a 400 naming it, rather than
     silently keeping one value.
@@ -33,5 +33,6 @@ def body(request: Request) -> Any:
     for name, values in data.lists():
         if len(values) != 1:
             raise invalid(name, f"given {len(values)} times; give it once")
-        plain[name] = values[0]
+        if values[0] != "":  # a form cannot send null: an empty field means "not given"
+            plain[name] = values[0]
     return plain

@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 from rest_framework import exceptions
+from rest_framework.fields import BooleanField
 
 from mlbench_master.api.errors import PayloadTooLarge
 from mlbench_master.api.models import Metric, Run
@@ -115,10 +116,15 @@ def _point(item: Any, now: dt.datetime) -> Point:
     cumulative = item.get("cumulative", False)
     if cumulative is None:
         cumulative = False
-    elif isinstance(cumulative, str) and cumulative.lower() in ("true", "false"):
-        cumulative = cumulative.lower() == "true"
     elif not isinstance(cumulative, bool):
-        raise _PointError("cumulative", "must be true or false")
+        # the spellings the run fields take (DRF's BooleanField): "True", "false", "1", "no"...
+        spelled = str(cumulative).strip().lower() if isinstance(cumulative, str | int) else None
+        if spelled in BooleanField.TRUE_VALUES:
+            cumulative = True
+        elif spelled in BooleanField.FALSE_VALUES:
+            cumulative = False
+        else:
+            raise _PointError("cumulative", "must be true or false")
 
     metadata = item.get("metadata")
     if metadata is None or metadata == "":  # a form body has no null: "" means none

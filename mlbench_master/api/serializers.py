@@ -200,7 +200,7 @@ class RunCreateSerializer(serializers.Serializer):
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         errors: dict[str, list[str]] = {}
-        _open_division(attrs, errors)
+        _resolve_image_and_backend(attrs, errors)
         if attrs.get("gpu_enabled") and settings.MLBENCH_MAX_GPUS < 1:
             errors["gpu_enabled"] = [
                 "this cluster offers no GPUs (MLBENCH_MAX_GPUS=0); set gpu_enabled to false"
@@ -238,23 +238,27 @@ class RunCreateSerializer(serializers.Serializer):
         return attrs
 
 
-CUSTOM_IMAGE = "custom_image"  # the original client's image_name for the open division
-CUSTOM_BACKEND = "custom_backend"  # its backend value that defers to custom_backend
+CUSTOM_IMAGE = catalogue.CUSTOM_IMAGE
+CUSTOM_BACKEND = catalogue.CUSTOM_BACKEND
 CUSTOM_BACKEND_STORED = "custom"  # Run.backend of a run whose command picks its backend
 LOCAL_IMAGE_REFUSED = (
     "the local cluster runs commands as processes on this machine, not containers, so it "
     "cannot run an image; leave custom_image_name empty and give custom_image_command "
     "(it runs here as is), or use a Kubernetes master"
 )
+CUSTOM_FIELDS = ("custom_image_name", "custom_image_command", "custom_backend")
 
 
-def _open_division(attrs: dict[str, Any], errors: dict[str, list[str]]) -> None:
-    """Resolve `image`/`image_name` and the custom image and backend fields, in place.
+def _resolve_image_and_backend(attrs: dict[str, Any], errors: dict[str, list[str]]) -> None:
+    """Resolve `image`/`image_name`, the custom fields and the backend, in place.
 
     An official image of the original platform stands for the task that implements it
-    here (the catalogue maps them, tag ignored); "custom_image" is the open division: the
-    user's command (and, on Kubernetes, their image). A custom backend is only meaningful
-    for a user's own code, so it is refused for the reference tasks.
+    here (the catalogue maps them, tag ignored). "custom_image" (or any custom field) is
+    the open division: the user's command, and on Kubernetes their image. The two never
+    mix: a reference task's result must come from the reference code, so custom fields
+    with an official image are refused, and every open-division run names its command
+    (an image alone would run the reference worker in the user's image). A custom
+    backend only means something to the user's own code.
     """
     image, alias = attrs.pop("image", None), attrs.pop("image_name", None)
     if image and alias and image.strip() != alias.strip():
@@ -263,23 +267,30 @@ def _open_division(attrs: dict[str, Any], errors: dict[str, list[str]]) -> None:
         )
         return
     image = (alias or image or "").strip()
-    custom = image == CUSTOM_IMAGE or bool(
-        attrs.get("custom_image_name") or attrs.get("custom_image_command")
+    custom = [f for f in CUSTOM_FIELDS if attrs.get(f)] + (
+        ["backend"] if attrs.get("backend") == CUSTOM_BACKEND else []
     )
     if image and image != CUSTOM_IMAGE:
         attrs["image"] = image
+        offered = list(settings.MLBENCH_TASKS)
+        implemented = ", ".join(catalogue.implemented_images(offered))
         found = catalogue.seed_image(image)
-        implemented = ", ".join(catalogue.implemented_images())
         if found is None:
             errors.setdefault("image_name", []).append(
                 f"{image!r} is not an official mlbench image; this master runs {implemented}, "
                 f"or {CUSTOM_IMAGE!r} with custom_image_command for your own code"
             )
             return
-        if found.task is None or found.task not in settings.MLBENCH_TASKS:
+        if found.task is None or found.task not in offered:
             errors.setdefault("image_name", []).append(
                 f"{found.title} ({found.image}) is not implemented on this master yet; it runs "
                 f"{implemented}"
+            )
+            return
+        if custom:
+            errors.setdefault(custom[0], []).append(
+                f"{custom[0]} is for the open division (image_name {CUSTOM_IMAGE!r}); image_name "
+                f"{image!r} runs the reference task {found.task}"
             )
             return
         if attrs.get("task") not in (None, found.task):
@@ -287,34 +298,27 @@ def _open_division(attrs: dict[str, Any], errors: dict[str, list[str]]) -> None:
                 f"image_name {image!r} runs task {found.task}, not {attrs['task']!r}; give one"
             )
         attrs["task"] = found.task
-    elif image == CUSTOM_IMAGE:
+        return
+    if image == CUSTOM_IMAGE:
         attrs["image"] = CUSTOM_IMAGE
-        if not attrs.get("custom_image_command"):
-            errors.setdefault("custom_image_command", []).append(
-                f"image_name {CUSTOM_IMAGE!r} needs custom_image_command: the command each "
-                "worker runs"
-            )
+    if (image == CUSTOM_IMAGE or custom) and not attrs.get("custom_image_command"):
+        errors.setdefault("custom_image_command", []).append(
+            "the open division needs custom_image_command: the command each worker runs"
+        )
     if attrs.get("custom_image_name") and settings.MLBENCH_CLUSTER == "local":
         errors.setdefault("custom_image_name", []).append(LOCAL_IMAGE_REFUSED)
     backend, named = attrs.get("backend"), attrs.get("custom_backend")
-    if backend == CUSTOM_BACKEND or named:
-        if not custom:
-            field = "custom_backend" if named else "backend"
-            errors.setdefault(field, []).append(
-                "a custom backend is only for custom images (image_name 'custom_image' with "
-                f"custom_image_command); the reference tasks use {', '.join(Run.BACKENDS)}"
-            )
-        elif not named:
-            errors.setdefault("custom_backend", []).append(
-                f"backend {CUSTOM_BACKEND!r} needs custom_backend: the backend's name"
-            )
-        elif backend not in (None, CUSTOM_BACKEND):
-            errors.setdefault("backend", []).append(
-                f"custom_backend {named!r} and backend {backend!r} disagree: set backend to "
-                f"{CUSTOM_BACKEND!r} or leave it out"
-            )
-        else:
-            attrs["backend"] = CUSTOM_BACKEND_STORED
+    if backend == CUSTOM_BACKEND and not named:
+        errors.setdefault("custom_backend", []).append(
+            f"backend {CUSTOM_BACKEND!r} needs custom_backend: the backend's name"
+        )
+    elif named and backend not in (None, CUSTOM_BACKEND):
+        errors.setdefault("backend", []).append(
+            f"custom_backend {named!r} and backend {backend!r} disagree: set backend to "
+            f"{CUSTOM_BACKEND!r} or leave it out"
+        )
+    elif named:
+        attrs["backend"] = CUSTOM_BACKEND_STORED
 
 
 class PodSerializer(serializers.ModelSerializer):

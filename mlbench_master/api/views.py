@@ -7,8 +7,9 @@ queries.py, run state changes in mlbench_master.runs.
 from __future__ import annotations
 
 from django.conf import settings
-from django.http import StreamingHttpResponse
+from django.http import HttpResponsePermanentRedirect, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
+from django.urls import Resolver404, resolve
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, status
@@ -367,8 +368,22 @@ class RunLogs(APIView):
 @api_view(["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])
 @authentication_classes([])
 @permission_classes([])
-def not_found(request: Request) -> Response:
-    """Any /api/ path no route takes: 404 naming the path and where the list of paths is."""
+def not_found(request: Request) -> Response | HttpResponsePermanentRedirect:
+    """Any /api/ path no route takes: 404 naming the path and where the list of paths is.
+
+    A GET of a page that exists with a trailing slash (/api/docs) is redirected there, as
+    Django's APPEND_SLASH would have done had this catch-all not matched first.
+    """
+    if request.method in ("GET", "HEAD") and not request.path.endswith("/"):
+        try:
+            resolved = resolve(request.path + "/")
+        except Resolver404:
+            resolved = None
+        if resolved is not None and resolved.func is not not_found:
+            query = request.META.get("QUERY_STRING", "")
+            return HttpResponsePermanentRedirect(
+                request.path + "/" + (f"?{query}" if query else "")
+            )
     raise exceptions.NotFound(
         f"no API endpoint at {request.path!r}; see /api/docs/ for the endpoints "
         "(ids are whole numbers, e.g. /api/runs/3/)"

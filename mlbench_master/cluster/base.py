@@ -42,6 +42,7 @@ class RunSpec:
     time_limit: int = 7200
     custom_image_name: str = ""
     custom_image_command: str = ""
+    custom_backend: str = ""
     run_all_nodes: bool = False
     launch: dict[str, Any] = field(default_factory=dict, compare=False)
 

@@ -30,10 +30,33 @@ def threads_per_rank(num_cpus: float) -> int:
     return max(1, int(num_cpus))
 
 
-def worker_argv(run: RunSpec, python: str = "python") -> list[str]:
+def custom_argv(run: RunSpec, hosts: list[str] | None = None) -> list[str]:
+    """The open-division command, with the original platform's placeholders filled in.
+
+    Commands written for the original platform say `{run_id}`, `{hosts}`, `{backend}` and
+    `{rank}` (its official command was `... --run_id {run_id} --rank {rank} --hosts {hosts}
+    --backend {backend}`), so they are filled in here: hosts as a comma-separated list (of
+    "localhost" on the local cluster), backend the custom backend when there is one. The
+    rank differs per process, so a command with `{rank}` runs through `sh -c`, which reads
+    it from mpirun's OMPI_COMM_WORLD_RANK. Other braces are left alone.
+    """
+    values = {
+        "run_id": str(run.id),
+        "hosts": ",".join(hosts[: run.num_workers]) if hosts else "localhost",
+        "backend": run.custom_backend or run.backend,
+    }
+    text = run.custom_image_command.strip()
+    for name, value in values.items():
+        text = text.replace("{" + name + "}", shlex.quote(value))
+    if "{rank}" in text:
+        return ["sh", "-c", text.replace("{rank}", '"$OMPI_COMM_WORLD_RANK"')]
+    return shlex.split(text)
+
+
+def worker_argv(run: RunSpec, python: str = "python", hosts: list[str] | None = None) -> list[str]:
     """The command each rank runs: the reference worker, or the open-division command."""
     if run.open_division:
-        return shlex.split(run.custom_image_command.strip())
+        return custom_argv(run, hosts)
     argv = [
         python,
         "-m",
@@ -75,7 +98,7 @@ def mpirun_argv(
         argv += ["--oversubscribe"]
     for name in FORWARDED_ENV:
         argv += ["-x", name]
-    return argv + worker_argv(run, python=python)
+    return argv + worker_argv(run, python=python, hosts=hosts)
 
 
 def rank_environment(run: RunSpec, master_url: str, token: str) -> dict[str, str]:

@@ -193,8 +193,57 @@ def test_basic_with_a_worker_token_keeps_the_worker_rules(run):
     assert other.status_code == 401 and f"run-{run.pk}-worker" in other.json()["detail"]
 
 
-def test_no_basic_challenge_for_the_dashboards_own_fetches(anon):
-    r = anon.get("/api/runs/", HTTP_SEC_FETCH_MODE="cors")
-    assert r.status_code == 401 and "Basic" not in r["WWW-Authenticate"]
-    r = anon.get("/api/runs/", HTTP_SEC_FETCH_MODE="navigate")
-    assert "Basic" in r["WWW-Authenticate"]
+def test_browsers_are_never_offered_basic(anon):
+    for mode in ("cors", "navigate"):
+        r = anon.get("/api/runs/", HTTP_SEC_FETCH_MODE=mode, HTTP_SEC_FETCH_SITE="none")
+        assert r.status_code == 401 and "Basic" not in r["WWW-Authenticate"]
+    assert "Basic" in anon.get("/api/runs/")["WWW-Authenticate"]  # a script is
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"HTTP_SEC_FETCH_SITE": "cross-site"},
+        {"HTTP_SEC_FETCH_SITE": "same-site"},
+        {"HTTP_ORIGIN": "https://evil.example"},
+    ],
+)
+def test_a_write_with_basic_from_another_sites_page_is_refused(staff_token, headers):
+    user = Token.objects.get(key=staff_token).user
+    client = _basic(APIClient(), user.username, staff_token)
+    form = {"name": "csrf", "num_workers": "1", "image_name": "custom_image",
+            "custom_image_command": "touch /tmp/pwned"}  # fmt: skip
+    r = client.post("/api/runs/", form, **headers)
+    assert r.status_code == 403 and "another site" in r.json()["detail"]
+    assert not Run.objects.exists()
+    assert client.get("/api/runs/", **headers).status_code == 200  # reads stay open
+
+
+def test_a_write_with_basic_from_this_master_or_a_script_passes(staff_token, redis_settings):
+    user = Token.objects.get(key=staff_token).user
+    client = _basic(APIClient(), user.username, staff_token)
+    body = {"name": "same", "num_workers": "1", "custom_image_command": "true"}
+    r = client.post("/api/runs/", body, HTTP_ORIGIN="http://testserver",
+                    HTTP_SEC_FETCH_SITE="same-origin")  # fmt: skip
+    assert r.status_code == 201, r.content
+    Run.objects.all().delete()
+    assert client.post("/api/runs/", body).status_code == 201  # no headers: a script
+
+
+def test_a_session_form_post_without_the_csrf_token_is_refused(db):
+    user = User.objects.create_user("sam", password="pw", is_staff=True)
+    client = APIClient(enforce_csrf_checks=True)
+    client.force_login(user)
+    r = client.post("/api/runs/", {"name": "x", "num_workers": "1"})
+    assert r.status_code == 403 and "CSRF" in r.json()["detail"]
+    assert not Run.objects.exists()
+
+
+def test_basic_with_a_latin_1_user_name(db):
+    token = issue_user_token("josé", create_user=True)
+    import base64
+
+    raw = base64.b64encode("josé:".encode("latin-1") + token.encode()).decode()
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Basic {raw}")
+    assert client.get("/api/runs/").status_code == 200

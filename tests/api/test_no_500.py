@@ -46,3 +46,16 @@ def test_other_media_types_and_wrong_method(api, run):
     assert r.status_code == 415 and r.json()["detail"]
     r = api.put(f"/api/runs/{run.pk}/", {}, format="json")
     assert r.status_code == 405 and r.json()["detail"]
+
+
+@pytest.mark.parametrize("path", ["/api/docs", "/api/schema", "/api/redoc", "/api/health"])
+def test_pages_without_their_slash_are_redirected_not_lost(api, path):
+    r = api.get(path, {"format": "json"})
+    assert r.status_code == 301 and r["Location"] == f"{path}/?format=json"
+
+
+def test_unknown_api_paths_are_json_404(api):
+    for path in ("/api/nothing", "/api/runs/abc", "/api/runs/abc/"):
+        r = api.get(path)
+        assert r.status_code == 404 and r["Content-Type"] == "application/json"
+        assert "/api/docs/" in r.json()["detail"]

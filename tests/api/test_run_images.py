@@ -45,6 +45,10 @@ def test_an_image_not_in_mlbench_tasks_is_not_offered(staff_api, settings):
     r = _create(staff_api, image_name="mlbench/pytorch-epsilon-logistic-regression-all-reduce")
     message = r.json()["errors"]["image_name"][0]
     assert r.status_code == 400 and "not implemented on this master" in message
+    assert message.endswith("it runs " + ", ".join(
+        f"{image}:latest" for image in (RESNET20, "mlbench/pytorch-cifar10-resnet20-ddp",
+        "mlbench/pytorch-cifar10-resnet", "mlbench/pytorch-cifar10-resnet-scaling")
+    ))  # fmt: skip
 
 
 def test_custom_image_needs_a_command(staff_api):
@@ -60,6 +64,16 @@ def test_the_local_cluster_refuses_an_image_but_runs_a_command(staff_api, redis_
     assert r.json()["errors"]["custom_image_name"] == [LOCAL_IMAGE_REFUSED]
     r = _create(staff_api, image_name="custom_image", custom_image_command="true")
     assert r.status_code == 201, r.content
+
+
+def test_on_kubernetes_an_image_never_runs_without_its_command(staff_api, settings):
+    settings.MLBENCH_CLUSTER = "kubernetes"
+    r = _create(staff_api, custom_image_name="me/mine:1")
+    assert "needs custom_image_command" in r.json()["errors"]["custom_image_command"][0]
+    r = _create(staff_api, task="resnet20-cifar10", image_name=f"{RESNET20}:latest",
+                custom_image_name="me/mine:1")  # fmt: skip
+    assert "open division" in r.json()["errors"]["custom_image_name"][0]
+    assert not Run.objects.exists()
 
 
 def test_a_custom_image_may_pass_kubernetes_validation(staff_api, settings, redis_settings):
@@ -80,9 +94,13 @@ def test_a_custom_image_may_pass_kubernetes_validation(staff_api, settings, redi
 @pytest.mark.parametrize(
     "fields, field, words",
     [
-        ({"backend": "custom_backend", "custom_backend": "horovod"}, "custom_backend",
-         "only for custom images"),
-        ({"custom_backend": "horovod"}, "custom_backend", "only for custom images"),
+        ({"backend": "custom_backend", "custom_backend": "horovod"}, "custom_image_command",
+         "open division needs custom_image_command"),
+        ({"custom_backend": "horovod"}, "custom_image_command", "needs custom_image_command"),
+        ({"image_name": f"{RESNET20}:latest", "custom_backend": "horovod"}, "custom_backend",
+         "for the open division"),
+        ({"image_name": f"{RESNET20}:latest", "custom_image_command": "true"},
+         "custom_image_command", "runs the reference task resnet20-cifar10"),
         ({"custom_image_command": "true", "backend": "custom_backend"}, "custom_backend",
          "needs custom_backend"),
         ({"custom_image_command": "true", "backend": "mpi", "custom_backend": "x"}, "backend",

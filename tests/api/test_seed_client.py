@@ -234,7 +234,7 @@ def test_post_metric_then_read_it_back_with_every_option(seed, finished_run):
 
 
 def test_download_run_metrics_is_a_zip(seed, finished_run):
-    seed.post_metric(finished_run["id"], "seed_zip", 7)
+    assert seed.post_metric(finished_run["id"], "seed_zip", 7).status_code == 201
     response = seed.download_run_metrics(finished_run["id"])
     assert response.status_code == 200
     with zipfile.ZipFile(io.BytesIO(response.content)) as archive:
@@ -319,7 +319,7 @@ def test_a_field_given_twice_is_refused(seed):
 
 
 @pytest.mark.parametrize(
-    "credentials", ["admin:wrong-token", "someone-else:{token}", "admin:", "{token}"]
+    "credentials", ["admin:wrong-token", "someone-else:{token}", "admin:", ":{token}"]
 )
 def test_basic_with_wrong_credentials_is_401_with_a_challenge(master, credentials):
     host = master.url.split("://", 1)[1].rstrip("/")

@@ -84,6 +84,36 @@ def test_open_division_command_runs_on_rank_zero_unless_all_nodes():
     assert every[every.index("-n") + 1] == "2"
 
 
+def test_the_original_platforms_placeholders_are_filled_in():
+    template = (
+        "/conda/bin/python /codes/main.py --run_id {run_id} --hosts {hosts} --backend {backend}"
+    )
+    run = make_run(custom_image_command=template, custom_backend="horovod ring")
+    argv = mpirun.mpirun_argv(run, ["w-0.svc", "w-1.svc"])
+    assert argv[-6:] == [
+        "--run_id",
+        str(run.id),
+        "--hosts",
+        "w-0.svc,w-1.svc",
+        "--backend",
+        "horovod ring",
+    ]
+    assert mpirun.custom_argv(make_run(custom_image_command="echo {hosts} {x}"))[-2:] == [
+        "localhost",
+        "{x}",
+    ]
+
+
+def test_a_command_with_rank_reads_it_from_mpirun(tmp_path):
+    import subprocess
+
+    run = make_run(custom_image_command=f"echo rank={{rank}} run={{run_id}} > {tmp_path}/out")
+    argv = mpirun.custom_argv(run)
+    assert argv[:2] == ["sh", "-c"]
+    subprocess.run(argv, env={"OMPI_COMM_WORLD_RANK": "3", "PATH": "/usr/bin:/bin"}, check=True)
+    assert (tmp_path / "out").read_text() == f"rank=3 run={run.id}\n"
+
+
 @pytest.mark.parametrize(
     "line, expected",
     [
