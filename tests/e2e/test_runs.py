@@ -61,6 +61,24 @@ def test_happy_path_real_worker_finishes_with_metrics_logs_and_pod_metrics(idle_
     _assert_no_process_left(master, run["id"])
 
 
+def test_task_2_runs_through_the_platform_by_its_task_name(idle_master):
+    """logreg-epsilon as the API starts it (the reference command, not a custom one): no
+    epsilon here, so auto falls back to synthetic data and says why."""
+    master = idle_master
+    run = master.create_run(name="logreg", task="logreg-epsilon", backend="GLOO", time_limit=300)
+    done = master.wait_state(run["id"], ("FINISHED", "FAILED", "CANCELLED"), timeout=240)
+    assert done["state"] == "FINISHED", done["reason"]
+    summary = done["summary"]
+    assert (summary["task"], summary["dataset"], summary["backend"]) == (
+        "logreg-epsilon", "synthetic", "gloo",
+    )  # fmt: skip
+    assert summary["samples_per_sec"] > 0 and "images_per_sec" not in summary
+    assert summary["reached"] and summary["final_val_accuracy"] >= 0.89
+    metrics = master.get(f"/api/metrics/{run['id']}/", params={"metric_type": "run"}).json()
+    for name in ("train_loss", "val_accuracy", "samples_per_sec", "epoch"):
+        assert metrics.get(name), f"no {name} stored: {sorted(metrics)}"
+
+
 def test_pod_metrics_are_recorded_for_workers_in_use(idle_master):
     master = idle_master
     run = master.create_run(
