@@ -35,8 +35,19 @@ $(STAMP): setup.py constraints.txt
 	touch $(STAMP)
 
 # System pieces the tests use (PostgreSQL binaries, Chromium); Redis comes from the venv.
-test-deps: install
+# The original platform's client (mlbench-core 3.0.0) goes into a venv of its own: the
+# compatibility suite drives it against a live master (tests/api/test_seed_client.py). It is
+# installed without its own pins (a 2020 kubernetes client, torch), which it does not need
+# to talk HTTP; only requests and kubernetes, at this project's versions.
+SEED_VENV := .venv-seed
+test-deps: install $(SEED_VENV)/.installed
 	bash scripts/install-test-deps.sh
+
+$(SEED_VENV)/.installed: constraints.txt
+	test -x $(SEED_VENV)/bin/python || $(PYTHON) -m venv $(SEED_VENV)
+	$(SEED_VENV)/bin/pip install -qq -c constraints.txt requests kubernetes
+	$(SEED_VENV)/bin/pip install -qq -c constraints.txt --no-deps mlbench-core
+	touch $@
 
 # The tests get an MLBENCH_HOME of their own, so they never touch (or cancel) the runs of a
 # master started by `make run`.
@@ -74,7 +85,7 @@ docs: install
 	$(VENV)/bin/sphinx-build -W -q -b html docs docs/_build/html
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info docs/_build bench-results test-output .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(SEED_VENV) build dist *.egg-info docs/_build bench-results test-output .pytest_cache .ruff_cache
 	find . -name __pycache__ -prune -exec rm -rf {} +
 
 # --- Kubernetes (docs/installation.rst) ----------------------------------------------------

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import json
+import os
+import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -26,6 +29,9 @@ import requests
 from tests.e2e.live import LiveMaster, start_master
 
 SLEEPER = Path(__file__).resolve().parents[1] / "e2e" / "scripts" / "sleeper.py"
+ROOT = Path(__file__).resolve().parents[2]
+ORIGINAL_CLIENT = Path(__file__).with_name("scripts") / "original_client.py"
+SEED_PYTHON = Path(os.environ.get("MLBENCH_SEED_PYTHON") or ROOT / ".venv-seed" / "bin" / "python")
 RESNET20 = "mlbench/pytorch-cifar10-resnet20-all-reduce:latest"
 EPSILON = "mlbench/pytorch-epsilon-logistic-regression-all-reduce:latest"
 
@@ -255,6 +261,37 @@ def test_worker_pods_and_their_metrics(seed):
 def test_get_all_metrics(seed, finished_run):
     response = seed.get_all_metrics()
     assert response.status_code == 200 and isinstance(response.json(), dict)
+
+
+def test_the_original_client_itself(master, seed, finished_run):
+    """mlbench-core 3.0.0's ApiClient, installed by `make test-deps` in .venv-seed."""
+    if not SEED_PYTHON.exists():
+        why = f"the original client is not installed ({SEED_PYTHON}): run `make test-deps`"
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+    url = seed.endpoint.removeprefix("http://").removesuffix("/api/")
+    done = subprocess.run(
+        [str(SEED_PYTHON), str(ORIGINAL_CLIENT), url, str(finished_run["id"])],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["get_runs"][0] == 200 and finished_run["id"] in got["get_runs"][1]
+    assert got["get_run"] == [200, "FINISHED"]
+    assert got["get_worker_pods"] == [200, 2]
+    status, point = got["post_metric"]
+    assert status == 201 and point["name"] == "original_loss" and point["value"] == 0.25
+    assert got["get_run_metrics"] == [200, [0.25, 0.125]]
+    assert got["get_pod_metrics"] == [200, "dict"] and got["get_all_metrics"] == [200, "dict"]
+    assert got["download_run_metrics"][0] == 200 and got["download_run_metrics"][1]
+    status, run = got["create_run"]
+    assert status == 201 and (run["task"], run["backend"], run["target"], run["image"]) == (
+        "resnet20-cifar10", "mpi", "light", RESNET20,
+    )  # fmt: skip
+    assert got["delete_run"] == [204, None]
+    status, detail = got["create_run_unimplemented"]
+    assert status == 400 and "not implemented" in detail
 
 
 # --- bad input: a clear 4xx, nothing stored ------------------------------------------------
