@@ -53,11 +53,12 @@ def _missing(why: str) -> None:
     pytest.skip(why)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser(django_db_setup):
-    """Chromium through Playwright. The test database is set up first: once Playwright's
-    loop runs in this thread, Django refuses synchronous database calls until
-    _orm_beside_playwright (package scope, so after session fixtures) allows them."""
+    """Chromium through Playwright, for this package only. The test database is set up
+    first: once Playwright's loop runs in this thread, Django refuses synchronous database
+    calls until _orm_beside_playwright allows them. Stopped with the package, so no loop
+    is left running in this thread for the ORM tests of the packages after it."""
     if not Path(CHROMIUM).exists():
         _missing(f"Chromium not found at {CHROMIUM}: run `make test-deps`")
     from playwright.sync_api import sync_playwright

@@ -294,6 +294,11 @@ def _as_user(uid: int, gid: int) -> list[str]:
     ]
 
 
+def _user_may_read(uid: int, gid: int, path: Path) -> bool:
+    probe = [*_as_user(uid, gid), "/bin/sh", "-c", 'test -r "$0"', str(path)]
+    return subprocess.run(probe, capture_output=True).returncode == 0
+
+
 def _user_may_run(uid: int, gid: int, python: str) -> bool:
     # The exec is the shell's, as the user with no capability left: setpriv's own exec
     # would still pass directories only root may enter.
@@ -330,6 +335,17 @@ class WebContainer:
             self.prelude.append(f"mount --bind {sys.base_prefix} {mounted}")
             python = str(mounted / "bin" / version)
             library = f"LD_LIBRARY_PATH={mounted / 'lib'} "  # its RUNPATH names the old place
+        # The checkout (with its virtualenv) too, when it sits where the user cannot enter
+        # (e.g. a clone in a private temporary directory): the image has it readable.
+        self.root = ROOT
+        entrypoint = ROOT / "scripts" / "k8s" / "master-entrypoint.sh"
+        if not _user_may_read(self.uid, self.gid, entrypoint):
+            self.root = home / "src"
+            self.root.mkdir(mode=0o755)
+            self.prelude.append(f"mount --bind {ROOT} {self.root}")
+        packages = Path(sysconfig.get_paths()["purelib"])
+        if packages.is_relative_to(ROOT):
+            packages = self.root / packages.relative_to(ROOT)
         gunicorn = home / "gunicorn"  # the image's /opt/venv/bin/gunicorn
         gunicorn.write_text(f'#!/bin/sh\n{library}exec {python} -m gunicorn "$@"\n')
         gunicorn.chmod(0o755)
@@ -339,7 +355,7 @@ class WebContainer:
                 "PATH": f"{home}:/usr/sbin:/usr/bin:/sbin:/bin",
                 # master_wsgi.py (the image's /opt/mlbench), the package, the virtualenv.
                 "PYTHONPATH": ":".join(
-                    [str(ROOT / "scripts" / "k8s"), str(ROOT), sysconfig.get_paths()["purelib"]]
+                    [str(self.root / "scripts" / "k8s"), str(self.root), str(packages)]
                 ),
                 "DJANGO_SETTINGS_MODULE": "mlbench_master.settings",
                 # What the cluster fills in: the emptyDir, the Secrets, the downward API.
@@ -359,7 +375,7 @@ class WebContainer:
             for name, value in self.sysctls.items():
                 steps.append(f"echo {value} > /proc/sys/{name.replace('.', '/')}")
         as_user = " ".join(_as_user(self.uid, self.gid))
-        steps.append(f"exec {as_user} {ROOT / 'scripts' / 'k8s' / 'master-entrypoint.sh'} web")
+        steps.append(f"exec {as_user} {self.root / 'scripts' / 'k8s' / 'master-entrypoint.sh'} web")
         with log.open("wb") as out:
             return subprocess.Popen(
                 ["unshare", "--net", "--mount", "sh", "-c", " && ".join(steps)],
