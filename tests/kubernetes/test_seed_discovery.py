@@ -340,9 +340,13 @@ class WebContainer:
         self.root = ROOT
         entrypoint = ROOT / "scripts" / "k8s" / "master-entrypoint.sh"
         if not _user_may_read(self.uid, self.gid, entrypoint):
+            # Its directories one by one: the checkout's own directory may be private too.
             self.root = home / "src"
             self.root.mkdir(mode=0o755)
-            self.prelude.append(f"mount --bind {ROOT} {self.root}")
+            for part in sorted(ROOT.iterdir()):
+                if part.is_dir() and part.name != ".git":
+                    (self.root / part.name).mkdir(mode=0o755)
+                    self.prelude.append(f"mount --bind {part} {self.root / part.name}")
         packages = Path(sysconfig.get_paths()["purelib"])
         if packages.is_relative_to(ROOT):
             packages = self.root / packages.relative_to(ROOT)
