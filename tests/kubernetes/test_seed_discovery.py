@@ -384,6 +384,7 @@ class WebContainer:
             return subprocess.Popen(
                 ["unshare", "--net", "--mount", "sh", "-c", " && ".join(steps)],
                 env=self.env,
+                cwd=self.home,  # the pod's working directory is its own, not this checkout
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
