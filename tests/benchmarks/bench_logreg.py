@@ -31,19 +31,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "benchmarks"))
 
-MPIRUN = os.path.join(os.path.dirname(sys.executable), "mpirun")
+from common import MPIRUN, mpi_env  # noqa: E402
+
 FEATURES = 2000
-
-
-def _env(**extra: str) -> dict:
-    env = dict(os.environ)
-    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
-    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    env["PYTHONPATH"] = str(REPO)
-    env.pop("MLBENCH_MASTER_URL", None)
-    env.update(extra)
-    return env
 
 
 # --- 1. loop overhead ------------------------------------------------------------------------
@@ -161,7 +151,7 @@ def run_worker(ranks: int, worker_args: list[str]) -> dict:
             args = [MPIRUN, "-n", str(ranks), "--oversubscribe", "--bind-to", "none", *args]
         start = time.perf_counter()
         proc = subprocess.run(
-            args, capture_output=True, text=True, env=_env(OMP_NUM_THREADS="1"), timeout=1800
+            args, capture_output=True, text=True, env=mpi_env(OMP_NUM_THREADS="1"), timeout=1800
         )
         wall = time.perf_counter() - start
         if proc.returncode != 0:

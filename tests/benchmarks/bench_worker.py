@@ -25,18 +25,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "benchmarks"))
 
-MPIRUN = os.path.join(os.path.dirname(sys.executable), "mpirun")
+from common import MPIRUN, mpi_env  # noqa: E402
+
 SIZES_MB = {"1 MB (ResNet-20 grads)": None, "10 MB": 10, "100 MB": 100}
-
-
-def _env(**extra: str) -> dict:
-    env = dict(os.environ)
-    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
-    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    env["PYTHONPATH"] = str(REPO)
-    env.update(extra)
-    return env
 
 
 # --- 1. loop overhead --------------------------------------------------------------------
@@ -172,7 +163,7 @@ def bench_allreduce(repeats: int) -> dict:
     cmd = [MPIRUN, "-n", "2", "--oversubscribe", "--bind-to", "none", sys.executable,
            __file__, "--allreduce-child", "--repeats", str(repeats)]  # fmt: skip
     proc = subprocess.run(
-        cmd, capture_output=True, text=True, env=_env(OMP_NUM_THREADS="1"), timeout=900
+        cmd, capture_output=True, text=True, env=mpi_env(OMP_NUM_THREADS="1"), timeout=900
     )
     if proc.returncode != 0:
         raise RuntimeError(proc.stdout[-2000:] + proc.stderr[-2000:])
@@ -193,7 +184,7 @@ def run_worker(ranks: int, threads: int, images: int) -> dict:
             args,
             capture_output=True,
             text=True,
-            env=_env(OMP_NUM_THREADS=str(threads)),
+            env=mpi_env(OMP_NUM_THREADS=str(threads)),
             timeout=900,
         )
         if proc.returncode != 0:

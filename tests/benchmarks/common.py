@@ -18,6 +18,21 @@ from pathlib import Path
 from mlbench_worker.runinfo import cpu_model, memory_gib
 
 RESULTS_DIR = Path(os.environ.get("MLBENCH_BENCH_DIR", "bench-results"))
+REPO = Path(__file__).resolve().parents[2]
+MPIRUN = os.path.join(os.path.dirname(sys.executable), "mpirun")
+
+
+def mpi_env(**extra: str) -> dict:
+    """The environment for ranks a benchmark starts with mpirun: this checkout and venv,
+    root allowed (the benchmark machines run as root), never a master to report to."""
+    env = dict(os.environ)
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env["PYTHONPATH"] = str(REPO)
+    env.pop("MLBENCH_MASTER_URL", None)
+    env.update(extra)
+    return env
 
 
 def machine() -> dict:
