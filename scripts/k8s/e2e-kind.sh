@@ -9,7 +9,10 @@
 #      one short epoch) that must end FINISHED
 #   6. an open-division run in another image (the worker image under another name) with a
 #      command on every rank: FINISHED, its output from both pods, the chart's image back
-#   7. delete the cluster (KEEP_CLUSTER=1 keeps it for a look around)
+#   7. a run that outlives a restart of the master (kubectl rollout restart, as a `helm
+#      upgrade` of the master does): FINISHED, the lines from before and after the restart
+#      each exactly once in its log
+#   8. delete the cluster (KEEP_CLUSTER=1 keeps it for a look around)
 # Needs docker (with a running engine), kind, kubectl, helm (3.8+), curl, python3.
 set -euo pipefail
 
@@ -75,14 +78,20 @@ helm upgrade --install "$release" charts/mlbench \
 
 token="$(kubectl get secret --namespace "$namespace" "$release-mlbench-secrets" \
     -o jsonpath='{.data.admin-token}' | base64 -d)"
-kubectl port-forward --namespace "$namespace" "svc/$release-mlbench-master" "$port:80" >/dev/null &
-forward_pid=$!
 url="http://127.0.0.1:$port"
-for _ in $(seq 60); do
-    curl -fsS "$url/api/health/" >/dev/null 2>&1 && break
-    sleep 2
-done
-curl -fsS "$url/api/health/"; echo
+# (Again after a restart of the master: a port-forward ends with the pod it reached.)
+forward() {
+    [ -n "$forward_pid" ] && kill "$forward_pid" 2>/dev/null || true
+    kubectl port-forward --namespace "$namespace" "svc/$release-mlbench-master" "$port:80" \
+        >/dev/null &
+    forward_pid=$!
+    for _ in $(seq 60); do
+        curl -fsS "$url/api/health/" >/dev/null 2>&1 && break
+        sleep 2
+    done
+    curl -fsS "$url/api/health/"; echo
+}
+forward
 
 echo "== 4. the original client's discovery"
 selector="component=master,app=mlbench"
@@ -95,8 +104,10 @@ pod_ip="$(kubectl get pods --namespace "$namespace" -l "$selector" \
 kubectl exec --namespace "$namespace" "$release-mlbench-worker-0" -- python -c \
     "import urllib.request as u; print(u.urlopen(u.Request('http://$pod_ip:80/api/health/', headers={'Host': 'localhost'}), timeout=10).read().decode())"
 
-# Starts the run whose JSON body is $RUN, waits for its end, prints the end of its log;
-# fails unless it FINISHED with every |-separated text of $EXPECT in that log.
+# Starts the run whose JSON body is $RUN (or takes run $RUN_ID), waits for its end, prints
+# the end of its log; fails unless it FINISHED with every |-separated text of $EXPECT in
+# that log (exactly once each with ONCE=1). With STARTED_WITH=TEXT it only starts the run,
+# waits until TEXT is in its log and prints the run's id.
 run_script="$(mktemp)"
 cat > "$run_script" <<'PY'
 import json, os, sys, time, urllib.request
@@ -113,30 +124,43 @@ def call(method, path, body=None):
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read() or b"null")
 
-pods = call("GET", "/api/pods/")
-print("workers:", [(p["name"], p["phase"]) for p in pods])
-run = call("POST", "/api/runs/", json.loads(os.environ["RUN"]))
-print("run", run["id"], run["state"])
+def log_lines(run_id):
+    lines, offset = [], 0
+    while True:  # the log, page by page
+        page = call("GET", f"/api/runs/{run_id}/logs/?offset={offset}")
+        lines += [c["text"].rstrip() for c in page["chunks"]]
+        if not page["chunks"] or page["next_offset"] == offset:
+            return lines
+        offset = page["next_offset"]
+
+if os.environ.get("RUN_ID"):
+    run = call("GET", f"/api/runs/{os.environ['RUN_ID']}/")
+else:
+    pods = call("GET", "/api/pods/")
+    print("workers:", [(p["name"], p["phase"]) for p in pods], file=sys.stderr)
+    run = call("POST", "/api/runs/", json.loads(os.environ["RUN"]))
+    print("run", run["id"], run["state"], file=sys.stderr)
+started_with = os.environ.get("STARTED_WITH")
 deadline = time.monotonic() + 1800
 while time.monotonic() < deadline:
     run = call("GET", f"/api/runs/{run['id']}/")
     if run["state"] in ("FINISHED", "FAILED", "CANCELLED"):
         break
-    time.sleep(10)
-lines, offset = [], 0
-while True:  # the log, page by page
-    page = call("GET", f"/api/runs/{run['id']}/logs/?offset={offset}")
-    lines += [c["text"].rstrip() for c in page["chunks"]]
-    if not page["chunks"] or page["next_offset"] == offset:
-        break
-    offset = page["next_offset"]
+    if started_with and any(started_with in t for t in log_lines(run["id"])):
+        print(run["id"])
+        sys.exit(0)
+    time.sleep(5 if started_with else 10)
+lines = log_lines(run["id"])
 for text in lines[-20:]:
     print("   ", text)
 print("run", run["id"], run["state"], run.get("reason") or "", "exit code", run.get("exit_code"))
-missing = [e for e in os.environ.get("EXPECT", "").split("|") if e and not any(e in t for t in lines)]
-if missing:
-    print("not in the log:", missing)
-sys.exit(0 if run["state"] == "FINISHED" and not missing else 1)
+text = "\n".join(lines)
+expected = [e for e in os.environ.get("EXPECT", "").split("|") if e]
+wrong = [e for e in expected if text.count(e) != 1] if os.environ.get("ONCE") else []
+missing = [e for e in expected if e not in text]
+if missing or wrong:
+    print("not in the log:", missing, "not exactly once:", wrong)
+sys.exit(0 if run["state"] == "FINISHED" and not (missing or wrong) and not started_with else 1)
 PY
 api_run() { MLBENCH_URL="$url" MLBENCH_TOKEN="$token" python3 "$run_script"; }
 
@@ -157,4 +181,14 @@ image="$(kubectl get statefulset --namespace "$namespace" "$release-mlbench-work
 [ "$image" = "mlbench/mlbench_worker:$tag" ] || {
     echo "the worker image after the custom run is $image, not the chart's" >&2; exit 1; }
 kubectl rollout status --namespace "$namespace" "statefulset/$release-mlbench-worker" --timeout 10m
+
+echo "== 7. a run that outlives a restart of the master"
+command="python -c \\\"import time; print('before the restart', flush=True); time.sleep(150); print('after the restart')\\\""
+run_id="$(RUN="{\"name\": \"e2e-reattach\", \"num_workers\": 2, \"num_cpus\": 0.5,
+      \"time_limit\": 1200, \"custom_image_name\": \"$custom\",
+      \"custom_image_command\": \"$command\"}" STARTED_WITH="before the restart" api_run)"
+kubectl rollout restart --namespace "$namespace" "deployment/$release-mlbench-master"
+kubectl rollout status --namespace "$namespace" "deployment/$release-mlbench-master" --timeout 10m
+forward
+RUN_ID="$run_id" ONCE=1 EXPECT="before the restart|after the restart" api_run
 echo "== e2e-kind passed"

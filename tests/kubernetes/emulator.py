@@ -6,6 +6,9 @@ kmock keeps objects as plain JSON (a PATCH merges dicts, replaces lists, and nul
 key, as a JSON merge patch does); on top of it, lists here honour `labelSelector` as an API
 server does, which the original client's discovery relies on.
 
+Objects get no uid from kmock; the helpers that create pods give each a fresh one, as an
+API server does, so a pod re-created under the same name is told from its predecessor.
+
 It runs no controllers. `Controller` plays the StatefulSet controller and the kubelet by
 hand, step by step; `StatefulSetController` runs them continuously (scaling, rolling
 updates, image pulls that fail) for tests that need a rollout to happen on its own;
@@ -24,6 +27,7 @@ import logging
 import re
 import threading
 import time
+import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -174,7 +178,12 @@ class Controller:
             pod = {
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "metadata": {**template["metadata"], "name": name, "namespace": self.namespace},
+                "metadata": {
+                    **template["metadata"],
+                    "name": name,
+                    "namespace": self.namespace,
+                    "uid": str(uuid.uuid4()),
+                },
                 "spec": {**template["spec"], "nodeName": "", "hostname": name},
             }
             self.core.create_namespaced_pod(self.namespace, pod)
@@ -339,7 +348,12 @@ class StatefulSetController:
         pod = {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {**metadata, "name": name, "namespace": self.namespace},
+            "metadata": {
+                **metadata,
+                "name": name,
+                "namespace": self.namespace,
+                "uid": str(uuid.uuid4()),
+            },
             "spec": {**copy.deepcopy(template["spec"]), "hostname": name},
         }
         self.core.create_namespaced_pod(self.namespace, pod)
@@ -462,7 +476,12 @@ def install(
                 pod = {
                     "apiVersion": "v1",
                     "kind": "Pod",
-                    "metadata": {**template["metadata"], "name": pod_name, "namespace": namespace},
+                    "metadata": {
+                        **template["metadata"],
+                        "name": pod_name,
+                        "namespace": namespace,
+                        "uid": str(uuid.uuid4()),
+                    },
                     "spec": {**template["spec"], "nodeName": next(placement)},
                 }
                 core.create_namespaced_pod(namespace, pod)

@@ -19,14 +19,21 @@ from typing import Any
 import pytest
 
 from mlbench_master.cluster.base import ClusterError, PrepareTimeout
-from mlbench_master.cluster.kubernetes import KubernetesCluster
+from mlbench_master.cluster.kubernetes import KubernetesCluster, detach
 from mlbench_master.cluster.kubernetes.names import (
     CUSTOM_IMAGE_ANNOTATION,
     ORIGINAL_IMAGE_ANNOTATION,
 )
 from mlbench_master.cluster.mpirun import mpirun_argv
 from tests.kubernetes.chart import NAMESPACE, RELEASE
-from tests.kubernetes.conftest import STS, CannedChannel, Run
+from tests.kubernetes.conftest import (
+    LOCAL_SCRIPTS,
+    STS,
+    CannedChannel,
+    Run,
+    local_channel,
+    script_name,
+)
 from tests.kubernetes.emulator import Controller, StatefulSetController, wait_for
 
 CUSTOM = "registry.example/team/resnet-variant:1"
@@ -36,56 +43,46 @@ BAD_NAME = "registry.example/Team/Upper-Case:1"
 COMMAND = "python /app/train.py --epochs 1"
 
 
-class Endless:
-    """mpirun that runs until it is killed."""
-
-    def __init__(self) -> None:
-        self.closed = threading.Event()
-
-    def read(self, timeout):
-        self.closed.wait(timeout)
-        return []
-
-    def write(self, text):
-        pass
-
-    def done(self):
-        return False
-
-    def status(self):
-        return 137, ""
-
-    def close(self):
-        self.closed.set()
-
-
 class PodShell:
     """The driver's exec seam: answers as worker pods would, and records for every command
-    the pod, the image that pod runs at that moment, and the command."""
+    the pod, the image that pod runs at that moment, and the command. The launch's scripts
+    run for real here (conftest.py), with a stand-in for mpirun: it writes `output` and
+    exits with `launch_code`, or runs until it is killed (None)."""
 
-    def __init__(self, api_client: Any) -> None:
+    def __init__(self, api_client: Any, state_dir: str) -> None:
         from kubernetes import client
 
         self._client = client.ApiClient(api_client.configuration)
         self._core = client.CoreV1Api(self._client)
+        self.state_dir = state_dir
         self.calls: list[tuple[str, str, list[str]]] = []
-        self.launch_code: int | None = 0  # None: mpirun runs until killed
+        self.launch_code: int | None = 0
         self.output = "[1,0]<stdout>: done\n"
+        self.custom_program: list[str] | None = None
 
-    def __call__(self, pod: str, command: list[str]):
-        spec = self._core.read_namespaced_pod(pod, NAMESPACE).spec
+    def program(self) -> list[str]:
+        if self.custom_program is not None:
+            return self.custom_program
+        if self.launch_code is None:
+            return ["sleep", "60"]
+        script = 'printf "%s" "$1"; exit "$2"'
+        return ["sh", "-c", script, "fake-mpirun", self.output, str(self.launch_code)]
+
+    def __call__(self, pod: str, command: list[str], *, binary: bool = False):
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            spec = self._core.read_namespaced_pod(pod, NAMESPACE).spec
+        except ApiException as error:  # as the real channel says it of a pod that is gone
+            raise ClusterError(f"cannot exec in pod {pod}: {error.reason}") from error
         image = next(c.image for c in spec.containers if c.name == "worker")
         self.calls.append((pod, image, command))
-        if "mlbench-launch" in command:
-            return (
-                Endless()
-                if self.launch_code is None
-                else CannedChannel(self.launch_code, self.output)
-            )
+        if script_name(command) in LOCAL_SCRIPTS:
+            return local_channel(command, binary, self.program())
         return CannedChannel(0, "")
 
     def launches(self) -> list[tuple[str, str, list[str]]]:
-        return [call for call in self.calls if "mlbench-launch" in call[2]]
+        return [call for call in self.calls if script_name(call[2]) == detach.LAUNCH]
 
     def close(self) -> None:
         self._client.close()
@@ -111,8 +108,8 @@ def rollout(emulator, worker_manifest):
 
 
 @pytest.fixture
-def shell(emulator):
-    seam = PodShell(emulator.client)
+def shell(emulator, pod_state):
+    seam = PodShell(emulator.client, str(pod_state))
     yield seam
     seam.close()
 
@@ -127,6 +124,7 @@ def _driver(emulator, shell, ready_timeout: float = 10) -> KubernetesCluster:
         poll_interval=0.02,
         open_channel=shell,
         master_url="http://127.0.0.1:8000",
+        state_dir=shell.state_dir,
     )
 
 
@@ -471,22 +469,72 @@ def test_a_run_cancelled_through_the_api_ends_cancelled_with_the_chart_image_bac
     _assert_restored(rollout, chart_image)
 
 
-@pytest.mark.django_db
-def test_reconciliation_after_a_master_restart_fails_the_run_and_puts_the_image_back(
-    emulator, rollout, shell, master, chart_image, redis_settings
-):
+def _started_run_whose_master_died(emulator, shell, program: list[str] | None = None):
+    """A stored run, STARTED and launched by a master process that then died."""
     from mlbench_master import runs
-    from mlbench_master.jobs import LOST
-    from mlbench_master.reconcile import reconcile
 
     run = _stored_run()
-    spec = runs.run_spec(run)
-    record = _launch_and_die(emulator, shell, spec)
+    shell.custom_program = program
+    record = _launch_and_die(emulator, shell, runs.run_spec(run))
     assert runs.mark_started(run)
     runs.record_launch(run, record)
+    return run
+
+
+@pytest.mark.django_db
+def test_after_a_master_restart_the_run_is_watched_again_and_the_image_put_back_at_its_end(
+    emulator, rollout, shell, master, chart_image, redis_settings, tmp_path
+):
+    from mlbench_master.api.models import LogChunk
+    from mlbench_master.jobs import run_job
+    from mlbench_master.reconcile import reconcile
+
+    gate = tmp_path / "go"
+    program = [
+        "sh",
+        "-c",
+        'echo "[1,0]<stdout>: started"; while [ ! -e "$1" ]; do sleep 0.05; done; '
+        'echo "[1,0]<stdout>: done"',
+        "fake-mpirun",
+        str(gate),
+    ]
+    run = _started_run_whose_master_died(emulator, shell, program)
 
     notes = reconcile()  # what the restarted master's rq-runs container runs first
     run.refresh_from_db()
-    assert run.state == "FAILED" and run.reason.startswith(LOST)
+    assert run.state == "STARTED"
+    assert notes == [
+        f"run {run.pk}: ranks still running; its output is read again to end it truthfully"
+    ]
+    assert _template(rollout)[0] == CUSTOM  # the run goes on in its image
+    gate.touch()
+    assert run_job(run.pk) == "FINISHED"  # the re-enqueued job, as an RQ worker runs it
+    texts = [c.text for c in LogChunk.objects.filter(run=run).order_by("seq")]
+    assert "".join(texts) == "started\ndone\n"
+    _assert_restored(rollout, chart_image)
+
+
+@pytest.mark.django_db
+def test_reconciliation_fails_a_run_whose_pod_0_was_replaced_and_puts_the_image_back(
+    emulator, rollout, shell, master, chart_image, redis_settings
+):
+    from mlbench_master.jobs import LOST
+    from mlbench_master.reconcile import reconcile
+
+    run = _started_run_whose_master_died(emulator, shell)
+    old = rollout.pods()[0]["metadata"]["uid"]
+    rollout.core.delete_namespaced_pod(f"{STS}-0", NAMESPACE)  # an eviction, say
+    wait_for(
+        lambda: rollout.pods().get(0, {}).get("metadata", {}).get("uid") not in (None, old),
+        "the new pod 0",
+    )
+
+    notes = reconcile()
+    run.refresh_from_db()
+    assert run.state == "FAILED"
+    assert run.reason == (
+        f"{LOST} (pod {STS}-0, where mpirun ran, was replaced by a new pod of that name; "
+        "mpirun's output and exit code were in it; its ranks were stopped)"
+    )
     assert notes == [f"run {run.pk}: FAILED, ranks stopped ({run.reason})"]
     _assert_restored(rollout, chart_image)

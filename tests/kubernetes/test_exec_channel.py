@@ -3,7 +3,8 @@ server that speaks the API server's exec protocol (v4.channel.k8s.io) on 127.0.0
 
 Channel bytes: 0 stdin, 1 stdout, 2 stderr, 3 the final metav1.Status. The server plays a
 pod whose command reads the environment block from stdin, writes tagged mpirun-style lines
-and ends with a chosen exit code. What no test here can show is a real kubelet's behaviour.
+(one split across two frames, and a character split across two frames) and ends with a
+chosen exit code. What no test here can show is a real kubelet's behaviour.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from mlbench_master.cluster.kubernetes.podexec import PodExecution, WebSocketChannel
+from mlbench_master.cluster.kubernetes.podexec import WebSocketChannel, run_to_completion
 
 STATUS_OK = {"metadata": {}, "status": "Success"}
 
@@ -67,6 +68,8 @@ class ExecServer:
         await asyncio.sleep(0.05)
         await ws.send_bytes(b"\x01out>: epoch 2\n")
         await ws.send_bytes(b"\x02[1,1]<stderr>: rank 1 says hello\n")
+        await ws.send_bytes(b"\x01caf\xc3")  # "café": its last character split in two
+        await ws.send_bytes(b"\x01\xa9\n")
         await ws.send_bytes(b"\x01no newline at the end")
         if self.exit_code is not None:
             status = STATUS_OK if self.exit_code == 0 else _status_exit(self.exit_code)
@@ -100,51 +103,65 @@ def _core_api(url: str):
     return client.CoreV1Api(client.ApiClient(configuration))
 
 
-def _collect(execution, limit=10.0):
-    lines = []
+def _collect(channel, limit=10.0):
+    chunks = []
     deadline = time.monotonic() + limit
-    while execution.poll() is None:
-        assert time.monotonic() < deadline, "the execution never ended"
-        lines += execution.read(0.2)
-    return lines
+    while not channel.done():
+        assert time.monotonic() < deadline, "the session never ended"
+        chunks += channel.read(0.2)
+    chunks += channel.read(0)
+    return chunks
+
+
+def _joined(chunks, stream):
+    pieces = [data for name, data in chunks if name == stream]
+    return pieces[0][:0].join(pieces) if pieces else ""
 
 
 @pytest.mark.parametrize("code", [0, 3])
-def test_output_lines_and_exit_code_through_a_real_exec_websocket(code):
+def test_output_stdin_and_exit_code_through_a_real_exec_websocket(code):
     from mlbench_master.cluster.kubernetes import shell
 
     with ExecServer(exit_code=code) as server:
         channel = WebSocketChannel(
-            _core_api(server.url),
-            "bench",
-            "rel-mlbench-worker-0",
-            "worker",
-            shell.with_environment(["mpirun", "-n", "2"]),
+            _core_api(server.url), "bench", "rel-mlbench-worker-0", "worker", ["mpirun", "-n", "2"]
         )
         channel.write(shell.environment_block({"MLBENCH_RUN_TOKEN": "s3cret"}))
-        killed = []
-        execution = PodExecution(channel, on_kill=lambda: killed.append(True))
-        lines = _collect(execution)
-    assert execution.poll() == code
-    tagged = sorted((x.rank, x.stream, x.text) for x in lines if x.rank is not None)
-    assert tagged == [
-        (0, "stdout", "epoch 1"),
-        (0, "stdout", "epoch 2"),  # a line split across two frames is put back together
-        (1, "stderr", "rank 1 says hello"),
-    ]
-    assert (None, "stdout", "no newline at the end") in [(x.rank, x.stream, x.text) for x in lines]
+        chunks = _collect(channel)
+        assert channel.status() == (code, "")
+        channel.close()
+    assert _joined(chunks, "stdout").startswith("[1,0]<stdout>: epoch 1\n[1,0]<stdout>: epoch 2\n")
+    assert _joined(chunks, "stdout").endswith("no newline at the end")
+    assert _joined(chunks, "stderr") == "[1,1]<stderr>: rank 1 says hello\n"
     query = dict(server.queries[0])
     assert query["container"] == "worker" and query["stdin"] == "true"
     assert "s3cret" not in json.dumps(server.queries)  # the token went over stdin only
     assert server.stdin == "MLBENCH_RUN_TOKEN=s3cret\n\n"
-    assert not killed
+
+
+def test_a_binary_channel_hands_out_the_bytes_exactly():
+    """The launch's output is counted in bytes (its offsets); text decoded frame by frame
+    would turn a character split across frames into two replacement characters."""
+    with ExecServer(exit_code=0) as server:
+        channel = WebSocketChannel(
+            _core_api(server.url), "bench", "p-0", "worker", ["true"], binary=True
+        )
+        channel.write("\n")
+        chunks = _collect(channel)
+        assert channel.status() == (0, "")
+        channel.close()
+    stdout = _joined(chunks, "stdout")
+    assert isinstance(stdout, bytes)
+    assert stdout == (
+        b"[1,0]<stdout>: epoch 1\n[1,0]<stdout>: epoch 2\ncaf\xc3\xa9\nno newline at the end"
+    )
+    assert _joined(chunks, "stderr") == b"[1,1]<stderr>: rank 1 says hello\n"
 
 
 def test_a_dropped_exec_session_is_a_failure_with_a_reason():
     with ExecServer(exit_code=None) as server:
         channel = WebSocketChannel(_core_api(server.url), "bench", "p-0", "worker", ["true"])
         channel.write("\n")
-        execution = PodExecution(channel, on_kill=lambda: None)
-        lines = _collect(execution)
-    assert execution.poll() == 255
-    assert any("without an exit status" in x.text for x in lines)
+        code, output = run_to_completion(channel, 10)
+    assert code == 255
+    assert output.endswith("the exec session ended without an exit status (connection lost?)")

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from mlbench_master.cluster.base import ClusterError
+from mlbench_master.cluster.base import CannotAttach, ClusterError
 from mlbench_master.cluster.kubernetes import KubernetesCluster
 from tests.kubernetes.chart import NAMESPACE, RELEASE, find, manifests
 from tests.kubernetes.conftest import STS, Run
@@ -80,9 +80,24 @@ def _exercise_every_driver_call(emulator, controller) -> list:
     # The emulator cannot upgrade to a websocket: exec is refused after being asked for.
     with pytest.raises(ClusterError, match="cannot"):
         driver.launch(run, ["true"], {})
+    launched = Run(
+        num_workers=2,
+        launch={
+            "kubernetes": {
+                "pods": [f"{STS}-0", f"{STS}-1"],
+                "launcher": f"{STS}-0",
+                "launcher_uid": "",
+                "dir": "/var/lib/mlbench/launches/run-7-abc",
+                "launch_id": "abc",
+            }
+        },
+    )
     with pytest.raises(ClusterError):
-        driver.cancel(run)
-    assert driver.is_running(run) is False  # the pods could not be asked
+        driver.cancel(launched)
+    assert driver.is_running(launched) is False  # the pods could not be asked
+    with pytest.raises(CannotAttach, match="cannot read its launch"):
+        driver.attach(launched)
+    assert driver.checkpoint_dir(7) == "/var/lib/mlbench/checkpoints/run-7"
     driver.samples(run)
     # The driver's requests; the websocket client sends no agent, and only the driver execs.
     return [

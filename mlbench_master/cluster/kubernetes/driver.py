@@ -6,15 +6,22 @@ are Ready with it; the chart's image comes back when the run ends (cancel(), whi
 calls after every launch), when prepare() or launch() fail, and otherwise at the next look
 (images.py says how the record of the image to put back survives a dead master).
 
+mpirun runs detached in pod 0, its output and exit code in files there (detach.py), so a
+run outlives the master that started it: a restarted master re-attaches (attach()) and
+reads on from where the last one stored its lines (execution.py).
+
 Every Kubernetes API call of the master is made from this package (tests/kubernetes/
 test_rbac.py checks that the chart's Role grants exactly these calls, and nothing else):
-the StatefulSet, pods and events here, pod exec in podexec.py, the metrics API in usage.py.
+the StatefulSet, pods and events (pods.py and here), pod exec in podexec.py, the metrics
+API in usage.py.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
+import uuid
 from typing import Any
 
 from mlbench_master.cluster.base import (
@@ -22,32 +29,16 @@ from mlbench_master.cluster.base import (
     ClusterDriver,
     ClusterError,
     Execution,
-    PodInfo,
     PodSample,
     PrepareTimeout,
     RunSpec,
 )
 from mlbench_master.cluster.environment import setting
-from mlbench_master.cluster.kubernetes import bandwidth, images, shell, usage
-from mlbench_master.cluster.kubernetes.config import (
-    load_api_client,
-    namespace_from_environment,
-    release_from_environment,
-)
-from mlbench_master.cluster.kubernetes.names import (
-    DATA_DIR,
-    WORKER_CONTAINER,
-    host_name,
-    worker_selector,
-    worker_statefulset_name,
-)
-from mlbench_master.cluster.kubernetes.podexec import (
-    ChannelFactory,
-    ExecChannel,
-    PodExecution,
-    WebSocketChannel,
-    run_to_completion,
-)
+from mlbench_master.cluster.kubernetes import bandwidth, checkpoints, detach, images, shell, usage
+from mlbench_master.cluster.kubernetes.execution import Launch, PodFilesExecution
+from mlbench_master.cluster.kubernetes.names import DATA_DIR, STATE_DIR, host_name, worker_selector
+from mlbench_master.cluster.kubernetes.podexec import ChannelFactory
+from mlbench_master.cluster.kubernetes.pods import WorkerPods
 from mlbench_master.cluster.kubernetes.readiness import (
     Target,
     blocking,
@@ -55,21 +46,19 @@ from mlbench_master.cluster.kubernetes.readiness import (
     not_ready_reason,
     ready_for,
 )
-from mlbench_master.cluster.kubernetes.resources import (
-    desired_resources,
-    event_time,
-    labels_match,
-    ordinal,
-)
+from mlbench_master.cluster.kubernetes.resources import desired_resources
 
 log = logging.getLogger(__name__)
 
 DEFAULT_READY_TIMEOUT = 300.0
-# Seconds a short command in a pod (tc, pkill, pgrep) may take before it counts as failed.
-COMMAND_TIMEOUT = 30.0
+# Why a run launched by a master from before detached launches cannot be re-attached.
+NO_FILES = (
+    "its launch record names no output files in a pod (it was started by a master whose "
+    "exec session carried mpirun's output, and that session ended with it)"
+)
 
 
-class KubernetesCluster(ClusterDriver):
+class KubernetesCluster(WorkerPods, ClusterDriver):
     """The worker pods of one helm release, in one namespace."""
 
     name = "kubernetes"
@@ -88,127 +77,23 @@ class KubernetesCluster(ClusterDriver):
         poll_interval: float = 1.0,
         open_channel: ChannelFactory | None = None,
         master_url: str | None = None,
+        state_dir: str = STATE_DIR,
     ) -> None:
-        self._api_client = api_client
-        self._namespace = namespace
-        self._release = release
+        super().__init__(
+            api_client=api_client, namespace=namespace, release=release, open_channel=open_channel
+        )
         timeout = (
             ready_timeout if ready_timeout is not None else setting("MLBENCH_K8S_READY_TIMEOUT")
         )
         self.ready_timeout = float(timeout) if timeout is not None else DEFAULT_READY_TIMEOUT
         self.poll_interval = poll_interval
-        self._open_channel = open_channel
         self._master_url = master_url
+        # Where the worker pods keep launches and checkpoints (the chart's "state" emptyDir).
+        self.state_dir = state_dir.rstrip("/")
         # None: not asked yet; False: metrics.k8s.io is absent (said once in the log).
         self.metrics_available: bool | None = None
-        self._limited: list[str] = []
-
-    # -- configuration ----------------------------------------------------------------------
-
-    @property
-    def api_client(self) -> Any:
-        if self._api_client is None:
-            self._api_client = load_api_client()
-        return self._api_client
-
-    @property
-    def namespace(self) -> str:
-        if self._namespace is None:
-            self._namespace = namespace_from_environment()
-        return self._namespace
-
-    @property
-    def release(self) -> str:
-        if self._release is None:
-            self._release = release_from_environment()
-        return self._release
-
-    @property
-    def statefulset(self) -> str:
-        return worker_statefulset_name(self.release)
-
-    def _apps(self) -> Any:
-        from kubernetes import client
-
-        return client.AppsV1Api(self.api_client)
-
-    def _core(self) -> Any:
-        from kubernetes import client
-
-        return client.CoreV1Api(self.api_client)
-
-    def _api_error(self, what: str, error: Exception) -> ClusterError:
-        status = getattr(error, "status", None)
-        reason = getattr(error, "reason", None) or str(error)
-        hint = ""
-        if status == 403:
-            hint = " (the master's service account lacks this right: reinstall the chart)"
-        elif status == 404:
-            hint = (
-                f" (is the chart installed as release {self.release!r} in namespace "
-                f"{self.namespace!r}? See MLBENCH_RELEASE_NAME / MLBENCH_K8S_NAMESPACE)"
-            )
-        return ClusterError(f"Kubernetes API: {what} failed: {status or ''} {reason}{hint}".strip())
-
-    # -- reading ----------------------------------------------------------------------------
-
-    def _worker_pods(self) -> list[Any]:
-        from kubernetes.client.exceptions import ApiException
-
-        selector = worker_selector(self.release)
-        try:
-            items = self._core().list_namespaced_pod(self.namespace, label_selector=selector).items
-        except ApiException as error:
-            raise self._api_error("listing the worker pods", error) from error
-        # The selector is applied here too: the answer must not depend on the server's care.
-        pods = [p for p in items if labels_match(p.metadata.labels, selector)]
-        return sorted(pods, key=lambda p: ordinal(p.metadata.name))
-
-    def pods(self) -> list[PodInfo]:
-        return [
-            PodInfo(
-                name=p.metadata.name,
-                labels=dict(p.metadata.labels or {}),
-                phase=(p.status.phase if p.status else None) or "Unknown",
-                ip=(p.status.pod_ip if p.status else None) or "",
-                node=(p.spec.node_name if p.spec else None) or "",
-            )
-            for p in self._worker_pods()
-        ]
-
-    def _read_statefulset(self) -> Any:
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            return self._apps().read_namespaced_stateful_set(self.statefulset, self.namespace)
-        except ApiException as error:
-            raise self._api_error(f"reading StatefulSet {self.statefulset}", error) from error
-
-    def _latest_event(self, name: str) -> Any | None:
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            events = (
-                self._core()
-                .list_namespaced_event(self.namespace, field_selector=f"involvedObject.name={name}")
-                .items
-            )
-        except ApiException as error:
-            log.warning("cannot read the events of %s: %s", name, error)
-            return None
-        events = [e for e in events if e.involved_object and e.involved_object.name == name]
-        return max(events, key=event_time) if events else None
 
     # -- prepare ----------------------------------------------------------------------------
-
-    def _worker_container(self, sts: dict[str, Any]) -> dict[str, Any]:
-        containers = sts["spec"]["template"]["spec"]["containers"]
-        worker = next((c for c in containers if c["name"] == WORKER_CONTAINER), None)
-        if worker is None:
-            raise ClusterError(
-                f"StatefulSet {self.statefulset} has no container named {WORKER_CONTAINER!r}"
-            )
-        return worker
 
     def _apply(self, patch: dict[str, Any], what: str) -> None:
         from kubernetes.client.exceptions import ApiException
@@ -220,7 +105,7 @@ class KubernetesCluster(ClusterDriver):
 
     def _patch_statefulset(self, run: RunSpec) -> Target:
         """Scale to num_workers, set the worker container's limits and the run's image."""
-        sts = self.api_client.sanitize_for_serialization(self._read_statefulset())
+        sts = self._statefulset_json()
         containers = sts["spec"]["template"]["spec"]["containers"]
         worker = self._worker_container(sts)
         max_gpus = int(float(setting("MLBENCH_MAX_GPUS") or 0))
@@ -260,7 +145,7 @@ class KubernetesCluster(ClusterDriver):
         replaced by the StatefulSet controller; nothing waits for them here (the next
         prepare() does).
         """
-        sts = self.api_client.sanitize_for_serialization(self._read_statefulset())
+        sts = self._statefulset_json()
         containers = sts["spec"]["template"]["spec"]["containers"]
         worker = self._worker_container(sts)
         annotations = (sts.get("metadata") or {}).get("annotations") or {}
@@ -296,7 +181,7 @@ class KubernetesCluster(ClusterDriver):
         return ""
 
     def _template_image(self) -> str:
-        sts = self.api_client.sanitize_for_serialization(self._read_statefulset())
+        sts = self._statefulset_json()
         return self._worker_container(sts).get("image") or ""
 
     def _wait_for_workers(self, run: RunSpec, target: Target) -> list[str]:
@@ -345,17 +230,6 @@ class KubernetesCluster(ClusterDriver):
 
     # -- commands in pods ---------------------------------------------------------------------
 
-    def channel(self, pod: str, command: list[str]) -> ExecChannel:
-        """Start `command` in `pod`'s worker container (the seam tests replace)."""
-        if self._open_channel is not None:
-            return self._open_channel(pod, command)
-        return WebSocketChannel(self._core(), self.namespace, pod, WORKER_CONTAINER, command)
-
-    def run_in_pod(
-        self, pod: str, command: list[str], timeout: float = COMMAND_TIMEOUT
-    ) -> tuple[int, str]:
-        return run_to_completion(self.channel(pod, command), timeout)
-
     def _run_pod_names(self, run: RunSpec) -> list[str]:
         """Pods 0 .. num_workers-1, the ones prepare() returned as hosts (pod i runs rank i)."""
         wanted = [f"{self.statefulset}-{i}" for i in range(run.num_workers)]
@@ -368,73 +242,126 @@ class KubernetesCluster(ClusterDriver):
             )
         return wanted
 
-    def _apply_bandwidth(self, run: RunSpec, pods: list[str]) -> None:
+    def _apply_bandwidth(self, run: RunSpec, pods: list[str]) -> list[str]:
+        """Limit (or unlimit) the pods; returns those that carry a limit now."""
         mbit = int(run.max_bandwidth or 0)
         spared = []
         if mbit > 0:
             master_url = self._master_url or setting("MLBENCH_MASTER_URL") or ""
             spared = bandwidth.master_addresses(master_url, setting("MLBENCH_POD_IP"))
         bandwidth.apply(self.run_in_pod, pods, mbit, spared)
-        self._limited = pods if mbit > 0 else []
+        return pods if mbit > 0 else []
 
-    def _clear_bandwidth(self, pods: list[str]) -> None:
-        bandwidth.clear(self.run_in_pod, pods)
-        self._limited = []
-
-    # -- launch, cancel -------------------------------------------------------------------------
+    # -- launch, attach, cancel -----------------------------------------------------------------
 
     def launch(self, run: RunSpec, argv: list[str], env: dict[str, str]) -> Execution:
         # The job calls nothing else when launch() fails: put the chart's image back here.
         try:
             pods = self._run_pod_names(run)
-            sts = self.api_client.sanitize_for_serialization(self._read_statefulset())
+            sts = self._statefulset_json()
             image = images.record((sts.get("metadata") or {}).get("annotations"))
-            self._apply_bandwidth(run, pods)
+            limited = self._apply_bandwidth(run, pods)
         except ClusterError as error:
             raise ClusterError(f"{error}{self._restore_quietly(run)}") from error
         # The data sets are where the pods mount them, whatever the master's own setting is.
         env = {**env, "MLBENCH_DATA_DIR": DATA_DIR}
         try:
-            channel = self.channel(pods[0], shell.with_environment(argv))
-            channel.write(shell.environment_block(env))
+            launch = self._start_detached(run, pods[0], argv, env)
         except (ClusterError, ValueError) as error:
-            self._clear_bandwidth(pods)
+            bandwidth.clear(self.run_in_pod, pods)
             note = self._restore_quietly(run)
             raise ClusterError(f"cannot start mpirun in pod {pods[0]}: {error}{note}") from error
-        limited = list(self._limited)
-        where: dict[str, Any] = {"pods": pods, "launcher": pods[0]}
+        where: dict[str, Any] = {"pods": pods, **launch.fields()}
         if image is not None:
             # A copy of the StatefulSet's record, kept with the run (see restore_image).
             where["image"] = image
-        return PodExecution(
-            channel,
+        record = {
+            "kubernetes": where,
+            "max_bandwidth": {"requested_mbit_s": run.max_bandwidth, "applied": bool(limited)},
+        }
+        return self._execution(dataclasses.replace(run, launch=record), launch, (0, 0))
+
+    def _start_detached(
+        self, run: RunSpec, pod: str, argv: list[str], env: dict[str, str]
+    ) -> Launch:
+        """Start mpirun detached in `pod` (detach.py); returns once it runs there."""
+        stdin = shell.environment_block(env)
+        launch_id = uuid.uuid4().hex[:12]
+        directory = f"{self.state_dir}/launches/run-{run.id}-{launch_id}"
+        uid = self.pod_uid(pod)
+        try:
+            code, output = self.run_in_pod(
+                pod, detach.launch(directory, launch_id, argv), stdin=stdin
+            )
+        except ClusterError:
+            self._stop_quietly(pod, launch_id)  # the answer may be what was lost
+            raise
+        if code != 0:
+            self._stop_quietly(pod, launch_id)
+            raise ClusterError(output.strip()[-500:] or f"exit code {code}")
+        return Launch(pod=pod, pod_uid=uid, directory=directory, launch_id=launch_id)
+
+    def _stop_quietly(self, pod: str, launch_id: str) -> None:
+        try:
+            self.run_in_pod(pod, detach.stop(launch_id))
+        except ClusterError as error:
+            log.warning("launch %s in %s may have survived: %s", launch_id, pod, error)
+
+    def _execution(self, run: RunSpec, launch: Launch, offsets: tuple[int, int]) -> Execution:
+        """The Execution of `launch`; `run.launch` is its record."""
+        pods = (run.launch.get("kubernetes") or {}).get("pods") or [launch.pod]
+        limited = bool((run.launch.get("max_bandwidth") or {}).get("applied"))
+        return PodFilesExecution(
+            self,
+            launch,
+            offsets=offsets,
+            record=run.launch,
             # The job kills every execution once it ended (exit 0 too): cancel() then stops
             # what is left and puts the chart's worker image back.
             on_kill=lambda: self.cancel(run),
-            on_exit=lambda: self._clear_bandwidth(limited) if limited else None,
-            record={
-                "kubernetes": where,
-                "max_bandwidth": {"requested_mbit_s": run.max_bandwidth, "applied": bool(limited)},
-            },
+            on_exit=lambda: bandwidth.clear(self.run_in_pod, pods) if limited else None,
         )
 
-    def _running_pods(self) -> list[str]:
-        # A pod being deleted is stopping everything in it already.
-        return [
-            p.metadata.name
-            for p in self._worker_pods()
-            if p.status is not None
-            and p.status.phase == "Running"
-            and p.metadata.deletion_timestamp is None
-        ]
+    def attach(self, run: RunSpec) -> Execution:
+        """The detached launch of `run` in pod 0, read on from the offsets saved there. It
+        cannot be had when pod 0 is gone or was replaced (its files went with it)."""
+        launch = Launch.from_record(run.launch)
+        if launch is None:
+            raise CannotAttach(NO_FILES)
+        unreadable = f"cannot read its launch in pod {launch.pod}"
+        try:
+            lost = self.launcher_lost(launch)
+        except ClusterError as error:
+            raise CannotAttach(f"{unreadable}: {error}") from error
+        if lost:
+            raise CannotAttach(f"{lost}; mpirun's output and exit code were in it")
+        try:
+            command = detach.probe(launch.directory, launch.launch_id)
+            code, output = self.run_in_pod(launch.pod, command)
+            if code != 0:
+                raise ClusterError(output.strip()[-300:] or f"exit code {code}")
+            probe = detach.Probe.parse(output)
+        except (ClusterError, ValueError) as error:
+            raise CannotAttach(f"{unreadable}: {error}") from error
+        if not probe.found:
+            raise CannotAttach(
+                f"the files of its launch ({launch.directory}) are missing from pod {launch.pod}"
+            )
+        return self._execution(run, launch, probe.offsets)
 
     def cancel(self, run: RunSpec) -> None:
-        """Stop the run's processes in every pod, then put the chart's worker image back
+        """Stop the run's processes (its detached launch in pod 0 by its marker, mpirun's
+        daemons and ranks in every pod by name), then put the chart's worker image back
         (after, so no pod is replaced while it is being asked to stop)."""
+        launch = Launch.from_record(run.launch)
+        running = self._running_pods()
+        commands = [(pod, shell.stop_run()) for pod in running]
+        if launch is not None and launch.pod in running:
+            commands.insert(0, (launch.pod, detach.stop(launch.launch_id)))
         failures = []
-        for pod in self._running_pods():
+        for pod, command in commands:
             try:
-                code, output = self.run_in_pod(pod, shell.stop_run())
+                code, output = self.run_in_pod(pod, command)
             except ClusterError as error:
                 code, output = -1, str(error)
             if code != 0:
@@ -450,6 +377,16 @@ class KubernetesCluster(ClusterDriver):
             raise ClusterError("; ".join(problems))
 
     def is_running(self, run: RunSpec) -> bool:
+        launch = Launch.from_record(run.launch)
+        if launch is not None:
+            try:
+                code, output = self.run_in_pod(
+                    launch.pod, detach.probe(launch.directory, launch.launch_id)
+                )
+                if code == 0 and detach.Probe.parse(output).running:
+                    return True
+            except (ClusterError, ValueError) as error:
+                log.warning("cannot ask %s about run %s's launch: %s", launch.pod, run.id, error)
         for pod in self._running_pods():
             try:
                 code, _ = self.run_in_pod(pod, shell.run_alive())
@@ -464,10 +401,26 @@ class KubernetesCluster(ClusterDriver):
         """The StatefulSet grows to any size; the scheduler says what fits (prepare times out
         naming the pod and why)."""
 
-    def attach(self, run: RunSpec) -> Execution:
-        # mpirun's output and exit status come over the exec session of the master that
-        # started it; once that master is gone they cannot be read again.
-        raise CannotAttach("the kubernetes driver cannot re-attach to a launch")
+    def checkpoint_dir(self, run_id: int) -> str:
+        """Where run `run_id`'s ranks keep training checkpoints: /datasets/checkpoints/run-N
+        on the data-sets disk when the chart mounts a persistent one writable (it outlives
+        the pods), else STATE_DIR/checkpoints/run-N on the pods' "state" emptyDir (it
+        outlives mpirun and container restarts, not the pod). checkpoints.py decides."""
+        return checkpoints.directory(self._statefulset_json(), run_id, self.state_dir)
+
+    def delete_checkpoints(self, run_id: int) -> None:
+        """Remove run `run_id`'s checkpoint folder in pod 0, where rank 0 wrote it. Without
+        a running pod 0 an emptyDir's went with its pod already; a disk's cannot be reached
+        then, and the ClusterError says it stays."""
+        directory = self.checkpoint_dir(run_id)
+        pod = f"{self.statefulset}-0"
+        if pod not in self._running_pods():
+            if directory.startswith(f"{DATA_DIR}/"):
+                raise ClusterError(f"{directory} stays on the data-sets disk: {pod} is not running")
+            return
+        code, output = self.run_in_pod(pod, shell.remove_tree(directory))
+        if code != 0:
+            raise ClusterError(f"cannot remove {directory} in {pod}: {output.strip()[-200:]}")
 
     # -- metrics --------------------------------------------------------------------------------
 

@@ -6,6 +6,13 @@ from __future__ import annotations
 WORKER_CONTAINER = "worker"
 # Where the data sets live inside the worker pods (the persistent disk's mount point).
 DATA_DIR = "/datasets"
+# An emptyDir of every worker pod (volume "state"): the files of each launch (mpirun's output,
+# its exit code, the read offsets), so a restarted master re-attaches, and the runs'
+# checkpoints when no writable disk holds the data sets. Outlives the container, not the pod.
+STATE_DIR = "/var/lib/mlbench"
+STATE_VOLUME = "state"
+# Marker in the environment of every process of a launch in pod 0: found, and stopped, by it.
+LAUNCH_MARK = "MLBENCH_K8S_LAUNCH_ID"
 # Annotations on the worker StatefulSet while a run's custom image replaces the chart's:
 # the image to put back, and the custom image the driver set. They live on the cluster, not
 # in the master, so any master process (a later run, a restarted master) can put it back.

@@ -3,33 +3,31 @@
 `ExecChannel` is the small interface the driver needs from an exec session (chunks of
 stdout/stderr, stdin, the exit status). `WebSocketChannel` implements it with the official
 client's websocket exec; tests put other channels behind the same seam, since the API
-emulator cannot serve exec. `PodExecution` turns a channel into the cluster protocol's
-Execution (lines attributed to ranks, exit code, kill).
+emulator cannot serve exec. A channel hands out text, or bytes when opened `binary`: the
+output of a launch is counted in bytes (execution.py), and text decoded frame by frame
+would mangle a character split across two frames.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import time
-from collections.abc import Callable
 from typing import Any, Protocol
 
-from mlbench_master.cluster.base import ClusterError, Execution, OutputLine
-from mlbench_master.cluster.mpirun import parse_line
+from mlbench_master.cluster.base import ClusterError
 
-log = logging.getLogger(__name__)
-
-# Exit code reported when the exec session ended without a status (connection lost) or the
-# API server refused to run the command; the reason is added to the output.
+# Exit code reported when the exec session ended without a status (connection lost), the
+# API server refused to run the command, or a launch's pod 0 was lost; the reason is added
+# to the output.
 LOST = 255
 
 
 class ExecChannel(Protocol):
     """One command running in a pod, as the driver sees it."""
 
-    def read(self, timeout: float) -> list[tuple[str, str]]:
-        """(stream, text) chunks that arrived, waiting at most `timeout` seconds."""
+    def read(self, timeout: float) -> list[tuple[str, Any]]:
+        """(stream, text) chunks that arrived, waiting at most `timeout` seconds; bytes
+        rather than text when the channel was opened binary."""
 
     def write(self, text: str) -> None:
         """Send `text` to the command's stdin."""
@@ -44,13 +42,25 @@ class ExecChannel(Protocol):
         """Drop the session (the command may go on running in the pod)."""
 
 
-ChannelFactory = Callable[[str, list[str]], ExecChannel]
+class ChannelFactory(Protocol):
+    """Opens a channel: `factory(pod, command, binary=False)`."""
+
+    def __call__(self, pod: str, command: list[str], *, binary: bool = False) -> ExecChannel: ...
 
 
 class WebSocketChannel:
     """An exec session over the API server's websocket (channels 0-3 of *.channel.k8s.io)."""
 
-    def __init__(self, core_api: Any, namespace: str, pod: str, container: str, command: list[str]):
+    def __init__(
+        self,
+        core_api: Any,
+        namespace: str,
+        pod: str,
+        container: str,
+        command: list[str],
+        *,
+        binary: bool = False,
+    ) -> None:
         from kubernetes.client.exceptions import ApiException
         from kubernetes.stream import stream
 
@@ -65,6 +75,7 @@ class WebSocketChannel:
                 stdout=True,
                 stderr=True,
                 tty=False,
+                binary=binary,
                 _preload_content=False,
             )
         except ApiException as error:
@@ -72,7 +83,7 @@ class WebSocketChannel:
             raise ClusterError(f"cannot exec in pod {pod}: {reason}") from error
         self._status: tuple[int, str] | None = None
 
-    def read(self, timeout: float) -> list[tuple[str, str]]:
+    def read(self, timeout: float) -> list[tuple[str, Any]]:
         from kubernetes.stream.ws_client import STDERR_CHANNEL, STDOUT_CHANNEL
 
         if self._ws.is_open():
@@ -98,7 +109,10 @@ class WebSocketChannel:
         from kubernetes.stream.ws_client import ERROR_CHANNEL
 
         if self._status is None:
-            self._status = exit_status(self._ws.read_channel(ERROR_CHANNEL))
+            payload = self._ws.read_channel(ERROR_CHANNEL)
+            if isinstance(payload, bytes):
+                payload = payload.decode("utf-8", "replace")
+            self._status = exit_status(payload)
         return self._status
 
     def close(self) -> None:
@@ -143,74 +157,3 @@ def run_to_completion(channel: ExecChannel, timeout: float) -> tuple[int, str]:
         return code, "".join(output) + reason
     finally:
         channel.close()
-
-
-class PodExecution(Execution):
-    """mpirun running in the rank-0 pod, seen through an exec channel."""
-
-    def __init__(
-        self,
-        channel: ExecChannel,
-        *,
-        on_kill: Callable[[], None],
-        on_exit: Callable[[], None] = lambda: None,
-        record: dict[str, Any] | None = None,
-    ) -> None:
-        self._record = dict(record or {})
-        self._channel = channel
-        self._on_kill = on_kill
-        self._on_exit = on_exit
-        self._partial = {"stdout": "", "stderr": ""}
-        self._code: int | None = None
-        self._reason = ""
-
-    def read(self, timeout: float) -> list[OutputLine]:
-        if self._code is not None:
-            return []
-        lines: list[OutputLine] = []
-        for stream, text in self._channel.read(timeout):
-            pieces = (self._partial[stream] + text).split("\n")
-            self._partial[stream] = pieces.pop()
-            lines += [parse_line(piece, stream) for piece in pieces]
-        if self._channel.done():
-            for stream, rest in self._partial.items():
-                if rest:
-                    lines.append(parse_line(rest, stream))
-            self._partial = {"stdout": "", "stderr": ""}
-            code, reason = self._channel.status()
-            if reason:
-                lines.append(OutputLine(None, "stderr", f"kubernetes exec: {reason}"))
-            self._finish(code)
-        return lines
-
-    def poll(self) -> int | None:
-        return self._code
-
-    @property
-    def record(self) -> dict[str, Any]:
-        return self._record
-
-    @property
-    def exit_known(self) -> bool:
-        # The exec status channel always answers: a lost session is reported as code 255.
-        return True
-
-    def checkpoint(self) -> None:
-        """Nothing to record: the exec stream cannot be re-read from an offset."""
-
-    def kill(self) -> None:
-        # Also called after a normal exit, to stop ranks a failed mpirun left behind: it must
-        # not raise, or the run's end would not be recorded.
-        try:
-            self._on_kill()
-        except ClusterError as error:
-            log.warning("stopping the run's processes: %s", error)
-        finally:
-            self._channel.close()
-            if self._code is None:
-                self._finish(128 + 9)  # as a shell reports SIGKILL, like the local driver
-
-    def _finish(self, code: int) -> None:
-        self._code = code
-        self._channel.close()
-        self._on_exit()

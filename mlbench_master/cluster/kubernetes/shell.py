@@ -71,25 +71,20 @@ def stop_run() -> list[str]:
     )
 
 
+def remove_tree(path: str) -> list[str]:
+    """Remove `path` and everything under it (succeeds when it does not exist)."""
+    return ["sh", "-c", 'rm -rf -- "$1"', "mlbench-remove", path]
+
+
 def run_alive() -> list[str]:
     """Exit 0 when a process of a run is alive in this pod, 1 otherwise."""
     return sh(f"{_ALIVE}\nalive >/dev/null")
 
 
-def with_environment(argv: list[str]) -> list[str]:
-    """`argv` run with environment variables read from stdin ("NAME=value" lines, then "").
-
-    Secrets (the run's token) travel over the exec stream's stdin rather than in the exec
-    URL, which API servers may log. stdin is closed for the command itself.
-    """
-    script = (
-        'while IFS= read -r line && [ -n "$line" ]; do export "$line"; done\nexec "$@" </dev/null'
-    )
-    return ["sh", "-c", script, "mlbench-launch", *argv]
-
-
 def environment_block(env: dict[str, str]) -> str:
-    """The stdin that `with_environment` expects."""
+    """Environment variables as the launch reads them from stdin ("NAME=value" lines, then
+    an empty one; detach.launch). Secrets (the run's token) travel over the exec stream's
+    stdin rather than in the exec URL, which API servers may log."""
     for name, value in env.items():
         if "\n" in value or "\n" in name or "=" in name or not name:
             raise ValueError(f"environment variable {name!r} cannot be passed to a pod")

@@ -1,0 +1,217 @@
+"""The release's workers as the master reaches them: its API client, the worker
+StatefulSet, the worker pods, their events, and commands in them (exec).
+
+`WorkerPods` is the base of the driver (driver.py), which decides what to do with a run;
+everything here only reads the cluster or runs a command, so it is shared by the
+driver's preparing, launching, re-attaching and stopping alike.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from mlbench_master.cluster.base import ClusterError, PodInfo
+from mlbench_master.cluster.kubernetes.config import (
+    load_api_client,
+    namespace_from_environment,
+    release_from_environment,
+)
+from mlbench_master.cluster.kubernetes.execution import Launch
+from mlbench_master.cluster.kubernetes.names import (
+    WORKER_CONTAINER,
+    worker_selector,
+    worker_statefulset_name,
+)
+from mlbench_master.cluster.kubernetes.podexec import (
+    ChannelFactory,
+    ExecChannel,
+    WebSocketChannel,
+    run_to_completion,
+)
+from mlbench_master.cluster.kubernetes.resources import event_time, labels_match, ordinal
+
+log = logging.getLogger(__name__)
+
+# Seconds a short command in a pod (tc, pkill, pgrep) may take before it counts as failed.
+COMMAND_TIMEOUT = 30.0
+
+
+class WorkerPods:
+    """The worker pods of one helm release, in one namespace."""
+
+    def __init__(
+        self,
+        *,
+        api_client: Any = None,
+        namespace: str | None = None,
+        release: str | None = None,
+        open_channel: ChannelFactory | None = None,
+    ) -> None:
+        self._api_client = api_client
+        self._namespace = namespace
+        self._release = release
+        self._open_channel = open_channel
+
+    # -- configuration ----------------------------------------------------------------------
+
+    @property
+    def api_client(self) -> Any:
+        if self._api_client is None:
+            self._api_client = load_api_client()
+        return self._api_client
+
+    @property
+    def namespace(self) -> str:
+        if self._namespace is None:
+            self._namespace = namespace_from_environment()
+        return self._namespace
+
+    @property
+    def release(self) -> str:
+        if self._release is None:
+            self._release = release_from_environment()
+        return self._release
+
+    @property
+    def statefulset(self) -> str:
+        return worker_statefulset_name(self.release)
+
+    def _apps(self) -> Any:
+        from kubernetes import client
+
+        return client.AppsV1Api(self.api_client)
+
+    def _core(self) -> Any:
+        from kubernetes import client
+
+        return client.CoreV1Api(self.api_client)
+
+    def _api_error(self, what: str, error: Exception) -> ClusterError:
+        status = getattr(error, "status", None)
+        reason = getattr(error, "reason", None) or str(error)
+        hint = ""
+        if status == 403:
+            hint = " (the master's service account lacks this right: reinstall the chart)"
+        elif status == 404:
+            hint = (
+                f" (is the chart installed as release {self.release!r} in namespace "
+                f"{self.namespace!r}? See MLBENCH_RELEASE_NAME / MLBENCH_K8S_NAMESPACE)"
+            )
+        return ClusterError(f"Kubernetes API: {what} failed: {status or ''} {reason}{hint}".strip())
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def _worker_pods(self) -> list[Any]:
+        from kubernetes.client.exceptions import ApiException
+
+        selector = worker_selector(self.release)
+        try:
+            items = self._core().list_namespaced_pod(self.namespace, label_selector=selector).items
+        except ApiException as error:
+            raise self._api_error("listing the worker pods", error) from error
+        # The selector is applied here too: the answer must not depend on the server's care.
+        pods = [p for p in items if labels_match(p.metadata.labels, selector)]
+        return sorted(pods, key=lambda p: ordinal(p.metadata.name))
+
+    def pods(self) -> list[PodInfo]:
+        """The worker slots that exist now."""
+        return [
+            PodInfo(
+                name=p.metadata.name,
+                labels=dict(p.metadata.labels or {}),
+                phase=(p.status.phase if p.status else None) or "Unknown",
+                ip=(p.status.pod_ip if p.status else None) or "",
+                node=(p.spec.node_name if p.spec else None) or "",
+            )
+            for p in self._worker_pods()
+        ]
+
+    def _running_pods(self) -> list[str]:
+        # A pod being deleted is stopping everything in it already.
+        return [
+            p.metadata.name
+            for p in self._worker_pods()
+            if p.status is not None
+            and p.status.phase == "Running"
+            and p.metadata.deletion_timestamp is None
+        ]
+
+    def _read_statefulset(self) -> Any:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return self._apps().read_namespaced_stateful_set(self.statefulset, self.namespace)
+        except ApiException as error:
+            raise self._api_error(f"reading StatefulSet {self.statefulset}", error) from error
+
+    def _statefulset_json(self) -> dict[str, Any]:
+        return self.api_client.sanitize_for_serialization(self._read_statefulset())
+
+    def _worker_container(self, sts: dict[str, Any]) -> dict[str, Any]:
+        containers = sts["spec"]["template"]["spec"]["containers"]
+        worker = next((c for c in containers if c["name"] == WORKER_CONTAINER), None)
+        if worker is None:
+            raise ClusterError(
+                f"StatefulSet {self.statefulset} has no container named {WORKER_CONTAINER!r}"
+            )
+        return worker
+
+    def _latest_event(self, name: str) -> Any | None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            events = (
+                self._core()
+                .list_namespaced_event(self.namespace, field_selector=f"involvedObject.name={name}")
+                .items
+            )
+        except ApiException as error:
+            log.warning("cannot read the events of %s: %s", name, error)
+            return None
+        events = [e for e in events if e.involved_object and e.involved_object.name == name]
+        return max(events, key=event_time) if events else None
+
+    def pod_uid(self, name: str) -> str:
+        """The uid of worker pod `name` ("" when it has none), to tell it from its successor."""
+        pod = next((p for p in self._worker_pods() if p.metadata.name == name), None)
+        return (pod.metadata.uid or "") if pod is not None else ""
+
+    def launcher_lost(self, launch: Launch) -> str | None:
+        """Why pod 0 of `launch` cannot hold it any more (gone, replaced, stopped), else None."""
+        pod = next((p for p in self._worker_pods() if p.metadata.name == launch.pod), None)
+        where = f"pod {launch.pod}, where mpirun ran,"
+        if pod is None:
+            return f"{where} is gone"
+        if launch.pod_uid and pod.metadata.uid != launch.pod_uid:
+            return f"{where} was replaced by a new pod of that name"
+        if pod.metadata.deletion_timestamp is not None:
+            return f"{where} is being deleted"
+        phase = (pod.status.phase if pod.status else None) or "Unknown"
+        if phase != "Running":
+            return f"{where} is {phase}"
+        return None
+
+    # -- commands in pods -------------------------------------------------------------------
+
+    def channel(self, pod: str, command: list[str], *, binary: bool = False) -> ExecChannel:
+        """Start `command` in `pod`'s worker container (the seam tests replace); `binary`
+        hands out bytes rather than text."""
+        if self._open_channel is not None:
+            return self._open_channel(pod, command, binary=binary)
+        return WebSocketChannel(
+            self._core(), self.namespace, pod, WORKER_CONTAINER, command, binary=binary
+        )
+
+    def run_in_pod(
+        self, pod: str, command: list[str], timeout: float = COMMAND_TIMEOUT, stdin: str = ""
+    ) -> tuple[int, str]:
+        """Run a short command in `pod`, `stdin` written to it first; (exit code, output)."""
+        channel = self.channel(pod, command)
+        if stdin:
+            try:
+                channel.write(stdin)
+            except Exception as error:  # noqa: BLE001 - whatever the websocket raises
+                channel.close()
+                raise ClusterError(f"cannot write to a command in pod {pod}: {error}") from error
+        return run_to_completion(channel, timeout)
