@@ -5,6 +5,9 @@
     driver.prepare → mark_started → driver.launch(mpirun_argv, rank_environment)
     → output stored as LogChunk rows while it comes → exit code → FINISHED / FAILED
 
+The command is built from `runs.run_spec(run, checkpoints=driver.checkpoint_dir)`: the
+run's resolved time budget, its checkpoint folder and, for a resumed run, its parent's.
+
 Truth over convenience: a run is FINISHED only when mpirun exited 0. Anything else is
 FAILED with a reason read from mpirun's own report (cluster/failures.py). The run's time
 limit is enforced here (the RQ timeout, time limit + margin, is only a backstop), and a
@@ -89,7 +92,8 @@ def run_job(run_id: int) -> str:
                 return run.state
             log.info("run %s: re-attached", run.pk)
         else:
-            spec = runs.run_spec(run)
+            # The driver says where checkpoints live; the builder only reads the spec.
+            spec = runs.run_spec(run, checkpoints=driver.checkpoint_dir)
             try:
                 hosts = driver.prepare(spec)
             except ClusterError as exc:
@@ -110,7 +114,10 @@ def run_job(run_id: int) -> str:
             except (ClusterError, OSError) as exc:
                 runs.mark_failed(run, f"could not start mpirun: {exc}")
                 return run.state
-            runs.record_launch(run, execution.record)
+            record = dict(execution.record)
+            if spec.checkpoint_dir:
+                record["checkpoint_dir"] = spec.checkpoint_dir
+            runs.record_launch(run, record)
             # Cancelled between mark_started and the launch: driver.cancel() found nothing
             # to kill then, so this job kills what it just started.
             state = Run.objects.filter(pk=run.pk).values_list("state", flat=True).first()

@@ -292,8 +292,12 @@ class ApiClient:
         max_epochs: int | None = None,
         dataset: str | None = None,
         time_limit: int | None = None,
+        resume_from: int | None = None,
     ) -> Future:
         """Start a run. The keyword-only arguments are this version's additions.
+
+        `resume_from` (a run id) continues that FAILED or CANCELLED run from its last
+        checkpoint; the master refuses (400) a run it could not continue.
 
         `image` names the benchmark as the original client did: a display name (a key of
         MLBENCH_IMAGES, e.g. "PyTorch Cifar-10 ResNet-20", any case), an official image name
@@ -346,6 +350,7 @@ class ApiClient:
             "max_epochs": max_epochs,
             "dataset": dataset,
             "time_limit": time_limit,
+            "resume_from": resume_from,
         }
         body.update({k: v for k, v in optional.items() if v is not None})
         return self._submit("POST", "runs/", json=body)

@@ -3,6 +3,14 @@
 A checkpoint fits only a run with the same number of workers: the global batch, the learning
 rate and the data shards all depend on it, so resuming with another count would silently be
 a different experiment. That, and a different task or model, is refused with a message.
+
+Each time one is written, rank 0 also reports it as a `checkpoint` metric point (value: the
+epochs completed; metadata: epoch, step, elapsed and the identity): the master cannot read a
+file that may live in a worker pod, and this is how it knows that a run has a checkpoint a
+new run can resume (`resume_from`), and what it holds. `adopt` copies another run's
+checkpoint into this run's folder (`--resume-from`) so the new run's own checkpoints never
+overwrite its parent's. torch is imported only where a checkpoint is written or read, so
+option parsing (options.py) can use `adopt` before torch is loaded.
 """
 
 from __future__ import annotations
@@ -10,17 +18,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 from pathlib import Path
-
-import torch
 
 from mlbench_worker.errors import WorkerError
 
 FILENAME = "checkpoint.pt"
+METRIC = "checkpoint"  # the point reported when a checkpoint was written
 
 
 def save(trainer: object, folder: str | Path, identity: dict) -> Path:
     """Write the trainer's state atomically (a crash never leaves half a checkpoint)."""
+    import torch
+
     from mlbench_worker.train import Trainer
 
     assert isinstance(trainer, Trainer)
@@ -39,11 +49,47 @@ def save(trainer: object, folder: str | Path, identity: dict) -> Path:
     tmp = path.with_name(f".{FILENAME}.tmp{os.getpid()}")
     torch.save(state, tmp)
     os.replace(tmp, path)
+    # Only once the file is in place: a reported checkpoint is one that can be resumed.
+    trainer.reporter.metric(
+        METRIC,
+        float(trainer.progress.epoch),
+        epoch=trainer.progress.epoch,
+        step=trainer.progress.step,
+        elapsed=round(progress["elapsed_before"], 3),
+        identity=dict(identity),
+    )
+    trainer.reporter.flush()
     return path
+
+
+def adopt(source: str | Path, folder: str | Path) -> str | None:
+    """Copy the checkpoint in `source` (another run's folder) into `folder`, replacing any.
+
+    Returns None when done, else why it cannot be (for the option parser's message). The
+    copy is written under a temporary name and renamed, so `folder` never holds half a file.
+    """
+    src, dest = Path(source) / FILENAME, Path(folder) / FILENAME
+    if not src.is_file():
+        return (
+            f"--resume-from {source}: there is no {FILENAME} there (the run wrote none, or it "
+            "was deleted); start a fresh run instead"
+        )
+    if dest.exists() and os.path.samefile(src, dest):
+        return None
+    tmp = dest.with_name(f".{FILENAME}.adopt{os.getpid()}")
+    try:
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dest)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        return f"--resume-from {source}: cannot copy {src} to {dest} ({exc.strerror or exc})"
+    return None
 
 
 def load(folder: str | Path, identity: dict) -> dict:
     """The checkpoint in `folder`, checked against this run's `identity` (WorkerError if unfit)."""
+    import torch
+
     path = Path(folder) / FILENAME
     if not path.is_file():
         raise WorkerError(f"--resume: no checkpoint at {path}; start without --resume")

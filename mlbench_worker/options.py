@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from mlbench_worker import catalogue
+from mlbench_worker import catalogue, checkpoint
 from mlbench_worker.home import mlbench_home
 from mlbench_worker.tasks import TASKS
 
@@ -182,6 +182,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--resume", action="store_true", help="continue from the checkpoint in --checkpoint-dir"
     )
+    g.add_argument(
+        "--resume-from",
+        metavar="DIR",
+        help="continue from another run's checkpoint in DIR: rank 0 copies it into "
+        "--checkpoint-dir first, so this run's checkpoints never overwrite it (implies --resume)",
+    )
     g = p.add_argument_group("reporting")
     g.add_argument(
         "--master-url",
@@ -268,12 +274,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                 f"data directory {args.data_dir} cannot be written ({problem}): pass "
                 "--data-dir or set MLBENCH_DATA_DIR to a writable folder"
             )
+    if args.resume_from and not args.checkpoint_dir:
+        parser.error("--resume-from needs --checkpoint-dir (where this run writes its own)")
+    args.resume = args.resume or bool(args.resume_from)
     if args.resume and not args.checkpoint_dir:
         parser.error("--resume needs --checkpoint-dir (the folder holding checkpoint.pt)")
     if args.checkpoint_dir:
         problem = _writable_dir(args.checkpoint_dir)
         if problem:
             parser.error(f"--checkpoint-dir {args.checkpoint_dir} cannot be written ({problem})")
+    if args.resume_from and launch_rank() == 0:
+        # Only rank 0 reads the checkpoint (and broadcasts it), so only it needs the copy.
+        problem = checkpoint.adopt(args.resume_from, args.checkpoint_dir)
+        if problem:
+            parser.error(problem)
     if args.master_url and not args.run_id:
         parser.error(
             "--master-url needs --run-id (or MLBENCH_RUN_ID) to know which run to report to"

@@ -68,6 +68,12 @@ class Run(models.Model):
     exit_code = models.IntegerField(null=True, blank=True)
     summary = models.JSONField(default=dict, blank=True)
     manifest = models.JSONField(default=dict, blank=True)
+    # The run whose last checkpoint this one continued (manifest["resumed_from"] says from
+    # which epoch). A plain id, not a foreign key: deleting the parent must not erase the
+    # fact that this result did not start from scratch.
+    resumed_from = models.PositiveIntegerField(
+        null=True, blank=True, db_index=True, help_text="id of the run this one resumed"
+    )
 
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL

@@ -13,6 +13,7 @@ from typing import Any
 from django.conf import settings
 from rest_framework import serializers
 
+from mlbench_master import runs
 from mlbench_master.api.models import LogChunk, Pod, Run
 from mlbench_master.cluster.base import ClusterError
 from mlbench_master.cluster.drivers import get_driver
@@ -21,17 +22,29 @@ from mlbench_worker import catalogue
 RUN_OUTPUT_FIELDS = [
     "id", "name", "created_at", "state", "job_id", "job_metadata",
     "started_at", "finished_at", "reason", "task", "backend", "num_workers", "num_cpus",
-    "max_bandwidth", "gpu_enabled", "light_target", "target", "time_budget", "max_epochs",
-    "dataset", "dataset_used", "image", "custom_image_name", "custom_image_command",
-    "custom_backend", "run_all_nodes", "time_limit", "exit_code", "summary", "manifest",
-    "created_by",
+    "max_bandwidth", "gpu_enabled", "light_target", "target", "time_budget",
+    "effective_time_budget", "max_epochs", "dataset", "dataset_used", "image",
+    "custom_image_name", "custom_image_command", "custom_backend", "run_all_nodes",
+    "time_limit", "resumed_from", "exit_code", "summary", "manifest", "created_by",
 ]  # fmt: skip
 
 
 class RunSerializer(serializers.ModelSerializer):
-    """A run as the API shows it (the seed's fields first, then everything else)."""
+    """A run as the API shows it (the seed's fields first, then everything else).
+
+    `time_budget` is what was asked for (null: the task's); `effective_time_budget` is what
+    the worker trains for. `resumed_from` names the run whose checkpoint this one continued,
+    so its result is never taken for one trained from scratch.
+    """
 
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    effective_time_budget = serializers.SerializerMethodField(
+        help_text="seconds of training the worker gets: time_budget, else the task's "
+        "(null for a custom command)"
+    )
+
+    def get_effective_time_budget(self, run: Run) -> float | None:
+        return runs.effective_time_budget(run)
 
     class Meta:
         model = Run
@@ -73,6 +86,11 @@ class RunCreateSerializer(serializers.Serializer):
     time_budget = serializers.FloatField(required=False, allow_null=True)
     max_epochs = serializers.IntegerField(required=False, allow_null=True)
     dataset = serializers.CharField(max_length=16, required=False, allow_null=True)
+    resume_from = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        help_text="id of a FAILED or CANCELLED run: continue from its last checkpoint",
+    )
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         if isinstance(data, dict):
@@ -209,12 +227,7 @@ class RunCreateSerializer(serializers.Serializer):
             errors.setdefault("backend", []).append(
                 "the nccl backend needs GPUs: set gpu_enabled to true or use mpi or gloo"
             )
-        budget, limit = attrs.get("time_budget"), attrs.get("time_limit")
-        limit = limit if limit is not None else settings.MLBENCH_DEFAULT_TIME_LIMIT
-        if budget is not None and budget > limit:
-            errors.setdefault("time_budget", []).append(
-                f"time_budget ({budget:g} s) must not exceed time_limit ({limit} s)"
-            )
+        budget = _check_time(attrs, errors)
         if attrs.get("light_target") and attrs.get("target") not in (None, "light"):
             errors.setdefault("target", []).append(
                 "light_target=true asks for target 'light'; do not also give another target"
@@ -232,10 +245,69 @@ class RunCreateSerializer(serializers.Serializer):
                 errors.setdefault("dataset", []).append(
                     f"task {task.name} runs on {', '.join(task.datasets)}, not {dataset!r}"
                 )
+        if attrs.get("resume_from") is not None and not errors:
+            _check_resume(attrs, errors)
         if errors:
             raise serializers.ValidationError(errors)
-        attrs.setdefault("time_limit", settings.MLBENCH_DEFAULT_TIME_LIMIT)
+        attrs.setdefault("time_limit", runs.default_time_limit(budget))
         return attrs
+
+
+def _check_time(attrs: dict[str, Any], errors: dict[str, list[str]]) -> float | None:
+    """The run's time budget (its own, else its task's) and its time limit agree.
+
+    The limit is a hard stop that makes the run FAILED, so it must leave room for the whole
+    budget plus runs.TIME_LIMIT_MARGIN (start-up and the final evaluation); otherwise a run
+    that should end FINISHED with its accuracy after time would be killed first. Returns
+    the budget the worker will get.
+    """
+    open_division = bool(attrs.get("custom_image_command"))
+    if open_division and attrs.get("time_budget") is not None:
+        errors.setdefault("time_budget", []).append(
+            "time_budget applies to reference tasks: a custom command decides itself when it "
+            "stops (give time_limit to bound it)"
+        )
+        return None
+    budget = runs.time_budget_for(attrs.get("task"), attrs.get("time_budget"), open_division)
+    needed = runs.minimum_time_limit(budget)
+    if needed is None or budget is None:
+        return budget
+    whose = "" if attrs.get("time_budget") is not None else " (the task's, as none was given)"
+    limit = attrs.get("time_limit")
+    high = settings.MLBENCH_MAX_TIME_LIMIT
+    if limit is None and needed > high:
+        errors.setdefault("time_budget", []).append(
+            f"time_budget {budget:g} s{whose} needs a time limit of at least {needed} s "
+            f"(budget + {runs.TIME_LIMIT_MARGIN} s for start-up and the final evaluation), "
+            f"more than this master allows (MLBENCH_MAX_TIME_LIMIT={high}); give a shorter "
+            "time_budget"
+        )
+    elif limit is not None and limit < needed:
+        errors.setdefault("time_limit", []).append(
+            f"time_limit ({limit} s) must be at least time_budget {budget:g} s{whose} + "
+            f"{runs.TIME_LIMIT_MARGIN} s for start-up and the final evaluation = {needed} s: "
+            "the time limit stops the run as FAILED; give a longer time_limit, a shorter "
+            "time_budget, or leave time_limit out"
+        )
+    return budget
+
+
+def _check_resume(attrs: dict[str, Any], errors: dict[str, list[str]]) -> None:
+    """`resume_from` names a run whose checkpoint this run can continue (runs.resume_point)."""
+    if attrs.get("custom_image_command"):
+        errors.setdefault("resume_from", []).append(
+            "a custom command cannot resume a checkpoint: resume_from is for reference tasks"
+        )
+        return
+    try:
+        runs.resume_point(
+            attrs["resume_from"],
+            task=attrs.get("task"),
+            num_workers=attrs["num_workers"],
+            dataset=attrs.get("dataset"),
+        )
+    except runs.ResumeRefused as exc:
+        errors.setdefault("resume_from", []).append(str(exc))
 
 
 CUSTOM_IMAGE = catalogue.CUSTOM_IMAGE

@@ -267,6 +267,8 @@ class RunList(APIView):
             run = runs.create_run(data, request.user)
         except runs.RunConflict as exc:
             raise Conflict(str(exc)) from exc
+        except runs.ResumeRefused as exc:  # the parent changed since it was validated
+            raise invalid("resume_from", str(exc)) from exc
         except runs.QueueUnavailable as exc:
             raise ServiceUnavailable(
                 f"{exc}; the run was stored as FAILED. Start Redis (REDIS_URL) and try again."

@@ -26,6 +26,12 @@ class RunSpec:
     `launch` is the record the driver's last `launch` returned (`Execution.record`), as the
     job stored it; empty before the first launch. `attach`, `cancel` and `is_running` read
     it, so they work from any process of the master, after a restart too.
+
+    `time_budget` is already resolved (the run's own, else its task's; None only for the
+    open division). `checkpoint_dir` and `resume_dir` are folders as the worker hosts see
+    them (the driver's `checkpoint_dir`), filled in by the job before it builds the command:
+    where this run's ranks write their checkpoints, and the folder of the run this one
+    continues (empty: a fresh start). The builder only reads them, never settings.
     """
 
     id: int
@@ -44,6 +50,8 @@ class RunSpec:
     custom_image_command: str = ""
     custom_backend: str = ""
     run_all_nodes: bool = False
+    checkpoint_dir: str = ""
+    resume_dir: str = ""
     launch: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
@@ -180,6 +188,23 @@ class ClusterDriver(ABC):
     @abstractmethod
     def is_running(self, run: RunSpec) -> bool:
         """Whether ranks of `run` are still alive (used to reconcile after a master restart)."""
+
+    @abstractmethod
+    def checkpoint_dir(self, run_id: int) -> str:
+        """The folder where the ranks of run `run_id` write its checkpoints, as the worker
+        hosts see it (rank 0 writes; a later run resuming it reads from there).
+
+        It must outlive the run: a FAILED or CANCELLED run keeps its last checkpoint so
+        that a new run can continue from it (`resume_from`). The worker creates the folder.
+        """
+
+    def delete_checkpoints(self, run_id: int) -> None:  # noqa: B027 - a no-op default on purpose
+        """Remove run `run_id`'s checkpoint folder (called when the run is deleted).
+
+        The default removes nothing: a driver whose checkpoints live where the master
+        cannot reach them leaves them, and the docs say so. A driver that can remove them
+        overrides this.
+        """
 
     @abstractmethod
     def samples(self, active: RunSpec | None) -> list[PodSample]:

@@ -54,7 +54,12 @@ def custom_argv(run: RunSpec, hosts: list[str] | None = None) -> list[str]:
 
 
 def worker_argv(run: RunSpec, python: str = "python", hosts: list[str] | None = None) -> list[str]:
-    """The command each rank runs: the reference worker, or the open-division command."""
+    """The command each rank runs: the reference worker, or the open-division command.
+
+    The reference worker gets the run's resolved time budget (accuracy after time: it stops
+    training when the budget is spent and evaluates the final model), its checkpoint folder
+    and, for a resumed run, the folder of the checkpoint it continues from.
+    """
     if run.open_division:
         return custom_argv(run, hosts)
     argv = [
@@ -77,6 +82,12 @@ def worker_argv(run: RunSpec, python: str = "python", hosts: list[str] | None = 
         argv += ["--time-budget", _number(run.time_budget)]
     if run.max_epochs:
         argv += ["--max-epochs", str(int(run.max_epochs))]
+    if run.checkpoint_dir:
+        argv += ["--checkpoint-dir", run.checkpoint_dir]
+    if run.resume_dir:
+        # The worker copies the parent's checkpoint into this run's own folder and
+        # continues from it, so this run's checkpoints never overwrite the parent's.
+        argv += ["--resume", "--resume-from", run.resume_dir]
     return argv
 
 

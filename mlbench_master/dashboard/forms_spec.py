@@ -11,6 +11,7 @@ from typing import Any
 
 from django.conf import settings
 
+from mlbench_master import runs
 from mlbench_worker import catalogue
 
 
@@ -87,6 +88,18 @@ def _custom_image(cluster: str) -> Field:
     return Field(
         "custom_image_name", "Custom image", "text", help=_KUBERNETES_IMAGE_HELP, group="advanced"
     )
+
+
+def _task_budgets(tasks: list[catalogue.TaskInfo]) -> str:
+    """The budgets a run gets without one, said once when every task has the same."""
+    budgets = {t.name: runs.time_budget_for(t.name, None, open_division=False) for t in tasks}
+    if len(set(budgets.values())) == 1:
+        return f"the task's own budget ({next(iter(budgets.values())):g} s)"
+    return "the task's own budget (" + ", ".join(f"{n}: {b:g} s" for n, b in budgets.items()) + ")"
+
+
+def _default_limit() -> int:
+    return runs.default_time_limit(None)
 
 
 def _choices(values: list[str]) -> list[tuple[str, str]]:
@@ -191,7 +204,9 @@ def run_form_spec() -> dict[str, Any]:
             "Time budget (s)",
             "number",
             None,
-            "Stop training after this many seconds (empty: no budget).",
+            "Accuracy after time: training stops after this many seconds on the benchmark "
+            f"clock and the final model is evaluated. Empty: {_task_budgets(tasks)}. Not "
+            "for a custom command.",
             min=1,
             step="any",
             group="benchmark",
@@ -210,12 +225,27 @@ def run_form_spec() -> dict[str, Any]:
             "time_limit",
             "Time limit (s)",
             "number",
-            int(getattr(settings, "MLBENCH_DEFAULT_TIME_LIMIT", 7200)),
-            f"The run fails when it takes longer (at most {lim['time_limit']} s).",
+            None,
+            "A safety stop: the run fails when it takes longer (at most "
+            f"{lim['time_limit']} s). It must be at least the time budget + "
+            f"{runs.TIME_LIMIT_MARGIN} s for start-up and the final evaluation. Empty: "
+            f"exactly that; for a custom command {_default_limit()} s.",
             min=1,
             max=lim["time_limit"],
             step=1,
             group="benchmark",
+        ),
+        Field(
+            "resume_from",
+            "Resume from run",
+            "number",
+            None,
+            "Optional: the id of a failed or cancelled run of the same task and number of "
+            "workers; this run continues from its last checkpoint (its page has a Resume "
+            "button that fills in the rest). Empty: train from scratch.",
+            min=1,
+            step=1,
+            group="advanced",
         ),
         Field(
             "image",

@@ -80,10 +80,27 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--target", choices=catalogue.goal_names(), help="the task's goal (default standard)"
     )
-    run.add_argument("--time-budget", type=float, help="seconds of training (accuracy after time)")
+    run.add_argument(
+        "--time-budget",
+        type=float,
+        help="seconds of training on the benchmark clock, then the final model is evaluated "
+        "(accuracy after time; default: the task's budget)",
+    )
     run.add_argument("--max-epochs", type=int, help="stop after this many epochs")
     run.add_argument("--dataset", choices=catalogue.dataset_names(), help="data set (default auto)")
-    run.add_argument("--time-limit", type=int, help="seconds before the run is stopped as FAILED")
+    run.add_argument(
+        "--time-limit",
+        type=int,
+        help="seconds before the run is stopped as FAILED (default: the time budget + the "
+        "master's margin for start-up and the final evaluation)",
+    )
+    run.add_argument(
+        "--resume-from",
+        type=int,
+        metavar="RUN",
+        help="continue from the last checkpoint of RUN, a FAILED or CANCELLED run of the "
+        "same task and number of workers",
+    )
     run.add_argument(
         "--command",
         dest="custom_command",

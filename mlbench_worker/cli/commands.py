@@ -58,6 +58,7 @@ def cmd_run(args: argparse.Namespace, master: Master) -> int:
         "dataset": args.dataset,
         "time_limit": args.time_limit,
         "custom_image_command": args.custom_command,
+        "resume_from": args.resume_from,
     }
     run = master.json(
         "create_run",
@@ -69,10 +70,27 @@ def cmd_run(args: argparse.Namespace, master: Master) -> int:
     )
     run_id = run["id"]
     print(f"run {run_id} {run['name']!r} created ({run.get('state', 'INITIALIZED')})")
+    if run.get("resumed_from") is not None:
+        print(resumed_line(run))
     if not args.wait:
         print(f"follow it with `mlbench show {run_id}` or `mlbench logs {run_id} --follow`")
         return EXIT_OK
     return wait_for(master, run_id)
+
+
+def resumed_line(run: dict[str, Any]) -> str:
+    """Where a resumed run started, so its result is never read as one from scratch."""
+    point = (run.get("manifest") or {}).get("resumed_from") or {}
+    where = ""
+    if "epoch" in point:
+        where = (
+            f" at epoch {point['epoch']} (step {point.get('step')}, "
+            f"{duration(point.get('elapsed'))} on the benchmark clock)"
+        )
+    return (
+        f"resumed from run {run['resumed_from']}'s checkpoint{where}: it continues that "
+        "run's training, it did not start from scratch"
+    )
 
 
 def cmd_runs(args: argparse.Namespace, master: Master) -> int:
@@ -110,8 +128,9 @@ def cmd_show(args: argparse.Namespace, master: Master) -> int:
         return EXIT_OK
     keys = [
         "id", "name", "state", "reason", "task", "backend", "num_workers", "num_cpus",
-        "target", "light_target", "dataset", "dataset_used", "time_budget", "max_epochs",
-        "time_limit", "exit_code", "created_at", "started_at", "finished_at",
+        "target", "light_target", "dataset", "dataset_used", "time_budget",
+        "effective_time_budget", "max_epochs", "time_limit", "exit_code", "created_at",
+        "started_at", "finished_at",
     ]  # fmt: skip
     width = max(len(k) for k in keys)
     for key in keys:
@@ -119,6 +138,8 @@ def cmd_show(args: argparse.Namespace, master: Master) -> int:
             print(f"{key.ljust(width)}  {run[key]}")
     if run.get("custom_image_command"):
         print(f"{'command'.ljust(width)}  {run['custom_image_command']}")
+    if run.get("resumed_from") is not None:
+        print(f"{'resumed_from'.ljust(width)}  {resumed_line(run)}")
     summary = run.get("summary") or {}
     if summary:
         print("\nsummary:")

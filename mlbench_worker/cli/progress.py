@@ -163,7 +163,8 @@ def _progress(
     """(fraction done, seconds left) against the time budget and the epoch limit: the run
     stops at whichever comes first, so the larger fraction and the smaller ETA win."""
     fraction = eta = None
-    budget = run.get("time_budget")
+    # The budget the worker trains for: the run's own, else its task's (the master says).
+    budget = run.get("effective_time_budget") or run.get("time_budget")
     max_epochs = run.get("max_epochs")
     if budget:
         fraction = min(1.0, spent / float(budget))

@@ -78,6 +78,8 @@ def report_table(master: Master | None, runs: list[dict]) -> str:
         # A lone run has nothing to be compared with: a note would only be noise.
         if why and len(runs) > 1 and (run.get("num_workers") or 0) > 1:
             notes.append(f"speed-up of run {run['id']}: {why}")
+        if run.get("resumed_from") is not None:
+            notes.append(_resumed_note(run))
         rows.append(
             [
                 run["id"],
@@ -104,6 +106,17 @@ def report_table(master: Master | None, runs: list[dict]) -> str:
     ]  # fmt: skip
     warning = _mixed_warning(runs)
     return "\n".join(([warning] if warning else []) + [table(headers, rows)] + notes)
+
+
+def _resumed_note(run: dict) -> str:
+    """A resumed run's numbers include its parent's training: said under the table."""
+    point = (run.get("manifest") or {}).get("resumed_from") or {}
+    epoch = f" at epoch {point['epoch']}" if "epoch" in point else ""
+    return (
+        f"run {run['id']} was resumed from run {run['resumed_from']}'s checkpoint{epoch}: its "
+        f"times count the whole training on the benchmark clock, run {run['resumed_from']}'s "
+        "part included"
+    )
 
 
 def _summary_from_series(master: Master, run: dict) -> dict[str, Any]:

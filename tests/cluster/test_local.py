@@ -77,6 +77,19 @@ def wait_ranks(driver, run, count=2):
     raise AssertionError("ranks did not start")
 
 
+def test_checkpoints_live_under_mlbench_home_and_go_with_delete(driver, tmp_path):
+    folder = driver.checkpoint_dir(12)
+    assert folder == str(tmp_path / "checkpoints" / "run-12")
+    assert driver.checkpoint_dir(13) != folder  # one folder per run
+    (tmp_path / "checkpoints" / "run-12").mkdir(parents=True)
+    (tmp_path / "checkpoints" / "run-12" / "checkpoint.pt").write_bytes(b"x")
+    (tmp_path / "checkpoints" / "run-13").mkdir()
+    driver.delete_checkpoints(12)
+    assert not (tmp_path / "checkpoints" / "run-12").exists()
+    assert (tmp_path / "checkpoints" / "run-13").is_dir()  # only that run's
+    driver.delete_checkpoints(99)  # none there: nothing to do, no error
+
+
 def test_slots_are_pods_and_too_many_workers_is_refused(driver):
     pods = driver.pods()
     assert [p.name for p in pods] == ["local-worker-0", "local-worker-1"]

@@ -71,6 +71,25 @@ def test_goal_options():
     assert argv[argv.index("--device") + 1] == "cuda"
 
 
+def test_checkpoint_folder_and_resume_come_from_the_spec():
+    fresh = mpirun.worker_argv(make_run(checkpoint_dir="/ckpt/run-7"))
+    assert fresh[fresh.index("--checkpoint-dir") + 1] == "/ckpt/run-7"
+    assert "--resume" not in fresh and "--resume-from" not in fresh
+    resumed = mpirun.worker_argv(make_run(checkpoint_dir="/ckpt/run-8", resume_dir="/ckpt/run-7"))
+    assert resumed[resumed.index("--checkpoint-dir") + 1] == "/ckpt/run-8"
+    assert "--resume" in resumed
+    assert resumed[resumed.index("--resume-from") + 1] == "/ckpt/run-7"
+    # Nothing is invented: a spec without folders gets no checkpoint options at all.
+    assert "--checkpoint-dir" not in mpirun.worker_argv(make_run())
+
+
+def test_the_open_division_gets_no_budget_or_checkpoint_options():
+    argv = mpirun.worker_argv(
+        make_run(custom_image_command="python train.py", checkpoint_dir="/ckpt/run-7")
+    )
+    assert argv == ["python", "train.py"]
+
+
 def test_fractional_cpus_still_get_one_thread():
     assert mpirun.threads_per_rank(0.5) == 1
     assert mpirun.threads_per_rank(3.9) == 3

@@ -65,7 +65,7 @@ def test_task_2_runs_through_the_platform_by_its_task_name(idle_master):
     """logreg-epsilon as the API starts it (the reference command, not a custom one): no
     epsilon here, so auto falls back to synthetic data and says why."""
     master = idle_master
-    run = master.create_run(name="logreg", task="logreg-epsilon", backend="GLOO", time_limit=300)
+    run = master.create_run(name="logreg", task="logreg-epsilon", backend="GLOO", time_budget=120)
     done = master.wait_state(run["id"], ("FINISHED", "FAILED", "CANCELLED"), timeout=240)
     assert done["state"] == "FINISHED", done["reason"]
     summary = done["summary"]

@@ -9,6 +9,9 @@ Why it is shaped like this:
   `is_running` work from any process of the master and no rank is ever left behind.
 - The slots (`local-worker-0` ...) are reported busy from the rank processes that exist,
   not from bookkeeping that could drift.
+- Checkpoints live in MLBENCH_HOME/checkpoints/run-<id>, outside a launch's own folder,
+  so they outlive the launch and a later run can resume from them; deleting the run
+  removes them.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from mlbench_master.cluster.local.usage import POD_PREFIX, rank_samples
 # Runs `mpirun ...` ("$@"), then records its exit code atomically next to its output.
 _WRAPPER = '"$@"; code=$?; echo "$code" > "$0.tmp" && mv "$0.tmp" "$0"; exit "$code"'
 BANDWIDTH_NOT_APPLIED = "the local cluster runs every rank on this machine and shapes no traffic"
+CHECKPOINTS = "checkpoints"  # MLBENCH_HOME/checkpoints/run-<id>/checkpoint.pt
 
 
 def cluster_home() -> Path:
@@ -209,6 +213,12 @@ class LocalCluster(ClusterDriver):
     def is_running(self, run: RunSpec) -> bool:
         info = run.launch.get("local") or {}
         return bool(launch_processes(self.home, run.id, *launch_session(info)))
+
+    def checkpoint_dir(self, run_id: int) -> str:
+        return str(self.home / CHECKPOINTS / f"run-{int(run_id)}")
+
+    def delete_checkpoints(self, run_id: int) -> None:
+        shutil.rmtree(self.checkpoint_dir(run_id), ignore_errors=True)
 
     def samples(self, active: RunSpec | None) -> list[PodSample]:
         # The ranks' own markers say which run and rank each reading belongs to.

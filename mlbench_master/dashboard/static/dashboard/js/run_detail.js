@@ -1,5 +1,6 @@
 // Run details: state, live training charts (against time or epoch), the time split, logs,
-// configuration and manifest, downloads, cancel and delete.
+// configuration and manifest, downloads, cancel, delete, and resume (a FAILED or CANCELLED
+// run with a checkpoint: a new run with the same settings continues from it).
 
 import { api, every } from "./api.js";
 import { LineChart } from "./charts.js";
@@ -12,6 +13,7 @@ import { perSecond, taskInfo, throughputMetrics, throughputOf } from "./tasks.js
 const root = document.getElementById("run-detail");
 const runId = root.dataset.runId;
 const ACTIVE = new Set(["INITIALIZED", "STARTED"]);
+const RESUMABLE = new Set(["FAILED", "CANCELLED"]);
 const SPLIT = [
   ["time_data", "data"],
   ["time_compute", "compute"],
@@ -119,13 +121,15 @@ const CONFIG = [
   ["target", "Target"],
   ["light_target", "Light target"],
   ["dataset", "Dataset requested"],
-  ["time_budget", "Time budget (s)"],
+  ["time_budget", "Time budget asked for (s)"],
+  ["effective_time_budget", "Time budget in effect (s)"],
   ["max_epochs", "Max epochs"],
   ["time_limit", "Time limit (s)"],
   ["custom_image_name", "Custom image"],
   ["custom_image_command", "Custom command"],
   ["custom_backend", "Custom backend"],
   ["run_all_nodes", "Run on all nodes"],
+  ["resumed_from", "Resumed from run"],
   ["job_id", "Job"],
   ["exit_code", "Exit code"],
   ["created_at", "Created"],
@@ -176,8 +180,92 @@ function showRun() {
     ]);
   }
   document.getElementById("run-manifest").textContent = JSON.stringify(run.manifest || {}, null, 2);
+  showResumed();
   const cancel = document.getElementById("cancel-run");
   if (cancel) cancel.hidden = !ACTIVE.has(run.state);
+}
+
+// A resumed run says so where its state is shown: its result continues another run's
+// training (from that run's checkpoint), it was not trained from scratch.
+function showResumed() {
+  const box = document.getElementById("run-resumed");
+  if (!run.resumed_from) {
+    box.hidden = true;
+    return;
+  }
+  const from = (run.manifest && run.manifest.resumed_from) || {};
+  const where = from.epoch !== undefined ? ` at epoch ${from.epoch} (step ${from.step}, ${duration(from.elapsed || 0)} on the clock)` : "";
+  box.replaceChildren(
+    "Resumed from the checkpoint of ",
+    el("a", { href: `/runs/${run.resumed_from}/`, text: `run ${run.resumed_from}` }),
+    `${where}: this run continues that run's training; it did not start from scratch.`,
+  );
+  box.hidden = false;
+}
+
+// ---- resume ----
+// The last checkpoint a FAILED or CANCELLED reference run reported (null: none), fetched once.
+let checkpoint;
+
+async function lastCheckpoint() {
+  if (checkpoint === undefined) {
+    const data = await api(`/api/metrics/${runId}/`, { params: { metric_type: "run", metric_filter: "checkpoint", last_n: 1 } });
+    const points = (data && data.checkpoint) || [];
+    checkpoint = points.length ? points[points.length - 1] : null;
+  }
+  return checkpoint;
+}
+
+async function showResume() {
+  const button = document.getElementById("resume-run");
+  if (!button) return;
+  if (!RESUMABLE.has(run.state) || run.custom_image_command) {
+    button.hidden = true;
+    return;
+  }
+  const point = await lastCheckpoint();
+  button.hidden = !point;
+  if (point) button.textContent = `Resume from epoch ${Math.round(point.value)}`;
+}
+
+// The new run: this run's settings, its dataset as asked for (the master pins it to the one
+// the checkpoint trained on) and resume_from.
+function resumeBody() {
+  const body = {
+    name: `${run.name} (resumed)`.slice(0, 200),
+    task: run.task,
+    num_workers: run.num_workers,
+    num_cpus: run.num_cpus,
+    gpu_enabled: run.gpu_enabled,
+    backend: run.backend,
+    target: run.light_target ? "light" : run.target,
+    light_target: run.light_target,
+    dataset: run.dataset,
+    time_budget: run.time_budget,
+    max_epochs: run.max_epochs,
+    resume_from: run.id,
+  };
+  if (run.image) body.image = run.image;
+  // A bandwidth above today's limit (e.g. the default stored for a run that gave none) is
+  // left out: the master then uses its default, as it did for this run.
+  if (run.max_bandwidth <= Number(root.dataset.maxBandwidth)) body.max_bandwidth = run.max_bandwidth;
+  // Likewise a time limit without room for the budget plus the master's margin (start-up and
+  // the final evaluation): the master then gives exactly that room.
+  const needed = Math.ceil(run.effective_time_budget || 0) + Number(root.dataset.timeLimitMargin);
+  if (run.time_limit >= needed) body.time_limit = run.time_limit;
+  return body;
+}
+
+async function resumeRun() {
+  const point = await lastCheckpoint();
+  const epoch = point ? ` (epoch ${Math.round(point.value)})` : "";
+  if (!(await confirmAction("Resume this run?", `A new run with the same settings continues from this run's last checkpoint${epoch}. This run stays as it is.`))) return;
+  try {
+    const created = await api("/api/runs/", { method: "POST", body: resumeBody() });
+    window.location.href = `/runs/${created.id}/`;
+  } catch (err) {
+    statusLine.textContent = `Could not resume: ${err.message}`;
+  }
 }
 
 let stopPolling = () => {};
@@ -194,6 +282,7 @@ async function refresh() {
     return;
   }
   showRun();
+  await showResume();
   if (!ACTIVE.has(run.state)) finalFetch = true; // one last fetch of metrics and logs, then stop
   const [changed] = await Promise.all([feed.refresh(), logs.refresh()]);
   const known = throughputOf(run, { has: (m) => feed.get(m).v.length > 0 });
@@ -243,6 +332,7 @@ async function deleteRun() {
 
 document.getElementById("cancel-run")?.addEventListener("click", cancelRun);
 document.getElementById("delete-run")?.addEventListener("click", deleteRun);
+document.getElementById("resume-run")?.addEventListener("click", resumeRun);
 xRadios.forEach((r) =>
   r.addEventListener("change", () => {
     if (!throughput) return; // the charts are built once the run is known
