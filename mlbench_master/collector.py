@@ -4,6 +4,9 @@ One loop process of the master (`python -m mlbench_master collector`). Every few
 syncs the stored worker pods from the driver and stores one reading of every worker; it is
 here, not in a driver, that readings learn which run they belong to (the active run is
 passed to the driver). Every RECONCILE_SECONDS it also reconciles active runs.
+
+Neither a database nor a Redis outage ends the loop: a failed round is logged (one line
+when the database is unreachable) and the next round, on a fresh connection, goes on.
 """
 
 from __future__ import annotations
@@ -59,24 +62,39 @@ def collector_loop(
 
     Every `reconcile_every` seconds it also runs `reconcile(JOB_DIED)`: when the RQ work
     horse watching a run dies (OOM killer, segfault) nothing else would ever end the run.
+    While Redis does not answer, those rounds decide nothing (see reconcile.py).
     """
     setup_django()
-    from django.db import close_old_connections
+    from django.db import InterfaceError, OperationalError, close_old_connections
 
     next_reconcile = time.monotonic() + reconcile_every
     while stop is None or not stop():
         began = time.monotonic()
         try:
             collect_pod_metrics()
+        except (OperationalError, InterfaceError) as exc:
+            log.warning("collecting pod metrics failed: database unreachable (%s)", _first(exc))
+            close_old_connections()  # drops the broken connection; the next round reconnects
         except Exception:  # a failed reading must not end the loop
             log.exception("collecting pod metrics failed")
             close_old_connections()
         if time.monotonic() >= next_reconcile:
             next_reconcile = time.monotonic() + reconcile_every
             try:
-                for note in reconcile(JOB_DIED, min_age=reconcile_every):
+                for note in reconcile(JOB_DIED, min_age=reconcile_every, wait_for_redis=True):
                     log.warning("reconciled %s", note)
+            except (OperationalError, InterfaceError) as exc:
+                log.warning(
+                    "reconciling active runs failed: database unreachable (%s)", _first(exc)
+                )
+                close_old_connections()
             except Exception:
                 log.exception("reconciling active runs failed")
                 close_old_connections()
         time.sleep(max(0.5, interval - (time.monotonic() - began)))
+
+
+def _first(exc: BaseException) -> str:
+    """The first line of an exception's message (database errors run over several)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

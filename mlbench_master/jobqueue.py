@@ -106,6 +106,15 @@ def jobs_in_progress(fresh_seconds: float = FRESH_HEARTBEAT) -> set[str]:
         return set()
 
 
+def answers() -> bool:
+    """Whether Redis answers now. When it does not, `jobs_in_progress` cannot tell a live
+    job from a dead one (it answers "none"), so nothing may be concluded from it."""
+    try:
+        return bool(connection().ping())
+    except Exception:  # noqa: BLE001 - unreachable, refused, timed out: all mean "no"
+        return False
+
+
 def job_waiting(job_id: str) -> bool:
     """Whether the job is queued (or popped by a worker that has not marked it started)."""
     try:

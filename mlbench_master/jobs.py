@@ -14,6 +14,11 @@ limit is enforced here (the RQ timeout, time limit + margin, is only a backstop)
 run the API moved to CANCELLED is noticed within a second and its ranks killed. States
 are changed only through `mlbench_master.runs`; the driver is reached only through the
 operations `cluster.base` declares.
+
+A database that cannot be reached for a while (a restart, a network blip) does not end a
+run: while it watches, the job keeps reading output (the log writer holds it) and takes
+the run's state as unchanged; at the end it waits up to DB_PATIENCE seconds for the
+database to store the output and the end state.
 """
 
 from __future__ import annotations
@@ -31,12 +36,13 @@ from mlbench_master.cluster.base import (
     OutputLine,
 )
 from mlbench_master.cluster.failures import OutputTail
-from mlbench_master.logwriter import LogWriter
+from mlbench_master.logwriter import LogWriter, drop_connection
 
 log = logging.getLogger(__name__)
 
 READ_SECONDS = 0.5  # how long one read of the output waits
 STATE_CHECK_SECONDS = 1.0  # how often the run's state is re-read (cancellation)
+DB_PATIENCE = 120.0  # how long the end of a run waits for an unreachable database
 
 LOST = "master restarted; run lost"
 UNRECORDED = (
@@ -64,8 +70,8 @@ class Output:
         self.tail.add(lines)
         self.log.add(lines)
 
-    def flush(self) -> None:
-        self.log.flush()
+    def flush(self, patience: float = 0.0) -> None:
+        self.log.flush(patience)
 
 
 def run_job(run_id: int) -> str:
@@ -187,7 +193,7 @@ def _watch(run: Any, driver: ClusterDriver, execution: Execution) -> str:
                 break
             if time.monotonic() >= next_check:
                 next_check = time.monotonic() + STATE_CHECK_SECONDS
-                state = Run.objects.filter(pk=run.pk).values_list("state", flat=True).first()
+                state = _stored_state(run.pk)
                 if state != Run.STARTED:
                     # CANCELLED by the API (its driver.cancel usually got there first) or gone.
                     execution.kill()
@@ -209,8 +215,16 @@ def _watch(run: Any, driver: ClusterDriver, execution: Execution) -> str:
             if Run.objects.filter(pk=run.pk, state=Run.STARTED).exists():
                 runs.mark_failed(run, f"the run's job stopped: {type(exc).__name__}: {exc}")
         raise
-    output.flush()
+    output.flush(DB_PATIENCE)
     execution.kill()  # a failed mpirun may leave ranks behind; after exit 0 this is a no-op
+    return _when_database_answers(lambda: _end(run, execution, output, code))
+
+
+def _end(run: Any, execution: Execution, output: Output, code: int) -> str:
+    """Move the run to its end state by mpirun's exit code (idempotent: safe to retry)."""
+    from mlbench_master import runs
+    from mlbench_master.api.models import Run
+
     if not Run.objects.filter(pk=run.pk).exists():
         return "deleted"
     run.refresh_from_db()
@@ -222,6 +236,36 @@ def _watch(run: Any, driver: ClusterDriver, execution: Execution) -> str:
     else:
         runs.mark_failed(run, output.tail.reason(code), exit_code=code)
     return run.state
+
+
+def _stored_state(run_id: int) -> str | None:
+    """The run's state (None once deleted); STARTED while the database cannot be reached,
+    so an outage neither ends the run nor stops its output being read."""
+    from django.db import InterfaceError, OperationalError
+
+    from mlbench_master.api.models import Run
+
+    try:
+        return Run.objects.filter(pk=run_id).values_list("state", flat=True).first()
+    except (OperationalError, InterfaceError):
+        drop_connection()
+        return Run.STARTED
+
+
+def _when_database_answers(step: Any, patience: float = DB_PATIENCE) -> Any:
+    """`step()`, tried again every second while the database is unreachable, at most
+    `patience` seconds: the run's end state must be stored, not lost to a blip."""
+    from django.db import InterfaceError, OperationalError
+
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            return step()
+        except (OperationalError, InterfaceError):
+            if time.monotonic() >= deadline:
+                raise
+            drop_connection()
+            time.sleep(1.0)
 
 
 def _drain(execution: Execution, output: Output) -> None:

@@ -5,10 +5,17 @@ together at most every FLUSH_SECONDS (or FLUSH_LINES lines), so a chatty run cos
 INSERTs a second, not one per line. `api.logs.append_logs` numbers and bounds them. After
 each successful write the launch is told (`on_stored`) so a re-attached reader starts
 after what is stored and loses nothing.
+
+A database that cannot be reached (restarting, a network blip) does not end the run: the
+lines stay pending and the next flush tries again on a fresh connection; the launch's
+offsets only move once they are stored. `flush(patience=...)` waits for the database at
+the end of a run, when no later flush would come.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import time
 from collections.abc import Callable
 
@@ -16,6 +23,9 @@ from mlbench_master.cluster.base import OutputLine
 
 FLUSH_SECONDS = 1.0  # log rows are written at least this often ...
 FLUSH_LINES = 500  # ... or when this many lines are waiting
+RETRY_SECONDS = 1.0  # how often flush(patience=...) tries an unreachable database again
+
+log = logging.getLogger(__name__)
 
 
 class LogWriter:
@@ -27,6 +37,7 @@ class LogWriter:
         self.pending: list[OutputLine] = []
         self.last_flush = time.monotonic()
         self.gone = False  # the run was deleted: nothing more to store
+        self.unreachable = False  # the last write found the database unreachable
 
     def add(self, lines: list[OutputLine]) -> None:
         self.pending.extend(lines)
@@ -35,23 +46,60 @@ class LogWriter:
         ):
             self.flush()
 
-    def flush(self) -> None:
-        from django.db import IntegrityError
+    def flush(self, patience: float = 0.0) -> bool:
+        """Store the pending lines; True when none is left waiting.
+
+        While the database is unreachable it tries again every RETRY_SECONDS for up to
+        `patience` seconds (0: once; the next `add` tries again).
+        """
+        deadline = time.monotonic() + patience
+        while not self._write() and time.monotonic() + RETRY_SECONDS <= deadline:
+            time.sleep(RETRY_SECONDS)
+        return not self.pending or self.gone
+
+    def _write(self) -> bool:
+        """One attempt; False when the database could not be reached (lines kept)."""
+        from django.db import IntegrityError, InterfaceError, OperationalError
 
         from mlbench_master.api.logs import append_logs
         from mlbench_master.api.models import Run
 
         self.last_flush = time.monotonic()
-        lines, self.pending = self.pending, []
-        if not lines or self.gone:
-            return
+        if not self.pending or self.gone:
+            return True
         try:
-            append_logs(self.run_id, chunks(lines))
+            append_logs(self.run_id, chunks(self.pending))
         except (Run.DoesNotExist, IntegrityError):
             self.gone = True  # deleted while it ran (DELETE cancels, then removes the row)
-            return
+            self.pending = []
+            return True
+        except (OperationalError, InterfaceError) as exc:
+            if not self.unreachable:
+                log.warning(
+                    "run %s: output not stored, the database is unreachable (%s); "
+                    "keeping it and trying again",
+                    self.run_id,
+                    str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                )
+            self.unreachable = True
+            drop_connection()
+            return False
+        self.pending = []
+        if self.unreachable:
+            log.warning("run %s: the database answers again; pending output stored", self.run_id)
+            self.unreachable = False
         if self.on_stored is not None:
             self.on_stored()
+        return True
+
+
+def drop_connection() -> None:
+    """Close this thread's database connection, which the outage may have cut: Django keeps
+    using a broken connection until it is closed, and reconnects on the next query."""
+    from django.db import DatabaseError, connection
+
+    with contextlib.suppress(DatabaseError):
+        connection.close()
 
 
 def chunks(lines: list[OutputLine]) -> list[tuple[int | None, str, str]]:

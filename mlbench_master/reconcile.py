@@ -3,7 +3,9 @@ truthful end.
 
 Called at master start-up (reason "master restarted; run lost") and every
 RECONCILE_SECONDS by the collector (reason JOB_DIED), because when the RQ work horse
-watching a run dies (OOM killer, segfault) nothing else would ever end the run.
+watching a run dies (OOM killer, segfault) nothing else would ever end the run. The
+collector's rounds decide nothing while Redis does not answer: whether a job still watches
+a run cannot be known then, and a Redis blip must not end a run that is being watched.
 """
 
 from __future__ import annotations
@@ -17,19 +19,21 @@ RECONCILE_SECONDS = 30.0  # how often the collector looks for runs whose job die
 JOB_DIED = "the run's job died (its RQ worker process is gone)"
 
 
-def reconcile(lost: str = LOST, min_age: float = 0.0) -> list[str]:
+def reconcile(lost: str = LOST, min_age: float = 0.0, wait_for_redis: bool = False) -> list[str]:
     """Re-enqueue or end every active run no live job looks after.
 
     `min_age` leaves alone runs created or started within that many seconds (their job
-    may not have been taken yet). A run whose job is queued, or executed by a live RQ
-    worker, is left alone. Otherwise:
+    may not have been taken yet). `wait_for_redis` (the collector's periodic rounds): when
+    Redis does not answer, nothing is done (a live job may be watching every run; the next
+    round asks again). A run whose job is queued, or executed by a live RQ worker, is left
+    alone. Otherwise:
 
     - INITIALIZED: its job is enqueued again.
-    - STARTED, and the driver can re-attach to the launch (local: the output files and the
-      exit code mpirun's wrapper records): re-enqueued; `run_job` reads the rest of the
+    - STARTED, and the driver can re-attach to the launch (both drivers: the output files
+      and the exit code mpirun's wrapper records): re-enqueued; `run_job` reads the rest of the
       output and ends the run by mpirun's real exit code (FINISHED on 0).
-    - STARTED, the driver cannot re-attach (Kubernetes): its ranks are stopped and the run
-      is FAILED with `lost` and why.
+    - STARTED, the driver cannot re-attach (its files are gone, e.g. Kubernetes pod 0 was
+      replaced): its ranks are stopped and the run is FAILED with `lost` and why.
     - Redis refuses the job: the ranks are stopped and the run FAILED (never an exception).
 
     Returns a line per run handled (for the launcher's log).
@@ -41,6 +45,8 @@ def reconcile(lost: str = LOST, min_age: float = 0.0) -> list[str]:
     from mlbench_master.api.models import Run
     from mlbench_master.cluster.drivers import get_driver
 
+    if wait_for_redis and not jobqueue.answers():
+        return [f"nothing: Redis at {jobqueue.location()} does not answer"]
     busy = jobqueue.jobs_in_progress()
     notes = []
     driver = None

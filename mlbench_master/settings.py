@@ -118,6 +118,10 @@ DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL") or f"sqlite:///{MLBENCH_HOME / 'mlbench.sqlite3'}",
         conn_max_age=60,
+        # A kept connection is tested before a request reuses it: after the database
+        # restarted, the first request of every web thread would otherwise fail with a 500
+        # on the connection the restart cut (see "Faults" in docs/architecture.rst).
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":

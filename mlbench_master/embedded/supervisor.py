@@ -8,7 +8,10 @@ children. The user's commands (launcher.py) only create a Supervisor or signal i
 Each child is `python -m mlbench_master <service>` (see mlbench_master/processes.py), in a
 session of its own, logging to MLBENCH_HOME/logs/<name>.log. A child that dies is started
 again (the "rq-runs" worker and Redis with a reconciliation, so a run they were serving is
-picked up again); one that dies more than five times in a minute stops the master.
+picked up again); one that dies more than five times in a minute stops the master. After
+Redis was restarted (empty: it keeps nothing on disk) the RQ worker is also asked to stop
+once its job is done, and started again: it reconnects to the new Redis by itself but is
+no longer registered there, so reconciliation could not see the jobs it executes.
 """
 
 from __future__ import annotations
@@ -158,6 +161,7 @@ class Supervisor:
     def reconcile(self) -> None:
         from mlbench_master.reconcile import reconcile
 
+        fresh_database_connection()
         for note in reconcile():
             print(f"reconciled {note}", flush=True)
 
@@ -245,18 +249,34 @@ class Supervisor:
             if name == "redis":
                 with contextlib.suppress(RuntimeError):
                     wait_port(self.redis_port, 20, child.proc)
+                self._renew_rq_worker()
             if name in ("rq-runs", "redis"):
-                with contextlib.suppress(Exception):
+                try:
                     self.reconcile()
+                except Exception as exc:  # noqa: BLE001 - the collector's rounds try again
+                    print(f"reconciling after {name} restarted failed: {exc}", flush=True)
             self.record(ready=True)
+
+    def _renew_rq_worker(self) -> None:
+        """Ask the RQ worker for a warm stop: ONE SIGTERM (a second would kill the job).
+
+        It finishes the job it executes (a run it watches goes on to its end), then exits
+        and is started again like any service that ended, registered in the new Redis.
+        """
+        child = self.children.get("rq-runs")
+        if child and child.proc and child.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.proc.pid, signal.SIGTERM)
 
     def shutdown(self) -> None:
         """Stop runs in progress, then the services in reverse order of their start."""
         self.stopping = True
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        with contextlib.suppress(Exception):
+        try:
             fail_active_runs("the master was stopped during the run")
+        except Exception as exc:  # noqa: BLE001 - the services must be stopped all the same
+            print(f"could not stop the runs in progress: {exc}", file=sys.stderr, flush=True)
         for name in SHUTDOWN_ORDER:
             child = self.children.get(name)
             if child and child.proc and child.proc.poll() is None:
@@ -278,9 +298,26 @@ def fail_active_runs(reason: str) -> None:
     from mlbench_master.api.models import Run
     from mlbench_master.cluster.drivers import get_driver
 
+    fresh_database_connection()
     driver = get_driver()
     for run in Run.objects.filter(state__in=Run.ACTIVE_STATES):
         # The state first: the run's job then sees it ended and does not blame the ranks.
         runs.mark_failed(run, reason)
         with contextlib.suppress(Exception):
             driver.cancel(runs.run_spec(run))
+
+
+def fresh_database_connection() -> None:
+    """Close the supervisor's database connection before it uses the database again.
+
+    The supervisor touches the database rarely (start-up, a service restarted, shutdown)
+    and serves no requests, so nothing else would notice that the connection it kept was
+    cut meanwhile (a PostgreSQL restart): its next query would fail on it. Django opens a
+    new one on the next query.
+    """
+    from django.apps import apps
+
+    if apps.ready:
+        from django.db import connections
+
+        connections.close_all()

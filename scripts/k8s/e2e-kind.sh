@@ -166,7 +166,7 @@ api_run() { MLBENCH_URL="$url" MLBENCH_TOKEN="$token" python3 "$run_script"; }
 
 echo "== 5. a 2-worker run through the API"
 RUN='{"name": "e2e-kind", "num_workers": 2, "num_cpus": 0.5, "max_bandwidth": 1000,
-      "dataset": "synthetic", "light_target": true, "max_epochs": 1, "time_limit": 1800}' \
+      "dataset": "synthetic", "light_target": true, "max_epochs": 1, "time_budget": 900, "time_limit": 1800}' \
 EXPECT="" api_run
 
 echo "== 6. an open-division run in image $custom on every rank"

@@ -51,7 +51,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-def test_nothing_lost_nothing_doubled_through_outage_and_errors():
+def test_nothing_lost_nothing_doubled_through_outage_and_errors(capsys):
     port = free_port()
     reporter = HttpReporter(
         f"http://127.0.0.1:{port}",
@@ -95,6 +95,10 @@ def test_nothing_lost_nothing_doubled_through_outage_and_errors():
     assert isinstance(point["value"], float) and "T" in point["date"]
     assert server.summaries == [{"task": "resnet20-cifar10", "reached": False}]
     assert reporter.sent == 450 and not reporter.queue
+    # The outage is said when it begins and when it ends, not at every attempt.
+    err = capsys.readouterr().err
+    assert "failed (ConnectionError); retrying" in err and "works again (after" in err
+    assert err.count("works again") <= err.count("failed (")
 
 
 def test_close_gives_up_after_its_deadline_when_the_master_never_comes(capsys):
@@ -118,3 +122,49 @@ def test_file_reporter_writes_json_lines(tmp_path):
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert lines[0]["type"] == "metric" and lines[0]["name"] == "val_accuracy" and lines[0]["uid"]
     assert lines[1] == {"type": "summary", "task": "t", "reached": True}
+
+
+def test_close_does_not_wait_out_a_back_off_of_the_background_thread(capsys):
+    """A long outage grows the back-off to minutes; the run's end must not wait for it."""
+    reporter = HttpReporter(
+        f"http://127.0.0.1:{free_port()}", "1", None, interval=0.05, backoff_start=120
+    )
+    reporter.metric("epoch", 1.0, epoch=1.0, step=1, elapsed=1.0)
+    deadline = time.monotonic() + 30
+    while reporter.failures == 0:  # the background thread failed once: now it waits 120 s
+        assert time.monotonic() < deadline, "the reporter never tried to post"
+        time.sleep(0.05)
+    start = time.monotonic()
+    reporter.close(deadline=0.5)
+    assert time.monotonic() - start < 60, "close() waited for the background back-off"
+    assert "1 metric points could not be delivered" in capsys.readouterr().err
+
+
+def test_close_tries_once_more_at_its_deadline():
+    """Back-off 0.5, 1, 2, 4 s: tries at 0, 0.5, 1.5 and 3.5 s; the next (7.5 s) would fall
+    after the 6 s deadline, so the last try comes at the deadline itself, and reaches a
+    master that came back at 4.75 s."""
+    port = free_port()
+    reporter = HttpReporter(
+        f"http://127.0.0.1:{port}", "3", None, interval=3600, backoff_start=0.5, backoff_max=8
+    )
+    point = reporter.metric("epoch", 1.0, epoch=1.0, step=1, elapsed=1.0)
+    servers = []
+
+    def come_back():
+        server = FlakyMaster(port)
+        server.requests += [("", None, None)] * 3  # answer normally from the first request
+        servers.append(server)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    timer = threading.Timer(4.75, come_back)
+    timer.start()
+    try:
+        reporter.close(deadline=6)
+    finally:
+        timer.cancel()
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+    assert servers and set(servers[0].stored) == {point["uid"]}
+    assert reporter.sent == 1 and not reporter.queue
