@@ -81,9 +81,7 @@ def time_budget_for(
 
 def effective_time_budget(run: Run) -> float | None:
     """The budget `run`'s worker trains for (see time_budget_for)."""
-    return time_budget_for(
-        run.task, run.time_budget, bool((run.custom_image_command or "").strip())
-    )
+    return time_budget_for(run.task, run.time_budget, run.open_division)
 
 
 def minimum_time_limit(time_budget: float | None) -> int | None:
@@ -149,7 +147,7 @@ def resume_point(
         raise ResumeRefused(
             f"run {parent_id} is {parent.state}; only a FAILED or CANCELLED run can be resumed"
         )
-    if (parent.custom_image_command or "").strip():
+    if parent.open_division:
         raise ResumeRefused(
             f"run {parent_id} ran a custom command (open division): the platform keeps "
             "checkpoints of reference-task runs only"
@@ -328,9 +326,8 @@ def run_spec(run: Run, checkpoints: Callable[[int], str] | None = None) -> RunSp
     given (by the job, before it builds the command), a reference run gets its checkpoint
     folder and a resumed run the folder of the run it continues.
     """
-    open_division = bool((run.custom_image_command or "").strip())
     checkpoint_dir = resume_dir = ""
-    if checkpoints is not None and not open_division:
+    if checkpoints is not None and not run.open_division:
         checkpoint_dir = checkpoints(int(run.pk))
         if run.resumed_from is not None:
             resume_dir = checkpoints(int(run.resumed_from))

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from mlbench_worker import catalogue
 from mlbench_worker.comm import Communicator, FlatGradients, average_buffers
 from mlbench_worker.data.loader import Batches, shard_indices
 from mlbench_worker.report import Reporter
@@ -97,11 +98,18 @@ class Trainer:
 
     A task with another kind of model or data overrides the hooks `epoch_indices`,
     `forward_backward` and `evaluate` (task 2's linear models: mlbench_worker/linear/), and
-    names its throughput with `throughput_metric` / `throughput_unit`.
+    names its catalogue entry in `task`, whose throughput metric and unit it reports.
     """
 
-    throughput_metric = "images_per_sec"
-    throughput_unit = "img/s"
+    task = catalogue.DEFAULT_TASK  # task 1a: every ResNet task counts images
+
+    @property
+    def throughput_metric(self) -> str:
+        return catalogue.get(self.task).throughput_metric
+
+    @property
+    def throughput_unit(self) -> str:
+        return catalogue.get(self.task).throughput_unit
 
     def __init__(
         self,
@@ -356,10 +364,8 @@ class Trainer:
         total = p.time_data + p.time_compute + p.time_comm
         return p.time_comm / total if total > 0 else 0.0
 
-    def images_per_sec(self) -> float:
-        """Training throughput of all ranks together (evaluation excluded): images, or the
-        samples of a task whose unit is samples (`throughput_metric` names it)."""
+    def throughput(self) -> float:
+        """Training throughput of all ranks together (evaluation excluded), in the task's
+        unit (images or samples per second: `throughput_metric` names it)."""
         p = self.progress
         return p.images / p.train_seconds if p.train_seconds > 0 else math.nan
-
-    throughput = images_per_sec

@@ -98,6 +98,11 @@ class Run(models.Model):
         return f"Run {self.pk} {self.name!r} ({self.state})"
 
     @property
+    def open_division(self) -> bool:
+        """The user's own command instead of the reference worker (RunSpec's same rule)."""
+        return bool((self.custom_image_command or "").strip())
+
+    @property
     def is_active(self) -> bool:
         return self.state in self.ACTIVE_STATES
 

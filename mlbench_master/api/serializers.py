@@ -269,9 +269,9 @@ def _check_time(attrs: dict[str, Any], errors: dict[str, list[str]]) -> float | 
         )
         return None
     budget = runs.time_budget_for(attrs.get("task"), attrs.get("time_budget"), open_division)
+    if budget is None:
+        return None
     needed = runs.minimum_time_limit(budget)
-    if needed is None or budget is None:
-        return budget
     whose = "" if attrs.get("time_budget") is not None else " (the task's, as none was given)"
     limit = attrs.get("time_limit")
     high = settings.MLBENCH_MAX_TIME_LIMIT

@@ -8,12 +8,16 @@ if rank 0 cannot have CIFAR-10 every rank switches to synthetic data, said loudl
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from mlbench_worker.data import cifar10, synthetic
 from mlbench_worker.data.cifar10 import Arrays, DataUnavailable
 from mlbench_worker.errors import WorkerError
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -42,43 +46,52 @@ def load_dataset(
     test_images: int | None = None,
 ) -> Dataset:
     """The data set for `kind` (auto | cifar10 | synthetic), agreed by all ranks."""
-    if kind == "synthetic":
-        ds = Dataset(
-            "synthetic",
-            synthetic.generate(
-                seed, train_images or synthetic.TRAIN_SIZE, test_images or synthetic.TEST_SIZE
-            ),
-        )
-        return _limit(ds, train_images, test_images)
 
-    rank = comm.rank
-    result: tuple[Arrays | None, str | None, bool] = (None, None, False)
-    if rank == 0:
-        result = _try_cifar10(Path(data_dir), allow_download=True)
-    first = comm.bcast_object((result[1], result[2]))  # rank 0's (error, unavailable)
-    if first[0] is not None and first[1] and kind == "auto":
-        note = f"CIFAR-10 could not be had: {first[0]}"
-        return _limit(
-            Dataset(
-                "synthetic",
-                synthetic.generate(
-                    seed, train_images or synthetic.TRAIN_SIZE, test_images or synthetic.TEST_SIZE
-                ),
-                note,
-            ),
-            train_images,
-            test_images,
-        )
-    if rank != 0 and first[0] is None:
-        result = _try_cifar10(Path(data_dir), allow_download=True)
-    errors = comm.allgather_object(result[1])
+    def generated(note: str = "") -> Dataset:
+        sizes = (train_images or synthetic.TRAIN_SIZE, test_images or synthetic.TEST_SIZE)
+        data = Dataset("synthetic", synthetic.generate(seed, *sizes), note)
+        return _limit(data, train_images, test_images)
+
+    if kind == "synthetic":
+        return generated()
+    arrays, unavailable = agree_on_real_data(
+        comm, kind, lambda _first: _try_cifar10(Path(data_dir), allow_download=True)
+    )
+    if unavailable is not None:
+        return generated(f"CIFAR-10 could not be had: {unavailable}")
+    assert arrays is not None
+    return _limit(Dataset("cifar10", arrays), train_images, test_images)
+
+
+def agree_on_real_data(
+    comm: object,
+    kind: str,
+    attempt: Callable[[bool], tuple[T | None, str | None, bool]],
+) -> tuple[T | None, str | None]:
+    """Get a real data set on every rank, the same way for every task.
+
+    `attempt(first)` gets the data on this rank: (value, error, whether the error means
+    "unavailable" rather than "damaged"). Rank 0 tries first (`first` True: it downloads or
+    converts once, for every rank, while the others wait), then the others (from what rank
+    0 left, or by themselves on another machine). Returns (value, None) when every rank has
+    it; (None, why) when rank 0 found it unavailable and `kind` is auto, so that every rank
+    falls back together; otherwise raises WorkerError naming the first rank that failed.
+    """
+    outcome: tuple[T | None, str | None, bool] = (None, None, False)
+    if comm.rank == 0:
+        outcome = attempt(True)
+    first_error, unavailable = comm.bcast_object(outcome[1:])  # rank 0's
+    if first_error is not None and unavailable and kind == "auto":
+        return None, first_error
+    if comm.rank != 0 and first_error is None:
+        outcome = attempt(False)
+    errors = comm.allgather_object(outcome[1])
     failed = [(r, e) for r, e in enumerate(errors) if e is not None]
     if failed:
         r, message = failed[0]
         where = f"rank {r}: " if comm.size > 1 else ""
         raise WorkerError(f"{where}{message}", exit_code=1)
-    assert result[0] is not None
-    return _limit(Dataset("cifar10", result[0]), train_images, test_images)
+    return outcome[0], None
 
 
 def _limit(ds: Dataset, train_images: int | None, test_images: int | None) -> Dataset:

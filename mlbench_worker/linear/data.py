@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from mlbench_worker.comm import Communicator
-from mlbench_worker.data import epsilon
+from mlbench_worker.data import agree_on_real_data, epsilon
 from mlbench_worker.data.cifar10 import DataUnavailable
 from mlbench_worker.errors import WorkerError
 from mlbench_worker.linear import synthetic
@@ -152,20 +152,13 @@ def load(
         return generated()
 
     data_dir = Path(data_dir)
-    outcome: tuple[str | None, bool] = (None, False)
-    if comm.rank == 0:
-        outcome = _try_prepare(data_dir, features, say)
-    first = comm.bcast_object(outcome)  # rank 0's (error, unavailable)
-    if first[0] is not None and first[1] and kind == "auto":
-        return generated(f"epsilon could not be had: {first[0]}")
-    if comm.rank != 0 and first[0] is None:
-        outcome = _try_prepare(data_dir, features, lambda _msg: None)
-    errors = comm.allgather_object(outcome[0])
-    failed = [(r, e) for r, e in enumerate(errors) if e is not None]
-    if failed:
-        r, message = failed[0]
-        where = f"rank {r}: " if comm.size > 1 else ""
-        raise WorkerError(f"{where}{message}", exit_code=1)
+
+    def attempt(first: bool) -> tuple[None, str | None, bool]:
+        return (None, *_try_prepare(data_dir, features, say if first else lambda _msg: None))
+
+    _, unavailable = agree_on_real_data(comm, kind, attempt)
+    if unavailable is not None:
+        return generated(f"epsilon could not be had: {unavailable}")
 
     infos = {split: epsilon.read_info(data_dir, split) for split in epsilon.SPLITS}
     sizes = (infos[epsilon.TRAIN].rows, infos[epsilon.TEST].rows)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from mlbench_worker import catalogue
 from mlbench_worker.linear.data import Rows, epoch_order
 from mlbench_worker.linear.glm import Glm
 from mlbench_worker.train import CORRECT, LOSS, Schedule, Trainer
@@ -81,8 +82,7 @@ def plateau_schedule(
 class LinearTrainer(Trainer):
     """train.Trainer for a LinearModel and a Glm on Rows (see the module docstring)."""
 
-    throughput_metric = "samples_per_sec"
-    throughput_unit = "samples/s"
+    task = catalogue.LOGREG_EPSILON.name
     train_data: Rows
     test_data: Rows
     schedule: PlateauSchedule

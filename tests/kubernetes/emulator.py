@@ -175,17 +175,9 @@ class Controller:
         names = []
         for i in range(count):
             name = f"{sts_name}-{i}"
-            pod = {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {
-                    **template["metadata"],
-                    "name": name,
-                    "namespace": self.namespace,
-                    "uid": str(uuid.uuid4()),
-                },
-                "spec": {**template["spec"], "nodeName": "", "hostname": name},
-            }
+            pod = pod_manifest(
+                name, self.namespace, template["metadata"], {**template["spec"], "nodeName": ""}
+            )
             self.core.create_namespaced_pod(self.namespace, pod)
             self.set_phase(name, "Pending")
             names.append(name)
@@ -224,6 +216,19 @@ class Controller:
             "lastTimestamp": when,
         }
         self.core.create_namespaced_event(self.namespace, event)
+
+
+def pod_manifest(
+    name: str, namespace: str, metadata: dict[str, Any], spec: dict[str, Any]
+) -> dict[str, Any]:
+    """A pod of a StatefulSet's template as its controller makes it: named, with a uid of
+    its own (a replaced pod is told apart by it) and its name as hostname."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {**metadata, "name": name, "namespace": namespace, "uid": str(uuid.uuid4())},
+        "spec": {**spec, "hostname": name},
+    }
 
 
 def wait_for(predicate: Any, what: str, limit: float = 10.0) -> None:
@@ -345,17 +350,7 @@ class StatefulSetController:
         name = f"{self.name}-{ordinal}"
         metadata = copy.deepcopy(template.get("metadata") or {})
         metadata["labels"] = {**metadata.get("labels", {}), "controller-revision-hash": revision}
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                **metadata,
-                "name": name,
-                "namespace": self.namespace,
-                "uid": str(uuid.uuid4()),
-            },
-            "spec": {**copy.deepcopy(template["spec"]), "hostname": name},
-        }
+        pod = pod_manifest(name, self.namespace, metadata, copy.deepcopy(template["spec"]))
         self.core.create_namespaced_pod(self.namespace, pod)
         self.core.patch_namespaced_pod_status(
             name, self.namespace, {"status": {"phase": "Pending", "conditions": []}}
