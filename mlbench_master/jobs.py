@@ -82,7 +82,7 @@ def run_job(run_id: int) -> str:
     from mlbench_master import runs
     from mlbench_master.api.models import Run
     from mlbench_master.cluster.drivers import get_driver
-    from mlbench_master.cluster.mpirun import mpirun_argv, rank_environment
+    from mlbench_master.cluster.mpirun import driver_argv, rank_environment
 
     run = Run.objects.filter(pk=run_id).first()
     if run is None:
@@ -113,7 +113,7 @@ def run_job(run_id: int) -> str:
                 except ClusterError as exc:
                     log.warning("run %s: clean-up after a cancel during prepare: %s", run.pk, exc)
                 return run.state
-            argv = mpirun_argv(spec, hosts, mpirun=driver.mpirun, python=driver.python)
+            argv = driver_argv(driver, spec, hosts)
             env = rank_environment(spec, settings.MLBENCH_MASTER_URL, runs.worker_token(run))
             try:
                 execution = driver.launch(spec, argv, env)

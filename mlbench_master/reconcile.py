@@ -77,7 +77,24 @@ def reconcile(lost: str = LOST, min_age: float = 0.0, wait_for_redis: bool = Fal
             continue
         what = "ranks still running" if driver.is_running(runs.run_spec(run)) else "ranks ended"
         notes.append(f"run {run.pk}: {what}; its output is read again to end it truthfully")
+    notes += _release_leftovers(driver or get_driver())
     return notes
+
+
+def _release_leftovers(driver: ClusterDriver) -> list[str]:
+    """What the driver set up for runs no longer active (the local slots' namespaces a
+    crash left behind) is removed; the ids are read after the runs above were settled."""
+    from mlbench_master.api.models import Run
+
+    active = {
+        str(pk)
+        for pk in Run.objects.filter(state__in=Run.ACTIVE_STATES).values_list("pk", flat=True)
+    }
+    try:
+        removed = driver.release_leftovers(active)
+    except Exception as exc:  # noqa: BLE001 - the next round tries again
+        return [f"left-overs not removed: {exc}"]
+    return [f"removed {', '.join(removed)} (left over by runs that ended)"] if removed else []
 
 
 def _cannot_attach(driver: ClusterDriver, run: object) -> str | None:

@@ -258,7 +258,8 @@ def build_manifest(run: Run, resumed: ResumePoint | None = None) -> dict[str, An
     (`resumed_from`): its result is not that of a run trained from scratch.
     """
     config_fields = [
-        "name", "task", "backend", "num_workers", "num_cpus", "max_bandwidth", "gpu_enabled",
+        "name", "task", "backend", "num_workers", "num_cpus", "max_bandwidth", "latency",
+        "gpu_enabled",
         "light_target", "target", "time_budget", "max_epochs", "dataset", "image",
         "custom_image_name", "custom_image_command", "custom_backend", "run_all_nodes",
         "time_limit",
@@ -327,7 +328,8 @@ def run_spec(run: Run, checkpoints: Callable[[int], str] | None = None) -> RunSp
     folder and a resumed run the folder of the run it continues.
     """
     checkpoint_dir = resume_dir = ""
-    if checkpoints is not None and not run.open_division:
+    # A measurement (the communication benchmark) has no epochs to checkpoint.
+    if checkpoints is not None and not run.open_division and not catalogue.is_measurement(run.task):
         checkpoint_dir = checkpoints(int(run.pk))
         if run.resumed_from is not None:
             resume_dir = checkpoints(int(run.resumed_from))
@@ -338,6 +340,7 @@ def run_spec(run: Run, checkpoints: Callable[[int], str] | None = None) -> RunSp
         num_workers=int(run.num_workers),
         num_cpus=float(run.num_cpus),
         max_bandwidth=int(run.max_bandwidth),
+        latency_ms=run.latency,
         gpu_enabled=bool(run.gpu_enabled),
         target="light" if run.light_target else (run.target or "standard"),
         dataset=run.dataset or "auto",

@@ -52,6 +52,9 @@ class Run(models.Model):
     num_workers = models.PositiveIntegerField(default=1)
     num_cpus = models.FloatField(default=1.0)
     max_bandwidth = models.PositiveIntegerField(default=10000, help_text="mbit/s per worker")
+    latency = models.FloatField(
+        null=True, blank=True, help_text="ms of delay added each way on every worker's link"
+    )
     gpu_enabled = models.BooleanField(default=False)
     light_target = models.BooleanField(default=False)
     target = models.CharField(max_length=16, default="standard")

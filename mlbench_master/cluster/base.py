@@ -40,6 +40,7 @@ class RunSpec:
     num_workers: int = 1
     num_cpus: float = 1.0
     max_bandwidth: int = 10000
+    latency_ms: float | None = None  # added to each packet on each worker's link
     gpu_enabled: bool = False
     target: str = "standard"
     dataset: str = "auto"
@@ -144,6 +145,9 @@ class ClusterDriver(ABC):
     """One implementation per kind of cluster; chosen by MLBENCH_CLUSTER."""
 
     name: str = ""
+    # mpirun's launch agent (Open MPI's plm_rsh_agent) when the hosts `prepare` returned are
+    # not reached by mpirun's own means; None: its default.
+    launch_agent: str | None = None
 
     @property
     @abstractmethod
@@ -180,6 +184,12 @@ class ClusterDriver(ABC):
     def attach(self, run: RunSpec) -> Execution:
         """The launch recorded in `run.launch`, to go on reading it after the job that
         started it is gone; raises CannotAttach with the reason when there is none."""
+
+    def release_leftovers(self, active_run_ids: set[str]) -> list[str]:
+        """Remove what the driver set up for runs that are no longer active (a crash left it
+        behind); called at master start and by the reconcile rounds. Returns what it removed.
+        Drivers that set up nothing outside a run's own processes have nothing to release."""
+        return []
 
     @abstractmethod
     def cancel(self, run: RunSpec) -> None:

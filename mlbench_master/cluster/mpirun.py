@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from mlbench_master.cluster.base import OutputLine, RunSpec
+from mlbench_master.cluster.base import ClusterDriver, OutputLine, RunSpec
 
 # Variables every rank needs; passed with -x so they also cross ssh to other hosts.
 FORWARDED_ENV = (
@@ -97,8 +97,14 @@ def mpirun_argv(
     *,
     mpirun: str = "mpirun",
     python: str = "python",
+    agent: str | None = None,
 ) -> list[str]:
-    """The full mpirun command for `run`; `hosts` empty means every rank on this machine."""
+    """The full mpirun command for `run`; `hosts` empty means every rank on this machine.
+
+    `agent` is the program mpirun starts its daemon on each host with, instead of ssh (the
+    local cluster's worker slots: it enters the slot's network namespace). Its daemons are
+    then all started by mpirun itself (no tree spawn), so the agent only ever runs here.
+    """
     ranks = run.num_workers
     if run.open_division and not run.run_all_nodes:
         ranks = 1
@@ -107,9 +113,19 @@ def mpirun_argv(
         argv += ["--host", ",".join(f"{h}:1" for h in hosts[:ranks])]
     else:
         argv += ["--oversubscribe"]
+    if agent:
+        argv += ["--mca", "plm_rsh_agent", agent, "--prtemca", "plm_ssh_no_tree_spawn", "1"]
     for name in FORWARDED_ENV:
         argv += ["-x", name]
     return argv + worker_argv(run, python=python, hosts=hosts)
+
+
+def driver_argv(driver: ClusterDriver, run: RunSpec, hosts: list[str] | None) -> list[str]:
+    """The mpirun command for `run` on the `hosts` that `driver.prepare` returned, with that
+    driver's mpirun, Python and launch agent (what the job launches)."""
+    return mpirun_argv(
+        run, hosts, mpirun=driver.mpirun, python=driver.python, agent=driver.launch_agent
+    )
 
 
 def rank_environment(run: RunSpec, master_url: str, token: str) -> dict[str, str]:

@@ -59,11 +59,11 @@ SAY_HI = "python -c \"import time; print('hi', flush=True); time.sleep({})\""
 def _launch(run, seconds):
     """Launch `run` with the real local driver as run_job would, its launch record stored."""
     from mlbench_master.cluster.drivers import get_driver
-    from mlbench_master.cluster.mpirun import mpirun_argv, rank_environment
+    from mlbench_master.cluster.mpirun import driver_argv, rank_environment
 
     driver = get_driver()
     spec = runs.run_spec(run)
-    argv = mpirun_argv(spec, driver.prepare(spec), mpirun=driver.mpirun, python=driver.python)
+    argv = driver_argv(driver, spec, driver.prepare(spec))
     execution = driver.launch(spec, argv, rank_environment(spec, "http://127.0.0.1:9", "tok"))
     runs.record_launch(run, execution.record)
     return driver, execution

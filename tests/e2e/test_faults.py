@@ -312,7 +312,7 @@ def test_reconciliation_while_redis_is_down_leaves_a_watched_run_alone(settings,
     from mlbench_master import runs
     from mlbench_master.api.models import Run
     from mlbench_master.cluster.drivers import get_driver
-    from mlbench_master.cluster.mpirun import mpirun_argv, rank_environment
+    from mlbench_master.cluster.mpirun import driver_argv, rank_environment
     from mlbench_master.collector import collector_loop
 
     settings.MLBENCH_HOME = tmp_path
@@ -330,7 +330,7 @@ def test_reconciliation_while_redis_is_down_leaves_a_watched_run_alone(settings,
     Run.objects.filter(pk=run.pk).update(created_at=long_ago)
     driver = get_driver()
     spec = runs.run_spec(run)
-    argv = mpirun_argv(spec, driver.prepare(spec), mpirun=driver.mpirun, python=driver.python)
+    argv = driver_argv(driver, spec, driver.prepare(spec))
     execution = driver.launch(spec, argv, rank_environment(spec, "http://127.0.0.1:9", "tok"))
     runs.record_launch(run, execution.record)
     try:

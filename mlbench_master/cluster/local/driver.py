@@ -9,6 +9,11 @@ Why it is shaped like this:
   `is_running` work from any process of the master and no rank is ever left behind.
 - The slots (`local-worker-0` ...) are reported busy from the rank processes that exist,
   not from bookkeeping that could drift.
+- Each slot is a host of its own when the master may create network namespaces
+  (slots.py, network.py): ranks reach each other over links shaped to the run's
+  `max_bandwidth` and `latency`, started there by mpirun through a launch agent. The slots
+  exist from `prepare` until the launch is killed or ends (the job kills it at every end),
+  a cancel, or the next master start.
 - Checkpoints live in MLBENCH_HOME/checkpoints/run-<id>, outside a launch's own folder,
   so they outlive the launch and a later run can resume from them; deleting the run
   removes them.
@@ -37,6 +42,7 @@ from mlbench_master.cluster.base import (
     RunSpec,
 )
 from mlbench_master.cluster.environment import setting
+from mlbench_master.cluster.local import slots
 from mlbench_master.cluster.local.execution import LocalExecution, launch_session
 from mlbench_master.cluster.local.processes import (
     CLUSTER_MARK,
@@ -50,7 +56,6 @@ from mlbench_master.cluster.local.usage import POD_PREFIX, rank_samples
 
 # Runs `mpirun ...` ("$@"), then records its exit code atomically next to its output.
 _WRAPPER = '"$@"; code=$?; echo "$code" > "$0.tmp" && mv "$0.tmp" "$0"; exit "$code"'
-BANDWIDTH_NOT_APPLIED = "the local cluster runs every rank on this machine and shapes no traffic"
 CHECKPOINTS = "checkpoints"  # MLBENCH_HOME/checkpoints/run-<id>/checkpoint.pt
 
 
@@ -150,7 +155,12 @@ class LocalCluster(ClusterDriver):
                 + ": delete that run (mlbench delete RUN) and try again"
             )
         find_mpirun()
-        return []
+        hosts, self._notes = slots.open_slots(self.home, run, setting("MLBENCH_MASTER_URL") or "")
+        return hosts
+
+    @property
+    def launch_agent(self) -> str | None:  # type: ignore[override]
+        return slots.launch_agent(self.home)
 
     def launch(self, run: RunSpec, argv: list[str], env: dict[str, str]) -> Execution:
         launch_id = uuid.uuid4().hex[:12]
@@ -166,6 +176,7 @@ class LocalCluster(ClusterDriver):
         full_env[LAUNCH_MARK] = launch_id
         # Django's settings module must not leak into the ranks' environment as a hint.
         full_env.pop("DJANGO_SETTINGS_MODULE", None)
+        full_env.update(slots.rank_environment(self.home))
         with (
             open(directory / "stdout.log", "wb") as out,
             open(directory / "stderr.log", "wb") as err,
@@ -190,13 +201,7 @@ class LocalCluster(ClusterDriver):
             "argv": argv,
         }
         (directory / "launch.json").write_text(json.dumps(info))
-        notes = {
-            "max_bandwidth": {
-                "requested_mbit_s": run.max_bandwidth,
-                "applied": False,
-                "why": BANDWIDTH_NOT_APPLIED,
-            }
-        }
+        notes = getattr(self, "_notes", None) or slots.plan(run)
         return LocalExecution(info, popen=popen, notes=notes)
 
     def attach(self, run: RunSpec) -> Execution:
@@ -208,7 +213,13 @@ class LocalCluster(ClusterDriver):
 
     def cancel(self, run: RunSpec) -> None:
         info = run.launch.get("local") or {}
-        kill_processes(lambda: launch_processes(self.home, run.id, *launch_session(info)))
+        try:
+            kill_processes(lambda: launch_processes(self.home, run.id, *launch_session(info)))
+        finally:
+            slots.close_slots(self.home, run.id)
+
+    def release_leftovers(self, active_run_ids: set[str]) -> list[str]:
+        return slots.release_leftovers(self.home, active_run_ids)
 
     def is_running(self, run: RunSpec) -> bool:
         info = run.launch.get("local") or {}

@@ -17,6 +17,7 @@ from typing import Any
 import psutil
 
 from mlbench_master.cluster.base import Execution, OutputLine
+from mlbench_master.cluster.local import slots
 from mlbench_master.cluster.local.processes import is_alive, kill_processes, launch_processes
 from mlbench_master.cluster.mpirun import parse_line
 
@@ -144,12 +145,17 @@ class LocalExecution(Execution):
         return self._exited_code
 
     def kill(self) -> None:
+        """Stop every process of the launch, then remove its worker slots' network (the job
+        calls this at every end of a run, after a clean exit too)."""
         home = Path(self.info["home"])
-        kill_processes(
-            lambda: launch_processes(home, self.info.get("run_id"), *launch_session(self.info))
-        )
-        if self.popen is not None:
-            try:
-                self.popen.wait(timeout=5)
-            except Exception:  # noqa: BLE001 - best effort reap of our own child
-                pass
+        try:
+            kill_processes(
+                lambda: launch_processes(home, self.info.get("run_id"), *launch_session(self.info))
+            )
+            if self.popen is not None:
+                try:
+                    self.popen.wait(timeout=5)
+                except Exception:  # noqa: BLE001 - best effort reap of our own child
+                    pass
+        finally:
+            slots.close_slots(home, self.info.get("run_id"))

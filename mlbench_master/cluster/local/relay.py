@@ -1,0 +1,148 @@
+"""The master's address inside the worker slots' namespaces: a TCP relay.
+
+Why: a master on this machine usually listens on loopback (http://127.0.0.1:8000), and a
+rank inside a slot's namespace has a loopback of its own. Rather than rewriting the URL the
+ranks post to (and the Host header Django checks), this process opens a listening socket
+on the same loopback address and port *inside* every slot's namespace (a socket belongs to
+the namespace it was created in: the thread enters the namespace with setns(2) just for the
+bind) and connects each accepted connection to the real master from the machine's own
+namespace. The metrics then never cross the shaped links, as on Kubernetes, where the
+master's addresses are spared by the bandwidth limit.
+
+The slots have no route to the outside world (the machine's firewall and routes are never
+changed), so the same process is also a small HTTP proxy on the slots' loopback
+(`--proxy-port`: CONNECT for https, absolute URLs for http), which the ranks get as
+http(s)_proxy: downloading a data set from inside a slot works as it does outside.
+
+Run as `python -m mlbench_master.cluster.local.relay [--target HOST:PORT] --proxy-port P
+--ready FILE NS...`;
+the driver starts it detached (it outlives a master restart with the ranks) and stops it
+with the slots' network. Python 3.11 has no os.setns, hence the one libc call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ctypes
+import os
+import socket
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _setns(fd: int) -> None:
+    if _libc.setns(fd, CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"setns: {os.strerror(err)}")
+
+
+def listen_in(namespace: str, host: str, port: int) -> socket.socket:
+    """A listening socket on host:port inside network namespace `namespace`."""
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    target = os.open(f"/run/netns/{namespace}", os.O_RDONLY)
+    try:
+        _setns(target)
+        try:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+            sock.listen(128)
+            sock.setblocking(False)
+        finally:
+            _setns(own)
+    finally:
+        os.close(own)
+        os.close(target)
+    return sock
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        try:
+            writer.close()
+        except OSError:
+            pass
+
+
+def _relay_to(host: str, port: int):  # noqa: ANN202 - an asyncio connection handler
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection(host, port)
+        except OSError:
+            writer.close()  # the master is down: the rank's reporter retries
+            return
+        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+
+    return handle
+
+
+async def _proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """One proxied connection: `CONNECT host:port` (https) or an absolute http:// URL."""
+    try:
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+        method, target, _version = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
+        if method.upper() == "CONNECT":
+            host, _, port = target.rpartition(":")
+            up_reader, up_writer = await asyncio.open_connection(host.strip("[]"), int(port))
+            writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        else:
+            url = urlsplit(target)
+            if url.scheme != "http" or not url.hostname:
+                raise ValueError(f"not a proxy request: {target}")
+            up_reader, up_writer = await asyncio.open_connection(url.hostname, url.port or 80)
+            up_writer.write(head)
+    except (TimeoutError, OSError, ValueError, asyncio.IncompleteReadError) as exc:
+        writer.write(f"HTTP/1.1 502 Bad Gateway\r\n\r\n{exc}\n".encode())
+        writer.close()
+        return
+    await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+
+
+async def _serve(
+    relays: list[socket.socket], proxies: list[socket.socket], target: tuple[str, int] | None,
+    ready: Path,
+) -> None:  # fmt: skip
+    servers = [await asyncio.start_server(_proxy, sock=sock) for sock in proxies]
+    if target is not None:
+        handle = _relay_to(*target)
+        servers += [await asyncio.start_server(handle, sock=sock) for sock in relays]
+    tmp = ready.with_suffix(".tmp")
+    tmp.write_text(str(os.getpid()))
+    tmp.replace(ready)
+    await asyncio.gather(*(server.serve_forever() for server in servers))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mlbench_master.cluster.local.relay")
+    parser.add_argument("--target", help="HOST:PORT of a master on loopback, to relay to")
+    parser.add_argument("--proxy-port", type=int, required=True, help="the proxy's port")
+    parser.add_argument("--ready", required=True, help="file written once every socket listens")
+    parser.add_argument("namespaces", nargs="+")
+    args = parser.parse_args(argv)
+    target = None
+    relays = []
+    if args.target:
+        host, _, port = args.target.rpartition(":")
+        target = (host, int(port))
+        relays = [listen_in(ns, host, int(port)) for ns in args.namespaces]
+    proxies = [listen_in(ns, "127.0.0.1", args.proxy_port) for ns in args.namespaces]
+    try:
+        asyncio.run(_serve(relays, proxies, target, Path(args.ready)))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+"""A run's worker slots as hosts: the network (network.py), the relay to the master
+(relay.py), mpirun's launch agent, and the record that lets any master process remove them.
+
+Lifecycle: `open_slots` in the driver's prepare; `close_slots` when the launch is killed or
+ends (LocalExecution.kill, which the job calls at every end), on cancel, and
+`release_leftovers` at master start and in the collector's reconcile rounds (a crash left
+them behind). The record (MLBENCH_HOME/local-cluster/network.json) names the run that owns
+the slots, so a restarted master keeps the network of a run it re-attaches to.
+
+MLBENCH_LOCAL_NETWORK decides: "auto" (the default: namespaces when the master may create
+them), "namespaces" (a run fails with the reason when it cannot), "off" (every rank in the
+machine's own network, as before; the limits are recorded as not applied).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import psutil
+
+from mlbench_master.cluster.base import ClusterError, RunSpec
+from mlbench_master.cluster.environment import setting
+from mlbench_master.cluster.local import network
+from mlbench_master.cluster.local.processes import CLUSTER_MARK, environ_of, kill_processes
+
+MODES = ("auto", "namespaces", "off")
+RELAY_MARK = "MLBENCH_SLOT_RELAY"  # carried by the relay process (value: the run id)
+PROXY_PORT = 3128  # inside each slot: the relay's HTTP(S) proxy to the outside world
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+# mpirun's launch agent (Open MPI's plm_rsh_agent): "$1" is the host mpirun wants to start
+# its daemon on, i.e. the slot's namespace; the daemon (and the ranks it starts) run inside
+# it with a host name of their own (a UTS namespace), the one /etc/hosts gives its address.
+AGENT = """# mpirun's launch agent for mlbench's local worker slots (written by the master).
+host="$1"; shift
+case "$host" in
+  mlb-{tag}-[0-9]*) ;;
+  *) echo "mlbench slot agent: $host is not a worker slot of this master" >&2; exit 1;;
+esac
+exec ip netns exec "$host" unshare --uts sh -c 'hostname "$0" && exec sh -c "$1"' "$host" "$*"
+"""
+
+
+def mode() -> str:
+    value = (setting("MLBENCH_LOCAL_NETWORK") or "auto").strip().lower()
+    if value not in MODES:
+        raise ClusterError(f"MLBENCH_LOCAL_NETWORK={value!r} is not one of {', '.join(MODES)}")
+    return value
+
+
+def _folder(home: Path) -> Path:
+    return Path(home) / "local-cluster"
+
+
+def _record_path(home: Path) -> Path:
+    return _folder(home) / "network.json"
+
+
+def agent_path(home: Path) -> Path:
+    return _folder(home) / "slot-agent.sh"
+
+
+def why_not(run: RunSpec) -> str | None:
+    """Why `run`'s ranks will share the machine's own network (None: each gets a slot host)."""
+    chosen = mode()
+    if chosen == "off":
+        return "MLBENCH_LOCAL_NETWORK=off: every rank uses this machine's own network"
+    missing = network.missing_capability()
+    if missing:
+        if chosen == "namespaces":
+            raise ClusterError(
+                f"MLBENCH_LOCAL_NETWORK=namespaces but {missing}: run the master as root "
+                "(or with CAP_NET_ADMIN), or set MLBENCH_LOCAL_NETWORK=auto"
+            )
+        return f"{missing}, so worker slots cannot be hosts of their own"
+    return None
+
+
+def plan(run: RunSpec) -> dict[str, Any]:
+    """What the network of `run` will be: the notes the manifest and the launch record keep."""
+    why = why_not(run)
+    bandwidth: dict[str, Any] = {"requested_mbit_s": run.max_bandwidth, "applied": why is None}
+    latency: dict[str, Any] = {"requested_ms": run.latency_ms, "applied": False}
+    if why:
+        bandwidth["why"] = why
+    if run.latency_ms:
+        delay_missing = why or network.latency_support()
+        latency["applied"] = delay_missing is None
+        if delay_missing:
+            latency["why"] = delay_missing
+    notes = {"max_bandwidth": bandwidth, "latency": latency}
+    return notes
+
+
+def open_slots(home: Path, run: RunSpec, master_url: str) -> tuple[list[str], dict[str, Any]]:
+    """Make `run`'s slots; (mpirun hosts, notes). No hosts when the run shares the machine's
+    network (the notes say why)."""
+    notes = plan(run)
+    if not notes["max_bandwidth"]["applied"]:
+        return [], notes
+    delay = run.latency_ms if notes["latency"]["applied"] else None
+    layout = network.create(home, run.num_workers, run.max_bandwidth, delay)
+    try:
+        namespaces = [layout.namespace(i) for i in range(layout.slots)]
+        record: dict[str, Any] = {"run_id": str(run.id), **layout.record(), "hosts": namespaces}
+        _folder(home).mkdir(parents=True, exist_ok=True)
+        agent_path(home).write_text(AGENT.replace("{tag}", layout.tag))
+        target = urlsplit(master_url)
+        record["relay"] = _start_relay(home, run, namespaces, target)
+        tmp = _record_path(home).with_suffix(".tmp")
+        tmp.write_text(json.dumps(record))
+        tmp.replace(_record_path(home))
+    except BaseException:
+        close_slots(home)
+        raise
+    notes["network"] = {
+        "subnet": str(layout.subnet),
+        "slots": {ns: layout.address(i) for i, ns in enumerate(namespaces)},
+    }
+    return namespaces, notes
+
+
+def _start_relay(home: Path, run: RunSpec, namespaces: list[str], target: Any) -> dict | None:
+    """The relay that gives the slots the master (when it is on loopback) and a proxy out."""
+    host = target.hostname or "127.0.0.1"
+    port = target.port or (443 if target.scheme == "https" else 80)
+    ready = _folder(home) / "relay.ready"
+    ready.unlink(missing_ok=True)
+    argv = [sys.executable, "-m", "mlbench_master.cluster.local.relay", "--ready", str(ready)]
+    if host in LOOPBACK:
+        argv += ["--target", f"{'127.0.0.1' if host == 'localhost' else host}:{port}"]
+    argv += ["--proxy-port", str(PROXY_PORT), *namespaces]
+    env = dict(os.environ)
+    env[CLUSTER_MARK] = str(home)
+    env[RELAY_MARK] = str(run.id)
+    with open(_folder(home) / "relay.log", "ab") as log:
+        proc = subprocess.Popen(
+            argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            start_new_session=True,
+        )  # fmt: skip
+    deadline = time.monotonic() + 15
+    while not ready.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            tail = (_folder(home) / "relay.log").read_text(errors="replace")[-400:]
+            raise ClusterError(f"the worker slots' relay did not start: {tail.strip()}")
+        time.sleep(0.02)
+    return {"pid": proc.pid, "proxy": f"http://127.0.0.1:{PROXY_PORT}"}
+
+
+def rank_environment(home: Path) -> dict[str, str]:
+    """What ranks inside the slots need besides the usual: the proxy to the outside world
+    (data set downloads), never used for the master or the other slots."""
+    record = read_record(home)
+    if not record or not record.get("relay"):
+        return {}
+    proxy = record["relay"]["proxy"]
+    direct = ",".join(["127.0.0.1", "localhost", "::1", *record.get("hosts", [])])
+    return {
+        "http_proxy": proxy, "https_proxy": proxy, "HTTP_PROXY": proxy, "HTTPS_PROXY": proxy,
+        "no_proxy": direct, "NO_PROXY": direct,
+    }  # fmt: skip
+
+
+def read_record(home: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(_record_path(home).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def launch_agent(home: Path) -> str | None:
+    """mpirun's launch agent while slots exist (None: ranks start on this host as before)."""
+    return f"sh {agent_path(home)}" if read_record(home) else None
+
+
+def _relays(home: Path) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter():
+        env = environ_of(proc)
+        if env.get(CLUSTER_MARK) == str(home) and RELAY_MARK in env:
+            found.append(proc)
+    return found
+
+
+def close_slots(home: Path, run_id: int | str | None = None) -> list[str]:
+    """Remove the slots (of run `run_id` only, when given); what was removed."""
+    record = read_record(home)
+    if run_id is not None and record and record.get("run_id") != str(run_id):
+        return []
+    kill_processes(lambda: _relays(home))
+    removed = network.remove(home)
+    _record_path(home).unlink(missing_ok=True)
+    return removed
+
+
+def release_leftovers(home: Path, active_run_ids: set[str]) -> list[str]:
+    """Remove slots no active run owns (a crashed master's, or a run's whose job died)."""
+    record = read_record(home)
+    if record and record.get("run_id") in active_run_ids:
+        return []
+    if record is None and network.missing_capability():
+        return []
+    return close_slots(home)
