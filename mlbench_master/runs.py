@@ -36,14 +36,13 @@ from django.utils import timezone
 
 from mlbench_master import jobqueue
 from mlbench_master.api.models import Metric, Run
-from mlbench_master.cluster.base import RunSpec
+from mlbench_master.cluster.base import ClusterError, RunSpec
 from mlbench_worker import catalogue
 
 log = logging.getLogger(__name__)
 
 TOKEN_PREFIX = "mlbr"
 # The local cluster runs every rank on one machine and shapes no traffic.
-LOCAL_BANDWIDTH_NOTE = "not applied: the local cluster does not limit bandwidth between ranks"
 
 
 # Seconds a run's time limit must leave beyond its time budget, for what the budget does not
@@ -280,7 +279,24 @@ def build_manifest(run: Run, resumed: ResumePoint | None = None) -> dict[str, An
         "master": {"python": platform.python_version(), "cluster": settings.MLBENCH_CLUSTER},
     }
     if settings.MLBENCH_CLUSTER == "local":
-        manifest["not_applied"] = {"max_bandwidth": LOCAL_BANDWIDTH_NOTE}
+        # Whether the slots can be hosts of their own is known now (the master's rights,
+        # the kernel's qdiscs); the launch record says what was really applied.
+        from mlbench_master.cluster.local import slots
+
+        try:
+            plan = slots.plan(
+                RunSpec(id=0, max_bandwidth=int(run.max_bandwidth), latency_ms=run.latency)
+            )
+        except ClusterError as exc:  # MLBENCH_LOCAL_NETWORK=namespaces and it cannot be
+            plan = {"max_bandwidth": {"applied": False, "why": str(exc)}}
+        manifest["network"] = plan
+        not_applied = {
+            name: f"not applied: {note['why']}"
+            for name, note in plan.items()
+            if not note.get("applied") and note.get("why")
+        }
+        if not_applied:
+            manifest["not_applied"] = not_applied
     if resumed is not None:
         manifest["resumed_from"] = resumed.record()
     return manifest

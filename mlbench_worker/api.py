@@ -293,8 +293,11 @@ class ApiClient:
         dataset: str | None = None,
         time_limit: int | None = None,
         resume_from: int | None = None,
+        latency: float | None = None,
     ) -> Future:
         """Start a run. The keyword-only arguments are this version's additions.
+
+        `latency` (ms) is added each way on every worker's link, beside `max_bandwidth`.
 
         `resume_from` (a run id) continues that FAILED or CANCELLED run from its last
         checkpoint; the master refuses (400) a run it could not continue.
@@ -351,6 +354,7 @@ class ApiClient:
             "dataset": dataset,
             "time_limit": time_limit,
             "resume_from": resume_from,
+            "latency": latency,
         }
         body.update({k: v for k, v in optional.items() if v is not None})
         return self._submit("POST", "runs/", json=body)

@@ -74,6 +74,16 @@ def _nonnegative_int(text: str) -> int:
     return value
 
 
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 0 and below 1, got {text!r}")
+    return value
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that prints its error once (rank 0) under mpirun, and exits 2 on every rank."""
 
@@ -100,13 +110,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--target",
         default="standard",
         help="the task's goal (catalogue), e.g. for task 1a: light (70%%), standard (80%%), "
-        "paper (91%%)",
+        "paper (91%%); for resnet50-imagenet: light (50%%), standard (75.9%%)",
     )
     g.add_argument(
         "--dataset",
         default="auto",
         help="auto (the task's real data set if it can be had, else synthetic), the real "
-        "one (cifar10 for task 1a, epsilon for task 2), or synthetic",
+        "one (cifar10 for task 1a, imagenet for task 1b, epsilon for task 2), or synthetic",
     )
     g.add_argument(
         "--time-budget",
@@ -118,19 +128,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-epochs",
         type=_positive_int,
         metavar="N",
-        help="stop after N epochs (default: the task's: 164 for task 1a, 20 for task 2)",
+        help="stop after N epochs (default: the task's: 164 for task 1a, 90 for task 1b, "
+        "20 for task 2)",
     )
     g.add_argument(
         "--batch-size",
         type=_positive_int,
         metavar="N",
-        help="images (task 2: samples) per worker per step (default: the task's, 128)",
+        help="images (task 2: samples) per worker per step (default: the task's: 128, "
+        "256 for task 1b)",
     )
     g.add_argument(
         "--lr",
         type=_positive_float,
-        help="peak learning rate (default: the task's rate x workers x batch/128; task 2 "
-        "scales with at most 16 workers)",
+        help="peak learning rate (default: the task's rate x workers x batch / the task's "
+        "batch; task 2 scales with at most 16 workers)",
     )
     g.add_argument(
         "--l2",
@@ -149,6 +161,31 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="use only the first N training images or samples (smoke tests; recorded); for "
         "synthetic data, how many to generate",
+    )
+    g.add_argument(
+        "--lr-schedule",
+        help="task 1b: after the warm-up, step (divide by 10 at epochs 30, 60, 80; the "
+        "default) or cosine (to zero at the last epoch)",
+    )
+    g.add_argument(
+        "--label-smoothing",
+        type=_fraction,
+        metavar="EPS",
+        help="task 1b: cross-entropy label smoothing (default 0; MLPerf allows 0.1)",
+    )
+    g.add_argument(
+        "--zero-init-residual",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="task 1b: start each residual block's last batch-norm scale at zero (Goyal et "
+        "al.; the default)",
+    )
+    g.add_argument(
+        "--crop",
+        type=_positive_int,
+        metavar="PIXELS",
+        help="task 1b smoke tests: train and evaluate on PIXELS x PIXELS crops instead of "
+        "224 (at least 64; recorded in the summary as a smoke-test crop)",
     )
     g.add_argument(
         "--test-images",
@@ -172,7 +209,32 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--amp", action="store_true", help="mixed precision (float16 on CUDA, bfloat16 on CPU)"
     )
+    g.add_argument(
+        "--amp-dtype",
+        help="task 1b with --amp: bfloat16 (no loss scaling) or float16 (with a gradient "
+        "scaler; CUDA only); default float16 on CUDA, bfloat16 on CPU",
+    )
     g.add_argument("--channels-last", action="store_true", help="channels_last memory format")
+    g.add_argument(
+        "--no-overlap",
+        action="store_true",
+        help="sum gradients with one all-reduce after backward instead of in buckets "
+        "overlapped with it",
+    )
+    g.add_argument(
+        "--bucket-mb",
+        type=_positive_float,
+        metavar="MB",
+        help="size of the gradient buckets overlapped with backward (default: at most 4 MB, "
+        "and small enough for 8 buckets)",
+    )
+    g.add_argument(
+        "--data-workers",
+        type=_nonnegative_int,
+        metavar="N",
+        help="task 1b: image-decoding processes per rank (default: the rank's cores on CUDA, "
+        "half of them on CPU; 0 decodes in the training process)",
+    )
     g.add_argument(
         "--data-dir",
         default=None,
@@ -212,7 +274,18 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-_KIND_NAMES = {"image": "task 1a", "linear": "task 2"}
+_KIND_NAMES = {"image": "task 1a", "imagenet": "task 1b", "linear": "task 2"}
+# Options only task 1b reads, and the task fields that give their defaults.
+_IMAGENET_ONLY = {
+    "--lr-schedule": "lr_schedule",
+    "--label-smoothing": "label_smoothing",
+    "--zero-init-residual": "zero_init_residual",
+    "--crop": None,
+    "--amp-dtype": None,
+    "--data-workers": None,
+}
+AMP_DTYPES = ("bfloat16", "float16")
+MIN_CROP = 64  # below it ResNet's last stage sees 1x1 maps and batch norm breaks on 1 image
 
 
 def _one_per_kind() -> dict:
@@ -262,12 +335,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                 parser.error(f"{flag} applies to image tasks only, not to {args.task}")
     elif args.l2 is not None:
         parser.error(f"--l2 applies to task 2 (linear models) only, not to {args.task}")
+    _check_imagenet_options(parser, args, task)
     args.batch_size = args.batch_size or task.batch_size
     args.max_epochs = args.max_epochs or task.max_epochs
     if args.threads is None and os.environ.get("OMP_NUM_THREADS", "").isdigit():
         args.threads = int(os.environ["OMP_NUM_THREADS"]) or None
     args.data_dir = args.data_dir or default_data_dir()
-    if args.dataset != "synthetic":
+    # Task 1b's synthetic set is files written into the data directory, not arrays in memory.
+    if args.dataset != "synthetic" or task.kind == "imagenet":
         problem = _writable_dir(args.data_dir)
         if problem:
             parser.error(
@@ -303,3 +378,32 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                 f"--metrics-file {args.metrics_file}: folder cannot be written ({problem})"
             )
     return args
+
+
+def _check_imagenet_options(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, task: object
+) -> None:
+    """Refuse task-1b options elsewhere; for task 1b, check them and fill the task's defaults."""
+    given = {opt: getattr(args, opt[2:].replace("-", "_")) for opt in _IMAGENET_ONLY}
+    if task.kind != "imagenet":
+        for opt, value in given.items():
+            if value is not None:
+                parser.error(f"{opt} applies to task 1b (ImageNet) only, not to {args.task}")
+        return
+    from mlbench_worker.tasks.resnet_imagenet import LR_SCHEDULES
+
+    for opt, field in _IMAGENET_ONLY.items():
+        if field and given[opt] is None:
+            setattr(args, field, getattr(task, field))
+    _choice(parser, "--lr-schedule", args.lr_schedule, LR_SCHEDULES)
+    if args.amp_dtype is not None:
+        _choice(parser, "--amp-dtype", args.amp_dtype, AMP_DTYPES)
+        if not args.amp:
+            parser.error("--amp-dtype needs --amp")
+        if args.amp_dtype == "float16" and args.device == "cpu":
+            parser.error(
+                "--amp-dtype float16 needs --device cuda (its gradient scaler is CUDA's); "
+                "use bfloat16 on CPU"
+            )
+    if args.crop is not None and args.crop < MIN_CROP:
+        parser.error(f"--crop must be at least {MIN_CROP} pixels, got {args.crop}")

@@ -1,8 +1,9 @@
 """One benchmark run on one rank: set up, train (train.py), summarise, report.
 
 Each kind of task builds its own data, model and trainer (`_build_images` for task 1a,
-`_build_linear` for task 2 with mlbench_worker/linear/); checkpoints, the headline, the
-clock, the summary and reporting are the same code for both.
+`_build_imagenet` for task 1b with mlbench_worker/imagenet/, `_build_linear` for task 2
+with mlbench_worker/linear/); checkpoints, the headline, the clock, the summary and
+reporting are the same code for all.
 
 Errors a user can fix are raised on every rank together (they come from agreed decisions)
 and printed once by rank 0; anything unexpected prints its traceback and aborts the whole
@@ -26,10 +27,11 @@ from mlbench_worker.comm import Communicator, broadcast_model, local_rank
 from mlbench_worker.data import load_dataset
 from mlbench_worker.data.loader import CIFAR10_MEAN, CIFAR10_STD, Batches, channel_stats
 from mlbench_worker.errors import WorkerError
+from mlbench_worker.imagenet import setup as imagenet_setup
 from mlbench_worker.linear import setup as linear_setup
 from mlbench_worker.models import build_model
 from mlbench_worker.report import Reporter, make_reporter
-from mlbench_worker.tasks import LinearTask, Task, get_task
+from mlbench_worker.tasks import ImageNetTask, LinearTask, Task, get_task
 from mlbench_worker.train import Goal, Schedule, Trainer
 
 EVAL_BATCH = 500
@@ -99,6 +101,9 @@ class Built:
     data_line: str  # e.g. "data cifar10 (50000 train / 10000 test images)"
     config: dict  # task-specific entries of the summary's config
     after_restore: Callable[[Trainer], None] = lambda _trainer: None
+    # Task-specific results for the summary, and lines printed under its table.
+    results: Callable[[Trainer], dict] = lambda _trainer: {}
+    footer: Callable[[dict], str] = lambda _summary: ""
 
 
 def _run(args: argparse.Namespace, comm: Communicator) -> int:
@@ -113,8 +118,9 @@ def _run(args: argparse.Namespace, comm: Communicator) -> int:
             return make_reporter(args.master_url, args.run_id, args.token, args.metrics_file)
         return make_reporter(None, args.run_id, None, None)
 
-    build = _build_linear if task.kind == "linear" else _build_images
+    build = {"linear": _build_linear, "imagenet": _build_imagenet}.get(task.kind, _build_images)
     built = build(args, comm, task, say, open_reporter)
+    built.trainer.set_overlap(not args.no_overlap, args.bucket_mb)
     trainer, reporter, device = built.trainer, built.trainer.reporter, comm.device
     workers = comm.size
     goal = trainer.goal
@@ -167,9 +173,14 @@ def _run(args: argparse.Namespace, comm: Communicator) -> int:
         progress = trainer.fit()
         elapsed = trainer.elapsed()
         totals = comm.allreduce_sums(
-            [progress.time_data, progress.time_compute, progress.time_comm]
+            [
+                progress.time_data,
+                progress.time_compute,
+                progress.time_comm,
+                progress.time_comm_total,
+            ]
         )
-        step_total = float(totals.sum())
+        step_total = float(totals[:3].sum())
         summary = {
             "task": task.name,
             "model": args.model,
@@ -186,6 +197,7 @@ def _run(args: argparse.Namespace, comm: Communicator) -> int:
             "epochs": round(progress.epochs_done, 4),
             trainer.throughput_metric: _finite(trainer.throughput()),
             "comm_share": float(totals[2] / step_total) if step_total > 0 else 0.0,
+            "comm_share_total": float(totals[3] / step_total) if step_total > 0 else 0.0,
             "elapsed": elapsed,
             "seed": args.seed,
             "versions": runinfo.versions(),
@@ -193,18 +205,22 @@ def _run(args: argparse.Namespace, comm: Communicator) -> int:
             "stop_reason": progress.stop_reason,
             "run_id": args.run_id,
             "dataset_note": built.note,
+            **built.results(trainer),
             "config": {
                 "batch_size": args.batch_size,
                 "peak_lr": built.peak_lr,
                 "max_epochs": args.max_epochs,
                 "time_budget": args.time_budget,
                 **built.config,
+                **trainer.allreduce_config(),
                 "threads": threads,
             },
         }
         if rank0:
             reporter.summary(summary)
             print(runinfo.summary_table(summary), flush=True)
+            if footer := built.footer(summary):
+                print(footer, flush=True)
     finally:
         reporter.close()
     return 0
@@ -307,6 +323,51 @@ def _build_images(
             "amp": args.amp,
             "channels_last": args.channels_last,
         },
+    )
+
+
+def _build_imagenet(
+    args: argparse.Namespace,
+    comm: Communicator,
+    task: ImageNetTask,
+    say: Callable[..., None],
+    open_reporter: Callable[[], Reporter],
+) -> Built:
+    """Task 1b: ImageNet JPEG files (or the synthetic ones), a ResNet, SGD as Goyal et al."""
+    s = imagenet_setup.build(args, comm, task, lambda msg: say(msg, flush=True), open_reporter)
+    if s.data.name == "synthetic":
+        _synthetic_banner(say, "ImageNet", s.data.note)
+    if s.config["smoke_test_crop"]:
+        say(
+            f"SMOKE TEST: {s.config['crop']}-pixel crops instead of the benchmark's 224 "
+            "(--crop); the accuracy is not comparable with 224-pixel results",
+            flush=True,
+        )
+
+    def results(trainer: Trainer) -> dict:
+        return {"final_val_top5_accuracy": getattr(trainer, "val_top5", None)}
+
+    def footer(summary: dict) -> str:
+        top5 = summary.get("final_val_top5_accuracy")
+        lines = [f"final val top-5 accuracy: {'-' if top5 is None else f'{top5:.4g}'}"]
+        if summary["config"].get("smoke_test_crop"):
+            lines.append(f"SMOKE TEST crop {summary['config']['crop']} px (the benchmark's: 224)")
+        return "\n".join(lines)
+
+    return Built(
+        trainer=s.trainer,
+        dataset=s.data.name,
+        note=s.data.note,
+        real_name="ImageNet",
+        peak_lr=s.peak_lr,
+        data_line=(
+            f"data {s.data.name} ({len(s.train_data)} train / {len(s.test_data)} val images "
+            f"in {s.train_data.folder.parent}, {s.config['data_workers']} loader process(es)"
+            f"/rank, crop {s.config['crop']}, lr schedule {s.config['lr_schedule']})"
+        ),
+        config=s.config,
+        results=results,
+        footer=footer,
     )
 
 

@@ -1,4 +1,4 @@
-"""The training loop of task 1a: synchronous data-parallel SGD with one all-reduce per step.
+"""The training loop of task 1a: synchronous data-parallel SGD, gradients summed every step.
 
 Read `Trainer.fit` top to bottom: epochs of `train_one_epoch`, each ending with `evaluate`,
 goal tracking and a checkpoint, until the target accuracy is reached, the time budget is
@@ -8,6 +8,19 @@ The benchmark clock starts at the first training step (after data loading and mo
 behind a barrier so all ranks start together) and runs through evaluation and checkpoints.
 Each step's time is split into data (batch gathered, augmented, on the device), compute
 (forward, backward, optimizer step) and communication (the gradient all-reduce).
+
+With overlap (the default, comm.BucketedAllreduce), most of the all-reduce runs during
+backward, so two communication times are kept:
+
+- ``time_comm``: the EXPOSED communication, the wait after backward until every bucket is
+  summed (what overlap could not hide; the step is this much longer than its computation);
+- ``time_comm_total``: the time during which at least one bucket was in flight: the
+  exposed wait plus the in-flight time during backward. A bucket counts as in flight from
+  its start until its completion is seen, which is checked at every parameter's gradient
+  hook, so it may be over-counted by up to one parameter's backward.
+
+Without overlap both are the flat all-reduce's time. The data/compute/exposed split still
+adds up to the step time; the total overlaps compute.
 """
 
 from __future__ import annotations
@@ -22,8 +35,16 @@ import torch
 import torch.nn.functional as F
 
 from mlbench_worker import catalogue
-from mlbench_worker.comm import Communicator, FlatGradients, average_buffers
+from mlbench_worker.comm import (
+    MPI_CUDA_NO_OVERLAP,
+    BucketedAllreduce,
+    Communicator,
+    FlatAllreduce,
+    FlatGradients,
+    average_buffers,
+)
 from mlbench_worker.data.loader import Batches, shard_indices
+from mlbench_worker.errors import WorkerError
 from mlbench_worker.report import Reporter
 
 # Extra slots all-reduced with the gradients: global sums at no extra message.
@@ -71,7 +92,8 @@ class Progress:
     train_seconds: float = 0.0  # time inside training steps (throughput's denominator)
     time_data: float = 0.0  # this rank's totals
     time_compute: float = 0.0
-    time_comm: float = 0.0
+    time_comm: float = 0.0  # exposed: the wait after backward
+    time_comm_total: float = 0.0  # exposed + in flight during backward (module docstring)
     val_accuracy: float | None = None
     val_loss: float | None = None
     best_val_accuracy: float | None = None
@@ -90,7 +112,7 @@ class _Interval:
         self.start = now
         self.steps = 0
         self.sums = np.zeros(3)  # loss, correct, images (global)
-        self.data = self.compute = self.comm = 0.0
+        self.data = self.compute = self.comm = self.comm_total = 0.0
 
 
 class Trainer:
@@ -102,6 +124,9 @@ class Trainer:
     """
 
     task = catalogue.DEFAULT_TASK  # task 1a: every ResNet task counts images
+    # Why a trainer sums its gradients with one flat all-reduce whatever is asked (None: it
+    # may overlap). Overlap needs gradients that autograd accumulates, one backward a step.
+    flat_only: str | None = None
 
     @property
     def throughput_metric(self) -> str:
@@ -125,6 +150,8 @@ class Trainer:
         seed: int,
         device: torch.device,
         amp: bool = False,
+        overlap: bool = True,
+        bucket_mb: float | None = None,
         log_every: int = 50,
         checkpoint: Callable[[Trainer], None] | None = None,
         print_fn: Callable[[str], None] = print,
@@ -148,12 +175,55 @@ class Trainer:
         )
         self.scaler = torch.amp.GradScaler("cuda") if amp and device.type == "cuda" else None
         # The scalar slots as numpy on CPU: setting them costs nanoseconds, not a torch op each.
-        self.extra_host = (
-            self.grads.buffer.numpy()[self.grads.numel :] if device.type == "cpu" else None
-        )
+        self.extra_host = self.grads.extra.numpy() if device.type == "cpu" else None
+        self.allreduce: FlatAllreduce | BucketedAllreduce = FlatAllreduce(self.grads, comm)
+        self.set_overlap(overlap, bucket_mb)
+        # Cross-entropy label smoothing (task 1b's option; 0 is the plain loss of task 1a).
+        self.label_smoothing = 0.0
         self.progress = Progress()
         self.clock_start: float | None = None
         self.steps_per_epoch = train_data.steps(len(self.epoch_indices(0)))
+
+    def set_overlap(self, enabled: bool, bucket_mb: float | None = None) -> None:
+        """Sum gradients in buckets overlapped with backward (`enabled`), or flat.
+
+        `bucket_mb`: the bucket size in MB (default: comm.default_bucket_bytes). Overlap
+        silently stays off where it cannot apply and was not asked for explicitly: one rank,
+        a trainer without autograd (`flat_only`); on CUDA with the mpi backend it stays off
+        with a printed note. An explicit `bucket_mb` that cannot take effect is an error.
+        """
+        if bucket_mb is not None and not (bucket_mb > 0 and math.isfinite(bucket_mb)):
+            raise WorkerError(f"--bucket-mb must be a positive number of MB, got {bucket_mb!r}")
+        if bucket_mb is not None and not enabled:
+            raise WorkerError(
+                "--bucket-mb sets the size of the buckets overlapped with backward: it cannot "
+                "be combined with --no-overlap"
+            )
+        if bucket_mb is not None and self.flat_only:
+            raise WorkerError(f"--bucket-mb does not apply to {self.task}: {self.flat_only}")
+        mpi_on_cuda = self.device.type == "cuda" and self.comm.backend == "mpi"
+        if bucket_mb is not None and mpi_on_cuda:
+            raise WorkerError(f"--bucket-mb: {MPI_CUDA_NO_OVERLAP}")
+        self.allreduce.remove()
+        self.allreduce = FlatAllreduce(self.grads, self.comm)
+        if not enabled or self.flat_only or self.comm.size < 2:
+            return
+        if mpi_on_cuda:
+            if not getattr(self, "_noted_mpi_cuda", False):  # once, not at every call
+                self.print(f"note: flat gradient all-reduce, no overlap: {MPI_CUDA_NO_OVERLAP}")
+                self._noted_mpi_cuda = True
+            return
+        size = max(1, int(bucket_mb * 2**20)) if bucket_mb is not None else None
+        self.allreduce = BucketedAllreduce(self.grads, self.comm, size)
+
+    def allreduce_config(self) -> dict:
+        """How gradients are summed, for the run's recorded configuration."""
+        a = self.allreduce
+        return {
+            "overlap": a.overlap,
+            "bucket_mb": round(a.bucket_bytes / 2**20, 4) if a.overlap else None,
+            "buckets": len(a.buckets),
+        }
 
     # --- the clock --------------------------------------------------------------------
     def elapsed(self) -> float:
@@ -191,7 +261,7 @@ class Trainer:
     def train_one_epoch(self, epoch: int) -> bool:
         """One pass over this rank's shard; False when the time budget stopped it early."""
         p = self.progress
-        model, grads, comm = self.model, self.grads, self.comm
+        model, grads, comm, allreduce = self.model, self.grads, self.comm, self.allreduce
         model.train()
         indices = self.epoch_indices(epoch)
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch * 1_009 + comm.rank)
@@ -205,7 +275,7 @@ class Trainer:
             self._sync()
             t1 = time.perf_counter()
 
-            grads.zero_()
+            allreduce.begin()  # zeroes the gradients (and arms the bucket hooks)
             self.forward_backward(x, y)
             n = y.shape[0]
             stop_now = 1.0 if budget is not None and self.elapsed() >= budget else 0.0
@@ -219,7 +289,7 @@ class Trainer:
             self._sync()
             t2 = time.perf_counter()
 
-            grads.allreduce_average_(comm, prescaled=True)
+            hidden = allreduce.finish()
             self._sync()
             t3 = time.perf_counter()
 
@@ -242,6 +312,7 @@ class Trainer:
             interval.data += t1 - t0
             interval.compute += (t2 - t1) + (t4 - t3)
             interval.comm += t3 - t2
+            interval.comm_total += t3 - t2 + hidden
             stop = totals[STOP] > 0
             last = i == self.steps_per_epoch - 1 or stop
             if interval.steps and (p.step % self.log_every == 0 or last or totals[REPORT] > 0):
@@ -263,7 +334,7 @@ class Trainer:
             self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None
         ):
             out = self.model(x)
-            loss = F.cross_entropy(out, y)
+            loss = F.cross_entropy(out, y, label_smoothing=self.label_smoothing)
         # Scaling the loss by 1/K makes the all-reduced sum the average gradient.
         scaled = loss * (1.0 / self.comm.size) if self.comm.size > 1 else loss
         (self.scaler.scale(scaled) if self.scaler else scaled).backward()
@@ -275,10 +346,11 @@ class Trainer:
         """Post the interval's global training metrics and every rank's timings (rank 0)."""
         p = self.progress
         now = time.perf_counter()
-        mine = (interval.data, interval.compute, interval.comm)
+        mine = (interval.data, interval.compute, interval.comm, interval.comm_total)
         p.time_data += mine[0]
         p.time_compute += mine[1]
         p.time_comm += mine[2]
+        p.time_comm_total += mine[3]
         per_rank = self.comm.gather_object([t / interval.steps for t in mine])
         if self.comm.rank == 0:
             assert per_rank is not None
@@ -296,18 +368,21 @@ class Trainer:
             metric("elapsed", meta["elapsed"], **meta)
             metric(self.throughput_metric, images / max(now - interval.start, 1e-9), **meta)
             means = np.mean(per_rank, axis=0)
-            for name, value in zip(("time_data", "time_compute", "time_comm"), means, strict=True):
-                metric(name, float(value), **meta)
+            names = ("data", "compute", "comm", "comm_total")
+            for name, value in zip(names, means, strict=True):
+                metric(f"time_{name}", float(value), **meta)
             if self.comm.size > 1:
                 for r, times in enumerate(per_rank):
-                    for name, value in zip(("data", "compute", "comm"), times, strict=True):
+                    for name, value in zip(names, times, strict=True):
                         metric(f"rank_time_{name}", value, rank=r, **meta)
-            step_time = float(sum(means))
+            step_time = float(sum(means[:3]))  # the total overlaps compute: not part of it
             self.print(
                 f"step {p.step:6d}  epoch {p.epochs_done:7.3f}  loss {loss_sum / images:.4f}  "
                 f"acc {correct / images:.4f}  lr {lr:.4f}  "
                 f"{images / max(now - interval.start, 1e-9):8.1f} {self.throughput_unit}  "
-                f"comm {100 * means[2] / max(step_time, 1e-12):4.1f}%  elapsed {self.elapsed():8.1f}s"
+                f"comm {100 * means[2] / max(step_time, 1e-12):4.1f}% "
+                f"(total {100 * means[3] / max(step_time, 1e-12):4.1f}%)  "
+                f"elapsed {self.elapsed():8.1f}s"
             )
         interval.reset(time.perf_counter())
 
@@ -359,10 +434,17 @@ class Trainer:
         self.reporter.flush()
 
     def comm_share(self) -> float:
-        """Communication's share of this rank's step time, 0..1."""
+        """Exposed communication's share of this rank's step time, 0..1."""
         p = self.progress
         total = p.time_data + p.time_compute + p.time_comm
         return p.time_comm / total if total > 0 else 0.0
+
+    def comm_share_total(self) -> float:
+        """All communication (hidden or not) relative to this rank's step time (may exceed
+        comm_share by up to the compute it overlapped)."""
+        p = self.progress
+        total = p.time_data + p.time_compute + p.time_comm
+        return p.time_comm_total / total if total > 0 else 0.0
 
     def throughput(self) -> float:
         """Training throughput of all ranks together (evaluation excluded), in the task's

@@ -22,7 +22,7 @@ from mlbench_worker import catalogue
 RUN_OUTPUT_FIELDS = [
     "id", "name", "created_at", "state", "job_id", "job_metadata",
     "started_at", "finished_at", "reason", "task", "backend", "num_workers", "num_cpus",
-    "max_bandwidth", "gpu_enabled", "light_target", "target", "time_budget",
+    "max_bandwidth", "latency", "gpu_enabled", "light_target", "target", "time_budget",
     "effective_time_budget", "max_epochs", "dataset", "dataset_used", "image",
     "custom_image_name", "custom_image_command", "custom_backend", "run_all_nodes",
     "time_limit", "resumed_from", "exit_code", "summary", "manifest", "created_by",
@@ -64,6 +64,7 @@ class RunCreateSerializer(serializers.Serializer):
     num_workers = serializers.IntegerField()
     num_cpus = serializers.FloatField(required=False)
     max_bandwidth = serializers.IntegerField(required=False)
+    latency = serializers.FloatField(required=False, allow_null=True)
     image = serializers.CharField(max_length=300, required=False, allow_null=True, allow_blank=True)
     # The original client's name for `image` (what its create_run sends).
     image_name = serializers.CharField(
@@ -137,6 +138,17 @@ class RunCreateSerializer(serializers.Serializer):
                 _range_error("max_bandwidth", "1", f"{high} mbit/s", "MLBENCH_MAX_BANDWIDTH")
             )
         return value
+
+    def validate_latency(self, value: float | None) -> float | None:
+        """Milliseconds added each way on every worker's link; 0 or none: no delay."""
+        if value is None:
+            return None
+        high = settings.MLBENCH_MAX_LATENCY
+        if not math.isfinite(value) or not 0 <= value <= high:
+            raise serializers.ValidationError(
+                _range_error("latency", "0", f"{high:g} ms", "MLBENCH_MAX_LATENCY")
+            )
+        return value or None
 
     def validate_time_limit(self, value: int | None) -> int | None:
         if value is None:
@@ -234,7 +246,9 @@ class RunCreateSerializer(serializers.Serializer):
             )
         # Each task has its own goals and data sets (the catalogue says which).
         task = catalogue.TASKS.get(attrs.get("task") or catalogue.DEFAULT_TASK)
-        if task is not None and not errors.get("image_name"):
+        if task is not None and task.measurement and not attrs.get("custom_image_command"):
+            _check_measurement(attrs, task, errors)
+        elif task is not None and not errors.get("image_name"):
             target = attrs.get("target") or ("light" if attrs.get("light_target") else None)
             if target is not None and target not in task.goals:
                 errors.setdefault("target", []).append(
@@ -290,6 +304,32 @@ def _check_time(attrs: dict[str, Any], errors: dict[str, list[str]]) -> float | 
             "time_budget, or leave time_limit out"
         )
     return budget
+
+
+def _check_measurement(
+    attrs: dict[str, Any], task: catalogue.TaskInfo, errors: dict[str, list[str]]
+) -> None:
+    """A measurement task (the communication benchmark) trains nothing, so the training
+    fields are refused by name, except the defaults clients send for every run (dataset
+    "auto", light_target false). Its `backend` is the list of backends it measures: the one
+    asked for, else every backend the run's device offers ("mpi,gloo", and nccl with GPUs),
+    stored so the run says what it measured. Its time budget bounds the sweep."""
+    why = f"task {task.name} measures communication"
+    training = "leave it out"
+    refused = {
+        "target": (attrs.get("target") is not None, f"it has no accuracy goal; {training}"),
+        "light_target": (bool(attrs.get("light_target")), "it has no accuracy goal"),
+        "dataset": (attrs.get("dataset") not in (None, "auto"), f"it reads no data; {training}"),
+        "max_epochs": (attrs.get("max_epochs") is not None, f"it has no epochs; {training}"),
+        "resume_from": (attrs.get("resume_from") is not None, "it keeps no checkpoints"),
+        "num_workers": (attrs.get("num_workers", 2) < 2, "it needs 2 workers or more"),
+    }
+    for name, (bad, reason) in refused.items():
+        if bad:
+            errors.setdefault(name, []).append(f"{why}: {reason}")
+    attrs["target"] = ""
+    if attrs.get("backend") is None:
+        attrs["backend"] = "mpi,gloo,nccl" if attrs.get("gpu_enabled") else "mpi,gloo"
 
 
 def _check_resume(attrs: dict[str, Any], errors: dict[str, list[str]]) -> None:

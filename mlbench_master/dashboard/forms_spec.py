@@ -37,6 +37,7 @@ def limits() -> dict[str, float]:
         "workers": int(getattr(settings, "MLBENCH_MAX_WORKERS", 4)),
         "cpus": float(getattr(settings, "MLBENCH_MAX_CPUS", 2)),
         "bandwidth": int(getattr(settings, "MLBENCH_MAX_BANDWIDTH", 10000)),
+        "latency": float(getattr(settings, "MLBENCH_MAX_LATENCY", 1000)),
         "gpus": int(getattr(settings, "MLBENCH_MAX_GPUS", 0)),
         "time_limit": int(getattr(settings, "MLBENCH_MAX_TIME_LIMIT", 7 * 24 * 3600)),
     }
@@ -156,6 +157,17 @@ def run_form_spec() -> dict[str, Any]:
             min=1,
             max=lim["bandwidth"],
             step=1,
+        ),
+        Field(
+            "latency",
+            "Latency (ms)",
+            "number",
+            "",
+            f"Delay added each way on every worker's link (at most {lim['latency']:g}; empty: "
+            "none).",
+            min=0,
+            max=lim["latency"],
+            step="any",
         ),
         Field(
             "gpu_enabled",

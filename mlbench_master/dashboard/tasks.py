@@ -18,9 +18,14 @@ from mlbench_worker import catalogue
 
 
 def task_catalogue() -> dict[str, dict[str, Any]]:
-    """{task name: its title, data set, throughput metric and unit, default goal, goals}."""
+    """{task name: its kind, title, data set, throughput metric and unit, default goal, goals}.
+
+    `kind` tells the pages which view a run gets: "training" (curves against the clock,
+    accuracy goals) or "measurement" (the communication benchmark: bandwidth per message
+    size, see static/dashboard/js/commbench.js)."""
     return {
         info.name: {
+            "kind": info.kind,
             "title": info.title,
             "dataset": info.dataset,
             "throughput_metric": info.throughput_metric,

@@ -72,6 +72,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--cpus", type=float, default=1.0, help="CPU cores per worker (default 1)")
     run.add_argument(
+        "--max-bandwidth",
+        type=int,
+        metavar="MBIT_S",
+        help="network limit of each worker's link in Mbit/s (default 1000, as the original "
+        "client); local slots are shaped when the master runs as root",
+    )
+    run.add_argument(
+        "--latency",
+        type=float,
+        metavar="MS",
+        help="delay added each way on every worker's link, in milliseconds (default none)",
+    )
+    run.add_argument(
         "--backend",
         type=str.lower,
         choices=["mpi", "gloo", "nccl"],

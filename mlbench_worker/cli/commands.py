@@ -59,6 +59,8 @@ def cmd_run(args: argparse.Namespace, master: Master) -> int:
         "time_limit": args.time_limit,
         "custom_image_command": args.custom_command,
         "resume_from": args.resume_from,
+        "max_bandwidth": args.max_bandwidth,
+        "latency": args.latency,
     }
     run = master.json(
         "create_run",
@@ -76,6 +78,24 @@ def cmd_run(args: argparse.Namespace, master: Master) -> int:
         print(f"follow it with `mlbench show {run_id}` or `mlbench logs {run_id} --follow`")
         return EXIT_OK
     return wait_for(master, run_id)
+
+
+def network_line(run: dict[str, Any]) -> str:
+    """The run's link limits and whether they were applied (the launch record when it
+    was launched, else what the master planned when the run was created)."""
+    asked = f"{run.get('max_bandwidth')} Mbit/s per worker"
+    if run.get("latency"):
+        asked += f", {run['latency']:g} ms each way"
+    notes = {
+        **((run.get("manifest") or {}).get("network") or {}),
+        **(run.get("job_metadata") or {}),
+    }
+    missing = [
+        f"{name} not applied ({note['why']})"
+        for name in ("max_bandwidth", "latency")
+        if isinstance(note := notes.get(name), dict) and note.get("why") and not note.get("applied")
+    ]
+    return asked + ("; " + "; ".join(missing) if missing else "; applied")
 
 
 def resumed_line(run: dict[str, Any]) -> str:
@@ -136,6 +156,7 @@ def cmd_show(args: argparse.Namespace, master: Master) -> int:
     for key in keys:
         if key in run and run[key] not in (None, ""):
             print(f"{key.ljust(width)}  {run[key]}")
+    print(f"{'network'.ljust(width)}  {network_line(run)}")
     if run.get("custom_image_command"):
         print(f"{'command'.ljust(width)}  {run['custom_image_command']}")
     if run.get("resumed_from") is not None:

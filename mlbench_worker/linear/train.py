@@ -12,6 +12,10 @@ checkpoints) is train.Trainer's. This subclass supplies what differs for a GLM:
 - `evaluate`: score the rank's part of the test set slice by slice.
 - the learning-rate schedule: reduced on plateaus of the validation loss (PlateauSchedule).
 
+The gradient all-reduce stays flat (one all-reduce after the gradient is written): the
+bucketed all-reduce overlapped with backward starts buckets from autograd's hooks, and
+without autograd there is no backward to hide communication behind (`flat_only`).
+
 Throughput is counted in samples ("samples_per_sec"), the catalogue's unit for task 2.
 """
 
@@ -83,6 +87,7 @@ class LinearTrainer(Trainer):
     """train.Trainer for a LinearModel and a Glm on Rows (see the module docstring)."""
 
     task = catalogue.LOGREG_EPSILON.name
+    flat_only = "its closed-form gradient has no backward pass to overlap with"
     train_data: Rows
     test_data: Rows
     schedule: PlateauSchedule

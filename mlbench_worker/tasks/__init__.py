@@ -1,8 +1,8 @@
 """Benchmark tasks: each fixes a model, a data set, the hyperparameters and the accuracy goals.
 
 A task is plain data (no torch), so the option parser can list and check them quickly. Its
-`kind` says which training code runs it: "image" (task 1a, run.py) or "linear" (task 2,
-mlbench_worker/linear/).
+`kind` says which training code runs it: "image" (task 1a, run.py), "imagenet" (task 1b,
+mlbench_worker/imagenet/) or "linear" (task 2, mlbench_worker/linear/).
 """
 
 from __future__ import annotations
@@ -10,8 +10,12 @@ from __future__ import annotations
 from mlbench_worker.tasks.base import LinearTask, Task
 from mlbench_worker.tasks.logreg_epsilon import TASKS as _EPSILON_TASKS
 from mlbench_worker.tasks.resnet_cifar10 import TASKS as _CIFAR10_TASKS
+from mlbench_worker.tasks.resnet_imagenet import TASKS as _IMAGENET_TASKS
+from mlbench_worker.tasks.resnet_imagenet import ImageNetTask
 
-TASKS: dict[str, Task | LinearTask] = {t.name: t for t in [*_CIFAR10_TASKS, *_EPSILON_TASKS]}
+TASKS: dict[str, Task | LinearTask] = {
+    t.name: t for t in [*_CIFAR10_TASKS, *_EPSILON_TASKS, *_IMAGENET_TASKS]
+}
 
 
 def get_task(name: str) -> Task | LinearTask:
@@ -19,4 +23,4 @@ def get_task(name: str) -> Task | LinearTask:
     return TASKS[name]
 
 
-__all__ = ["TASKS", "LinearTask", "Task", "get_task"]
+__all__ = ["TASKS", "ImageNetTask", "LinearTask", "Task", "get_task"]

@@ -31,11 +31,7 @@ class Task:
     max_epochs: int
     targets: dict[str, float] = field(default_factory=dict)  # goal name -> val accuracy
     description: str = ""
-
-    @property
-    def models(self) -> tuple[str, ...]:
-        """What --model may pick for this task."""
-        return tuple(MODELS)
+    models: tuple[str, ...] = tuple(MODELS)  # what --model may pick: the family that fits
 
     def target_accuracy(self, target: str) -> float:
         """Validation accuracy (0..1) that counts as reaching the goal `target`."""

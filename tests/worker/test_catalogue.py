@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from mlbench_worker import catalogue
+from mlbench_worker.commbench import TASK as BACKEND_BENCHMARK
 from mlbench_worker.tasks import TASKS as WORKER_TASKS
 
 
@@ -19,9 +20,17 @@ def test_importing_it_pulls_neither_torch_nor_django():
     assert out.stdout.strip() == "[]"
 
 
+def _training():
+    return {n: t for n, t in catalogue.TASKS.items() if t.kind == catalogue.TRAINING}
+
+
 def test_every_entry_has_worker_code_and_every_worker_task_an_entry():
-    assert set(catalogue.TASKS) == set(WORKER_TASKS)
-    for name, info in catalogue.TASKS.items():
+    # Training tasks run the training code; the measurement (the communication benchmark)
+    # has a package of its own, dispatched by name.
+    assert set(_training()) == set(WORKER_TASKS)
+    measurements = set(catalogue.TASKS) - set(_training())
+    assert measurements == {BACKEND_BENCHMARK}
+    for name, info in _training().items():
         task = WORKER_TASKS[name]
         assert (task.model, task.dataset) == (info.model, info.dataset)
         assert (task.batch_size, task.base_lr, task.max_epochs) == (
@@ -34,13 +43,25 @@ def test_every_entry_has_worker_code_and_every_worker_task_an_entry():
 
 def test_entries_are_complete():
     assert catalogue.DEFAULT_TASK in catalogue.TASKS
-    for info in catalogue.TASKS.values():
+    for info in _training().values():
+        assert not info.measurement
         assert info.default_goal in info.goals
         assert info.datasets == ("auto", info.dataset, "synthetic")
         assert info.throughput_unit.endswith("/s") and info.throughput_metric
         assert info.time_budget > 0 and info.title
         for goal in info.goals.values():
             assert goal.direction in (catalogue.UP, catalogue.DOWN) and goal.source
+
+
+def test_the_communication_benchmark_is_a_measurement():
+    info = catalogue.get(BACKEND_BENCHMARK)
+    assert info.kind == catalogue.MEASUREMENT and info.measurement
+    assert info.goals == {} and info.datasets == () and not info.default_goal
+    assert info.throughput_metric == "busbw_mbps" and info.throughput_unit == "Mbit/s"
+    assert info.time_budget > 0 and info.title == "PyTorch Distributed Backend benchmarking"
+    assert info.seed_images == ("mlbench/pytorch-backend-benchmark",)
+    assert catalogue.is_measurement(BACKEND_BENCHMARK)
+    assert not catalogue.is_measurement(None) and not catalogue.is_measurement("nope")
 
 
 def test_goal_directions():
@@ -65,6 +86,7 @@ def test_unknown_task_names_the_known_ones():
         ("mlbench/pytorch-cifar10-resnet20-ddp:latest", "resnet20-cifar10"),
         ("mlbench/pytorch-epsilon-logistic-regression-all-reduce:latest", "logreg-epsilon"),
         ("mlbench/pytorch-wmt16-gnmt-all-reduce:latest", None),
+        ("mlbench/pytorch-backend-benchmark:latest", BACKEND_BENCHMARK),
         ("localhost:5000/mine", None),
         ("", None),
     ],
@@ -76,4 +98,4 @@ def test_seed_image_names_map_to_tasks_tag_ignored(image, task):
 
 def test_union_of_goals_and_data_sets():
     assert catalogue.goal_names() == ["light", "standard", "paper"]
-    assert catalogue.dataset_names() == ["auto", "cifar10", "synthetic", "epsilon"]
+    assert catalogue.dataset_names() == ["auto", "cifar10", "synthetic", "epsilon", "imagenet"]

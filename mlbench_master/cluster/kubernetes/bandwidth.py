@@ -34,9 +34,18 @@ def master_addresses(master_url: str, pod_ip: str | None) -> list[str]:
     return addresses
 
 
-def apply(run_in_pod: RunInPod, pods: list[str], mbit: int, spared: list[str]) -> None:
-    """Limit every pod's egress to `mbit` Mbit/s (0: no limit, any old one removed)."""
-    command = shell.limit_bandwidth(mbit, spared) if mbit > 0 else shell.clear_bandwidth()
+def apply(
+    run_in_pod: RunInPod,
+    pods: list[str],
+    mbit: int,
+    spared: list[str],
+    latency_ms: float | None = None,
+) -> None:
+    """Limit every pod's egress to `mbit` Mbit/s with `latency_ms` of delay (0: no limit,
+    any old one removed)."""
+    command = (
+        shell.limit_bandwidth(mbit, spared, latency_ms) if mbit > 0 else shell.clear_bandwidth()
+    )
     for pod in pods:
         code, output = run_in_pod(pod, command)
         if code != 0:

@@ -249,7 +249,7 @@ class KubernetesCluster(WorkerPods, ClusterDriver):
         if mbit > 0:
             master_url = self._master_url or setting("MLBENCH_MASTER_URL") or ""
             spared = bandwidth.master_addresses(master_url, setting("MLBENCH_POD_IP"))
-        bandwidth.apply(self.run_in_pod, pods, mbit, spared)
+        bandwidth.apply(self.run_in_pod, pods, mbit, spared, run.latency_ms)
         return pods if mbit > 0 else []
 
     # -- launch, attach, cancel -----------------------------------------------------------------
@@ -278,6 +278,10 @@ class KubernetesCluster(WorkerPods, ClusterDriver):
         record = {
             "kubernetes": where,
             "max_bandwidth": {"requested_mbit_s": run.max_bandwidth, "applied": bool(limited)},
+            "latency": {
+                "requested_ms": run.latency_ms,
+                "applied": bool(limited and run.latency_ms),
+            },
         }
         return self._execution(dataclasses.replace(run, launch=record), launch, (0, 0))
 

@@ -25,11 +25,14 @@ def sh(script: str) -> list[str]:
     return ["sh", "-c", script]
 
 
-def limit_bandwidth(mbit: int, unlimited_ips: list[str]) -> list[str]:
+def limit_bandwidth(
+    mbit: int, unlimited_ips: list[str], latency_ms: float | None = None
+) -> list[str]:
     """Shape this pod's egress to `mbit` mbit/s, except traffic to `unlimited_ips` (the master).
 
     An HTB root qdisc: class 1:20 (the default) is capped, class 1:10 is not; a u32 filter
-    sends packets for each master address to 1:10.
+    sends packets for each master address to 1:10. A `latency_ms` adds a netem delay under
+    1:20 (the same shape as the local cluster's slots, cluster/local/network.py).
     """
     if mbit <= 0:
         raise ValueError("bandwidth must be positive")
@@ -41,6 +44,11 @@ def limit_bandwidth(mbit: int, unlimited_ips: list[str]) -> list[str]:
         'tc class add dev "$dev" parent 1: classid 1:10 htb rate 100gbit',
         f'tc class add dev "$dev" parent 1: classid 1:20 htb rate {mbit}mbit ceil {mbit}mbit',
     ]
+    if latency_ms:
+        lines.append(
+            f'tc qdisc add dev "$dev" parent 1:20 handle 20: netem delay {float(latency_ms):g}ms '
+            "limit 100000"
+        )
     for ip in unlimited_ips:
         lines.append(
             'tc filter add dev "$dev" parent 1: protocol ip prio 1 u32 '

@@ -16,7 +16,8 @@ function aligned(list) {
 }
 
 // A line chart. opts: {title, id, xTime: bool, xLabel, xFmt (legend), xTickFmt (axis), yLabel,
-// yFmt, height}
+// yFmt, height, xLog / yLog: the base of a logarithmic axis (e.g. 2 for message sizes)}.
+// A series may carry `dash` (uPlot's dash pattern) to set it apart from its neighbours.
 export class LineChart {
   constructor(container, opts) {
     this.opts = opts;
@@ -42,7 +43,7 @@ export class LineChart {
     return Math.max(200, Math.floor(this.box.clientWidth || 400));
   }
 
-  build(labels) {
+  build(labels, dashes = []) {
     const o = this.opts;
     const yFmt = o.yFmt || ((v) => v);
     const series = [{ label: o.xLabel || (o.xTime ? "time" : "x"), value: o.xFmt ? (u, v) => (v == null ? "—" : o.xFmt(v)) : undefined }];
@@ -51,6 +52,7 @@ export class LineChart {
         label,
         stroke: color(i),
         width: 2,
+        ...(dashes[i] ? { dash: dashes[i] } : {}),
         spanGaps: true,
         points: { size: 5 }, // uPlot draws them only where points are sparse
         value: (u, v) => (v == null ? "—" : yFmt(v)),
@@ -62,15 +64,19 @@ export class LineChart {
         label: o.xLabel,
         stroke: "#334155",
         grid: { stroke: "#e2e8f0" },
-        values: o.xTickFmt && !o.xTime ? (u, vals) => vals.map((v) => o.xTickFmt(v)) : undefined,
+        // A log axis leaves its minor ticks unlabelled (null).
+        values: o.xTickFmt && !o.xTime ? (u, vals) => vals.map((v) => (v == null ? "" : o.xTickFmt(v))) : undefined,
       },
-      { label: o.yLabel, stroke: "#334155", grid: { stroke: "#e2e8f0" }, size: 84, values: (u, vals) => vals.map((v) => yFmt(v)) },
+      { label: o.yLabel, stroke: "#334155", grid: { stroke: "#e2e8f0" }, size: 84, values: (u, vals) => vals.map((v) => (v == null ? "" : yFmt(v))) },
     ];
     this.plot = new uPlot(
       {
         width: this.width(),
         height: o.height || 220,
-        scales: { x: { time: !!o.xTime } },
+        scales: {
+          x: o.xLog ? { time: false, distr: 3, log: o.xLog } : { time: !!o.xTime },
+          ...(o.yLog ? { y: { distr: 3, log: o.yLog } } : {}),
+        },
         series,
         axes,
         legend: { show: true },
@@ -94,7 +100,7 @@ export class LineChart {
     const labels = present.map((s) => s.label);
     if (!this.plot || this.labels !== labels.join("|")) {
       if (this.plot) this.plot.destroy();
-      this.build(labels);
+      this.build(labels, present.map((s) => s.dash || null));
     }
     this.plot.setData(aligned(present));
   }

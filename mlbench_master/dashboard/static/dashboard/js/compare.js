@@ -1,5 +1,7 @@
 // Compare: validation accuracy of several runs on one clock, and a table of time to target,
 // accuracy after a chosen time, speed-up over a comparable 1-worker run and scaling efficiency.
+// Runs of the communication benchmark (a measurement: no accuracy) get a card of their own:
+// their bus bandwidth curves overlaid, labelled with each run's network settings.
 
 import { api, rows } from "./api.js";
 import { LineChart } from "./charts.js";
@@ -8,6 +10,7 @@ import { MetricFeed } from "./feed.js";
 import { baselineFor, datasetOf, speedup } from "./comparable.js";
 import { clock, datasetBadge, duration, el, num, pct, stateBadge } from "./format.js";
 import { taskInfo, throughputMetrics, throughputOf } from "./tasks.js";
+import { OP_TITLES, chartOptions, sizeLabel, curves, fetchCells, isMeasurement, networkLabel, peak } from "./commbench.js";
 
 const picker = document.getElementById("run-picker");
 const afterInput = document.getElementById("after-time");
@@ -19,6 +22,9 @@ const warningBox = document.getElementById("compare-warning");
 let allRuns = [];
 const feeds = new Map(); // run id -> MetricFeed (val_accuracy, throughput, time_to_target, progress)
 let chart = null;
+const commCells = new Map(); // run id -> cells of a communication benchmark run (commbench.js)
+let commChart = null;
+const opRadios = [...document.querySelectorAll('input[name="comm-op"]')];
 
 function selectedIds() {
   return [...picker.querySelectorAll("input:checked")].map((i) => Number(i.value));
@@ -90,9 +96,41 @@ function mixedWarning(runs) {
   return `These runs use ${parts.join(" and ")}: their accuracies and times are not comparable.${synthetic} Speed-up is only given against a 1-worker run of the same set-up.`;
 }
 
+function renderComm(runs) {
+  const card = document.getElementById("comm-compare-card");
+  card.hidden = !runs.length;
+  if (!runs.length) return;
+  if (!commChart) commChart = new LineChart(document.getElementById("comm-compare-chart"), chartOptions("chart-comm-compare", "Bus bandwidth against message size", 320));
+  const op = opRadios.find((r) => r.checked)?.value;
+  const label = (r) => `${r.name || "run " + r.id}${networkLabel(r) ? ` (${networkLabel(r)})` : ""}`;
+  commChart.setSeries(runs.flatMap((r) => curves(commCells.get(r.id) || [], { prefix: `${label(r)} · `, ops: op ? [op] : null })));
+  document.querySelector("#comm-compare-table tbody").replaceChildren(
+    ...runs.map((r) => {
+      const cells = commCells.get(r.id) || [];
+      const top = peak(cells);
+      const smallest = cells.filter((c) => c.latency !== undefined).sort((a, b) => a.size - b.size || a.latency - b.latency)[0];
+      return el(
+        "tr",
+        { dataset: { runId: r.id } },
+        el("th", { scope: "row" }, el("a", { href: `/runs/${r.id}/`, text: r.name || `run ${r.id}` }), " ", stateBadge(r.state)),
+        el("td", { class: "network", text: networkLabel(r) || "—" }),
+        el("td", { text: String(r.num_workers ?? "—") }),
+        el("td", { text: r.backend || "—" }),
+        el("td", { class: "peak", text: top ? `${num(top.busbw)} Mbit/s (${OP_TITLES[top.op] || top.op}, ${top.backend}, ${sizeLabel(top.size)})` : "—" }),
+        el("td", { text: smallest ? `${num(smallest.latency)} µs (${OP_TITLES[smallest.op] || smallest.op}, ${smallest.backend}, ${sizeLabel(smallest.size)})` : "—" }),
+      );
+    }),
+  );
+}
+
 function render() {
   const ids = selectedIds();
-  const runs = ids.map((id) => allRuns.find((r) => r.id === id)).filter(Boolean);
+  const picked = ids.map((id) => allRuns.find((r) => r.id === id)).filter(Boolean);
+  const runs = picked.filter((r) => !isMeasurement(r));
+  const measuring = picked.filter(isMeasurement);
+  renderComm(measuring);
+  // Only communication benchmark runs picked: the training cards have nothing to show.
+  for (const id of ["accuracy-card", "results-card"]) document.getElementById(id).hidden = !runs.length && measuring.length > 0;
   const measured = new Map(runs.map((r) => [r.id, measure(r)]));
   const lengths = [...measured.values()].map((m) => m.length).filter((x) => x);
   const after = Number(afterInput.value) || (lengths.length ? Math.min(...lengths) : 0);
@@ -135,6 +173,11 @@ async function load() {
   toUrl(ids);
   await Promise.all(
     ids.map(async (id) => {
+      const run = allRuns.find((r) => r.id === id);
+      if (run && isMeasurement(run)) {
+        commCells.set(id, (await fetchCells(run)).cells);
+        return;
+      }
       if (!feeds.has(id)) feeds.set(id, new MetricFeed(id, { type: "run", names: ["val_accuracy", ...throughputMetrics(), "time_to_target", ...PROGRESS], summarize: 500 }));
       await feeds.get(id).refresh();
     }),
@@ -163,6 +206,7 @@ async function init() {
   );
   picker.addEventListener("change", () => load().catch((e) => console.warn(e.message)));
   afterInput.addEventListener("input", render);
+  opRadios.forEach((r) => r.addEventListener("change", render));
   await load();
 }
 

@@ -1,6 +1,8 @@
 // Run details: state, live training charts (against time or epoch), the time split, logs,
 // configuration and manifest, downloads, cancel, delete, and resume (a FAILED or CANCELLED
-// run with a checkpoint: a new run with the same settings continues from it).
+// run with a checkpoint: a new run with the same settings continues from it). A run of a
+// measurement task (the communication benchmark) gets its own view instead of the training
+// charts: bus bandwidth against message size and the table of its cells (commbench.js).
 
 import { api, every } from "./api.js";
 import { LineChart } from "./charts.js";
@@ -9,6 +11,7 @@ import { MetricFeed } from "./feed.js";
 import { clock, datasetBadge, duration, el, num, pct, stateBadge, when } from "./format.js";
 import { LogFollower } from "./logs.js";
 import { perSecond, taskInfo, throughputMetrics, throughputOf } from "./tasks.js";
+import { OP_TITLES, chartOptions, sizeLabel, curves, fetchCells, isMeasurement, tableRows } from "./commbench.js";
 
 const root = document.getElementById("run-detail");
 const runId = root.dataset.runId;
@@ -117,6 +120,7 @@ const CONFIG = [
   ["num_workers", "Workers"],
   ["num_cpus", "CPUs per worker"],
   ["max_bandwidth", "Bandwidth (Mbit/s)"],
+  ["latency", "Network latency (ms)"],
   ["gpu_enabled", "GPUs"],
   ["target", "Target"],
   ["light_target", "Light target"],
@@ -154,17 +158,35 @@ function taskLabel() {
   return info ? `${run.task} (${info.title})` : run.task;
 }
 
+// What a measurement has no use for: accuracy goals, data, epochs, checkpoints.
+const TRAINING_ONLY = new Set(["target", "light_target", "dataset", "max_epochs", "resumed_from"]);
+
+function showMeasurementSummary(s) {
+  const top = s.peak;
+  kv(document.getElementById("run-summary"), [
+    ["Highest bus bandwidth (median)", s.busbw_mbps !== undefined && s.busbw_mbps !== null ? `${num(s.busbw_mbps)} Mbit/s${top ? ` (${OP_TITLES[top.op] || top.op}, ${top.backend}, ${sizeLabel(top.size)})` : ""}` : null],
+    ["Backends", s.backend],
+    ["Cells measured", s.measured],
+    ["Cells not measured", Array.isArray(s.not_measured) ? s.not_measured.length : null],
+    ["Stopped because", s.stop_reason],
+    ["Elapsed", s.elapsed !== undefined ? duration(s.elapsed) : null],
+    ["Device", s.device],
+  ]);
+}
+
 function showRun() {
   document.getElementById("run-name").textContent = run.name || `Run ${run.id}`;
   document.title = `${run.name || "Run " + run.id} · mlbench`;
   document.getElementById("run-state").replaceChildren(stateBadge(run.state));
   document.getElementById("run-reason").textContent = run.reason || "";
+  const measuring = isMeasurement(run);
   kv(document.getElementById("run-config"), [
-    ...CONFIG.filter(([k]) => k in run && !(run[k] === "" && k.startsWith("custom"))).map(([k, label]) => [label, k === "task" ? taskLabel() : run[k]]),
-    ["Dataset used", datasetBadge(run)],
+    ...CONFIG.filter(([k]) => k in run && !(run[k] === "" && k.startsWith("custom")) && !(measuring && TRAINING_ONLY.has(k))).map(([k, label]) => [label, k === "task" ? taskLabel() : run[k]]),
+    ...(measuring ? [] : [["Dataset used", datasetBadge(run)]]),
   ]);
   const s = run.summary || {};
-  if (Object.keys(s).length) {
+  if (measuring && Object.keys(s).length) showMeasurementSummary(s);
+  else if (Object.keys(s).length) {
     const { metric, unit } = throughputOf(run);
     kv(document.getElementById("run-summary"), [
       ["Reached target", s.reached],
@@ -219,7 +241,7 @@ async function lastCheckpoint() {
 async function showResume() {
   const button = document.getElementById("resume-run");
   if (!button) return;
-  if (!RESUMABLE.has(run.state) || run.custom_image_command) {
+  if (!RESUMABLE.has(run.state) || run.custom_image_command || isMeasurement(run)) {
     button.hidden = true;
     return;
   }
@@ -284,6 +306,11 @@ async function refresh() {
   showRun();
   await showResume();
   if (!ACTIVE.has(run.state)) finalFetch = true; // one last fetch of metrics and logs, then stop
+  if (isMeasurement(run)) {
+    await Promise.all([drawMeasurement(), logs.refresh()]);
+    document.body.dataset.loaded = "1";
+    return;
+  }
   const [changed] = await Promise.all([feed.refresh(), logs.refresh()]);
   const known = throughputOf(run, { has: (m) => feed.get(m).v.length > 0 });
   if (!throughput || known.metric !== throughput.metric || known.unit !== throughput.unit) {
@@ -292,6 +319,21 @@ async function refresh() {
     drawCharts();
   } else if (changed.size) drawCharts();
   document.body.dataset.loaded = "1";
+}
+
+// ---- a measurement run (the communication benchmark) ----
+let commChart = null;
+
+async function drawMeasurement() {
+  if (!commChart) {
+    for (const id of ["training-card", "split-card"]) document.getElementById(id).hidden = true;
+    document.getElementById("comm-card").hidden = false;
+    commChart = new LineChart(document.getElementById("comm-chart"), chartOptions("chart-busbw", "Bus bandwidth against message size"));
+  }
+  const { cells, source } = await fetchCells(run);
+  commChart.setSeries(curves(cells));
+  document.querySelector("#comm-table tbody").replaceChildren(...tableRows(cells));
+  document.getElementById("comm-card").dataset.source = source;
 }
 
 // ---- actions ----

@@ -4,6 +4,7 @@ import { api, every, rows } from "./api.js";
 import { datasetBadge, el, stateBadge, timeToTarget, when } from "./format.js";
 import { showFieldErrors, clearFieldErrors, readForm } from "./form.js";
 import { catalogue } from "./tasks.js";
+import { isMeasurement } from "./commbench.js";
 
 const body = document.querySelector("#runs-table tbody");
 const status = document.getElementById("runs-status");
@@ -18,7 +19,7 @@ function runRow(run) {
     el("td", { text: run.task || "—" }),
     el("td", { class: "state-cell" }, stateBadge(run.state), reason),
     el("td", { text: `${run.num_workers ?? "—"}${cpus}` }),
-    el("td", {}, datasetBadge(run)),
+    el("td", {}, isMeasurement(run) ? "—" : datasetBadge(run)), // a measurement reads no data
     el("td", { text: timeToTarget(run) }),
     el("td", {}, el("time", { datetime: run.created_at, text: when(run.created_at) })),
   );
@@ -100,12 +101,35 @@ if (form) {
     });
   }
   // Each task has its own goals and data sets (the catalogue's): offer only those, so the
-  // form cannot ask for a goal the API would refuse for the chosen task.
+  // form cannot ask for a goal the API would refuse for the chosen task. A measurement (the
+  // communication benchmark) has no goal, data, epochs or checkpoint: those fields are
+  // disabled (a disabled field is not sent), and its backend may be "every backend" (sent
+  // as nothing: the master then measures every backend the workers have).
+  const TRAINING_ONLY = ["target", "light_target", "dataset", "max_epochs", "resume_from"];
+  const backend = form.elements.namedItem("backend");
+  const fitBackend = (measuring) => {
+    if (!backend) return;
+    const all = backend.querySelector("option[value='']");
+    if (measuring && !all) {
+      backend.prepend(el("option", { value: "", text: "every backend" }));
+      backend.value = "";
+    } else if (!measuring && all) {
+      all.remove();
+      if (!backend.value) backend.value = "mpi";
+    }
+  };
   const task = form.elements.namedItem("task");
   const dataset = form.elements.namedItem("dataset");
   const fitTask = () => {
     const info = catalogue()[task.value];
     if (!info) return;
+    const measuring = info.kind === "measurement";
+    for (const name of TRAINING_ONLY) {
+      const input = form.elements.namedItem(name);
+      if (input) input.disabled = measuring;
+    }
+    fitBackend(measuring);
+    if (measuring) return;
     const allowed = {
       target: Object.keys(info.goals),
       dataset: ["auto", info.dataset, "synthetic"],
@@ -119,7 +143,12 @@ if (form) {
   };
   if (task) {
     task.addEventListener("change", fitTask);
-    form.addEventListener("reset", () => setTimeout(fitTask));
+    form.addEventListener("reset", () =>
+      setTimeout(() => {
+        backend?.querySelector("option[value='']")?.remove(); // back to the defaults
+        fitTask();
+      }),
+    );
     fitTask();
   }
   if (window.location.hash === "#new") openForm(true);

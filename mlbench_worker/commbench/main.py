@@ -1,0 +1,108 @@
+"""One rank of the communication benchmark: set up the backends, sweep, report.
+
+Errors a user can fix are raised on every rank together and printed once by rank 0; anything
+unexpected prints its traceback and aborts the MPI job, so no rank waits forever in a
+collective for a partner that died (the training entry point does the same, run.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+
+import torch
+
+from mlbench_worker import runinfo
+from mlbench_worker.commbench import TASK, results
+from mlbench_worker.commbench.collectives import close_backends, default_backends, open_backends
+from mlbench_worker.commbench.sizes import label
+from mlbench_worker.commbench.sweep import Plan, run_sweep
+from mlbench_worker.errors import WorkerError
+from mlbench_worker.report import make_reporter
+from mlbench_worker.run import default_threads, pick_device
+
+
+def run_main(args: argparse.Namespace) -> int:
+    """Entry point after option parsing; returns the process exit code."""
+    from mpi4py import MPI
+
+    world = MPI.COMM_WORLD
+    backends: dict = {}
+    try:
+        torch.set_num_threads(args.threads or default_threads())
+        if world.Get_size() < 2:
+            raise WorkerError(
+                f"{TASK} measures communication between workers: start it with at least 2 "
+                "ranks (mpirun -n 2, or num_workers >= 2)"
+            )
+        device = pick_device(args.device)
+        names = args.backends or default_backends(device)
+        backends = open_backends(names, world, device, max(args.sizes))
+        plan = Plan(
+            sizes=args.sizes,
+            ops=args.ops,
+            backends=names,
+            warmup=args.warmup,
+            repeats=args.repeats,
+            min_repeats=args.min_repeats,
+            size_time_cap=args.size_time_cap,
+            time_budget=args.time_budget,
+        )
+        return _run(args, world, plan, backends, device)
+    except WorkerError as exc:
+        if world.Get_rank() == 0:
+            print(f"mlbench-worker: error: {exc}", file=sys.stderr, flush=True)
+        return exc.exit_code
+    except Exception:
+        traceback.print_exc()
+        sys.stderr.flush()
+        if world.Get_size() > 1:
+            world.Abort(1)
+        return 1
+    finally:
+        close_backends(backends)
+
+
+def _run(
+    args: argparse.Namespace, world: object, plan: Plan, backends: dict, device: torch.device
+) -> int:
+    rank0 = world.Get_rank() == 0
+    workers = world.Get_size()
+    hostnames = world.allgather(runinfo.hostname())
+    threads = torch.get_num_threads()
+    if rank0:
+        reporter = make_reporter(args.master_url, args.run_id, args.token, args.metrics_file)
+        print(
+            f"{TASK}: {', '.join(plan.ops)} on {', '.join(plan.backends)}, {workers} workers, "
+            f"device {device}, {len(plan.sizes)} sizes {label(plan.sizes[0])}..."
+            f"{label(plan.sizes[-1])}, warm-up {plan.warmup}, repeats {plan.repeats} "
+            f"(at least {plan.min_repeats}, {plan.size_time_cap:g} s cap per size)"
+            + (f", time budget {plan.time_budget:g}s" if plan.time_budget else ""),
+            flush=True,
+        )
+    else:
+        reporter = make_reporter(None, args.run_id, None, None)
+
+    def on_row(row: dict, elapsed: float) -> None:
+        if rank0:
+            results.post_row(reporter, row, elapsed)
+
+    try:
+        outcome = run_sweep(plan, world, backends, on_row)
+        if rank0:
+            summary = results.summary_record(
+                plan,
+                outcome,
+                workers=workers,
+                device=str(device),
+                threads=threads,
+                versions=runinfo.versions(),
+                hardware=runinfo.hardware(device, threads, hostnames),
+                run_id=args.run_id,
+            )
+            reporter.summary(summary)
+            print(results.table(summary), flush=True)
+    finally:
+        reporter.close()
+    return 0

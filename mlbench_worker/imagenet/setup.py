@@ -1,0 +1,146 @@
+"""One task-1b run's pieces on one rank: data, model, optimizer, schedule, trainer.
+
+The learning rate is the task's rate for its batch times B / (the task's batch) for B
+images per worker, times K workers (linear scaling: 0.1 x 256K / 256 at the defaults),
+reached by a linear warm-up over the task's warm-up epochs from the one-worker rate, then
+step or cosine decay (tasks/resnet_imagenet.py). `--lr` replaces the peak.
+
+Loader processes per rank (`--data-workers`, default): on CUDA every core the rank has,
+since the GPU does the arithmetic and decoding JPEG files is the CPU's whole job; on CPU
+half of them (at least one), since the same cores also run the model.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from mlbench_worker.comm import Communicator, broadcast_model
+from mlbench_worker.errors import WorkerError
+from mlbench_worker.imagenet import CROP, NUM_CLASSES, RESIZE
+from mlbench_worker.imagenet.data import ImageNetData, load
+from mlbench_worker.imagenet.pipeline import ImageBatches
+from mlbench_worker.imagenet.train import CosineSchedule, ImageNetTrainer
+from mlbench_worker.models import build_imagenet_model
+from mlbench_worker.report import Reporter
+from mlbench_worker.tasks.resnet_imagenet import ImageNetTask
+from mlbench_worker.train import Goal, Schedule
+
+EVAL_BATCH = 250  # 50,000 validation images: 200 batches, split over the ranks
+
+
+@dataclass
+class ImageNetSetup:
+    trainer: ImageNetTrainer
+    data: ImageNetData
+    train_data: ImageBatches
+    test_data: ImageBatches
+    peak_lr: float
+    config: dict  # what the summary's config records beyond the shared fields
+
+
+def data_workers(requested: int | None, device: torch.device, threads: int) -> int:
+    """Loader processes for this rank (see the module docstring)."""
+    if requested is not None:
+        return requested
+    return threads if device.type == "cuda" else max(1, threads // 2)
+
+
+def eval_resize(crop: int) -> int:
+    """The evaluation resize for a crop: 256 for 224, in proportion for a smoke-test crop."""
+    return RESIZE if crop == CROP else round(crop * RESIZE / CROP)
+
+
+def build(
+    args: argparse.Namespace,
+    comm: Communicator,
+    task: ImageNetTask,
+    say: Callable[[str], None],
+    open_reporter: Callable[[], Reporter],
+) -> ImageNetSetup:
+    device = comm.device
+    if args.amp and args.amp_dtype == "float16" and device.type != "cuda":
+        raise WorkerError(
+            f"--amp-dtype float16 needs a CUDA device (this rank has {device}); use bfloat16"
+        )
+    data = load(args.dataset, args.data_dir, comm, args.train_images, args.test_images, say)
+    crop = args.crop or CROP
+    resize = eval_resize(crop)
+    workers = data_workers(args.data_workers, device, torch.get_num_threads())
+    listing = data.listing
+    common = {"device": device, "channels_last": args.channels_last, "workers": workers}
+    train_data = ImageBatches(
+        listing.train, args.batch_size, train=True, crop=crop, resize=resize, **common
+    )
+    test_data = ImageBatches(
+        listing.val, EVAL_BATCH, train=False, crop=crop, resize=resize, **common
+    )
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True  # fixed input sizes: pick the fastest kernels
+
+    torch.manual_seed(args.seed)
+    model = build_imagenet_model(
+        args.model, num_classes=NUM_CLASSES, zero_init_residual=args.zero_init_residual
+    ).to(device)
+    if args.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    broadcast_model(model, comm)
+
+    base = task.base_lr * args.batch_size / task.batch_size
+    peak_lr = args.lr or base * comm.size
+    start_lr = min(peak_lr, base)
+    optimizer = torch.optim.SGD(
+        model.parameters(), lr=start_lr, momentum=task.momentum, weight_decay=task.weight_decay
+    )
+    goal = Goal(args.target, task.target_accuracy(args.target), args.max_epochs, args.time_budget)
+    trainer = ImageNetTrainer(
+        model,
+        optimizer,
+        Schedule(start_lr, start_lr, 0, (), 1.0),  # replaced below, once steps are known
+        goal,
+        comm,
+        train_data,
+        test_data,
+        open_reporter(),
+        task=task.name,
+        seed=args.seed,
+        device=device,
+        amp=args.amp,
+        log_every=args.log_every,
+    )
+    if args.amp and args.amp_dtype == "bfloat16":
+        trainer.amp_dtype, trainer.scaler = torch.bfloat16, None  # float32's range: no scaler
+    trainer.label_smoothing = args.label_smoothing
+    steps = trainer.steps_per_epoch
+    warmup = round(task.warmup_epochs * steps)
+    if args.lr_schedule == "cosine":
+        trainer.schedule = CosineSchedule(
+            start_lr, peak_lr, warmup, (), 1.0, total_steps=args.max_epochs * steps
+        )
+    else:
+        trainer.schedule = Schedule(
+            start_lr,
+            peak_lr,
+            warmup,
+            tuple(round(e * steps) for e in task.decay_epochs),
+            task.decay_factor,
+        )
+    config = {
+        "train_images": len(train_data),
+        "test_images": len(test_data),
+        "crop": crop,
+        "eval_resize": resize,
+        "smoke_test_crop": crop != CROP,
+        "lr_schedule": args.lr_schedule,
+        "warmup_epochs": task.warmup_epochs,
+        "label_smoothing": args.label_smoothing,
+        "zero_init_residual": args.zero_init_residual,
+        "amp": args.amp,
+        "amp_dtype": str(trainer.amp_dtype).removeprefix("torch.") if args.amp else None,
+        "channels_last": args.channels_last,
+        "data_workers": workers,
+    }
+    return ImageNetSetup(trainer, data, train_data, test_data, peak_lr, config)

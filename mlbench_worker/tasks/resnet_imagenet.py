@@ -1,0 +1,58 @@
+"""Task 1b: image classification, ResNet (v1.5) on ImageNet, synchronous data-parallel SGD.
+
+The recipe is Goyal et al. 2017, "Accurate, Large Minibatch SGD: Training ImageNet in 1
+Hour", which MLPerf's reference follows in its essentials: SGD with momentum 0.9 and weight
+decay 1e-4 on every parameter, learning rate 0.1 x (global batch)/256, reached by a linear
+warm-up over the first 5 epochs from the rate of one worker, then divided by 10 at epochs
+30, 60 and 80 ("step"), 90 epochs in all. Each worker keeps 256 images per step, so one
+worker trains with the classic rate 0.1 and K workers with 0.1K. `--lr-schedule cosine`
+replaces the steps with a cosine decay from the peak to zero at the last epoch, the other
+schedule in common use since (it needs no decay epochs tuned to the run's length).
+
+The data set, model, goals, batch, rate and epochs are the catalogue's
+(mlbench_worker/catalogue.py); the data pipeline is mlbench_worker/imagenet/.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from mlbench_worker import catalogue
+from mlbench_worker.models import IMAGENET_MODELS
+from mlbench_worker.tasks.base import Task
+
+LR_SCHEDULES = ("step", "cosine")
+
+
+@dataclass(frozen=True)
+class ImageNetTask(Task):
+    """Task with what only ImageNet training needs (defaults: the recipe above)."""
+
+    kind: ClassVar[str] = "imagenet"
+
+    lr_schedule: str = "step"
+    label_smoothing: float = 0.0  # Goyal et al. train without it; MLPerf allows 0.1
+    zero_init_residual: bool = True  # Goyal et al. section 5.1
+
+
+def _task(info: catalogue.TaskInfo) -> ImageNetTask:
+    return ImageNetTask(
+        name=info.name,
+        model=info.model,
+        dataset=info.dataset,
+        batch_size=info.batch_size,
+        base_lr=info.learning_rate,
+        momentum=0.9,
+        weight_decay=1e-4,
+        warmup_epochs=5,
+        decay_epochs=(30, 60, 80),
+        decay_factor=0.1,
+        max_epochs=info.max_epochs,
+        targets={name: goal.value for name, goal in info.goals.items()},
+        description=info.description,
+        models=tuple(IMAGENET_MODELS),
+    )
+
+
+TASKS = [_task(info) for info in catalogue.TASKS.values() if info.dataset == "imagenet"]

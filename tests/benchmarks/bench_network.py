@@ -1,0 +1,136 @@
+"""Benchmark: the network dimension on one machine (local worker slots with shaped links).
+
+Two ranks, each in a worker slot of its own (cluster/local/network.py), started by mpirun
+through the slots' launch agent exactly as the local driver starts them:
+
+1. all-reduce bus bandwidth of a 16 MiB float32 buffer at a shaped 100 Mbit/s, per backend
+   (mpi through mpi4py, gloo), against the rate itself (goal: at least 0.85 of it);
+2. images/s, exposed and total communication share of the reference worker (ResNet-20,
+   synthetic CIFAR-10, 2 workers) at 10, 100 and 1,000 Mbit/s and unlimited (the slots with
+   no qdisc): the first local plot of the seed's network dimension.
+
+Needs root (or CAP_NET_ADMIN); without it, it says so and measures nothing.
+Usage: python tests/benchmarks/bench_network.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests" / "benchmarks"))
+
+from common import MPIRUN, machine, mpi_env, write_results  # noqa: E402
+
+from mlbench_master.cluster.local import network, slots  # noqa: E402
+
+BUSBW_GOAL = 0.85
+ALLREDUCE = r"""
+import sys, time, numpy as np, torch
+from mlbench_worker.comm import Communicator
+comm = Communicator(sys.argv[1])
+flat = torch.ones(int(sys.argv[2]) // 4)
+comm.allreduce_(flat)
+times = []
+for _ in range(int(sys.argv[3])):
+    comm.barrier(); start = time.perf_counter(); comm.allreduce_(flat)
+    times.append(max(comm.allgather_object(time.perf_counter() - start)))
+if comm.rank == 0:
+    print("RESULT", min(times), flush=True)
+comm.close()
+"""
+
+
+def launcher(home: Path, hosts: list[str]) -> list[str]:
+    agent = slots.agent_path(home)
+    agent.parent.mkdir(parents=True, exist_ok=True)
+    agent.write_text(slots.AGENT.replace("{tag}", network.home_tag(home)))
+    return [
+        MPIRUN, "-n", "2", "--host", ",".join(f"{h}:1" for h in hosts), "--bind-to", "none",
+        "--mca", "plm_rsh_agent", f"sh {agent}", "--prtemca", "plm_ssh_no_tree_spawn", "1",
+    ]  # fmt: skip
+
+
+def busbw(home: Path, mbit: int, backend: str, size: int, repeats: int) -> float:
+    """Bus bandwidth in Mbit/s: for 2 ranks, 2(n-1)/n x size / time = size / time."""
+    layout = network.create(home, 2, mbit, None)
+    hosts = [layout.namespace(i) for i in range(2)]
+    argv = launcher(home, hosts) + [
+        sys.executable, "-c", ALLREDUCE, backend, str(size), str(repeats),
+    ]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, env=mpi_env(), timeout=600)
+    line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT")), None)
+    if line is None:
+        raise RuntimeError(done.stdout[-2000:] + done.stderr[-2000:])
+    return size * 8 / float(line.split()[1]) / 1e6
+
+
+def train(home: Path, mbit: int | None, images: int) -> dict:
+    """The reference worker for one short epoch on the slots; its summary."""
+    layout = network.create(home, 2, mbit, None)
+    hosts = [layout.namespace(i) for i in range(2)]
+    metrics = home / f"metrics-{mbit}.jsonl"
+    argv = launcher(home, hosts) + [
+        sys.executable, "-m", "mlbench_worker", "resnet20-cifar10", "--dataset", "synthetic",
+        "--train-images", str(images), "--test-images", "200", "--max-epochs", "1",
+        "--threads", "1", "--metrics-file", str(metrics), "--log-every", "5",
+    ]  # fmt: skip
+    env = mpi_env(MLBENCH_DATA_DIR=str(home / "data"), OMP_NUM_THREADS="1")
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800)
+    if done.returncode:
+        raise RuntimeError(done.stdout[-2000:] + done.stderr[-2000:])
+    for line in metrics.read_text().splitlines()[::-1]:
+        record = json.loads(line)
+        if record.get("type") == "summary":
+            return record
+    raise RuntimeError(f"no summary in {metrics}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    missing = network.missing_capability()
+    if missing:
+        print(f"bench_network: not measured: {missing}")
+        return 0
+    home = Path(tempfile.mkdtemp(prefix="mlbench-bench-network-"))
+    rows: list[list] = []
+    data: dict = {"machine": machine(), "busbw": {}, "training": {}}
+    try:
+        size = 4 << 20 if args.quick else 16 << 20
+        for backend in ("mpi", "gloo"):
+            value = busbw(home, 100, backend, size, 2 if args.quick else 3)
+            data["busbw"][backend] = value
+            rows.append(
+                [f"all-reduce {size >> 20} MiB, {backend}, 100 Mbit/s", f"{value:.1f} Mbit/s",
+                 f"{value / 100:.2f} of the rate", f">= {BUSBW_GOAL}"]
+            )  # fmt: skip
+        images = 1024 if args.quick else 2560
+        for mbit in (10, 100, 1000, None):
+            s = train(home, mbit, images)
+            data["training"][str(mbit)] = s
+            rows.append(
+                [f"ResNet-20, 2 workers, {mbit or 'unlimited'} Mbit/s",
+                 f"{s.get('images_per_sec') or 0:.0f} images/s",
+                 f"comm {100 * s.get('comm_share', 0):.1f} % exposed"
+                 + (f", {100 * s['comm_share_total']:.1f} % total" if "comm_share_total" in s
+                    else ""), ""]
+            )  # fmt: skip
+    finally:
+        slots.close_slots(home)
+    write_results(
+        "network", "The network dimension on one machine (2 worker slots, shaped links)",
+        ["measure", "result", "ratio", "goal"], rows, data,
+    )  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
