@@ -177,9 +177,13 @@ def test_collector_reconciles_a_started_run_whose_job_died(make_run, redis_setti
     assert run.reason.startswith(JOB_DIED)
 
 
-def test_manifest_says_whether_the_local_cluster_limits_bandwidth(db, redis_settings):
+def test_manifest_says_whether_the_local_cluster_limits_bandwidth(db, redis_settings, settings):
     from mlbench_master.cluster.local import network
 
+    run = runs.create_run({"name": "bw", "num_workers": 1, "max_bandwidth": 100})
+    assert "MLBENCH_LOCAL_NETWORK=off" in run.manifest["not_applied"]["max_bandwidth"]
+    settings.MLBENCH_LOCAL_NETWORK = "auto"
+    run.delete()
     run = runs.create_run({"name": "bw", "num_workers": 1, "max_bandwidth": 100})
     missing = network.missing_capability()
     assert run.manifest["network"]["max_bandwidth"]["applied"] is (missing is None)

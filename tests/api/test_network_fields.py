@@ -52,6 +52,7 @@ def test_a_latency_is_stored_and_the_manifest_says_what_will_be_applied(
     api, redis_settings, settings
 ):
     settings.MLBENCH_CLUSTER = "local"
+    settings.MLBENCH_LOCAL_NETWORK = "auto"
     r = api.post("/api/runs/", body(max_bandwidth=100, latency=25), format="json")
     assert r.status_code == 201, r.json()
     run = r.json()

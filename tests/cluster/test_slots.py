@@ -31,9 +31,10 @@ def home(tmp_path, monkeypatch):
         pytest.skip(f"worker slot networks need root or CAP_NET_ADMIN: {missing}")
     monkeypatch.setenv("MLBENCH_HOME", str(tmp_path))
     monkeypatch.setenv("MLBENCH_LOCAL_WORKERS", "2")
-    monkeypatch.delenv("MLBENCH_LOCAL_NETWORK", raising=False)
+    monkeypatch.setenv("MLBENCH_LOCAL_NETWORK", "auto")
     from django.conf import settings
 
+    monkeypatch.setattr(settings, "MLBENCH_LOCAL_NETWORK", "auto", raising=False)
     monkeypatch.setattr(settings, "MLBENCH_HOME", tmp_path, raising=False)
     monkeypatch.setattr(settings, "MLBENCH_LOCAL_WORKERS", 2, raising=False)
     monkeypatch.setattr(settings, "MLBENCH_DATA_DIR", tmp_path / "data", raising=False)
@@ -266,6 +267,7 @@ def test_without_the_capability_runs_share_the_machines_network(tmp_path):
     argv = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", sys.executable, "-c", code]
     root = Path(__file__).resolve().parents[2]
     env = {k: v for k, v in os.environ.items() if k != "MLBENCH_LOCAL_NETWORK"}
+    env["MLBENCH_LOCAL_NETWORK"] = "auto"
     env["PYTHONPATH"] = str(root)
     done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd="/", timeout=60)
     assert done.returncode == 0, done.stderr
