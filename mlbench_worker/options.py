@@ -250,20 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="continue from another run's checkpoint in DIR: rank 0 copies it into "
         "--checkpoint-dir first, so this run's checkpoints never overwrite it (implies --resume)",
     )
-    g = p.add_argument_group("reporting")
-    g.add_argument(
-        "--master-url",
-        default=os.environ.get("MLBENCH_MASTER_URL") or None,
-        help="post metrics to this master (default: MLBENCH_MASTER_URL)",
-    )
-    g.add_argument(
-        "--run-id",
-        default=os.environ.get("MLBENCH_RUN_ID") or None,
-        help="the run's id at the master (default: MLBENCH_RUN_ID)",
-    )
-    g.add_argument(
-        "--metrics-file", help="write metric points and the summary as JSON lines to this file"
-    )
+    g = add_reporting_options(p)
     g.add_argument(
         "--log-every",
         type=_positive_int,
@@ -363,6 +350,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         problem = checkpoint.adopt(args.resume_from, args.checkpoint_dir)
         if problem:
             parser.error(problem)
+    check_reporting_options(parser, args)
+    return args
+
+
+def add_reporting_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """Where a worker reports (every worker command has them); the group, to add more."""
+    g = parser.add_argument_group("reporting")
+    g.add_argument(
+        "--master-url",
+        default=os.environ.get("MLBENCH_MASTER_URL") or None,
+        help="post metrics to this master (default: MLBENCH_MASTER_URL)",
+    )
+    g.add_argument(
+        "--run-id",
+        default=os.environ.get("MLBENCH_RUN_ID") or None,
+        help="the run's id at the master (default: MLBENCH_RUN_ID)",
+    )
+    g.add_argument(
+        "--metrics-file", help="write metric points and the summary as JSON lines to this file"
+    )
+    return g
+
+
+def check_reporting_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The reporting options make sense together; `args.token` from MLBENCH_RUN_TOKEN."""
     if args.master_url and not args.run_id:
         parser.error(
             "--master-url needs --run-id (or MLBENCH_RUN_ID) to know which run to report to"
@@ -377,7 +389,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             parser.error(
                 f"--metrics-file {args.metrics_file}: folder cannot be written ({problem})"
             )
-    return args
 
 
 def _check_imagenet_options(

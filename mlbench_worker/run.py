@@ -32,7 +32,7 @@ from mlbench_worker.linear import setup as linear_setup
 from mlbench_worker.models import build_model
 from mlbench_worker.report import Reporter, make_reporter
 from mlbench_worker.tasks import ImageNetTask, LinearTask, Task, get_task
-from mlbench_worker.train import Goal, Schedule, Trainer
+from mlbench_worker.train import Goal, Schedule, Trainer, momentum_sgd
 
 EVAL_BATCH = 500
 
@@ -281,12 +281,7 @@ def _build_images(
         model = model.to(memory_format=torch.channels_last)
     broadcast_model(model, comm)
 
-    workers = comm.size
-    peak_lr = args.lr or task.base_lr * workers * args.batch_size / task.batch_size
-    start_lr = min(peak_lr, task.base_lr * args.batch_size / task.batch_size)
-    optimizer = torch.optim.SGD(
-        model.parameters(), lr=start_lr, momentum=task.momentum, weight_decay=task.weight_decay
-    )
+    optimizer, start_lr, peak_lr = momentum_sgd(model, task, args.batch_size, comm.size, args.lr)
     goal = Goal(args.target, task.target_accuracy(args.target), args.max_epochs, args.time_budget)
     trainer = Trainer(
         model,

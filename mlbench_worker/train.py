@@ -29,6 +29,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -68,6 +69,20 @@ class Schedule:
         if step < self.warmup_steps:
             return self.start_lr + (self.peak_lr - self.start_lr) * step / self.warmup_steps
         return self.peak_lr * self.factor ** sum(step >= d for d in self.decay_steps)
+
+
+def momentum_sgd(
+    model: torch.nn.Module, task: Any, batch_size: int, workers: int, lr: float | None = None
+) -> tuple[torch.optim.SGD, float, float]:
+    """SGD with the task's momentum and weight decay at linearly scaled rates (Goyal et al.
+    2017): one worker's rate for `batch_size` images to start the warm-up from, `workers`
+    times it at the peak (or `lr`, when given). Returns (optimizer, start rate, peak rate)."""
+    peak_lr = lr or task.base_lr * workers * batch_size / task.batch_size
+    start_lr = min(peak_lr, task.base_lr * batch_size / task.batch_size)
+    optimizer = torch.optim.SGD(
+        model.parameters(), lr=start_lr, momentum=task.momentum, weight_decay=task.weight_decay
+    )
+    return optimizer, start_lr, peak_lr
 
 
 @dataclass
@@ -180,6 +195,7 @@ class Trainer:
         self.set_overlap(overlap, bucket_mb)
         # Cross-entropy label smoothing (task 1b's option; 0 is the plain loss of task 1a).
         self.label_smoothing = 0.0
+        self.hit_rates: list[float] = []  # the last evaluation's accuracies, top-1 first
         self.progress = Progress()
         self.clock_start: float | None = None
         self.steps_per_epoch = train_data.steps(len(self.epoch_indices(0)))
@@ -386,25 +402,36 @@ class Trainer:
             )
         interval.reset(time.perf_counter())
 
+    # How many kinds of hits `hits` counts per batch (task 1b adds top-5 to top-1).
+    HIT_KINDS = 1
+
+    def hits(self, out: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
+        """This batch's hits, HIT_KINDS counts; the first is top-1 (the goal's accuracy)."""
+        return [(out.argmax(1) == y).sum()]
+
     @torch.no_grad()
     def evaluate(self) -> tuple[float, float]:
-        """Global validation loss and accuracy: each rank a disjoint part of the test set."""
+        """Global validation loss and accuracy: each rank a disjoint part of the test set.
+
+        Every kind of hit's accuracy is kept in `hit_rates` (top-1 first)."""
         average_buffers(self.model, self.comm)  # the same batch-norm statistics everywhere
         self.model.eval()
         n = len(self.test_data)
         idx = np.arange(self.comm.rank, n, self.comm.size)
-        sums = torch.zeros(3, dtype=torch.float64, device=self.device)
+        sums = torch.zeros(2 + self.HIT_KINDS, dtype=torch.float64, device=self.device)
         for x, y in self.test_data.iterate(idx):
             with torch.autocast(
                 self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None
             ):
-                out = self.model(x)
-            sums[0] += F.cross_entropy(out.float(), y, reduction="sum")
-            sums[1] += (out.argmax(1) == y).sum()
-            sums[2] += y.shape[0]
-        loss_sum, correct, count = self.comm.allreduce_sums(sums.tolist())
+                out = self.model(x).float()
+            sums[0] += F.cross_entropy(out, y, reduction="sum")
+            for k, count in enumerate(self.hits(out, y), start=1):
+                sums[k] += count
+            sums[-1] += y.shape[0]
+        loss_sum, *hits, count = self.comm.allreduce_sums(sums.tolist())
         self.model.train()
-        return float(loss_sum / max(count, 1)), float(correct / max(count, 1))
+        self.hit_rates = [float(h / max(count, 1)) for h in hits]
+        return float(loss_sum / max(count, 1)), self.hit_rates[0]
 
     def evaluate_and_track(self) -> None:
         """Evaluate, post epoch metrics, and record the first time the target is reached."""

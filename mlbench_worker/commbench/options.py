@@ -27,11 +27,13 @@ from mlbench_worker.commbench.stats import OPS
 from mlbench_worker.options import (
     BACKENDS,
     DEVICES,
+    _choice,
     _nonnegative_int,
     _Parser,
     _positive_float,
     _positive_int,
-    _writable_dir,
+    add_reporting_options,
+    check_reporting_options,
 )
 
 # What the master sends for a run that names no goal and no data set (cluster/mpirun.py).
@@ -128,18 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("how it runs")
     g.add_argument("--device", default="auto", help="auto, cpu or cuda (cuda adds nccl)")
     g.add_argument("--threads", type=_positive_int, metavar="N", help="torch threads per rank")
-    g = p.add_argument_group("reporting")
-    g.add_argument(
-        "--master-url",
-        default=os.environ.get("MLBENCH_MASTER_URL") or None,
-        help="post metrics to this master (default: MLBENCH_MASTER_URL)",
-    )
-    g.add_argument(
-        "--run-id",
-        default=os.environ.get("MLBENCH_RUN_ID") or None,
-        help="the run's id at the master (default: MLBENCH_RUN_ID)",
-    )
-    g.add_argument("--metrics-file", help="write metric points and the summary as JSON lines")
+    add_reporting_options(p)
     # What the master passes to every reference task; see the module docstring.
     hidden = argparse.SUPPRESS
     p.add_argument("--target", default=MASTER_DEFAULT_TARGET, help=hidden)
@@ -167,10 +158,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ):
         if given:
             parser.error(f"{flag}: {measurement}; it has no epochs and keeps no checkpoints")
-    if args.device not in DEVICES:
-        parser.error(
-            f"--device: unknown value {args.device!r}; choose one of: {', '.join(DEVICES)}"
-        )
+    _choice(parser, "--device", args.device, DEVICES)
     if args.backends is not None:
         args.backends = _names(args.backends)
         unknown = [b for b in args.backends if b not in BACKENDS]
@@ -196,17 +184,5 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--min-repeats ({args.min_repeats}) is more than --repeats ({args.repeats})")
     if args.threads is None and os.environ.get("OMP_NUM_THREADS", "").isdigit():
         args.threads = int(os.environ["OMP_NUM_THREADS"]) or None
-    if args.master_url and not args.run_id:
-        parser.error(
-            "--master-url needs --run-id (or MLBENCH_RUN_ID) to know which run to report to"
-        )
-    if args.master_url and not args.master_url.startswith(("http://", "https://")):
-        parser.error(f"--master-url must start with http:// or https://, got {args.master_url!r}")
-    args.token = os.environ.get("MLBENCH_RUN_TOKEN") or None
-    if args.metrics_file:
-        problem = _writable_dir(os.path.dirname(os.path.abspath(args.metrics_file)))
-        if problem:
-            parser.error(
-                f"--metrics-file {args.metrics_file}: folder cannot be written ({problem})"
-            )
+    check_reporting_options(parser, args)
     return args

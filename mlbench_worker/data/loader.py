@@ -37,6 +37,32 @@ def channel_stats(images: np.ndarray) -> tuple[tuple[float, ...], tuple[float, .
     return mean, std
 
 
+class Normalize:
+    """uint8 images (N x 3 x H x W, on the device or not) -> float32 (x/255 - mean) / std on
+    `device`, in one fused multiply-add, laid out channels_last when the model is."""
+
+    def __init__(
+        self,
+        mean: tuple[float, ...],
+        std: tuple[float, ...],
+        device: torch.device,
+        channels_last: bool = False,
+    ) -> None:
+        std_t = torch.tensor(std, dtype=torch.float32).view(1, 3, 1, 1)
+        mean_t = torch.tensor(mean, dtype=torch.float32).view(1, 3, 1, 1)
+        self.scale = (1.0 / (255.0 * std_t)).to(device)
+        self.shift = (-mean_t / std_t).to(device)
+        self.device = device
+        self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty(
+            x.shape, dtype=torch.float32, device=self.device, memory_format=self.memory_format
+        )
+        out.copy_(x)
+        return out.mul_(self.scale).add_(self.shift)
+
+
 class Batches:
     """Yields (images, labels) batches for one rank; `augment` for training, not for eval."""
 
@@ -57,11 +83,7 @@ class Batches:
         self.device = torch.device(device)
         self.channels_last = channels_last
         self.augment = augment
-        # x_norm = x_uint8 * scale + shift, per channel.
-        std_t = torch.tensor(std, dtype=torch.float32).view(1, 3, 1, 1)
-        mean_t = torch.tensor(mean, dtype=torch.float32).view(1, 3, 1, 1)
-        self.scale = (1.0 / (255.0 * std_t)).to(self.device)
-        self.shift = (-mean_t / std_t).to(self.device)
+        self.normalize = Normalize(mean, std, self.device, channels_last)
         self._arange = torch.arange(32)
 
     def __len__(self) -> int:
@@ -87,13 +109,7 @@ class Batches:
         if self.device.type != "cpu":
             x = x.to(self.device, non_blocking=True)
             y = y.to(self.device, non_blocking=True)
-        memory_format = torch.channels_last if self.channels_last else torch.contiguous_format
-        out = torch.empty(
-            x.shape, dtype=torch.float32, device=self.device, memory_format=memory_format
-        )
-        out.copy_(x)
-        out.mul_(self.scale).add_(self.shift)
-        return out, y
+        return self.normalize(x), y
 
     def _crop_flip(self, x: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
         """Random 32x32 crop of the zero-padded 40x40 image, mirrored with probability 1/2."""

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from mlbench_worker.data.loader import Normalize
 from mlbench_worker.imagenet import CROP, IMAGENET_MEAN, IMAGENET_STD, RESIZE
 from mlbench_worker.imagenet.layout import Split
 from mlbench_worker.imagenet.transforms import eval_image, train_image
@@ -82,10 +83,7 @@ class ImageBatches:
         self.channels_last = channels_last
         self.workers = workers
         self.crop = crop
-        std = torch.tensor(IMAGENET_STD, dtype=torch.float32).view(1, 3, 1, 1)
-        mean = torch.tensor(IMAGENET_MEAN, dtype=torch.float32).view(1, 3, 1, 1)
-        self.scale = (1.0 / (255.0 * std)).to(self.device)
-        self.shift = (-mean / std).to(self.device)
+        self.normalize = Normalize(IMAGENET_MEAN, IMAGENET_STD, self.device, channels_last)
 
     def __len__(self) -> int:
         return len(self.split)
@@ -126,10 +124,4 @@ class ImageBatches:
         """uint8 N x H x W x 3 -> normalised float32 N x 3 x H x W on the device."""
         x = x.to(self.device, non_blocking=True).permute(0, 3, 1, 2)
         y = y.to(self.device, non_blocking=True)
-        memory_format = torch.channels_last if self.channels_last else torch.contiguous_format
-        out = torch.empty(
-            x.shape, dtype=torch.float32, device=self.device, memory_format=memory_format
-        )
-        out.copy_(x)
-        out.mul_(self.scale).add_(self.shift)
-        return out, y
+        return self.normalize(x), y

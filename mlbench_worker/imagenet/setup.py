@@ -27,7 +27,7 @@ from mlbench_worker.imagenet.train import CosineSchedule, ImageNetTrainer
 from mlbench_worker.models import build_imagenet_model
 from mlbench_worker.report import Reporter
 from mlbench_worker.tasks.resnet_imagenet import ImageNetTask
-from mlbench_worker.train import Goal, Schedule
+from mlbench_worker.train import Goal, Schedule, momentum_sgd
 
 EVAL_BATCH = 250  # 50,000 validation images: 200 batches, split over the ranks
 
@@ -89,12 +89,7 @@ def build(
         model = model.to(memory_format=torch.channels_last)
     broadcast_model(model, comm)
 
-    base = task.base_lr * args.batch_size / task.batch_size
-    peak_lr = args.lr or base * comm.size
-    start_lr = min(peak_lr, base)
-    optimizer = torch.optim.SGD(
-        model.parameters(), lr=start_lr, momentum=task.momentum, weight_decay=task.weight_decay
-    )
+    optimizer, start_lr, peak_lr = momentum_sgd(model, task, args.batch_size, comm.size, args.lr)
     goal = Goal(args.target, task.target_accuracy(args.target), args.max_epochs, args.time_budget)
     trainer = ImageNetTrainer(
         model,

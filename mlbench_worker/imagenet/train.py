@@ -3,7 +3,7 @@
 Everything that makes the benchmark (clock, time split, all-reduce, goal tracking on top-1
 `val_accuracy`, checkpoints, reports) is train.Trainer's. What ImageNet adds:
 
-- `evaluate` also counts top-5 hits (the label among the five highest scores), ImageNet's
+- its `hits` also count top-5 hits (the label among the five highest scores), ImageNet's
   second customary measure; `evaluate_and_track` posts it as `val_top5_accuracy` with the
   same epoch, step and clock as `val_accuracy`, and keeps it in the run's history;
 - `CosineSchedule`, the schedule `--lr-schedule cosine` selects.
@@ -16,11 +16,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
 import torch
-import torch.nn.functional as F
 
-from mlbench_worker.comm import average_buffers
 from mlbench_worker.train import Schedule, Trainer
 
 TOP5_METRIC = "val_top5_accuracy"
@@ -44,34 +41,21 @@ class CosineSchedule(Schedule):
 class ImageNetTrainer(Trainer):
     """train.Trainer with top-5 accuracy (see the module docstring)."""
 
+    HIT_KINDS = 2  # top-1, top-5
+
     def __init__(self, *args: object, task: str, **kwargs: object) -> None:
         self.task = task  # the catalogue entry: its throughput metric and unit
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.val_top5: float | None = None
 
-    @torch.no_grad()
-    def evaluate(self) -> tuple[float, float]:
-        """Global validation loss and top-1 accuracy; top-5 into `val_top5`."""
-        average_buffers(self.model, self.comm)  # the same batch-norm statistics everywhere
-        self.model.eval()
-        n = len(self.test_data)
-        idx = np.arange(self.comm.rank, n, self.comm.size)
-        sums = torch.zeros(4, dtype=torch.float64, device=self.device)
-        for x, y in self.test_data.iterate(idx):
-            with torch.autocast(
-                self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None
-            ):
-                out = self.model(x)
-            out = out.float()
-            top5 = out.topk(min(5, out.shape[1]), dim=1).indices
-            sums[0] += F.cross_entropy(out, y, reduction="sum")
-            sums[1] += (top5[:, 0] == y).sum()
-            sums[2] += (top5 == y[:, None]).any(dim=1).sum()
-            sums[3] += y.shape[0]
-        loss_sum, top1, top5_hits, count = self.comm.allreduce_sums(sums.tolist())
-        self.model.train()
-        self.val_top5 = float(top5_hits / max(count, 1))
-        return float(loss_sum / max(count, 1)), float(top1 / max(count, 1))
+    def hits(self, out: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
+        """Top-1 and top-5 hits (the label among the five highest scores)."""
+        top5 = out.topk(min(5, out.shape[1]), dim=1).indices
+        return [(top5[:, 0] == y).sum(), (top5 == y[:, None]).any(dim=1).sum()]
+
+    @property
+    def val_top5(self) -> float:
+        """Top-5 accuracy of the last evaluation."""
+        return self.hit_rates[1]
 
     def evaluate_and_track(self) -> None:
         super().evaluate_and_track()

@@ -19,6 +19,17 @@ def _conv3x3(cin: int, cout: int, stride: int = 1) -> nn.Conv2d:
     return nn.Conv2d(cin, cout, kernel_size=3, stride=stride, padding=1, bias=False)
 
 
+def he_init(model: nn.Module) -> None:
+    """He (Kaiming) normal initialisation of the convolutions, as He et al. 2016 do, and
+    batch norm as identity (every ResNet here, CIFAR and ImageNet)."""
+    for m in model.modules():
+        if isinstance(m, nn.Conv2d):
+            nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+        elif isinstance(m, nn.BatchNorm2d):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+
+
 class ShortcutA(nn.Module):
     """Parameter-free shortcut: subsample by the stride, zero-pad the extra channels."""
 
@@ -95,16 +106,7 @@ class CifarResNet(nn.Module):
         self.layers = nn.Sequential(*layers)
         self.bn_final = nn.BatchNorm2d(64) if preact else None
         self.fc = nn.Linear(64, num_classes)
-        self._init_weights()
-
-    def _init_weights(self) -> None:
-        # He (Kaiming) normal initialisation for convolutions, as the paper does.
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-            elif isinstance(m, nn.BatchNorm2d):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
+        he_init(self)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.conv1(x)

@@ -28,6 +28,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from mlbench_worker.models.resnet_cifar import he_init
+
 # depth -> (block kind, blocks per stage)
 LAYOUTS: dict[int, tuple[str, tuple[int, int, int, int]]] = {
     18: ("basic", (2, 2, 2, 2)),
@@ -130,12 +132,7 @@ class ResNet(nn.Module):
         self.stages = nn.Sequential(*stages)
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.fc = nn.Linear(cin, num_classes)
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-            elif isinstance(m, nn.BatchNorm2d):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
+        he_init(self)
         if zero_init_residual:
             for m in self.modules():
                 if isinstance(m, BasicBlock | Bottleneck):

@@ -5,7 +5,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from mlbench_worker import catalogue
 from mlbench_worker.models import MODELS
+
+
+def catalogue_fields(info: catalogue.TaskInfo) -> dict:
+    """What every worker task reads from its catalogue entry (the rest is its own recipe)."""
+    return {
+        "name": info.name,
+        "model": info.model,
+        "dataset": info.dataset,
+        "batch_size": info.batch_size,
+        "base_lr": info.learning_rate,
+        "max_epochs": info.max_epochs,
+        "targets": {name: goal.value for name, goal in info.goals.items()},
+        "description": info.description,
+    }
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from mlbench_worker import catalogue
 from mlbench_worker.linear import GLMS
-from mlbench_worker.tasks.base import LinearTask
+from mlbench_worker.tasks.base import LinearTask, catalogue_fields
 
 L2 = 2.5e-6  # 1 / 400,000: the reference's choice, one over the training set's size
 FEATURES = 2000
@@ -25,19 +25,12 @@ TRAIN_ROWS, TEST_ROWS = 400_000, 100_000
 
 def _task(info: catalogue.TaskInfo) -> LinearTask:
     return LinearTask(
-        name=info.name,
-        model=info.model,
-        dataset=info.dataset,
-        batch_size=info.batch_size,
-        base_lr=info.learning_rate,
-        max_epochs=info.max_epochs,
+        **catalogue_fields(info),
         l2=L2,
         features=FEATURES,
         train_rows=TRAIN_ROWS,
         test_rows=TEST_ROWS,
         models=tuple(GLMS),
-        targets={name: goal.value for name, goal in info.goals.items()},
-        description=info.description,
     )
 
 

@@ -11,24 +11,17 @@ set, goals, batch, rate and epochs are the catalogue's (mlbench_worker/catalogue
 from __future__ import annotations
 
 from mlbench_worker import catalogue
-from mlbench_worker.tasks.base import Task
+from mlbench_worker.tasks.base import Task, catalogue_fields
 
 
 def _task(info: catalogue.TaskInfo) -> Task:
     return Task(
-        name=info.name,
-        model=info.model,
-        dataset=info.dataset,
-        batch_size=info.batch_size,
-        base_lr=info.learning_rate,
+        **catalogue_fields(info),
         momentum=0.9,
         weight_decay=1e-4,
         warmup_epochs=5,
         decay_epochs=(82, 123),
         decay_factor=0.1,
-        max_epochs=info.max_epochs,
-        targets={name: goal.value for name, goal in info.goals.items()},
-        description=info.description,
     )
 
 

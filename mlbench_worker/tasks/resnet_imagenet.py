@@ -20,7 +20,7 @@ from typing import ClassVar
 
 from mlbench_worker import catalogue
 from mlbench_worker.models import IMAGENET_MODELS
-from mlbench_worker.tasks.base import Task
+from mlbench_worker.tasks.base import Task, catalogue_fields
 
 LR_SCHEDULES = ("step", "cosine")
 
@@ -38,19 +38,12 @@ class ImageNetTask(Task):
 
 def _task(info: catalogue.TaskInfo) -> ImageNetTask:
     return ImageNetTask(
-        name=info.name,
-        model=info.model,
-        dataset=info.dataset,
-        batch_size=info.batch_size,
-        base_lr=info.learning_rate,
+        **catalogue_fields(info),
         momentum=0.9,
         weight_decay=1e-4,
         warmup_epochs=5,
         decay_epochs=(30, 60, 80),
         decay_factor=0.1,
-        max_epochs=info.max_epochs,
-        targets={name: goal.value for name, goal in info.goals.items()},
-        description=info.description,
         models=tuple(IMAGENET_MODELS),
     )
 

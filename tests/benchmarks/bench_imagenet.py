@@ -55,7 +55,7 @@ def bench_loop(
     data_dir: Path, model_name: str, threads: int, batch: int, crop: int, steps: int, rounds: int
 ) -> dict:
     import torch
-    import torch.nn.functional as F
+    from common import interleaved, plain_loop
 
     from mlbench_worker.comm import Communicator
     from mlbench_worker.imagenet import synthetic
@@ -93,29 +93,12 @@ def bench_loop(
     xs = [torch.randn(batch, 3, crop, crop, generator=g) for _ in range(steps)]
     ys = [torch.randint(0, 1000, (batch,), generator=g) for _ in range(steps)]
 
-    def plain() -> float:
-        plain_model.train()
-        start = time.perf_counter()
-        for x, y in zip(xs, ys, strict=True):
-            plain_opt.zero_grad()
-            F.cross_entropy(plain_model(x), y).backward()
-            plain_opt.step()
-        return batch * steps / (time.perf_counter() - start)
-
     def ours() -> float:
         start = time.perf_counter()
         trainer.train_one_epoch(0)
         return batch * steps / (time.perf_counter() - start)
 
-    ours(), plain()  # warm-up
-    a, b = [], []
-    for i in range(rounds):  # interleaved, each going first in turn
-        if i % 2:
-            a.append(ours())
-            b.append(plain())
-        else:
-            b.append(plain())
-            a.append(ours())
+    a, b = interleaved(ours, plain_loop(plain_model, plain_opt, xs, ys), rounds)
     p = trainer.progress
     return {
         "model": model_name,

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "benchmarks"))
 
-from common import MPIRUN, mpi_env  # noqa: E402
+from common import MPIRUN, interleaved, mpi_env, plain_loop  # noqa: E402
 
 SIZES_MB = {"1 MB (ResNet-20 grads)": None, "10 MB": 10, "100 MB": 100}
 
@@ -33,7 +33,6 @@ SIZES_MB = {"1 MB (ResNet-20 grads)": None, "10 MB": 10, "100 MB": 100}
 # --- 1. loop overhead --------------------------------------------------------------------
 def bench_loop(threads: int, steps: int, rounds: int) -> dict:
     import torch
-    import torch.nn.functional as F
 
     from mlbench_worker.comm import Communicator
     from mlbench_worker.data.loader import Batches, channel_stats
@@ -68,29 +67,12 @@ def bench_loop(threads: int, steps: int, rounds: int) -> dict:
     xs = [torch.randn(batch, 3, 32, 32, generator=g) for _ in range(steps)]
     ys = [torch.randint(0, 10, (batch,), generator=g) for _ in range(steps)]
 
-    def plain() -> float:
-        plain_model.train()
-        start = time.perf_counter()
-        for x, y in zip(xs, ys, strict=True):
-            plain_opt.zero_grad()
-            F.cross_entropy(plain_model(x), y).backward()
-            plain_opt.step()
-        return batch * steps / (time.perf_counter() - start)
-
     def ours() -> float:
         start = time.perf_counter()
         trainer.train_one_epoch(0)
         return batch * steps / (time.perf_counter() - start)
 
-    ours(), plain()  # warm-up
-    a, b = [], []
-    for i in range(rounds):  # interleaved, each going first in turn: load changes hit both alike
-        if i % 2:
-            a.append(ours())
-            b.append(plain())
-        else:
-            b.append(plain())
-            a.append(ours())
+    a, b = interleaved(ours, plain_loop(plain_model, plain_opt, xs, ys), rounds)
     return {
         "threads": threads,
         "ours": a,

@@ -13,6 +13,8 @@ import json
 import os
 import platform
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from mlbench_worker.runinfo import cpu_model, memory_gib
@@ -33,6 +35,41 @@ def mpi_env(**extra: str) -> dict:
     env.pop("MLBENCH_MASTER_URL", None)
     env.update(extra)
     return env
+
+
+def plain_loop(model, optimizer, xs: list, ys: list) -> Callable[[], float]:  # noqa: ANN001
+    """A plain PyTorch training loop over ready-made batches (the reference our loop is
+    measured against): a function that runs it once and returns its images/s."""
+    import torch.nn.functional as F
+
+    def run() -> float:
+        model.train()
+        start = time.perf_counter()
+        for x, y in zip(xs, ys, strict=True):
+            optimizer.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            optimizer.step()
+        return sum(len(y) for y in ys) / (time.perf_counter() - start)
+
+    return run
+
+
+def interleaved(
+    ours: Callable[[], float], plain: Callable[[], float], rounds: int
+) -> tuple[list[float], list[float]]:
+    """Both contenders' results, round after round after one warm-up each, each going first
+    in turn, so load changes on a shared machine hit both alike."""
+    ours(), plain()
+    a: list[float] = []
+    b: list[float] = []
+    for i in range(rounds):
+        if i % 2:
+            a.append(ours())
+            b.append(plain())
+        else:
+            b.append(plain())
+            a.append(ours())
+    return a, b
 
 
 def machine() -> dict:

@@ -11,7 +11,7 @@ import pytest
 from mlbench_master.cluster.base import CannotAttach, ClusterError, RunSpec
 from mlbench_master.cluster.failures import failure_reason
 from mlbench_master.cluster.local import LocalCluster, launch_processes, slots
-from mlbench_master.cluster.mpirun import driver_argv, rank_environment
+from tests.cluster.local_launch import launch, read_until_exit
 
 pytestmark = pytest.mark.mpi
 
@@ -51,22 +51,6 @@ def make_run(run_id, seconds, workers=2):
 def stored(run, execution):
     """`run` as the job stores it after the launch: with the launch's record."""
     return dataclasses.replace(run, launch=dict(execution.record))
-
-
-def launch(driver, run):
-    argv = driver_argv(driver, run, driver.prepare(run))
-    return driver.launch(run, argv, rank_environment(run, "http://127.0.0.1:9", "tok-123"))
-
-
-def read_until_exit(execution, timeout=60):
-    lines = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        lines += execution.read(0.2)
-        code = execution.poll()
-        if code is not None:
-            return code, lines
-    raise AssertionError("mpirun did not exit")
 
 
 def wait_ranks(driver, run, count=2):

@@ -16,8 +16,8 @@ import pytest
 
 from mlbench_master.cluster.base import RunSpec
 from mlbench_master.cluster.local import LocalCluster, network, slots
-from mlbench_master.cluster.local.execution import LocalExecution
 from mlbench_master.cluster.mpirun import driver_argv, rank_environment
+from tests.cluster.local_launch import launch, read_until_exit
 
 pytestmark = pytest.mark.mpi
 
@@ -160,22 +160,6 @@ SLEEPER = (
 )
 
 
-def launch(driver: LocalCluster, run: RunSpec) -> LocalExecution:
-    argv = driver_argv(driver, run, driver.prepare(run))
-    return driver.launch(run, argv, rank_environment(run, "http://127.0.0.1:9", "tok"))
-
-
-def wait_exit(execution: LocalExecution, timeout: float = 60) -> tuple[int, list]:
-    lines = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        lines += execution.read(0.2)
-        code = execution.poll()
-        if code is not None:
-            return code, lines
-    raise AssertionError("mpirun did not exit")
-
-
 def custom(run_id: int, seconds: float, code: int = 0) -> RunSpec:
     return RunSpec(
         id=run_id,
@@ -193,7 +177,7 @@ def test_finished_or_failed_launches_leave_nothing_behind(home, code):
     execution = launch(driver, run)
     assert execution.record["network"]["slots"], execution.record
     assert left_behind(home)
-    exit_code, lines = wait_exit(execution)
+    exit_code, lines = read_until_exit(execution)
     assert exit_code == code
     hosts = {line.text for line in lines if line.text.startswith("slot")}
     tag = network.home_tag(home)
@@ -213,7 +197,7 @@ def test_a_cancelled_run_leaves_nothing_behind(home):
     # As the API does: a fresh driver object, the run as stored.
     LocalCluster().cancel(RunSpec(id=22, launch=dict(execution.record)))
     assert left_behind(home) == []
-    assert wait_exit(execution, 15)[0] != 0
+    assert read_until_exit(execution, 15)[0] != 0
 
 
 def test_a_restarted_master_keeps_an_active_runs_slots_and_removes_the_rest(home):
@@ -239,7 +223,7 @@ def test_the_reference_worker_trains_across_slots_with_gloo(home):
     argv = driver_argv(driver, run, driver.prepare(run))
     argv += ["--train-images", "256", "--test-images", "128", "--batch-size", "64"]
     execution = driver.launch(run, argv, rank_environment(run, "", "tok"))
-    code, lines = wait_exit(execution, timeout=240)
+    code, lines = read_until_exit(execution, timeout=240)
     text = "\n".join(line.text for line in lines)
     assert code == 0, text[-3000:]
     assert "gloo (2 ranks)" in text or "backend gloo" in text

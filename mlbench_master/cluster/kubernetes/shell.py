@@ -6,7 +6,7 @@ one place, so tests can read exactly what a pod is asked to do.
 
 from __future__ import annotations
 
-import shlex
+from mlbench_master.cluster import shaping
 
 # The interface that carries the pod's traffic (eth0 on every CNI we know; asked, not assumed).
 _DEVICE = "dev=$(ip -o route show default | awk '{print $5; exit}'); dev=${dev:-eth0}"
@@ -30,9 +30,7 @@ def limit_bandwidth(
 ) -> list[str]:
     """Shape this pod's egress to `mbit` mbit/s, except traffic to `unlimited_ips` (the master).
 
-    An HTB root qdisc: class 1:20 (the default) is capped, class 1:10 is not; a u32 filter
-    sends packets for each master address to 1:10. A `latency_ms` adds a netem delay under
-    1:20 (the same shape as the local cluster's slots, cluster/local/network.py).
+    The rule is cluster/shaping.py's, which the local cluster's slots use too.
     """
     if mbit <= 0:
         raise ValueError("bandwidth must be positive")
@@ -40,20 +38,8 @@ def limit_bandwidth(
         "set -e",
         _DEVICE,
         'tc qdisc del dev "$dev" root 2>/dev/null || true',
-        'tc qdisc add dev "$dev" root handle 1: htb default 20',
-        'tc class add dev "$dev" parent 1: classid 1:10 htb rate 100gbit',
-        f'tc class add dev "$dev" parent 1: classid 1:20 htb rate {mbit}mbit ceil {mbit}mbit',
+        *shaping.tc_lines('"$dev"', mbit, latency_ms, unlimited_ips),
     ]
-    if latency_ms:
-        lines.append(
-            f'tc qdisc add dev "$dev" parent 1:20 handle 20: netem delay {float(latency_ms):g}ms '
-            "limit 100000"
-        )
-    for ip in unlimited_ips:
-        lines.append(
-            'tc filter add dev "$dev" parent 1: protocol ip prio 1 u32 '
-            f"match ip dst {shlex.quote(ip)}/32 flowid 1:10"
-        )
     return sh("\n".join(lines))
 
 

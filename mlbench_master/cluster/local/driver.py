@@ -155,8 +155,7 @@ class LocalCluster(ClusterDriver):
                 + ": delete that run (mlbench delete RUN) and try again"
             )
         find_mpirun()
-        hosts, self._notes = slots.open_slots(self.home, run, setting("MLBENCH_MASTER_URL") or "")
-        return hosts
+        return slots.open_slots(self.home, run, setting("MLBENCH_MASTER_URL") or "")
 
     @property
     def launch_agent(self) -> str | None:  # type: ignore[override]
@@ -201,8 +200,7 @@ class LocalCluster(ClusterDriver):
             "argv": argv,
         }
         (directory / "launch.json").write_text(json.dumps(info))
-        notes = getattr(self, "_notes", None) or slots.plan(run)
-        return LocalExecution(info, popen=popen, notes=notes)
+        return LocalExecution(info, popen=popen, notes=slots.launch_notes(self.home, run))
 
     def attach(self, run: RunSpec) -> Execution:
         info = run.launch.get("local")

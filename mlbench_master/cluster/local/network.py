@@ -4,10 +4,10 @@ Why: on one machine every rank would otherwise talk to the others through loopba
 memory, so a run's `max_bandwidth` and `latency` could not be measured at all. In a
 namespace of its own each slot has its own address and its own link (a veth pair to a
 bridge), and MPI and gloo traffic between slots crosses those links over TCP, as between
-pods. The link's egress is shaped with `tc` inside the slot: an HTB class at the run's rate
-(`max_bandwidth` Mbit/s), and, for a `latency`, a delay qdisc under it (netem, where the
-kernel has it; see `latency_support`). Traffic to the gateway (the launcher's control
-connections) is spared, like the master is spared on Kubernetes.
+pods. The link's egress is shaped with `tc` inside the slot by the rule both drivers use
+(cluster/shaping.py): the run's rate, and for a `latency` a netem delay where the kernel has
+one (`latency_support`). Traffic to the gateway (the launcher's control connections) is
+spared, like the master is spared on Kubernetes.
 
 Everything is named after the master's home (`mlb-<tag>-<slot>` namespaces, `mlb<tag>`
 bridge and `mlb<tag>h<slot>` host ends), so two masters on one machine never touch each
@@ -21,6 +21,7 @@ resolves every other slot's name (rank 0's address for gloo's rendezvous).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import ipaddress
 import json
@@ -31,6 +32,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlbench_master.cluster import shaping
 from mlbench_master.cluster.base import ClusterError
 
 BENCHMARK_RANGE = ipaddress.ip_network("198.18.0.0/15")  # RFC 2544
@@ -38,9 +40,6 @@ FIRST_HOST = 10  # slot i has address .(10 + i); .1 is the bridge (gateway)
 MAX_SLOTS = 240
 NETNS_ETC = Path("/etc/netns")
 CAP_NET_ADMIN = 12
-# HTB's quantum (bytes a class may send per round): set explicitly, since the default
-# (rate / 10) is out of HTB's range at the rates a run asks for and only earns a warning.
-QUANTUM = 60000
 
 
 @dataclass(frozen=True)
@@ -102,10 +101,12 @@ def _has_net_admin() -> bool:
     return False
 
 
+@functools.cache
 def latency_support() -> str | None:
     """Why a latency cannot be applied here (the kernel has no netem qdisc), or None.
 
-    Asked of the kernel itself: a throwaway namespace gets a netem qdisc on its loopback.
+    Asked of the kernel itself, once per process (the kernel does not change under it): a
+    throwaway namespace gets a netem qdisc on its loopback.
     """
     probe = f"mlb-probe-{os.getpid()}"
     if _run(["ip", "netns", "add", probe], "a probe namespace", check=False).returncode:
@@ -234,93 +235,8 @@ def _build(layout: Layout, mbit: int | None, latency_ms: float | None, spared: l
         _run(["ip", "-n", ns, "link", "set", "lo", "up"], f"starting {ns}'s loopback")
         _run(["ip", "-n", ns, "route", "add", "default", "via", layout.gateway], "a route")
         if mbit or latency_ms:
-            for argv in shape_commands(mbit, latency_ms, [layout.gateway, *spared]):
-                _run(_ns(ns, *argv), f"shaping {ns}'s link")
-
-
-def shape_commands(
-    mbit: int | None, latency_ms: float | None, spared: list[str]
-) -> list[list[str]]:
-    """The `tc` commands that shape a slot's eth0: class 1:20 (the default) at `mbit` with
-    `latency_ms` of delay, class 1:10 unlimited for the `spared` addresses."""
-    rate = f"{int(mbit)}mbit" if mbit else "100gbit"
-    dev = ["dev", "eth0"]
-    commands = [
-        ["tc", "qdisc", "add", *dev, "root", "handle", "1:", "htb", "default", "20"],
-        [
-            "tc",
-            "class",
-            "add",
-            *dev,
-            "parent",
-            "1:",
-            "classid",
-            "1:10",
-            "htb",
-            "rate",
-            "100gbit",
-            "quantum",
-            str(QUANTUM),
-        ],
-        [
-            "tc",
-            "class",
-            "add",
-            *dev,
-            "parent",
-            "1:",
-            "classid",
-            "1:20",
-            "htb",
-            "rate",
-            rate,
-            "ceil",
-            rate,
-            "quantum",
-            str(QUANTUM),
-        ],
-    ]
-    if latency_ms:
-        commands.append(
-            [
-                "tc",
-                "qdisc",
-                "add",
-                *dev,
-                "parent",
-                "1:20",
-                "handle",
-                "20:",
-                "netem",
-                "delay",
-                f"{latency_ms:g}ms",
-                "limit",
-                "100000",
-            ]
-        )
-    for ip in spared:
-        commands.append(
-            [
-                "tc",
-                "filter",
-                "add",
-                *dev,
-                "parent",
-                "1:",
-                "protocol",
-                "ip",
-                "prio",
-                "1",
-                "u32",
-                "match",
-                "ip",
-                "dst",
-                f"{ip}/32",
-                "flowid",
-                "1:10",
-            ]
-        )
-    return commands
+            for line in shaping.tc_lines("eth0", mbit, latency_ms, [layout.gateway, *spared]):
+                _run(_ns(ns, *line.split()), f"shaping {ns}'s link")
 
 
 def remove(home: Path) -> list[str]:

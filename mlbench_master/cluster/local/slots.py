@@ -98,21 +98,35 @@ def plan(run: RunSpec) -> dict[str, Any]:
         latency["applied"] = delay_missing is None
         if delay_missing:
             latency["why"] = delay_missing
-    notes = {"max_bandwidth": bandwidth, "latency": latency}
+    return {"max_bandwidth": bandwidth, "latency": latency}
+
+
+def launch_notes(home: Path, run: RunSpec) -> dict[str, Any]:
+    """The plan of `run`'s network, and the slots `open_slots` made for it (the launch
+    record's notes)."""
+    notes = plan(run)
+    record = read_record(home)
+    if record and record.get("run_id") == str(run.id):
+        notes["network"] = {"subnet": record["subnet"], "slots": record["addresses"]}
     return notes
 
 
-def open_slots(home: Path, run: RunSpec, master_url: str) -> tuple[list[str], dict[str, Any]]:
-    """Make `run`'s slots; (mpirun hosts, notes). No hosts when the run shares the machine's
-    network (the notes say why)."""
+def open_slots(home: Path, run: RunSpec, master_url: str) -> list[str]:
+    """Make `run`'s slots; the mpirun hosts. None when the run shares the machine's network
+    (`plan` says why)."""
     notes = plan(run)
     if not notes["max_bandwidth"]["applied"]:
-        return [], notes
+        return []
     delay = run.latency_ms if notes["latency"]["applied"] else None
     layout = network.create(home, run.num_workers, run.max_bandwidth, delay)
     try:
         namespaces = [layout.namespace(i) for i in range(layout.slots)]
-        record: dict[str, Any] = {"run_id": str(run.id), **layout.record(), "hosts": namespaces}
+        record: dict[str, Any] = {
+            "run_id": str(run.id),
+            **layout.record(),
+            "hosts": namespaces,
+            "addresses": {ns: layout.address(i) for i, ns in enumerate(namespaces)},
+        }
         _folder(home).mkdir(parents=True, exist_ok=True)
         agent_path(home).write_text(AGENT.replace("{tag}", layout.tag))
         target = urlsplit(master_url)
@@ -123,11 +137,7 @@ def open_slots(home: Path, run: RunSpec, master_url: str) -> tuple[list[str], di
     except BaseException:
         close_slots(home)
         raise
-    notes["network"] = {
-        "subnet": str(layout.subnet),
-        "slots": {ns: layout.address(i) for i, ns in enumerate(namespaces)},
-    }
-    return namespaces, notes
+    return namespaces
 
 
 def _start_relay(home: Path, run: RunSpec, namespaces: list[str], target: Any) -> dict | None:
