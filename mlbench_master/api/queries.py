@@ -15,6 +15,7 @@ buckets from the points, in SQL that PostgreSQL and SQLite both run.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -206,26 +207,40 @@ def iso(value: dt.datetime | str) -> str:
 _ZERO = dt.timedelta(0)
 
 
-def _rows(query: SeriesQuery) -> list[tuple]:
+def _rows(query: SeriesQuery, with_details: bool = False) -> list[tuple]:
     if query.uses_rollup:
         return _rollup_rows(query)
-    sql, params = query.sql()
+    sql, params = query.sql(with_details=with_details)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
 
 
-def series(query: SeriesQuery) -> dict[str, dict[str, list[dict]]]:
-    """{owner: {metric name: [{"date", "value"}, ...]}} for the query."""
+def _decode(metadata: object) -> object:
+    """A point's metadata as the database hands it back (JSON text) -> the JSON value."""
+    return json.loads(metadata) if isinstance(metadata, (str, bytes)) else metadata
+
+
+def series(query: SeriesQuery, details: bool = False) -> dict[str, dict[str, list[dict]]]:
+    """{owner: {metric name: [{"date", "value"}, ...]}} for the query; with `details`,
+    every point also carries its "cumulative" flag and its "metadata" (the stored JSON,
+    decoded). Summarized points are averages of several points: they have no details, so
+    `details` needs a query without `summarize` (the view answers 400 otherwise)."""
+    if details and query.summarize:
+        raise ValueError("details are not available for summarized points")
     out: dict[str, dict[str, list[dict]]] = {}
     current_key = None
     points: list[dict] = []
-    for owner, name, date, value in _rows(query):
+    for row in _rows(query, with_details=details):
+        owner, name, date, value = row[:4]
         key = (owner, name)
         if key != current_key:
             points = out.setdefault(str(owner), {}).setdefault(name, [])
             current_key = key
-        points.append({"date": iso(date), "value": value})
+        point = {"date": iso(date), "value": value}
+        if details:
+            point.update(cumulative=bool(row[4]), metadata=_decode(row[5]))
+        points.append(point)
     return out
 
 

@@ -80,6 +80,13 @@ P_LAST_N = OpenApiParameter("last_n", int, description="only the last N points o
 P_FILTER = OpenApiParameter(
     "metric_filter", str, description="comma-separated metric names to return (default: all)"
 )
+P_DETAILS = OpenApiParameter(
+    "details",
+    bool,
+    description="1/true/yes: every point also carries `cumulative` and `metadata` (the JSON "
+    "it was posted with, or null); 0/false/no (default): `date` and `value` only. Not with "
+    "`summarize` (an average of several points has no metadata): 400",
+)
 P_FORMAT = OpenApiParameter(
     "format",
     str,
@@ -97,10 +104,38 @@ SERIES_SCHEMA = {
             "properties": {
                 "date": {"type": "string", "format": "date-time"},
                 "value": {"type": "number", "format": "double"},
+                "cumulative": {"type": "boolean", "description": "with details=1 only"},
+                "metadata": {
+                    "nullable": True,
+                    "description": "with details=1 only: the point's metadata as posted",
+                },
             },
+            "required": ["date", "value"],
         },
     },
 }
+
+_TRUE, _FALSE = ("1", "true", "yes"), ("0", "false", "no")
+
+
+def _details(request: Request) -> bool:
+    """The `details` flag (1/true/yes, 0/false/no; default off), refused with `summarize`."""
+    q = request.query_params
+    raw = q.get("details")
+    if raw in (None, ""):
+        return False
+    flag = raw.strip().lower()
+    if flag not in _TRUE + _FALSE:
+        raise invalid("details", f"{raw[:20]!r} is not one of 1, true, yes, 0, false, no")
+    on = flag in _TRUE
+    if on and q.get("summarize") not in (None, ""):
+        raise invalid(
+            "details",
+            "details=1 cannot be combined with summarize: a summarized point is the average "
+            "of several points and has no cumulative flag or metadata of its own; drop one "
+            "of the two (use last_n or since to get fewer detailed points)",
+        )
+    return on
 
 
 def _series_query(request: Request, owner: str, key: str | int | None) -> SeriesQuery:
@@ -139,18 +174,20 @@ class MetricList(APIView):
     @extend_schema(
         operation_id="metrics_list",
         summary="Metrics of every pod (or, with metric_type=run, every run)",
-        parameters=[P_SINCE, P_TYPE, P_SUMMARIZE, P_LAST_N, P_FILTER],
+        parameters=[P_SINCE, P_TYPE, P_SUMMARIZE, P_LAST_N, P_FILTER, P_DETAILS],
         responses={
             200: OpenApiResponse(
                 {"type": "object", "additionalProperties": SERIES_SCHEMA},
-                description="{pod name or run id: {metric name: [{date, value}, ...]}}",
+                description="{pod name or run id: {metric name: [{date, value}, ...]}} "
+                "(with details=1: [{date, value, cumulative, metadata}, ...])",
             ),
             **READ_ERRORS,
         },
     )
     def get(self, request: Request) -> Response:
         owner = params.choice(request.query_params, "metric_type", ("pod", "run"), "pod")
-        return Response(series(_series_query(request, owner, None)))
+        query = _series_query(request, owner, None)
+        return Response(series(query, details=_details(request)))
 
     @extend_schema(
         summary="Store one metric point, or a list of up to 10,000 (a run's worker token "
@@ -213,11 +250,14 @@ class MetricDetail(APIView):
             P_SUMMARIZE,
             P_LAST_N,
             P_FILTER,
+            P_DETAILS,
             P_FORMAT,
         ],
         responses={
             (200, "application/json"): OpenApiResponse(
-                SERIES_SCHEMA, description="{metric name: [{date, value}, ...]}"
+                SERIES_SCHEMA,
+                description="{metric name: [{date, value}, ...]} (with details=1: "
+                "[{date, value, cumulative, metadata}, ...])",
             ),
             (200, "application/zip"): OpenApiResponse(
                 OpenApiTypes.BINARY, description="with format=zip"
@@ -236,9 +276,10 @@ class MetricDetail(APIView):
                 raise invalid("pod_name_or_run_id", f"{key[:40]!r} is not a run id (an integer)")
             run = get_object_or_404(Run, pk=int(key))
         query = _series_query(request, owner, run.pk if run else key)
-        if fmt == "zip":
+        details = _details(request)
+        if fmt == "zip":  # its files carry the details anyway (unless summarized)
             return zip_response(query, run)
-        return Response(series(query).get(str(query.key), {}))
+        return Response(series(query, details=details).get(str(query.key), {}))
 
 
 class RunList(APIView):

@@ -3,6 +3,7 @@
 import datetime as dt
 
 import pytest
+from django.db.models import JSONField, Value
 
 from mlbench_master.api.models import Metric
 
@@ -196,3 +197,109 @@ def test_last_n_with_since_for_a_pod_and_in_a_zip(api, run):
     r = api.get(f"/api/metrics/{run.pk}/", {"metric_type": "run", "format": "zip", "last_n": 2})
     z = zipfile.ZipFile(io.BytesIO(b"".join(r.streaming_content)))
     assert [p["value"] for p in json.loads(z.read("metrics/loss.json"))] == [18.0, 19.0]
+
+
+def _detailed_points(run=None, pod=None, name="busbw_mbps"):
+    """Points as the communication benchmark posts them: the cell in the metadata."""
+    Metric.objects.bulk_create(
+        [
+            Metric(run=run, pod_name=pod, name=name, value=10.5, date=T0,
+                   metadata={"op": "allreduce", "backend": "gloo", "size": 1024, "best": 12.0}),
+            Metric(run=run, pod_name=pod, name=name, value=20.25, date=T0 + dt.timedelta(seconds=1),
+                   cumulative=True, metadata={}),
+            Metric(run=run, pod_name=pod, name=name, value=30.0, date=T0 + dt.timedelta(seconds=2),
+                   metadata=Value(None, JSONField())),  # JSON null
+        ]
+    )  # fmt: skip
+
+
+DETAILED = [
+    {"date": "2018-08-03T09:21:29.347960Z", "value": 10.5, "cumulative": False,
+     "metadata": {"op": "allreduce", "backend": "gloo", "size": 1024, "best": 12.0}},
+    {"date": "2018-08-03T09:21:30.347960Z", "value": 20.25, "cumulative": True, "metadata": {}},
+    {"date": "2018-08-03T09:21:31.347960Z", "value": 30.0, "cumulative": False, "metadata": None},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("flag", ["1", "true", "yes", "True", "YES"])
+def test_details_adds_cumulative_and_metadata(api, run, flag):
+    _detailed_points(run=run)
+    r = api.get(f"/api/metrics/{run.pk}/", {"metric_type": "run", "details": flag})
+    assert r.status_code == 200, r.json()
+    assert r.json() == {"busbw_mbps": DETAILED}
+
+
+def test_details_with_last_n_since_and_filter(api, run):
+    _detailed_points(run=run)
+    _detailed_points(run=run, name="latency_us")
+    url = f"/api/metrics/{run.pk}/"
+    body = api.get(url, {"metric_type": "run", "details": 1, "last_n": 2}).json()
+    assert body == {"busbw_mbps": DETAILED[1:], "latency_us": DETAILED[1:]}
+    query = {"metric_type": "run", "details": 1, "since": "2018-08-03T09:21:30Z",
+             "metric_filter": "latency_us"}  # fmt: skip
+    assert api.get(url, query).json() == {"latency_us": DETAILED[1:]}
+
+
+def test_details_for_pods_and_the_list_endpoint(api, run):
+    _detailed_points(pod="w-0", name="cpu_cores")
+    _detailed_points(run=run)
+    assert api.get("/api/metrics/w-0/?details=1").json() == {"cpu_cores": DETAILED}
+    assert api.get("/api/metrics/?details=1").json() == {"w-0": {"cpu_cores": DETAILED}}
+    every = api.get("/api/metrics/?metric_type=run&details=yes").json()
+    assert every == {str(run.pk): {"busbw_mbps": DETAILED}}
+
+
+@pytest.mark.parametrize("flag", [None, "", "0", "false", "no", "No"])
+def test_without_details_the_answer_is_as_before(api, run, flag):
+    _detailed_points(run=run)
+    _detailed_points(pod="w-0", name="cpu_cores")
+    query = {"metric_type": "run"} if flag is None else {"metric_type": "run", "details": flag}
+    r = api.get(f"/api/metrics/{run.pk}/", query)
+    plain = [{"date": p["date"], "value": p["value"]} for p in DETAILED]
+    assert r.json() == {"busbw_mbps": plain}
+    # byte for byte: the same JSON text as a request that does not name the parameter
+    assert r.content == api.get(f"/api/metrics/{run.pk}/?metric_type=run").content
+    assert r.content == (
+        b'{"busbw_mbps":[{"date":"2018-08-03T09:21:29.347960Z","value":10.5},'
+        b'{"date":"2018-08-03T09:21:30.347960Z","value":20.25},'
+        b'{"date":"2018-08-03T09:21:31.347960Z","value":30.0}]}'
+    )
+    listed = api.get("/api/metrics/", {} if flag is None else {"details": flag}).json()
+    assert listed == {"w-0": {"cpu_cores": plain}}
+
+
+@pytest.mark.parametrize("flag", ["2", "on", "y", "maybe", "truee", "-1"])
+def test_a_bad_details_value_is_400(api, run, flag):
+    for url in (f"/api/metrics/{run.pk}/?metric_type=run", "/api/metrics/?metric_type=run"):
+        r = api.get(url, {"details": flag})
+        assert r.status_code == 400, r.json()
+        assert list(r.json()["errors"]) == ["details"]
+        assert "1, true, yes, 0, false, no" in r.json()["detail"]
+
+
+def test_details_with_summarize_is_400(api, run):
+    _detailed_points(run=run)
+    for url in (f"/api/metrics/{run.pk}/", "/api/metrics/"):
+        r = api.get(url, {"metric_type": "run", "details": 1, "summarize": 2})
+        assert r.status_code == 400, r.json()
+        assert list(r.json()["errors"]) == ["details"]
+        assert "summarize" in r.json()["detail"]
+    # details off with summarize is the plain summary; a bad summarize is named first
+    r = api.get(f"/api/metrics/{run.pk}/", {"metric_type": "run", "details": 0, "summarize": 2})
+    assert r.status_code == 200 and len(r.json()["busbw_mbps"]) == 2
+    r = api.get(f"/api/metrics/{run.pk}/", {"metric_type": "run", "details": 1, "summarize": 0})
+    assert r.status_code == 400 and "summarize" in r.json()["errors"]
+
+
+def test_details_in_a_zip_changes_nothing(api, run):
+    import io
+    import json
+    import zipfile
+
+    _detailed_points(run=run)
+    r = api.get(f"/api/metrics/{run.pk}/", {"metric_type": "run", "format": "zip", "details": 1})
+    assert r.status_code == 200
+    z = zipfile.ZipFile(io.BytesIO(b"".join(r.streaming_content)))
+    assert json.loads(z.read("metrics/busbw_mbps.json")) == DETAILED
+    r = api.get(f"/api/metrics/{run.pk}/", {"metric_type": "run", "format": "zip", "details": 2})
+    assert r.status_code == 400 and "details" in r.json()["errors"]

@@ -36,6 +36,13 @@ assert [p["value"] for p in got] == [13.0, 13.0], got
 since = t0 + dt.timedelta(seconds=7)
 got = series(SeriesQuery("run", run.pk, since=since))[str(run.pk)]["loss"]
 assert len(got) == 2, got
+Metric.objects.create(run=run, name="busbw_mbps", value=1.5, date=t0, cumulative=True,
+                      metadata={"op": "allreduce", "size": 1024})
+got = series(SeriesQuery("run", run.pk, names=["busbw_mbps"]), details=True)[str(run.pk)]
+assert got == {"busbw_mbps": [{"date": "2018-08-03T09:21:29.347960Z", "value": 1.5,
+               "cumulative": True, "metadata": {"op": "allreduce", "size": 1024}}]}, got
+got = series(SeriesQuery("run", run.pk, last_n=1), details=True)[str(run.pk)]["loss"]
+assert got[0]["metadata"] == {} and got[0]["cumulative"] is False, got
 print("ok")
 """
 

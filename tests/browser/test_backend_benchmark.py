@@ -82,8 +82,8 @@ def test_the_run_page_draws_bus_bandwidth_per_backend_and_collective(page):
     page.wait_for_function(
         f"Number(document.querySelector('#chart-busbw')?.dataset.points) === {CELLS}"
     )
-    # drawn from the stored points where the API gives their metadata, else from the summary
-    assert page.locator("#comm-card").get_attribute("data-source") in ("points", "summary")
+    # an ended run is drawn from its summary's results (a running one from its points, below)
+    assert page.locator("#comm-card").get_attribute("data-source") == "summary"
     drawn = _series(page, "chart-busbw")
     assert sorted(drawn["labels"]) == sorted(
         f"{b} {t}" for b in BACKENDS for t in ("all-reduce", "broadcast")
@@ -104,12 +104,8 @@ def test_the_run_page_draws_bus_bandwidth_per_backend_and_collective(page):
     assert_accessible(page)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="GET /api/metrics/<id>/ leaves metadata out of its JSON; the live curves need "
-    "the `details=1` addition asked of the lead (remove this mark with it)",
-)
 def test_a_run_still_measuring_draws_from_its_points(page):
+    """No summary yet: the curves come from the points and their metadata (details=1)."""
     from mlbench_master.api.models import Run
 
     run = comm_run("measuring", 1000)

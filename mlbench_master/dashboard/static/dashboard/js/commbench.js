@@ -4,12 +4,13 @@
 //
 // Why a module of its own: a measurement run has no clock, epochs or accuracy. Its worker
 // posts three points per cell (latency_us, busbw_mbps, algbw_mbps), each valued by the
-// median repeat with the cell in its metadata (op, backend, size, repeats, capped, best), so
-// the curves are read from the stored points: they grow while the run measures, and a run
-// stopped by its time budget shows what it measured. Points are fetched whole (a sweep is a
-// few hundred points) and with their metadata (`details=1`): a downsampled series, or one
-// without metadata, could not be placed. A master whose metrics endpoint leaves metadata out
-// still gets the curves of a run that has ended, from the results table of its summary.
+// median repeat with the cell in its metadata (op, backend, size, repeats, capped, best).
+// A run that has posted its summary is drawn from the summary's results table (the same
+// cells, the run's final word, no extra request); until then the curves are read from the
+// stored points, so they grow while the run measures, and a run that died before its summary
+// still shows what it measured. Points are fetched whole (a sweep is a few hundred points)
+// and with their metadata (`details=1`): a downsampled series, or one without metadata,
+// could not be placed.
 
 import { api } from "./api.js";
 import { bytes, el, num } from "./format.js";
@@ -59,13 +60,14 @@ export function cellsFromRows(rows) {
   }));
 }
 
-// {cells, source}: from the run's points ("points"), else from its summary ("summary").
+// {cells, source}: from the run's summary once it has one ("summary"), else from its points
+// ("points"; "" while there are none yet).
 export async function fetchCells(run) {
+  const rows = run.summary?.results;
+  if (Array.isArray(rows) && rows.length) return { cells: cellsFromRows(rows), source: "summary" };
   const params = { metric_type: "run", metric_filter: COMM_METRICS.join(","), details: 1 };
   const cells = cellsFrom(await api(`/api/metrics/${encodeURIComponent(run.id)}/`, { params }));
-  if (cells.length) return { cells, source: "points" };
-  const rows = run.summary?.results;
-  return Array.isArray(rows) && rows.length ? { cells: cellsFromRows(rows), source: "summary" } : { cells: [], source: "" };
+  return { cells, source: cells.length ? "points" : "" };
 }
 
 // One series per (backend, collective) of bus bandwidth against size; `prefix` names the run
