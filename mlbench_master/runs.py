@@ -404,6 +404,8 @@ def delete_run(run: Run, by: str) -> None:
 
 
 def _transition(run: Run, allowed: tuple[str, ...], **changes: Any) -> bool:
+    if "reason" in changes:  # from output or an exception: PostgreSQL text holds no NUL
+        changes["reason"] = str(changes["reason"]).replace("\x00", "")
     moved = Run.objects.filter(pk=run.pk, state__in=allowed).update(**changes) == 1
     run.refresh_from_db()
     return moved

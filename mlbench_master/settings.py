@@ -233,10 +233,10 @@ MLBENCH_RUN_TOKEN_GRACE = _env_int("MLBENCH_RUN_TOKEN_GRACE", 600)
 # GET /api/pods/ asks the cluster driver again when the stored list is older (0: never).
 MLBENCH_PODS_REFRESH_SECONDS = _env_int("MLBENCH_PODS_REFRESH_SECONDS", 10)
 MLBENCH_LOCAL_WORKERS = _env_int("MLBENCH_LOCAL_WORKERS", os.cpu_count() or 1)
-# auto: each local worker slot is a host of its own (a network namespace with shaped links)
-# when the master may create them; namespaces: required; off (default for now, see
-# cluster/local/slots.py): every rank on this machine's own network.
-MLBENCH_LOCAL_NETWORK = os.environ.get("MLBENCH_LOCAL_NETWORK", "off")
+# auto (default): each local worker slot is a host of its own (a network namespace with
+# shaped links) when the master may create them; namespaces: required; off: every rank on
+# this machine's own network (cluster/local/slots.py).
+MLBENCH_LOCAL_NETWORK = os.environ.get("MLBENCH_LOCAL_NETWORK", "auto")
 MLBENCH_MASTER_URL = os.environ.get("MLBENCH_MASTER_URL", "http://127.0.0.1:8000")
 MLBENCH_DATA_DIR = Path(os.environ.get("MLBENCH_DATA_DIR", MLBENCH_HOME / "datasets"))
 # Kubernetes driver: no defaults on purpose (never "default"): the chart sets both, and the

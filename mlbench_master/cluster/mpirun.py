@@ -141,8 +141,12 @@ def rank_environment(run: RunSpec, master_url: str, token: str) -> dict[str, str
 
 
 def parse_line(line: str, stream: str = "stdout") -> OutputLine:
-    """Attribute one line of mpirun output; untagged lines come from mpirun itself."""
-    line = line.rstrip("\r\n")
+    """Attribute one line of mpirun output; untagged lines come from mpirun itself.
+
+    NUL characters are dropped: the output is text, and PostgreSQL text cannot hold them
+    (Open MPI's abort message, forwarded by a remote daemon, ends with one).
+    """
+    line = line.rstrip("\r\n").replace("\x00", "")
     match = _TAG.match(line)
     if match:
         return OutputLine(int(match["rank"]), match["stream"], match["text"])

@@ -33,6 +33,13 @@ def test_failed_with_reason(make_run):
     assert run.reason == "time limit of 60 s reached" and run.finished_at
 
 
+def test_a_reason_with_nul_characters_is_stored_without_them(make_run):
+    """PostgreSQL text holds no NUL; a reason made of output lines can carry one."""
+    run = make_run(state=Run.STARTED)
+    assert runs.mark_failed(run, "rank 1 exited\n[rank 0] \x00\n", exit_code=137)
+    assert Run.objects.get(pk=run.pk).reason == "rank 1 exited\n[rank 0] \n"
+
+
 def test_cancel_then_late_failure_keeps_cancelled(make_run):
     run = make_run(state=Run.STARTED)
     assert runs.cancel_run(run)
@@ -180,9 +187,10 @@ def test_collector_reconciles_a_started_run_whose_job_died(make_run, redis_setti
 def test_manifest_says_whether_the_local_cluster_limits_bandwidth(db, redis_settings, settings):
     from mlbench_master.cluster.local import network
 
+    settings.MLBENCH_LOCAL_NETWORK = "off"
     run = runs.create_run({"name": "bw", "num_workers": 1, "max_bandwidth": 100})
     assert "MLBENCH_LOCAL_NETWORK=off" in run.manifest["not_applied"]["max_bandwidth"]
-    settings.MLBENCH_LOCAL_NETWORK = "auto"
+    del settings.MLBENCH_LOCAL_NETWORK  # the default: auto
     run.delete()
     run = runs.create_run({"name": "bw", "num_workers": 1, "max_bandwidth": 100})
     missing = network.missing_capability()

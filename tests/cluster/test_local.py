@@ -10,7 +10,7 @@ import pytest
 
 from mlbench_master.cluster.base import CannotAttach, ClusterError, RunSpec
 from mlbench_master.cluster.failures import failure_reason
-from mlbench_master.cluster.local import LocalCluster, launch_processes, slots
+from mlbench_master.cluster.local import LocalCluster, launch_processes, network, slots
 from tests.cluster.local_launch import launch, read_until_exit
 
 pytestmark = pytest.mark.mpi
@@ -97,10 +97,10 @@ def test_launch_streams_attributed_output_and_exit_code(driver):
         (1, "stderr"),
     }
     assert execution.record["local"]["sid"] > 0
-    # Slots as hosts are opt-in (MLBENCH_LOCAL_NETWORK; tests/cluster/test_slots.py).
+    # Slots as hosts are the default where the master may make them (test_slots.py).
     note = execution.record["max_bandwidth"]
-    assert note["requested_mbit_s"] == 1000 and note["applied"] is False
-    assert note["why"].startswith("MLBENCH_LOCAL_NETWORK=off")
+    assert note["requested_mbit_s"] == 1000
+    assert note["applied"] is (network.missing_capability() is None), note
     assert not driver.is_running(stored(run, execution))
 
 

@@ -146,6 +146,12 @@ def test_a_command_with_rank_reads_it_from_mpirun(tmp_path):
             "prterun noticed that process rank 1 ...",
             OutputLine(None, "stderr", "prterun noticed that process rank 1 ..."),
         ),
+        # Open MPI's abort message ends in a NUL when a remote daemon forwards it: dropped
+        ("[1,0]<stderr>:\x00", OutputLine(0, "stderr", "")),
+        (
+            "[1,0]<stderr>: MPI_ABORT\x00 was invoked",
+            OutputLine(0, "stderr", "MPI_ABORT was invoked"),
+        ),
     ],
 )
 def test_parse_line(line, expected):

@@ -7,12 +7,10 @@ ends (LocalExecution.kill, which the job calls at every end), on cancel, and
 them behind). The record (MLBENCH_HOME/local-cluster/network.json) names the run that owns
 the slots, so a restarted master keeps the network of a run it re-attaches to.
 
-MLBENCH_LOCAL_NETWORK decides: "auto" (namespaces when the master may create them),
-"namespaces" (a run fails with the reason when it cannot), "off" (the default for now: every
-rank in the machine's own network, as before; the limits are recorded as not applied). Off
-by default because, in slots, a training rank killed mid-run is noticed by mpirun only after
-about a minute (a test run of the reference worker; a bare mpi4py loop fails within a
-second): until that is understood, a user opts in.
+MLBENCH_LOCAL_NETWORK decides: "auto" (the default: namespaces when the master may create
+them, else the machine's network with the limits recorded as not applied), "namespaces" (a
+run fails with the reason when it cannot), "off" (every rank in the machine's own network:
+loopback and shared memory, as on a single host).
 """
 
 from __future__ import annotations
@@ -52,7 +50,7 @@ exec ip netns exec "$host" unshare --uts sh -c 'hostname "$0" && exec sh -c "$1"
 
 
 def mode() -> str:
-    value = (setting("MLBENCH_LOCAL_NETWORK") or "off").strip().lower()
+    value = (setting("MLBENCH_LOCAL_NETWORK") or "auto").strip().lower()
     if value not in MODES:
         raise ClusterError(f"MLBENCH_LOCAL_NETWORK={value!r} is not one of {', '.join(MODES)}")
     return value
