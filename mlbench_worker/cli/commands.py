@@ -95,7 +95,11 @@ def network_line(run: dict[str, Any]) -> str:
         for name in ("max_bandwidth", "latency")
         if isinstance(note := notes.get(name), dict) and note.get("why") and not note.get("applied")
     ]
-    return asked + ("; " + "; ".join(missing) if missing else "; applied")
+    if missing:
+        return asked + "; " + "; ".join(missing)
+    latency = notes.get("latency")
+    by = latency.get("by") if isinstance(latency, dict) and latency.get("applied") else None
+    return asked + "; applied" + (f" (latency by {by})" if by else "")
 
 
 def resumed_line(run: dict[str, Any]) -> str:

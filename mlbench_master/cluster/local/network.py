@@ -6,8 +6,11 @@ namespace of its own each slot has its own address and its own link (a veth pair
 bridge), and MPI and gloo traffic between slots crosses those links over TCP, as between
 pods. The link's egress is shaped with `tc` inside the slot by the rule both drivers use
 (cluster/shaping.py): the run's rate, and for a `latency` a netem delay where the kernel has
-one (`latency_support`). Traffic to the gateway (the launcher's control connections) is
-spared, like the master is spared on Kubernetes.
+one. Where it has none, the slots reach each other through a TUN device each instead
+(`delay_line.DEVICE`, a /32 route per other slot), shaped by the same rule without netem,
+and the userspace delay line (delay_line.py) holds each packet for the latency. Traffic to
+the gateway (the launcher's control connections) is spared, like the master is spared on
+Kubernetes.
 
 Everything is named after the master's home (`mlb-<tag>-<slot>` namespaces, `mlb<tag>`
 bridge and `mlb<tag>h<slot>` host ends), so two masters on one machine never touch each
@@ -34,11 +37,13 @@ from pathlib import Path
 
 from mlbench_master.cluster import shaping
 from mlbench_master.cluster.base import ClusterError
+from mlbench_master.cluster.local import delay_line
 
 BENCHMARK_RANGE = ipaddress.ip_network("198.18.0.0/15")  # RFC 2544
 FIRST_HOST = 10  # slot i has address .(10 + i); .1 is the bridge (gateway)
 MAX_SLOTS = 240
 NETNS_ETC = Path("/etc/netns")
+TUN = Path("/dev/net/tun")
 CAP_NET_ADMIN = 12
 
 
@@ -49,6 +54,7 @@ class Layout:
     tag: str  # 6 hex digits of the master's home
     subnet: ipaddress.IPv4Network
     slots: int
+    delay_line: bool = False  # slots reach each other through delay_line.DEVICE
 
     @property
     def bridge(self) -> str:
@@ -73,7 +79,10 @@ class Layout:
         return "\n".join(lines) + "\n"
 
     def record(self) -> dict:
-        return {"tag": self.tag, "subnet": str(self.subnet), "slots": self.slots}
+        return {
+            "tag": self.tag, "subnet": str(self.subnet), "slots": self.slots,
+            "delay_line": self.delay_line,
+        }  # fmt: skip
 
 
 def home_tag(home: Path) -> str:
@@ -101,9 +110,23 @@ def _has_net_admin() -> bool:
     return False
 
 
-@functools.cache
 def latency_support() -> str | None:
-    """Why a latency cannot be applied here (the kernel has no netem qdisc), or None.
+    """Why a latency cannot be applied here, or None: by netem where the kernel has it,
+    else by the userspace delay line, which needs the TUN device."""
+    missing = netem_missing()
+    if missing is None or TUN.exists():
+        return None
+    return f"{missing}, and there is no {TUN} for the userspace delay line"
+
+
+def latency_method() -> str:
+    """How a latency is applied here (when `latency_support` allows one)."""
+    return "netem" if netem_missing() is None else "userspace delay line"
+
+
+@functools.cache
+def netem_missing() -> str | None:
+    """Why the kernel cannot delay packets with netem, or None when it can.
 
     Asked of the kernel itself, once per process (the kernel does not change under it): a
     throwaway namespace gets a netem qdisc on its loopback.
@@ -202,7 +225,8 @@ def create(
         raise ClusterError(f"a slot network has 1 to {MAX_SLOTS} slots, not {slots}")
     tag = home_tag(home)
     remove(home)
-    layout = Layout(tag, choose_subnet(tag, used_networks()), slots)
+    delayed = bool(latency_ms) and netem_missing() is not None
+    layout = Layout(tag, choose_subnet(tag, used_networks()), slots, delay_line=delayed)
     try:
         _build(layout, mbit, latency_ms, list(spared))
     except BaseException:
@@ -234,9 +258,26 @@ def _build(layout: Layout, mbit: int | None, latency_ms: float | None, spared: l
         _run(["ip", "-n", ns, "link", "set", "eth0", "up"], f"starting {ns}'s link")
         _run(["ip", "-n", ns, "link", "set", "lo", "up"], f"starting {ns}'s loopback")
         _run(["ip", "-n", ns, "route", "add", "default", "via", layout.gateway], "a route")
-        if mbit or latency_ms:
+        if layout.delay_line:
+            _join_delay_line(layout, slot, mbit)
+        elif mbit or latency_ms:
             for line in shaping.tc_lines("eth0", mbit, latency_ms, [layout.gateway, *spared]):
                 _run(_ns(ns, *line.split()), f"shaping {ns}'s link")
+
+
+def _join_delay_line(layout: Layout, slot: int, mbit: int | None) -> None:
+    """Route the other slots through the slot's TUN device, shaped to `mbit` (the delay
+    line, started with the relay, is the wire between the devices)."""
+    ns, dev = layout.namespace(slot), delay_line.DEVICE
+    _run(["ip", "-n", ns, "tuntap", "add", "dev", dev, "mode", "tun"], f"a TUN device in {ns}")
+    _run(["ip", "-n", ns, "link", "set", dev, "mtu", str(delay_line.MTU), "up"], "starting it")
+    for other in range(layout.slots):
+        if other != slot:
+            route = [f"{layout.address(other)}/32", "dev", dev, "src", layout.address(slot)]
+            _run(["ip", "-n", ns, "route", "add", *route], f"routing {ns} to its peers")
+    if mbit:
+        for line in shaping.tc_lines(dev, mbit, None, []):
+            _run(_ns(ns, *line.split()), f"shaping {ns}'s delay line")
 
 
 def remove(home: Path) -> list[str]:

@@ -14,8 +14,12 @@ changed), so the same process is also a small HTTP proxy on the slots' loopback
 (`--proxy-port`: CONNECT for https, absolute URLs for http), which the ranks get as
 http(s)_proxy: downloading a data set from inside a slot works as it does outside.
 
+For a latency on a kernel without netem the same process also runs the slots' userspace
+delay line (delay_line.py, `--delay-ms` with each slot's `--addresses`): it opens each
+slot's TUN device from inside the slot's namespace, as the sockets are opened.
+
 Run as `python -m mlbench_master.cluster.local.relay [--target HOST:PORT] --proxy-port P
---ready FILE NS...`;
+[--delay-ms MS --addresses A,B,...] --ready FILE NS...`;
 the driver starts it detached (it outlives a master restart with the ranks) and stops it
 with the slots' network. Python 3.11 has no os.setns, hence the one libc call.
 """
@@ -24,12 +28,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import ctypes
 import os
 import socket
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from mlbench_master.cluster.local import delay_line
 
 CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -41,24 +49,43 @@ def _setns(fd: int) -> None:
         raise OSError(err, f"setns: {os.strerror(err)}")
 
 
-def listen_in(namespace: str, host: str, port: int) -> socket.socket:
-    """A listening socket on host:port inside network namespace `namespace`."""
+@contextlib.contextmanager
+def inside(namespace: str) -> Iterator[None]:
+    """The calling thread in network namespace `namespace` for the block (what it opens
+    there stays there), then back in its own."""
     own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
     target = os.open(f"/run/netns/{namespace}", os.O_RDONLY)
     try:
         _setns(target)
         try:
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((host, port))
-            sock.listen(128)
-            sock.setblocking(False)
+            yield
         finally:
             _setns(own)
     finally:
         os.close(own)
         os.close(target)
+
+
+def listen_in(namespace: str, host: str, port: int) -> socket.socket:
+    """A listening socket on host:port inside network namespace `namespace`."""
+    with inside(namespace):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+        sock.setblocking(False)
     return sock
+
+
+def open_delay_line(
+    namespaces: list[str], addresses: list[str], delay_ms: float
+) -> delay_line.DelayLine:
+    """The delay line between the slots' TUN devices (each opened inside its slot)."""
+    devices = {}
+    for namespace, address in zip(namespaces, addresses, strict=True):
+        with inside(namespace):
+            devices[address] = delay_line.open_device()
+    return delay_line.DelayLine(devices, delay_ms / 1000.0)
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -128,8 +155,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", help="HOST:PORT of a master on loopback, to relay to")
     parser.add_argument("--proxy-port", type=int, required=True, help="the proxy's port")
     parser.add_argument("--ready", required=True, help="file written once every socket listens")
+    parser.add_argument("--delay-ms", type=float, help="run the slots' delay line with this delay")
+    parser.add_argument("--addresses", help="each slot's address, in the namespaces' order")
     parser.add_argument("namespaces", nargs="+")
     args = parser.parse_args(argv)
+    if args.delay_ms:
+        addresses = (args.addresses or "").split(",")
+        open_delay_line(args.namespaces, addresses, args.delay_ms).start()
     target = None
     relays = []
     if args.target:

@@ -96,6 +96,8 @@ def plan(run: RunSpec) -> dict[str, Any]:
         latency["applied"] = delay_missing is None
         if delay_missing:
             latency["why"] = delay_missing
+        else:
+            latency["by"] = network.latency_method()
     return {"max_bandwidth": bandwidth, "latency": latency}
 
 
@@ -128,7 +130,8 @@ def open_slots(home: Path, run: RunSpec, master_url: str) -> list[str]:
         _folder(home).mkdir(parents=True, exist_ok=True)
         agent_path(home).write_text(AGENT.replace("{tag}", layout.tag))
         target = urlsplit(master_url)
-        record["relay"] = _start_relay(home, run, namespaces, target)
+        delayed = [layout.address(i) for i in range(layout.slots)] if layout.delay_line else []
+        record["relay"] = _start_relay(home, run, namespaces, target, delay, delayed)
         tmp = _record_path(home).with_suffix(".tmp")
         tmp.write_text(json.dumps(record))
         tmp.replace(_record_path(home))
@@ -138,8 +141,12 @@ def open_slots(home: Path, run: RunSpec, master_url: str) -> list[str]:
     return namespaces
 
 
-def _start_relay(home: Path, run: RunSpec, namespaces: list[str], target: Any) -> dict | None:
-    """The relay that gives the slots the master (when it is on loopback) and a proxy out."""
+def _start_relay(
+    home: Path, run: RunSpec, namespaces: list[str], target: Any, delay_ms: float | None,
+    delayed: list[str],
+) -> dict | None:  # fmt: skip
+    """The relay that gives the slots the master (when it is on loopback) and a proxy out,
+    and runs their delay line when the slots have one (`delayed`: their addresses)."""
     host = target.hostname or "127.0.0.1"
     port = target.port or (443 if target.scheme == "https" else 80)
     ready = _folder(home) / "relay.ready"
@@ -147,6 +154,8 @@ def _start_relay(home: Path, run: RunSpec, namespaces: list[str], target: Any) -
     argv = [sys.executable, "-m", "mlbench_master.cluster.local.relay", "--ready", str(ready)]
     if host in LOOPBACK:
         argv += ["--target", f"{'127.0.0.1' if host == 'localhost' else host}:{port}"]
+    if delayed:
+        argv += ["--delay-ms", f"{float(delay_ms or 0):g}", "--addresses", ",".join(delayed)]
     argv += ["--proxy-port", str(PROXY_PORT), *namespaces]
     env = dict(os.environ)
     env[CLUSTER_MARK] = str(home)

@@ -174,6 +174,26 @@ function showMeasurementSummary(s) {
   ]);
 }
 
+// What the run's links were, in words: the launch record's notes (what was applied, and
+// how), else what the master planned when the run was created; null when neither says.
+const LINK_NOTES = [
+  ["max_bandwidth", "bandwidth", "requested_mbit_s", "Mbit/s"],
+  ["latency", "latency", "requested_ms", "ms each way"],
+];
+function networkText(run) {
+  const notes = { ...(run.manifest?.network || {}), ...(run.job_metadata || {}) };
+  const parts = [];
+  for (const [key, label, asked, unit] of LINK_NOTES) {
+    const note = notes[key];
+    if (!note || typeof note !== "object" || note[asked] === null || note[asked] === undefined) continue;
+    const how = note.applied ? `applied${note.by ? ` by ${note.by}` : ""}` : `not applied (${note.why || "no reason given"})`;
+    parts.push(`${label} ${note[asked]} ${unit}: ${how}`);
+  }
+  const slots = notes.network?.slots;
+  if (slots && typeof slots === "object") parts.push(`each worker a host of its own (${Object.values(slots).join(", ")})`);
+  return parts.length ? parts.join("; ") : null;
+}
+
 function showRun() {
   document.getElementById("run-name").textContent = run.name || `Run ${run.id}`;
   document.title = `${run.name || "Run " + run.id} · mlbench`;
@@ -183,6 +203,7 @@ function showRun() {
   kv(document.getElementById("run-config"), [
     ...CONFIG.filter(([k]) => k in run && !(run[k] === "" && k.startsWith("custom")) && !(measuring && TRAINING_ONLY.has(k))).map(([k, label]) => [label, k === "task" ? taskLabel() : run[k]]),
     ...(measuring ? [] : [["Dataset used", datasetBadge(run)]]),
+    ...(networkText(run) ? [["Network", networkText(run)]] : []),
   ]);
   const s = run.summary || {};
   if (measuring && Object.keys(s).length) showMeasurementSummary(s);
