@@ -7,7 +7,13 @@ through the slots' launch agent exactly as the local driver starts them:
    (mpi through mpi4py, gloo), against the rate itself (goal: at least 0.85 of it);
 2. images/s, exposed and total communication share of the reference worker (ResNet-20,
    synthetic CIFAR-10, 2 workers) at 10, 100 and 1,000 Mbit/s and unlimited (the slots with
-   no qdisc): the first local plot of the seed's network dimension.
+   no qdisc): the first local plot of the seed's network dimension;
+3. latency: the time of a small (4 KiB) all-reduce at 0, 5 and 20 ms each way (netem, or
+   the userspace delay line where the kernel has no netem), against the latency asked for,
+   and the reference worker at 100 Mbit/s with those latencies.
+
+The slots are opened as the local driver opens them (slots.open_slots: the network, the
+relay and, for a latency without netem, its delay line).
 
 Needs root (or CAP_NET_ADMIN); without it, it says so and measures nothing.
 Usage: python tests/benchmarks/bench_network.py [--quick]
@@ -28,6 +34,7 @@ sys.path.insert(0, str(REPO / "tests" / "benchmarks"))
 
 from common import MPIRUN, machine, mpi_env, write_results  # noqa: E402
 
+from mlbench_master.cluster.base import RunSpec  # noqa: E402
 from mlbench_master.cluster.local import network, slots  # noqa: E402
 
 BUSBW_GOAL = 0.85
@@ -57,10 +64,18 @@ def launcher(home: Path, hosts: list[str]) -> list[str]:
     ]  # fmt: skip
 
 
-def busbw(home: Path, mbit: int, backend: str, size: int, repeats: int) -> float:
-    """Bus bandwidth in Mbit/s: for 2 ranks, 2(n-1)/n x size / time = size / time."""
-    layout = network.create(home, 2, mbit, None)
-    hosts = [layout.namespace(i) for i in range(2)]
+def open_hosts(home: Path, mbit: int | None, latency_ms: float | None = None) -> list[str]:
+    """Two slots linked at `mbit` (None: unshaped) with `latency_ms` each way, as the
+    driver opens them; their host names."""
+    slots.close_slots(home)
+    run = RunSpec(id=1, num_workers=2, max_bandwidth=mbit, latency_ms=latency_ms)  # type: ignore[arg-type]
+    if latency_ms and not slots.plan(run)["latency"]["applied"]:
+        raise RuntimeError(f"a latency cannot be applied here: {slots.plan(run)['latency']}")
+    return slots.open_slots(home, run, "http://127.0.0.1:9")
+
+
+def allreduce_seconds(home: Path, hosts: list[str], backend: str, size: int, repeats: int) -> float:
+    """The best time of one all-reduce of `size` bytes between the two slots."""
     argv = launcher(home, hosts) + [
         sys.executable, "-c", ALLREDUCE, backend, str(size), str(repeats),
     ]  # fmt: skip
@@ -68,14 +83,19 @@ def busbw(home: Path, mbit: int, backend: str, size: int, repeats: int) -> float
     line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT")), None)
     if line is None:
         raise RuntimeError(done.stdout[-2000:] + done.stderr[-2000:])
-    return size * 8 / float(line.split()[1]) / 1e6
+    return float(line.split()[1])
 
 
-def train(home: Path, mbit: int | None, images: int) -> dict:
+def busbw(home: Path, mbit: int, backend: str, size: int, repeats: int) -> float:
+    """Bus bandwidth in Mbit/s: for 2 ranks, 2(n-1)/n x size / time = size / time."""
+    hosts = open_hosts(home, mbit)
+    return size * 8 / allreduce_seconds(home, hosts, backend, size, repeats) / 1e6
+
+
+def train(home: Path, mbit: int | None, images: int, latency_ms: float | None = None) -> dict:
     """The reference worker for one short epoch on the slots; its summary."""
-    layout = network.create(home, 2, mbit, None)
-    hosts = [layout.namespace(i) for i in range(2)]
-    metrics = home / f"metrics-{mbit}.jsonl"
+    hosts = open_hosts(home, mbit, latency_ms)
+    metrics = home / f"metrics-{mbit}-{latency_ms}.jsonl"
     argv = launcher(home, hosts) + [
         sys.executable, "-m", "mlbench_worker", "resnet20-cifar10", "--dataset", "synthetic",
         "--train-images", str(images), "--test-images", "200", "--max-epochs", "1",
@@ -118,6 +138,26 @@ def main() -> int:
             data["training"][str(mbit)] = s
             rows.append(
                 [f"ResNet-20, 2 workers, {mbit or 'unlimited'} Mbit/s",
+                 f"{s.get('images_per_sec') or 0:.0f} images/s",
+                 f"comm {100 * s.get('comm_share', 0):.1f} % exposed"
+                 + (f", {100 * s['comm_share_total']:.1f} % total" if "comm_share_total" in s
+                    else ""), ""]
+            )  # fmt: skip
+        data["latency"] = {"method": network.latency_method(), "allreduce": {}, "training": {}}
+        for ms in (0, 5, 20):
+            hosts = open_hosts(home, 1000, ms or None)
+            seconds = allreduce_seconds(home, hosts, "gloo", 4096, 5 if args.quick else 20)
+            data["latency"]["allreduce"][ms] = seconds
+            rows.append(
+                [f"all-reduce 4 KiB, gloo, {ms} ms each way ({network.latency_method()})",
+                 f"{1e3 * seconds:.2f} ms", f"{seconds / (ms / 1e3):.2f} of the latency"
+                 if ms else "", ">= 1 (one way at least)" if ms else ""]
+            )  # fmt: skip
+        for ms in (5, 20):
+            s = train(home, 100, images, ms)
+            data["latency"]["training"][ms] = s
+            rows.append(
+                [f"ResNet-20, 2 workers, 100 Mbit/s, {ms} ms each way",
                  f"{s.get('images_per_sec') or 0:.0f} images/s",
                  f"comm {100 * s.get('comm_share', 0):.1f} % exposed"
                  + (f", {100 * s['comm_share_total']:.1f} % total" if "comm_share_total" in s

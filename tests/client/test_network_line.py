@@ -18,7 +18,7 @@ def test_applied_limits_say_how_the_latency_was_made():
 
 
 def test_the_launch_record_overrides_the_plan_and_says_why_not():
-    why = "the master runs without root or CAP_NET_ADMIN"
+    why = "the master runs without root (CAP_NET_ADMIN and CAP_SYS_ADMIN)"
     run = {
         "max_bandwidth": 10,
         "latency": None,
@@ -26,4 +26,3 @@ def test_the_launch_record_overrides_the_plan_and_says_why_not():
         "job_metadata": {"max_bandwidth": {"requested_mbit_s": 10, "applied": False, "why": why}},
     }
     assert network_line(run) == f"10 Mbit/s per worker; max_bandwidth not applied ({why})"
-

@@ -11,9 +11,9 @@ for the delay, then writes it into the destination slot's TUN device, where the 
 receives it as if it came off a link. Traffic to the gateway (the master, mpirun's daemons)
 keeps the slot's veth and is not delayed, as the master is spared on Kubernetes.
 
-The delay is constant, so a FIFO queue keeps the packets in order. epoll rounds its
-timeout up to the millisecond, so a packet is never released early; it can be late by
-the scheduler's wake-up time (well under a millisecond on an idle machine). Throughput: the
+The delay is constant, so a FIFO queue keeps the packets in order. A packet is written
+only once its time has come (`due <= now`); it can be late by the scheduler's wake-up time
+(well under a millisecond on an idle machine). Throughput: the
 devices carry 64 KB packets (`MTU`), so even a 1 Gbit/s link is ~2,000 packets a second
 for this loop. It runs as a thread of the slots' relay process, which opens the devices
 (each inside its slot's namespace) and outlives a master restart with the ranks.
@@ -27,6 +27,7 @@ from __future__ import annotations
 import collections
 import fcntl
 import ipaddress
+import logging
 import os
 import select
 import struct
@@ -35,8 +36,10 @@ import time
 
 DEVICE = "mlbd0"  # in each slot: the TUN device the other slots are routed through
 MTU = 65000  # large packets: fewer for this loop to move (tun allows up to 65535)
-QUEUE_LIMIT = 100_000  # packets held at once at most (netem's limit in shaping.py)
+QUEUE_BYTES = 256 << 20  # held at once at most; beyond it packets are dropped, as a full
+# router queue drops them (TCP slows down), never the machine's memory
 TUNSETIFF = 0x400454CA
+log = logging.getLogger(__name__)
 IFF_TUN = 0x0001
 IFF_NO_PI = 0x1000
 
@@ -66,10 +69,12 @@ class DelayLine:
         self.devices = devices  # a slot's address -> the fd of its TUN device
         self.delay_s = delay_s
         self.queue: collections.deque[tuple[float, int, bytes]] = collections.deque()
+        self.held = 0  # bytes in the queue
         self.dropped = 0
         self._stop = threading.Event()
 
     def start(self) -> threading.Thread:
+        """Move packets in a thread of this process until `stop` (a daemon: it ends with it)."""
         thread = threading.Thread(target=self.run, name="delay-line", daemon=True)
         thread.start()
         return thread
@@ -78,38 +83,52 @@ class DelayLine:
         self._stop.set()
 
     def run(self) -> None:
+        """The loop. An unexpected error is logged and the loop goes on: a dead wire would
+        leave the ranks waiting for packets until the run's time limit."""
         poller = select.epoll()
         for fd in self.devices.values():
             poller.register(fd, select.EPOLLIN)
         try:
             while not self._stop.is_set():
-                timeout = self.queue[0][0] - time.monotonic() if self.queue else 0.5
-                for fd, _ in poller.poll(max(0.0, timeout)):
-                    self._take(fd)
-                self._release()
+                try:
+                    self._round(poller)
+                except Exception:  # noqa: BLE001 - keep the link alive, say what happened
+                    log.exception("delay line: a round failed; going on")
+                    time.sleep(0.001)
         finally:
             poller.close()
 
-    def _take(self, fd: int) -> None:
-        """Queue what device `fd` has sent, each due `delay_s` from now."""
+    def _round(self, poller: select.epoll) -> None:
+        timeout = self.queue[0][0] - time.monotonic() if self.queue else 0.5
+        for fd, _ in poller.poll(max(0.0, timeout)):
+            if not self._take(fd):
+                poller.unregister(fd)  # the device went away with its namespace
+        self._release()
+
+    def _take(self, fd: int) -> bool:
+        """Queue what device `fd` has sent, each due `delay_s` from now; False once the
+        device is gone."""
         due = time.monotonic() + self.delay_s
         while True:
             try:
                 packet = os.read(fd, MTU + 64)
             except (BlockingIOError, InterruptedError):
-                return
-            except OSError:  # the device went away with its namespace
-                return
+                return True
+            except OSError:
+                return False
             out = self.devices.get(destination(packet) or "")
-            if out is None or len(self.queue) >= QUEUE_LIMIT:
+            if out is None or self.held + len(packet) > QUEUE_BYTES:
                 self.dropped += 1
                 continue
             self.queue.append((due, out, packet))
+            self.held += len(packet)
 
     def _release(self) -> None:
+        """Write every packet that is due: none before its time (`due <= now`)."""
         now = time.monotonic()
         while self.queue and self.queue[0][0] <= now:
             _, out, packet = self.queue.popleft()
+            self.held -= len(packet)
             try:
                 os.write(out, packet)
             except OSError:  # a full or vanished receiver: the packet is lost, as on a link

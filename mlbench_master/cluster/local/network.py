@@ -44,7 +44,8 @@ FIRST_HOST = 10  # slot i has address .(10 + i); .1 is the bridge (gateway)
 MAX_SLOTS = 240
 NETNS_ETC = Path("/etc/netns")
 TUN = Path("/dev/net/tun")
-CAP_NET_ADMIN = 12
+CAP_NET_ADMIN = 12  # links, addresses, routes, qdiscs
+CAP_SYS_ADMIN = 21  # `ip netns add` mounts, `unshare --uts`
 
 
 @dataclass(frozen=True)
@@ -92,19 +93,20 @@ def home_tag(home: Path) -> str:
 
 def missing_capability() -> str | None:
     """Why this process cannot build slot networks, or None when it can."""
-    if not _has_net_admin():  # root normally has it; a container's root may not
-        return "the master runs without root or CAP_NET_ADMIN"
+    if not _has_capabilities(CAP_NET_ADMIN, CAP_SYS_ADMIN):  # a container's root may lack them
+        return "the master runs without root (CAP_NET_ADMIN and CAP_SYS_ADMIN)"
     for tool in ("ip", "tc", "unshare", "hostname"):
         if shutil.which(tool) is None:
             return f"the `{tool}` command is not installed"
     return None
 
 
-def _has_net_admin() -> bool:
+def _has_capabilities(*capabilities: int) -> bool:
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("CapEff:"):
-                return bool(int(line.split()[1], 16) >> CAP_NET_ADMIN & 1)
+                effective = int(line.split()[1], 16)
+                return all(effective >> cap & 1 for cap in capabilities)
     except (OSError, ValueError):
         pass
     return False
@@ -114,9 +116,20 @@ def latency_support() -> str | None:
     """Why a latency cannot be applied here, or None: by netem where the kernel has it,
     else by the userspace delay line, which needs the TUN device."""
     missing = netem_missing()
-    if missing is None or TUN.exists():
+    if missing is None or _tun_opens():
         return None
-    return f"{missing}, and there is no {TUN} for the userspace delay line"
+    return (
+        f"{missing}, and {TUN} cannot be opened for the userspace delay line "
+        "(`modprobe tun`; in a container, give it the device: --device /dev/net/tun)"
+    )
+
+
+def _tun_opens() -> bool:
+    try:
+        os.close(os.open(TUN, os.O_RDWR))
+    except OSError:
+        return False
+    return True
 
 
 def latency_method() -> str:
@@ -216,7 +229,7 @@ def create(
     slots: int,
     mbit: int | None,
     latency_ms: float | None,
-    spared: list[str] = (),
+    spared: list[str] | None = None,
 ) -> Layout:
     """Namespaces for `slots` slots on a new bridge, each link shaped to `mbit` Mbit/s with
     `latency_ms` of delay each way (None: not shaped). Anything of this master's left over
@@ -228,7 +241,7 @@ def create(
     delayed = bool(latency_ms) and netem_missing() is not None
     layout = Layout(tag, choose_subnet(tag, used_networks()), slots, delay_line=delayed)
     try:
-        _build(layout, mbit, latency_ms, list(spared))
+        _build(layout, mbit, latency_ms, list(spared or []))
     except BaseException:
         remove(home)
         raise
@@ -242,7 +255,11 @@ def _build(layout: Layout, mbit: int | None, latency_ms: float | None, spared: l
     _run(["ip", "addr", "add", f"{layout.gateway}/{prefix}", "dev", bridge], "addressing it")
     _run(["ip", "link", "set", bridge, "up"], "starting the bridge")
     for slot in range(layout.slots):
-        ns, host_end, inner = layout.namespace(slot), layout.host_end(slot), f"mlbtmp{slot}"
+        ns, host_end, inner = (
+            layout.namespace(slot),
+            layout.host_end(slot),
+            f"mlb{layout.tag}t{slot}",
+        )
         etc = NETNS_ETC / ns
         etc.mkdir(parents=True, exist_ok=True)
         (etc / "hosts").write_text(layout.hosts_file())

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -78,7 +79,7 @@ def why_not(run: RunSpec) -> str | None:
         if chosen == "namespaces":
             raise ClusterError(
                 f"MLBENCH_LOCAL_NETWORK=namespaces but {missing}: run the master as root "
-                "(or with CAP_NET_ADMIN), or set MLBENCH_LOCAL_NETWORK=auto"
+                "(CAP_NET_ADMIN and CAP_SYS_ADMIN), or set MLBENCH_LOCAL_NETWORK=auto"
             )
         return f"{missing}, so worker slots cannot be hosts of their own"
     return None
@@ -106,7 +107,7 @@ def launch_notes(home: Path, run: RunSpec) -> dict[str, Any]:
     record's notes)."""
     notes = plan(run)
     record = read_record(home)
-    if record and record.get("run_id") == str(run.id):
+    if record and record.get("run_id") == str(run.id) and "addresses" in record:
         notes["network"] = {"subnet": record["subnet"], "slots": record["addresses"]}
     return notes
 
@@ -118,8 +119,14 @@ def open_slots(home: Path, run: RunSpec, master_url: str) -> list[str]:
     if not notes["max_bandwidth"]["applied"]:
         return []
     delay = run.latency_ms if notes["latency"]["applied"] else None
-    layout = network.create(home, run.num_workers, run.max_bandwidth, delay)
+    target = urlsplit(master_url)
+    close_slots(home)  # a crash's left-overs, relay included
+    # Claimed before anything is made: a reconcile round or a late cancel of another run,
+    # in another process, then leaves these slots alone while they are being built.
+    _write_record(home, {"run_id": str(run.id), "building": True})
     try:
+        spared = _master_address(target)
+        layout = network.create(home, run.num_workers, run.max_bandwidth, delay, spared)
         namespaces = [layout.namespace(i) for i in range(layout.slots)]
         record: dict[str, Any] = {
             "run_id": str(run.id),
@@ -127,18 +134,33 @@ def open_slots(home: Path, run: RunSpec, master_url: str) -> list[str]:
             "hosts": namespaces,
             "addresses": {ns: layout.address(i) for i, ns in enumerate(namespaces)},
         }
-        _folder(home).mkdir(parents=True, exist_ok=True)
         agent_path(home).write_text(AGENT.replace("{tag}", layout.tag))
-        target = urlsplit(master_url)
         delayed = [layout.address(i) for i in range(layout.slots)] if layout.delay_line else []
         record["relay"] = _start_relay(home, run, namespaces, target, delay, delayed)
-        tmp = _record_path(home).with_suffix(".tmp")
-        tmp.write_text(json.dumps(record))
-        tmp.replace(_record_path(home))
+        _write_record(home, record)
     except BaseException:
         close_slots(home)
         raise
     return namespaces
+
+
+def _write_record(home: Path, record: dict[str, Any]) -> None:
+    _folder(home).mkdir(parents=True, exist_ok=True)
+    tmp = _record_path(home).with_suffix(".tmp")
+    tmp.write_text(json.dumps(record))
+    tmp.replace(_record_path(home))
+
+
+def _master_address(target: Any) -> list[str]:
+    """The master's address when the ranks reach it over the slots' links (not through the
+    relay on their loopback): spared by the shaping, as on Kubernetes."""
+    host = target.hostname or "127.0.0.1"
+    if host in LOOPBACK:
+        return []
+    try:
+        return [socket.gethostbyname(host)]
+    except OSError:
+        return []
 
 
 def _start_relay(
@@ -190,6 +212,7 @@ def rank_environment(home: Path) -> dict[str, str]:
 
 
 def read_record(home: Path) -> dict[str, Any] | None:
+    """The slots' record: the run that owns them (while being built: {"run_id", "building"})."""
     try:
         return json.loads(_record_path(home).read_text())
     except (OSError, ValueError):
@@ -198,7 +221,8 @@ def read_record(home: Path) -> dict[str, Any] | None:
 
 def launch_agent(home: Path) -> str | None:
     """mpirun's launch agent while slots exist (None: ranks start on this host as before)."""
-    return f"sh {agent_path(home)}" if read_record(home) else None
+    record = read_record(home)
+    return f"sh {agent_path(home)}" if record and "hosts" in record else None
 
 
 def _relays(home: Path) -> list[psutil.Process]:
