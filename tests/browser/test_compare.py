@@ -72,3 +72,26 @@ def test_mixed_tasks_warn(page):
         in page.locator("#compare-warning").inner_text()
     )
     assert "no 1-worker run with the same task" in cells(page, other)[0]
+
+
+def test_runs_at_two_bandwidths_side_by_side_with_their_communication(page):
+    """The network dimension: the same run at 10 Mbit/s and unlimited, each row with its link
+    (and whether the launch applied it) and its exposed communication share."""
+    slow = make_run("10 Mbit/s", 2, speed=0.15, max_bandwidth=10, ago=3600)
+    slow.summary = {**slow.summary, "comm_share": 0.862}
+    slow.job_metadata = {"max_bandwidth": {"requested_mbit_s": 10, "applied": True}}
+    slow.save()
+    shared = make_run("not shaped", 2, max_bandwidth=10, latency=20.0, ago=1800)
+    shared.job_metadata = {
+        "max_bandwidth": {"requested_mbit_s": 10, "applied": False, "why": "no root"},
+        "latency": {"requested_ms": 20.0, "applied": False, "why": "no root"},
+    }
+    shared.save()
+    show(page, slow, shared)
+    row = page.locator(f"#compare-table tr[data-run-id='{slow.pk}']")
+    assert row.locator(".network").inner_text() == "10 Mbit/s"
+    assert row.locator(".comm").inner_text() == "86.2 %"
+    other = page.locator(f"#compare-table tr[data-run-id='{shared.pk}']")
+    assert other.locator(".network").inner_text() == "10 Mbit/s (not applied), 20 ms (not applied)"
+    assert other.locator(".comm").inner_text() == "8.0 %"
+    assert_accessible(page)

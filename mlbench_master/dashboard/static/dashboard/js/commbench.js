@@ -111,12 +111,17 @@ export function tableRows(cells) {
 // "1000 Mbit/s, 5 ms": the network a run measured, as its settings say; a bandwidth the
 // cluster did not apply (the manifest says so) is marked, so no curve passes for a shaped one.
 export function networkLabel(run) {
+  // The launch record says what was applied; before a launch, the master's plan does.
+  const notApplied = (key) => {
+    const launched = run.job_metadata?.[key];
+    if (launched && typeof launched === "object" && "applied" in launched) return !launched.applied;
+    return Boolean(run.manifest?.not_applied?.[key]);
+  };
   const parts = [];
   if (run.max_bandwidth !== undefined && run.max_bandwidth !== null) {
-    const notApplied = run.manifest?.not_applied?.max_bandwidth;
-    parts.push(`${run.max_bandwidth} Mbit/s${notApplied ? " (not applied)" : ""}`);
+    parts.push(`${run.max_bandwidth} Mbit/s${notApplied("max_bandwidth") ? " (not applied)" : ""}`);
   }
-  if (run.latency !== undefined && run.latency !== null) parts.push(`${num(run.latency)} ms`);
+  if (run.latency !== undefined && run.latency !== null) parts.push(`${num(run.latency)} ms${notApplied("latency") ? " (not applied)" : ""}`);
   return parts.join(", ");
 }
 

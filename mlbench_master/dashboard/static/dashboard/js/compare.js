@@ -153,11 +153,13 @@ function render() {
         el("th", { scope: "row" }, el("a", { href: `/runs/${r.id}/`, text: r.name || `run ${r.id}` }), " ", stateBadge(r.state)),
         el("td", { text: r.task || "—" }),
         el("td", { text: String(r.num_workers ?? "—") }),
+        el("td", { class: "network", text: networkLabel(r) || "—" }),
         el("td", {}, datasetBadge(r)),
         el("td", { class: "ttt", text: m.ttt !== null ? duration(m.ttt) : "not reached" }),
         el("td", { text: after ? pct(accuracyAfter(m, after)) : "—" }),
         el("td", { text: pct(m.best) }),
         el("td", { class: "throughput", text: m.throughput === null ? "—" : `${num(m.throughput)} ${m.unit}` }),
+        el("td", { class: "comm", text: pct(r.summary?.comm_share ?? null) }),
         sp.reason
           ? el("td", { class: "speedup none" }, "—", el("small", { class: "why", text: sp.reason }))
           : el("td", { class: "speedup", title: sp.how ? `from ${sp.how}, ${sp.against}` : "" }, `${sp.value.toFixed(2)}×${sp.how === "throughput" ? " (throughput)" : ""}`),
