@@ -156,7 +156,7 @@ function render() {
         el("td", { class: "network", text: networkLabel(r) || "—" }),
         el("td", {}, datasetBadge(r)),
         el("td", { class: "ttt", text: m.ttt !== null ? duration(m.ttt) : "not reached" }),
-        el("td", { text: after ? pct(accuracyAfter(m, after)) : "—" }),
+        el("td", { class: "after", text: after ? pct(accuracyAfter(m, after)) : "—" }),
         el("td", { text: pct(m.best) }),
         el("td", { class: "throughput", text: m.throughput === null ? "—" : `${num(m.throughput)} ${m.unit}` }),
         el("td", { class: "comm", text: pct(r.summary?.comm_share ?? null) }),
