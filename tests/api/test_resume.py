@@ -13,17 +13,9 @@ import pytest
 from mlbench_master import runs
 from mlbench_master.api.models import Metric, Run
 from mlbench_master.cluster.mpirun import worker_argv
+from tests.checkpoints import IDENTITY
 
 pytestmark = pytest.mark.django_db
-
-IDENTITY = {
-    "task": "resnet20-cifar10",
-    "model": "resnet20",
-    "num_workers": 2,
-    "batch_size": 128,
-    "seed": 42,
-    "dataset": "synthetic",
-}
 
 
 def checkpoint(run, epoch, step, elapsed, when=None, **identity):

@@ -112,6 +112,19 @@ def train(home: Path, mbit: int | None, images: int, latency_ms: float | None = 
     raise RuntimeError(f"no summary in {metrics}")
 
 
+def training_row(link: str, summary: dict) -> list[str]:
+    """A table row of the reference worker's summary on `link`."""
+    share = f"comm {100 * summary.get('comm_share', 0):.1f} % exposed"
+    if "comm_share_total" in summary:
+        share += f", {100 * summary['comm_share_total']:.1f} % total"
+    return [
+        f"ResNet-20, 2 workers, {link}",
+        f"{summary.get('images_per_sec') or 0:.0f} images/s",
+        share,
+        "",
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
@@ -136,13 +149,7 @@ def main() -> int:
         for mbit in (10, 100, 1000, None):
             s = train(home, mbit, images)
             data["training"][str(mbit)] = s
-            rows.append(
-                [f"ResNet-20, 2 workers, {mbit or 'unlimited'} Mbit/s",
-                 f"{s.get('images_per_sec') or 0:.0f} images/s",
-                 f"comm {100 * s.get('comm_share', 0):.1f} % exposed"
-                 + (f", {100 * s['comm_share_total']:.1f} % total" if "comm_share_total" in s
-                    else ""), ""]
-            )  # fmt: skip
+            rows.append(training_row(f"{mbit or 'unlimited'} Mbit/s", s))
         data["latency"] = {"method": network.latency_method(), "allreduce": {}, "training": {}}
         for ms in (0, 5, 20):
             hosts = open_hosts(home, 1000, ms or None)
@@ -156,13 +163,7 @@ def main() -> int:
         for ms in (5, 20):
             s = train(home, 100, images, ms)
             data["latency"]["training"][ms] = s
-            rows.append(
-                [f"ResNet-20, 2 workers, 100 Mbit/s, {ms} ms each way",
-                 f"{s.get('images_per_sec') or 0:.0f} images/s",
-                 f"comm {100 * s.get('comm_share', 0):.1f} % exposed"
-                 + (f", {100 * s['comm_share_total']:.1f} % total" if "comm_share_total" in s
-                    else ""), ""]
-            )  # fmt: skip
+            rows.append(training_row(f"100 Mbit/s, {ms} ms each way", s))
     finally:
         slots.close_slots(home)
     write_results(

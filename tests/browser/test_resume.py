@@ -8,17 +8,9 @@ import re
 import pytest
 
 from tests.browser.conftest import screenshot
+from tests.checkpoints import IDENTITY
 
 pytestmark = pytest.mark.browser
-
-IDENTITY = {
-    "task": "resnet20-cifar10",
-    "model": "resnet20",
-    "num_workers": 2,
-    "batch_size": 128,
-    "seed": 42,
-    "dataset": "synthetic",
-}
 
 
 def _run(state, **fields):

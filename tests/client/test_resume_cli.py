@@ -13,17 +13,9 @@ import pytest
 
 from mlbench_worker.api import ApiClient
 from mlbench_worker.cli.master import EXIT_USAGE
+from tests.checkpoints import IDENTITY
 
 pytestmark = pytest.mark.mpi
-
-IDENTITY = {
-    "task": "resnet20-cifar10",
-    "model": "resnet20",
-    "num_workers": 2,
-    "batch_size": 128,
-    "seed": 42,
-    "dataset": "synthetic",
-}
 
 
 def _no_active_run(master):

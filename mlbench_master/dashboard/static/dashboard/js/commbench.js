@@ -110,12 +110,18 @@ export function tableRows(cells) {
 
 // "1000 Mbit/s, 5 ms": the network a run measured, as its settings say; a bandwidth the
 // cluster did not apply (the manifest says so) is marked, so no curve passes for a shaped one.
+// What a run's links were, per limit: the launch record's notes (what was applied, and how)
+// over the master's plan at creation (manifest.network).
+export function linkNotes(run) {
+  return { ...(run.manifest?.network || {}), ...(run.job_metadata || {}) };
+}
+
 export function networkLabel(run) {
-  // The launch record says what was applied; before a launch, the master's plan does.
+  const notes = linkNotes(run);
   const notApplied = (key) => {
-    const launched = run.job_metadata?.[key];
-    if (launched && typeof launched === "object" && "applied" in launched) return !launched.applied;
-    return Boolean(run.manifest?.not_applied?.[key]);
+    const note = notes[key];
+    if (note && typeof note === "object" && "applied" in note) return !note.applied;
+    return Boolean(run.manifest?.not_applied?.[key]);  // a run created before manifest.network
   };
   const parts = [];
   if (run.max_bandwidth !== undefined && run.max_bandwidth !== null) {

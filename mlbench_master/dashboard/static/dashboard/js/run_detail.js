@@ -11,7 +11,7 @@ import { MetricFeed } from "./feed.js";
 import { clock, datasetBadge, duration, el, num, pct, stateBadge, when } from "./format.js";
 import { LogFollower } from "./logs.js";
 import { perSecond, taskInfo, throughputMetrics, throughputOf } from "./tasks.js";
-import { OP_TITLES, chartOptions, sizeLabel, curves, fetchCells, isMeasurement, tableRows } from "./commbench.js";
+import { OP_TITLES, chartOptions, sizeLabel, curves, fetchCells, isMeasurement, linkNotes, tableRows } from "./commbench.js";
 
 const root = document.getElementById("run-detail");
 const runId = root.dataset.runId;
@@ -174,14 +174,13 @@ function showMeasurementSummary(s) {
   ]);
 }
 
-// What the run's links were, in words: the launch record's notes (what was applied, and
-// how), else what the master planned when the run was created; null when neither says.
+// What the run's links were, in words (commbench.linkNotes); null when nothing says.
 const LINK_NOTES = [
   ["max_bandwidth", "bandwidth", "requested_mbit_s", "Mbit/s"],
   ["latency", "latency", "requested_ms", "ms each way"],
 ];
 function networkText(run) {
-  const notes = { ...(run.manifest?.network || {}), ...(run.job_metadata || {}) };
+  const notes = linkNotes(run);
   const parts = [];
   for (const [key, label, asked, unit] of LINK_NOTES) {
     const note = notes[key];
