@@ -10,11 +10,8 @@ Drivers never see the `Run` row: `run_spec` makes the frozen snapshot they read.
 job is enqueued by dotted path (jobqueue.py), so this module does not import the
 orchestration code.
 
-Two rules about a run's time live here, used by the API's validation and by `run_spec`:
-a reference-task run trains for its time budget (its own, else its task's: accuracy after
-time), and its time limit (the hard stop that makes it FAILED) must leave
-TIME_LIMIT_MARGIN seconds beyond that budget. And one about resuming: `resume_point` says
-whether a FAILED or CANCELLED run's last checkpoint can be continued by a new run.
+What a run may ask for and what it gets for what it leaves out are run_rules.py's: this
+module stores what `run_rules.resolve` returns.
 """
 
 from __future__ import annotations
@@ -22,11 +19,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-import math
 import platform
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,161 +29,14 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from mlbench_master import jobqueue
-from mlbench_master.api.models import Metric, Run
+from mlbench_master import jobqueue, run_rules
+from mlbench_master.api.models import Run
 from mlbench_master.cluster.base import ClusterError, RunSpec
 from mlbench_worker import catalogue
 
 log = logging.getLogger(__name__)
 
 TOKEN_PREFIX = "mlbr"
-# The local cluster runs every rank on one machine and shapes no traffic.
-
-
-# Seconds a run's time limit must leave beyond its time budget, for what the budget does not
-# count: start-up before the benchmark clock starts (mpirun, imports, getting the data: a
-# first CIFAR-10 download, or converting epsilon from its .bz2 files, about 9 minutes here)
-# and the evaluation of the final model after the budget stopped training. A reference run
-# that gives no time_limit gets budget + margin; one that gives less is refused (400).
-TIME_LIMIT_MARGIN = 900
-# What a new run may continue from: a run that ended before it could finish.
-RESUMABLE_STATES = (Run.FAILED, Run.CANCELLED)
-# The metric point rank 0 posts each time it has written a checkpoint (mlbench_worker/
-# checkpoint.py): value = completed epochs; metadata = epoch, step, elapsed and the
-# checkpoint's identity. The master never reads the checkpoint file itself (it may live in a
-# worker pod), so this is how it knows that a run has one and what it holds.
-CHECKPOINT_METRIC = "checkpoint"
-
-
-def time_budget_for(
-    task: str | None, time_budget: float | None, open_division: bool
-) -> float | None:
-    """Seconds of training on the benchmark clock: the run's own budget, else its task's.
-
-    The seed's accuracy-after-time rule gives every reference run a budget (2 hours for the
-    tasks of the catalogue), after which the worker evaluates the final model and the run
-    ends FINISHED with that accuracy. The open division's command decides itself when it
-    stops, so it has none.
-    """
-    if open_division:
-        return None
-    if time_budget is not None:
-        return float(time_budget)
-    info = catalogue.TASKS.get(task or catalogue.DEFAULT_TASK)
-    return float(info.time_budget) if info is not None else None
-
-
-def effective_time_budget(run: Run) -> float | None:
-    """The budget `run`'s worker trains for (see time_budget_for)."""
-    return time_budget_for(run.task, run.time_budget, run.open_division)
-
-
-def minimum_time_limit(time_budget: float | None) -> int | None:
-    """The shortest time limit a run with this budget may have (None: no budget, no rule)."""
-    if time_budget is None:
-        return None
-    return math.ceil(time_budget) + TIME_LIMIT_MARGIN
-
-
-def default_time_limit(time_budget: float | None) -> int:
-    """The time limit of a run that gives none.
-
-    A reference run gets its budget plus TIME_LIMIT_MARGIN: a limit shorter than that would
-    fail a run that should end FINISHED with its accuracy after time, and a longer one only
-    keeps a hung run's workers busy longer. A run without a budget (the open division) gets
-    the operator's MLBENCH_DEFAULT_TIME_LIMIT.
-    """
-    minimum = minimum_time_limit(time_budget)
-    return minimum if minimum is not None else int(settings.MLBENCH_DEFAULT_TIME_LIMIT)
-
-
-class ResumeRefused(ValueError):
-    """A run cannot be continued from the checkpoint asked for (the API answers 400 naming
-    `resume_from`); the message says why and what would work."""
-
-
-@dataclass(frozen=True)
-class ResumePoint:
-    """Where a resumed run starts: the parent's last checkpoint, as its worker recorded it."""
-
-    run_id: int
-    epoch: int  # epochs completed when the checkpoint was written
-    step: int
-    elapsed: float  # seconds on the benchmark clock, which the new run continues
-    identity: dict[str, Any]  # task, model, num_workers, batch_size, seed, dataset
-
-    def record(self) -> dict[str, Any]:
-        """The manifest's `resumed_from`."""
-        return {
-            "run_id": self.run_id,
-            "epoch": self.epoch,
-            "step": self.step,
-            "elapsed": self.elapsed,
-            "checkpoint": dict(self.identity),
-        }
-
-
-def resume_point(
-    parent_id: int, *, task: str | None, num_workers: int, dataset: str | None
-) -> ResumePoint:
-    """The checkpoint of run `parent_id` that a new run with this set-up would continue.
-
-    Raises ResumeRefused when the run does not exist, did not end FAILED or CANCELLED, ran a
-    custom command, wrote no checkpoint, or when the new run differs from the checkpoint in
-    what the worker's identity check (mlbench_worker/checkpoint.py) refuses: the task (and
-    with it the model and the batch size per worker), the number of workers, the data set.
-    Checking here answers 400 at once instead of a run that fails when its worker starts.
-    """
-    parent = Run.objects.filter(pk=parent_id).first()
-    if parent is None:
-        raise ResumeRefused(f"there is no run {parent_id}")
-    if parent.state not in RESUMABLE_STATES:
-        raise ResumeRefused(
-            f"run {parent_id} is {parent.state}; only a FAILED or CANCELLED run can be resumed"
-        )
-    if parent.open_division:
-        raise ResumeRefused(
-            f"run {parent_id} ran a custom command (open division): the platform keeps "
-            "checkpoints of reference-task runs only"
-        )
-    point = (
-        Metric.objects.filter(run_id=parent.pk, name=CHECKPOINT_METRIC)
-        .order_by("-date", "-pk")
-        .first()
-    )
-    meta = point.metadata if point is not None and isinstance(point.metadata, dict) else None
-    identity = meta.get("identity") if meta else None
-    if not isinstance(identity, dict):
-        earlier = (
-            f"; it started from run {parent.resumed_from}'s checkpoint: resume run "
-            f"{parent.resumed_from} instead"
-            if parent.resumed_from is not None
-            else ""
-        )
-        raise ResumeRefused(
-            f"run {parent_id} wrote no checkpoint (a checkpoint is written at the end of each "
-            f"epoch; it stopped before its first one ended){earlier}"
-        )
-    info = catalogue.TASKS.get(task or catalogue.DEFAULT_TASK)
-    wanted: dict[str, Any] = {"task": task or catalogue.DEFAULT_TASK, "num_workers": num_workers}
-    if info is not None:
-        wanted.update(model=info.model, batch_size=info.batch_size)
-    if dataset not in (None, "auto"):
-        wanted["dataset"] = dataset
-    for key, value in wanted.items():
-        if identity.get(key) != value:
-            raise ResumeRefused(
-                f"run {parent_id}'s checkpoint is for {key} {identity.get(key)!r}, this run's "
-                f"{key} is {value!r}; a checkpoint only continues the same experiment: "
-                f"resume with {key} {identity.get(key)!r} or start a fresh run"
-            )
-    return ResumePoint(
-        run_id=parent.pk,
-        epoch=int(meta.get("epoch") or point.value),
-        step=int(meta.get("step") or 0),
-        elapsed=float(meta.get("elapsed") or 0.0),
-        identity=identity,
-    )
 
 
 class RunConflict(Exception):
@@ -209,16 +57,16 @@ def active_run() -> Run | None:
     return Run.objects.filter(state__in=Run.ACTIVE_STATES).order_by("created_at").first()
 
 
-def create_run(data: dict[str, Any], user: Any = None) -> Run:
-    """Store a new run from validated `data` and enqueue its job.
+def create_run(request: dict[str, Any], user: Any = None) -> Run:
+    """Store a new run for `request` (the parsed fields of POST /api/runs/) and enqueue its
+    job.
 
+    Its fields come from run_rules.resolve (RunRefused, StaffOnly when a rule is broken).
     Raises RunConflict when a run is already active (a unique index makes this safe
     against simultaneous requests) and QueueUnavailable when Redis cannot be reached;
     in that case the run is kept, FAILED, with the reason.
     """
-    fields = dict(data)
-    if fields.get("light_target") and "target" not in data:
-        fields["target"] = "light"
+    fields = run_rules.resolve(request, user)
     parent_id = fields.pop("resume_from", None)
     created_by = user if getattr(user, "is_authenticated", False) and user.pk else None
     try:
@@ -227,8 +75,8 @@ def create_run(data: dict[str, Any], user: Any = None) -> Run:
                 raise RunConflict(active_run())
             resumed = None
             if parent_id is not None:
-                # Read again here: the parent may have been deleted since it was validated.
-                resumed = resume_point(
+                # Read again here: the parent may have been deleted since it was resolved.
+                resumed = run_rules.resume_point(
                     parent_id,
                     task=fields.get("task"),
                     num_workers=int(fields["num_workers"]),
@@ -248,7 +96,7 @@ def create_run(data: dict[str, Any], user: Any = None) -> Run:
     return run
 
 
-def build_manifest(run: Run, resumed: ResumePoint | None = None) -> dict[str, Any]:
+def build_manifest(run: Run, resumed: run_rules.ResumePoint | None = None) -> dict[str, Any]:
     """What is needed to reproduce the run, as known on the master at creation time.
 
     The worker adds what only it knows (seed, torch and MPI versions, hardware) in its
@@ -272,8 +120,12 @@ def build_manifest(run: Run, resumed: ResumePoint | None = None) -> dict[str, An
     manifest: dict[str, Any] = {
         "config": {
             **{f: getattr(run, f) for f in config_fields},
-            "effective_time_budget": effective_time_budget(run),
+            "effective_time_budget": run_rules.effective_time_budget(run),
+            "time_budget_source": run_rules.budget_source(
+                run.task, run.time_budget, run.time_limit, run.open_division
+            ),
         },
+        "setup": run_rules.setup_of(run),
         "mlbench": mlbench_version,
         "git_revision": _git_revision(),
         "master": {"python": platform.python_version(), "cluster": settings.MLBENCH_CLUSTER},
@@ -360,7 +212,7 @@ def run_spec(run: Run, checkpoints: Callable[[int], str] | None = None) -> RunSp
         gpu_enabled=bool(run.gpu_enabled),
         target="light" if run.light_target else (run.target or "standard"),
         dataset=run.dataset or "auto",
-        time_budget=effective_time_budget(run),
+        time_budget=run_rules.effective_time_budget(run),
         max_epochs=run.max_epochs,
         time_limit=int(run.time_limit),
         custom_image_name=run.custom_image_name or "",

@@ -12,11 +12,11 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from mlbench_master.home import mlbench_home
 from mlbench_worker import catalogue
+from mlbench_worker.home import mlbench_home
 
 BASE_DIR = Path(__file__).resolve().parent
-# Unset, empty or blank: ~/.mlbench (one rule, mlbench_master/home.py).
+# Unset, empty or blank: ~/.mlbench (one rule, mlbench_worker/home.py).
 MLBENCH_HOME = mlbench_home()
 
 

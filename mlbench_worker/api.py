@@ -27,8 +27,11 @@ from typing import Any
 
 import requests
 
-from mlbench_worker import catalogue
+from mlbench_worker import catalogue, discovery
+from mlbench_worker.discovery import ApiError
 from mlbench_worker.home import mlbench_home
+
+__all__ = ["ApiClient", "ApiError", "MLBENCH_IMAGES", "resolve_image"]
 
 # Backends a run can use (the `backend` field; the master takes any case, e.g. "MPI").
 MLBENCH_BACKENDS = ["mpi", "gloo", "nccl"]
@@ -65,10 +68,6 @@ MLBENCH_IMAGES = _image_table()
 CUSTOM_IMAGE = catalogue.CUSTOM_IMAGE  # the open division: your command (and image on k8s)
 
 DEFAULT_TIMEOUT = 30.0
-
-
-class ApiError(Exception):
-    """The master could not be found or reached; the message says what to do."""
 
 
 def default_url() -> str | None:
@@ -150,97 +149,16 @@ class ApiClient:
         if url:
             self.endpoint = _normalize(url)
         elif in_cluster:
-            self.endpoint = self._master_pod_url(load_config)
+            self.endpoint = discovery.master_pod_url(k8s_namespace, label_selector, load_config)
         else:
-            self.endpoint = self._master_service_url(load_config)
+            self.endpoint = discovery.master_service_url(
+                k8s_namespace, service_name, label_selector, load_config
+            )
         self.executor = ThreadPoolExecutor(max_workers=max_workers)
         self.session = requests.Session()
         self.session.headers["Accept"] = "application/json"
         if self.token:
             self.session.headers["Authorization"] = f"Token {self.token}"
-
-    # ------------------------------------------------------------------ discovery
-    def _master_pod_url(self, load_config: bool) -> str:
-        client = _kubernetes(load_config, in_cluster=True)
-        namespace = self.k8s_namespace or _own_namespace()
-        pods = client.CoreV1Api().list_namespaced_pod(namespace, label_selector=self.label_selector)
-        running = [p for p in pods.items if p.status and p.status.pod_ip]
-        if not running:
-            raise ApiError(
-                f"no master pod with labels {self.label_selector!r} in namespace "
-                f"{namespace!r}: check the release is installed, or pass url="
-            )
-        pod = running[0]
-        declared = [p.container_port for c in pod.spec.containers or [] for p in c.ports or []]
-        port = 80 if 80 in declared or not declared else declared[0]
-        return f"http://{pod.status.pod_ip}:{port}"
-
-    def _master_service_url(self, load_config: bool) -> str:
-        """The master's service, in k8s_namespace or (none given) in any namespace.
-
-        Exactly one must match: with two releases the client cannot guess, and says so.
-        NodePort: a node address, ExternalIP before InternalIP, preferring the node the
-        master pod runs on; LoadBalancer: its ingress address.
-        """
-        client = _kubernetes(load_config, in_cluster=False)
-        core = client.CoreV1Api()
-        where = f"namespace {self.k8s_namespace!r}" if self.k8s_namespace else "any namespace"
-        if self.service_name and self.k8s_namespace:
-            found = [core.read_namespaced_service(self.service_name, self.k8s_namespace)]
-        else:
-            if self.k8s_namespace:
-                listed = core.list_namespaced_service(
-                    self.k8s_namespace, label_selector=self.label_selector
-                ).items
-            else:
-                listed = core.list_service_for_all_namespaces(
-                    label_selector=None if self.service_name else self.label_selector
-                ).items
-            found = [s for s in listed if s.metadata.name == (self.service_name or s.metadata.name)]
-        if not found:
-            what = (
-                f"named {self.service_name!r}"
-                if self.service_name
-                else (f"with labels {self.label_selector!r}")
-            )
-            raise ApiError(f"no master service {what} in {where}: pass k8s_namespace= or url=")
-        if len(found) > 1:
-            names = ", ".join(f"{s.metadata.namespace}/{s.metadata.name}" for s in found)
-            raise ApiError(
-                f"{len(found)} master services in {where} ({names}): pass k8s_namespace= "
-                "(and service_name=) to pick one"
-            )
-        service = found[0]
-        spec = service.spec
-        port = next((p for p in spec.ports if p.port == 80), spec.ports[0])
-        if spec.type == "NodePort":
-            host = (spec.external_ips or [None])[0] or self._node_address(core, service)
-            return f"http://{host}:{port.node_port}"
-        if spec.type == "LoadBalancer":
-            ingress = (service.status.load_balancer.ingress or []) if service.status else []
-            for entry in ingress:
-                host = entry.ip or entry.hostname
-                if host:
-                    return f"http://{host}:{port.port}"
-            raise ApiError("the master's load balancer has no address yet: try again later")
-        raise ApiError(
-            f"the master service is of type {spec.type}, not reachable from outside the "
-            "cluster: use `kubectl port-forward` and pass url="
-        )
-
-    def _node_address(self, core: Any, service: Any) -> str:
-        """A node's ExternalIP (else InternalIP), the master pod's node first."""
-        pods = core.list_namespaced_pod(
-            service.metadata.namespace, label_selector=self.label_selector
-        ).items
-        on = {p.spec.node_name for p in pods if p.spec and p.spec.node_name}
-        nodes = sorted(core.list_node().items, key=lambda n: n.metadata.name not in on)
-        for kind in ("ExternalIP", "InternalIP"):
-            for node in nodes:
-                for address in (node.status.addresses if node.status else None) or []:
-                    if address.type == kind:
-                        return address.address
-        raise ApiError("the master service is a NodePort but no node has an address")
 
     # ------------------------------------------------------------------ plumbing
     def url(self, path: str) -> str:
@@ -297,6 +215,14 @@ class ApiClient:
     ) -> Future:
         """Start a run. The keyword-only arguments are this version's additions.
 
+        The positional signature is the original client's, with its documented defaults
+        (num_cpus 2.0, max_bandwidth 1000 Mbit/s), which are also the master's own defaults
+        for a run that leaves them out (GET /api/runs/defaults/, `run_defaults`), unless its
+        operator's limits are lower: then the master refuses them (400) and says its limit.
+        Every other field left as None gets the master's default. A resumed run
+        (`resume_from`) takes its parent's value for every field left as None or at the
+        signature's default.
+
         `latency` (ms) is added each way on every worker's link, beside `max_bandwidth`.
 
         `resume_from` (a run id) continues that FAILED or CANCELLED run from its last
@@ -341,6 +267,10 @@ class ApiClient:
             "gpu_enabled": gpu_enabled,
             "light_target": light_target,
         }
+        if resume_from is not None:  # what was not changed is the parent's, not a default
+            signature = {"num_cpus": 2.0, "max_bandwidth": 1000, "run_all_nodes": False,
+                         "gpu_enabled": False, "light_target": False}  # fmt: skip
+            body = {k: v for k, v in body.items() if k not in signature or v != signature[k]}
         optional = {
             "image_name": image_name,
             "backend": backend,
@@ -358,6 +288,10 @@ class ApiClient:
         }
         body.update({k: v for k, v in optional.items() if v is not None})
         return self._submit("POST", "runs/", json=body)
+
+    def run_defaults(self) -> Future:
+        """What a run gets for each field it leaves out, and the master's limits."""
+        return self._submit("GET", "runs/defaults/")
 
     def delete_run(self, run_id: int | str) -> Future:
         """Delete a run (an active run is cancelled first: its ranks are stopped)."""
@@ -464,18 +398,6 @@ def resolve_image(image: str) -> str:
     )
 
 
-SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-
-def _own_namespace() -> str:
-    """The namespace of the pod this runs in (its service account says), else "default"."""
-    try:
-        with open(SERVICE_ACCOUNT_NAMESPACE) as f:
-            return f.read().strip() or "default"
-    except OSError:
-        return "default"
-
-
 def _official_image(image: str, task: str) -> str | None:
     """The official image `image` stands for: itself (tag kept), its display name's, or the
     task's own; None for a task no official image runs."""
@@ -486,26 +408,3 @@ def _official_image(image: str, task: str) -> str | None:
         return f"{titled.image}:latest"
     own = catalogue.TASKS[task].seed_images
     return f"{own[0]}:latest" if own else None
-
-
-def _kubernetes(load_config: bool, in_cluster: bool) -> Any:
-    try:
-        import kubernetes
-    except ImportError as exc:
-        raise ApiError(
-            "finding the master in Kubernetes needs the `kubernetes` package "
-            "(pip install kubernetes); or pass url= to the client"
-        ) from exc
-    if load_config:
-        try:
-            if in_cluster:
-                kubernetes.config.load_incluster_config()
-            else:
-                kubernetes.config.load_kube_config()
-        except Exception as exc:  # ConfigException and file errors alike
-            where = "in-cluster service account" if in_cluster else "kubeconfig"
-            raise ApiError(
-                f"cannot find the master: no usable Kubernetes {where} ({exc}); "
-                "pass url= (e.g. ApiClient(url='http://127.0.0.1:8000'))"
-            ) from exc
-    return kubernetes.client

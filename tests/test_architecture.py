@@ -5,7 +5,11 @@
 - the master never imports torch, the worker never imports Django, and the master imports
   of the worker package only the torch-free modules meant to be shared;
 - cluster/ never imports api/ or runs (drivers are called, they do not call back);
-- `Run.state` is assigned only in mlbench_master/runs.py.
+- `Run.state` is assigned only in mlbench_master/runs.py;
+- tests and benchmarks build no mpirun command by hand: they take it from
+  mlbench_master/cluster/mpirun.py (`launcher_argv`), so they launch as runs do.
+
+Who may write users, tokens and metric points: tests/test_write_owners.py, built alike.
 
 The checks are plain functions run once on the real packages and once on a small package
 written by the test with each kind of violation, so a check that could never fail is
@@ -15,6 +19,7 @@ caught too.
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 from pathlib import Path
 
@@ -24,7 +29,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("mlbench_master", "mlbench_worker")
 # Worker modules the master may import: torch-free, Django-free, meant to be shared.
-SHARED_WORKER_MODULES = {"mlbench_worker.localhost", "mlbench_worker.catalogue"}
+SHARED_WORKER_MODULES = {
+    "mlbench_worker.localhost",
+    "mlbench_worker.catalogue",
+    "mlbench_worker.home",
+}
 # Calls that write a model's fields from keyword arguments.
 WRITING_CALLS = {"update", "create", "get_or_create", "update_or_create", "bulk_update", "save"}
 
@@ -133,6 +142,129 @@ def state_writes(root: Path, allowed: set[Path]) -> list[str]:
     return problems
 
 
+# Files under tests/ that may spell an mpirun command by hand, and why.
+MPIRUN_BY_HAND_ALLOWED = {
+    "tests/cluster/test_mpirun.py": "the builder's own unit tests spell the argv they expect",
+    "tests/kubernetes/test_exec_channel.py": "a command handed to an emulated pod's exec",
+    "tests/test_architecture.py": "the planted violations, as text",
+}
+MPIRUN_PROGRAMS = {"mpirun", "mpiexec", "orterun", "prterun"}
+MPIRUN_RANK_OPTIONS = {"-n", "-np", "--np", "--n", "-c"}
+MPIRUN_LAUNCHER_FLAGS = {
+    "--oversubscribe",
+    "--bind-to",
+    "--map-by",
+    "plm_rsh_agent",
+    "plm_ssh_no_tree_spawn",
+}
+_MPIRUN_IN_TEXT = re.compile(
+    r"(?:^|[\s/;&|(\"'])(?:mpirun|mpiexec|orterun|prterun)\s+(?:-n|-np|--np|--n|-c)\s"
+)
+
+
+def _names_mpirun(node: ast.expr) -> bool:
+    """Whether `node` is mpirun spelled in code: a string whose last path part is mpirun
+    (or mpiexec, orterun, prterun), an f-string or `+` ending so, a name or attribute that
+    says mpirun (`MPIRUN`, `helpers.MPIRUN`, `mpirun_bin`, also starred), or a call given
+    such a string (`os.path.join(bindir, "mpirun")`, `shutil.which("mpirun")`)."""
+    if isinstance(node, ast.Starred):
+        return _names_mpirun(node.value)
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str) and node.value.rsplit("/", 1)[-1] in MPIRUN_PROGRAMS
+    if isinstance(node, ast.JoinedStr):
+        return bool(node.values) and _names_mpirun(node.values[-1])
+    if isinstance(node, ast.BinOp):
+        return _names_mpirun(node.right)
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        name = (node.id if isinstance(node, ast.Name) else node.attr).lower()
+        return any(program in name for program in MPIRUN_PROGRAMS)
+    if isinstance(node, ast.Call):
+        return any(_names_mpirun(a) for a in node.args if isinstance(a, ast.Constant))
+    return False
+
+
+def _elements(node: ast.AST) -> list[ast.expr | None] | None:
+    """The elements of a list or tuple literal or of a `+` of them (None stands for an
+    operand that is not a literal: nothing counts as adjacent across it)."""
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return list(node.elts)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        sides = [_elements(node.left), _elements(node.right)]
+        if sides == [None, None]:
+            return None
+        return [e for side in sides for e in (side if side is not None else [None])]
+    return None
+
+
+def _text(node: ast.expr) -> str | None:
+    """A string literal's text; an f-string's, with a part that names mpirun as "mpirun"."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        parts = []
+        for value in node.values:
+            if isinstance(value, ast.FormattedValue):
+                parts.append("mpirun" if _names_mpirun(value.value) else "X")
+            elif isinstance(value, ast.Constant):
+                parts.append(str(value.value))
+        return "".join(parts)
+    return None
+
+
+def _builds_mpirun(node: ast.AST) -> bool:
+    """Whether `node` spells an mpirun command by hand (see mpirun_by_hand)."""
+    elements = list(node.args) if isinstance(node, ast.Call) else _elements(node)
+    if elements:
+        for first, second in zip(elements, elements[1:], strict=False):
+            if first is None or second is None:
+                continue
+            if _names_mpirun(first) and _text(second) in MPIRUN_RANK_OPTIONS:
+                return True
+        if isinstance(node, (ast.List, ast.Tuple)) and any(
+            isinstance(e, ast.Constant) and e.value in MPIRUN_LAUNCHER_FLAGS for e in elements
+        ):
+            return True
+    text = _text(node) if isinstance(node, (ast.Constant, ast.JoinedStr)) else None
+    return text is not None and bool(_MPIRUN_IN_TEXT.search(text))
+
+
+def mpirun_by_hand(root: Path, allowed: set[Path]) -> list[str]:
+    """Lines of the .py files under `root` (outside `allowed`) that build an mpirun command
+    by hand instead of taking it from mlbench_master/cluster/mpirun.py (`launcher_argv`, then
+    the test's own program; or `mpirun_argv` / `driver_argv` for a run).
+
+    Caught: (1) a list or tuple literal, a `+` of them, or a call's positional arguments,
+    in which mpirun (a string "mpirun", "/path/mpirun", an f-string ending so, a name like
+    MPIRUN or helpers.MPIRUN, `os.path.join(..., "mpirun")`; mpiexec, orterun and prterun
+    alike) is followed by a rank count option (-n, -np, --np, --n, -c); (2) a list or tuple
+    literal holding one of the launcher's own flags (--oversubscribe, --bind-to, --map-by,
+    plm_rsh_agent, plm_ssh_no_tree_spawn), which belong in an argument of the builder;
+    (3) a string or f-string (docstrings and other bare string statements excepted) saying
+    `mpirun -n ...` (e.g. for `sh -c` or shlex.split). Not caught: a command whose program
+    is a name that does not say mpirun and that uses none of the launcher's flags, e.g.
+    `["no-such-mpirun", "-n", "1"]`, a stand-in handed to an emulated pod."""
+    problems = []
+    for path in sorted(root.rglob("*.py")):
+        if path in allowed:
+            continue
+        text = path.read_text()
+        tree = ast.parse(text, filename=str(path))
+        bare = {  # docstrings and other string statements: prose, not commands
+            id(n.value)
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Expr) and isinstance(n.value, (ast.Constant, ast.JoinedStr))
+        }
+        lines: dict[int, str] = {}
+        for node in ast.walk(tree):
+            if id(node) in bare or getattr(node, "lineno", None) in lines:
+                continue
+            if _builds_mpirun(node):
+                segment = " ".join((ast.get_source_segment(text, node) or "").split())[:80]
+                lines[node.lineno] = f"{path.relative_to(root.parent)}:{node.lineno} `{segment}`"
+        problems += [lines[n] for n in sorted(lines)]
+    return problems
+
+
 # --------------------------------------------------------------------------- the real code
 
 
@@ -178,6 +310,15 @@ def test_run_state_is_assigned_only_in_runs():
     master = ROOT / "mlbench_master"
     problems = state_writes(master, allowed={master / "runs.py"})
     assert not problems, "Run.state assigned outside runs.py:\n" + "\n".join(problems)
+
+
+def test_no_mpirun_command_is_built_by_hand_in_tests():
+    """Tests and benchmarks take mpirun's options from cluster/mpirun.py (launcher_argv), so
+    what they measure is launched as runs are."""
+    allowed = {ROOT / name for name in MPIRUN_BY_HAND_ALLOWED}
+    assert all(path.is_file() for path in allowed), "an allowed file is gone: drop it here"
+    problems = mpirun_by_hand(ROOT / "tests", allowed)
+    assert not problems, "mpirun built by hand (use launcher_argv):\n" + "\n".join(problems)
 
 
 # --------------------------------------------------------------------------- the checks
@@ -238,3 +379,43 @@ def test_the_checks_find_each_kind_of_violation(bad_package):
     lines = sorted(w.split(" ")[0] for w in writes)
     assert lines == [f"badpkg/sneaky.py:{n}" for n in (2, 3, 4, 5)] + ["badpkg/views.py:4"]
     assert len(state_writes(bad_package, allowed=set())) == 6  # runs.py's own line too
+
+
+def test_the_mpirun_check_finds_each_hand_built_command(tmp_path):
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    planted = {
+        "bad.py": '''\
+            """Run under `mpirun -n 2`: a docstring is no command."""
+            import os, shlex, subprocess, sys
+            from helpers import MPIRUN
+            cmd = [MPIRUN, "-n", "2", sys.executable]
+            subprocess.run(["mpirun", "-np", "2", "python", "x.py"])
+            argv = [os.path.join(os.path.dirname(sys.executable), "mpirun"), "-n", "2"]
+            prefix = [f"{sys.prefix}/bin/mpirun"] + ["-c", "2"]
+            local = [*launcher, "--oversubscribe", "--bind-to", "none"]
+            script = ["sh", "-c", f"mpirun -n {n} python x.py"]
+            steps = shlex.split("/usr/bin/mpiexec -n 4 hostname")
+            run_ranks(helpers.MPIRUN, "-n", 2)
+        ''',
+        "fine.py": '''\
+            from mlbench_master.cluster.mpirun import launcher_argv
+            cmd = [*launcher_argv(2, tag_output=False, forward=()), sys.executable, "x.py"]
+            check = ["sh", "-n", "script.sh"]
+            stand_in = ["no-such-mpirun", "-n", "1"]
+            ranks = mpirun[mpirun.index("-n") + 1]
+            message = "prterun noticed that process rank 1 exited"
+            """mpirun -n 2, in a bare string"""
+            link = ["ip", "-n", ns, "link"]
+            assert "--oversubscribe" not in argv
+        ''',
+        "expected.py": 'ARGV = ["/v/bin/mpirun", "-n", "2", "--bind-to", "none"]\n',
+    }
+    for name, text in planted.items():
+        (tests / name).write_text(textwrap.dedent(text))
+    found = mpirun_by_hand(tests, allowed={tests / "expected.py"})
+    assert [f.split(" ")[0] for f in found] == [f"tests/bad.py:{n}" for n in range(4, 12)]
+    assert found[0] == 'tests/bad.py:4 `[MPIRUN, "-n", "2", sys.executable]`'
+    everything = mpirun_by_hand(tests, allowed=set())
+    assert [f.split(" ")[0] for f in everything][-1] == "tests/expected.py:1"
+    assert len(everything) == len(found) + 1

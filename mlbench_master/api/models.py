@@ -49,9 +49,11 @@ class Run(models.Model):
 
     task = models.CharField(max_length=100, default=catalogue.DEFAULT_TASK)
     backend = models.CharField(max_length=16, default="mpi")
-    num_workers = models.PositiveIntegerField(default=1)
-    num_cpus = models.FloatField(default=1.0)
-    max_bandwidth = models.PositiveIntegerField(default=10000, help_text="mbit/s per worker")
+    # Defaults for rows made in code; a run made through the API gets run_rules.DEFAULTS
+    # (tests/api/test_run_defaults.py keeps these equal to that table).
+    num_workers = models.PositiveIntegerField(default=2)
+    num_cpus = models.FloatField(default=2.0)
+    max_bandwidth = models.PositiveIntegerField(default=1000, help_text="mbit/s per worker")
     latency = models.FloatField(
         null=True, blank=True, help_text="ms of delay added each way on every worker's link"
     )
@@ -67,7 +69,8 @@ class Run(models.Model):
     custom_image_command = models.TextField(blank=True, default="")
     custom_backend = models.CharField(max_length=100, blank=True, default="")
     run_all_nodes = models.BooleanField(default=False)
-    time_limit = models.PositiveIntegerField(default=7200, help_text="seconds")
+    # The default budget (the seed's 2 hours) plus run_rules.TIME_LIMIT_MARGIN.
+    time_limit = models.PositiveIntegerField(default=8100, help_text="seconds")
     exit_code = models.IntegerField(null=True, blank=True)
     summary = models.JSONField(default=dict, blank=True)
     manifest = models.JSONField(default=dict, blank=True)

@@ -19,6 +19,7 @@ urlpatterns = [
     *both("metrics", views.MetricList.as_view(), "metrics"),
     *both(r"metrics/(?P<pod_name_or_run_id>[^/]+)", views.MetricDetail.as_view(), "metric-detail"),
     *both("runs", views.RunList.as_view(), "runs"),
+    *both("runs/defaults", views.RunDefaults.as_view(), "run-defaults"),
     *both(r"runs/(?P<pk>[0-9]{1,18})", views.RunDetail.as_view(), "run-detail"),
     *both(r"runs/(?P<pk>[0-9]{1,18})/summary", views.RunSummary.as_view(), "run-summary"),
     *both(r"runs/(?P<pk>[0-9]{1,18})/logs", views.RunLogs.as_view(), "run-logs"),

@@ -1,7 +1,8 @@
 """REST endpoints. Paths and JSON shapes follow the seed documents; see docs/api.rst.
 
-Views are thin: validation lives in serializers.py / ingest.py / params.py, queries in
-queries.py, run state changes in mlbench_master.runs.
+Views only route: parsing lives in serializers.py / ingest.py / params.py, the rules of a
+run in mlbench_master.run_rules, queries in queries.py, run state changes in
+mlbench_master.runs.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from mlbench_master import runs
+from mlbench_master import run_rules, runs
 from mlbench_master.api import bodies, ingest, params
 from mlbench_master.api.auth import ended_past_grace
 from mlbench_master.api.errors import Conflict, ServiceUnavailable, invalid
@@ -40,7 +41,9 @@ from mlbench_master.api.serializers import (
     MetricPointInSerializer,
     PodSerializer,
     RunCreateSerializer,
+    RunDefaultsSerializer,
     RunSerializer,
+    RunSummarySerializer,
 )
 
 ERR = ErrorSerializer
@@ -297,24 +300,32 @@ class RunList(APIView):
     def post(self, request: Request) -> Response:
         serializer = RunCreateSerializer(data=bodies.body(request))
         serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
-        for field in ("custom_image_command", "custom_image_name"):
-            if data.get(field) and not request.user.is_staff:
-                raise exceptions.PermissionDenied(
-                    f"{field} runs code of your choice on the workers (an image runs its own "
-                    "entry point in the worker pods): only staff users may set it"
-                )
         try:
-            run = runs.create_run(data, request.user)
+            run = runs.create_run(serializer.validated_data, request.user)
+        except run_rules.RunRefused as exc:
+            raise exceptions.ValidationError(exc.errors) from exc
+        except run_rules.StaffOnly as exc:
+            raise exceptions.PermissionDenied(str(exc)) from exc
         except runs.RunConflict as exc:
             raise Conflict(str(exc)) from exc
-        except runs.ResumeRefused as exc:  # the parent changed since it was validated
+        except run_rules.ResumeRefused as exc:  # the parent changed since it was resolved
             raise invalid("resume_from", str(exc)) from exc
         except runs.QueueUnavailable as exc:
             raise ServiceUnavailable(
                 f"{exc}; the run was stored as FAILED. Start Redis (REDIS_URL) and try again."
             ) from exc
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+
+class RunDefaults(APIView):
+    """GET /api/runs/defaults/: the one table of run defaults, as the form and CLI read it."""
+
+    @extend_schema(
+        summary="What a run gets for each field it leaves out, and the operator's limits",
+        responses={200: RunDefaultsSerializer, **READ_ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        return Response(RunDefaultsSerializer(run_rules.served()).data)
 
 
 class RunDetail(APIView):
@@ -358,14 +369,10 @@ class RunSummary(APIView):
                 f"MLBENCH_RUN_TOKEN_GRACE ({settings.MLBENCH_RUN_TOKEN_GRACE}) seconds ago: "
                 "its summary is final and can no longer be posted"
             )
-        summary = bodies.body(request)
-        if not isinstance(summary, dict):
-            raise invalid("", "the summary must be a JSON object")
-        dataset = summary.get("dataset", "")
-        if dataset is None:
-            dataset = ""
-        if not isinstance(dataset, str) or len(dataset) > 32:
-            raise invalid("dataset", "must be the name of the data used, e.g. 'cifar10'")
+        parsed = RunSummarySerializer(data=bodies.body(request))
+        parsed.is_valid(raise_exception=True)
+        summary = parsed.validated_data
+        dataset = summary.get("dataset") or ""
         runs.store_summary(run, summary, dataset)
         return Response(RunSerializer(run).data)
 

@@ -3,12 +3,25 @@
 Both drivers launch through `mpirun_argv`, so the flags that decide what is measured
 (core binding, thread count, which environment reaches the ranks) cannot drift apart
 between a laptop and a cluster. `parse_line` undoes Open MPI's `--output tag` prefix.
+
+A command is two parts, each usable alone:
+
+- `launcher_argv(ranks, hosts, ...)`: mpirun itself (rank count, hosts or oversubscription,
+  `--bind-to none`, output tagging, the launch agent, the forwarded environment);
+- `worker_argv(run, ...)`: what each rank runs (`python -m mlbench_worker TASK ...`, or the
+  open-division command).
+
+`mpirun_argv` is their composition for a run. The benchmarks and the tests that start ranks
+themselves take their mpirun prefix from `launcher_argv` and append their own program, so
+they measure with the product's flags (or say, by an argument, where they differ).
+This module imports only the standard library and cluster/base.py: no Django, no settings.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Sequence
 
 from mlbench_master.cluster.base import ClusterDriver, OutputLine, RunSpec
 
@@ -91,6 +104,48 @@ def worker_argv(run: RunSpec, python: str = "python", hosts: list[str] | None = 
     return argv
 
 
+def rank_count(run: RunSpec) -> int:
+    """How many ranks `run` starts: its workers; one for an open-division command that does
+    not ask to run on all nodes."""
+    if run.open_division and not run.run_all_nodes:
+        return 1
+    return run.num_workers
+
+
+def launcher_argv(
+    ranks: int,
+    hosts: list[str] | None = None,
+    *,
+    mpirun: str = "mpirun",
+    agent: str | None = None,
+    tag_output: bool = True,
+    forward: Sequence[str] = FORWARDED_ENV,
+) -> list[str]:
+    """mpirun and its options, up to (not including) the program each rank runs.
+
+    `ranks` processes, never bound to cores (`--bind-to none`: each rank's threads use the
+    cores the driver gave it). `hosts` empty: every rank on this machine, oversubscribed;
+    otherwise one slot on each of the first `ranks` hosts. `agent` is the program mpirun
+    starts its daemon on each host with, instead of ssh (the local cluster's worker slots:
+    it enters the slot's network namespace); its daemons are then all started by mpirun
+    itself (no tree spawn), so the agent only ever runs here. `tag_output` prefixes every
+    line with its rank and stream (what `parse_line` reads); `forward` names the variables
+    passed with -x, so they also cross ssh to other hosts.
+    """
+    argv = [mpirun, "-n", str(ranks), "--bind-to", "none"]
+    if tag_output:
+        argv += ["--output", "tag"]
+    if hosts:
+        argv += ["--host", ",".join(f"{h}:1" for h in hosts[:ranks])]
+    else:
+        argv += ["--oversubscribe"]
+    if agent:
+        argv += ["--mca", "plm_rsh_agent", agent, "--prtemca", "plm_ssh_no_tree_spawn", "1"]
+    for name in forward:
+        argv += ["-x", name]
+    return argv
+
+
 def mpirun_argv(
     run: RunSpec,
     hosts: list[str] | None = None,
@@ -99,25 +154,10 @@ def mpirun_argv(
     python: str = "python",
     agent: str | None = None,
 ) -> list[str]:
-    """The full mpirun command for `run`; `hosts` empty means every rank on this machine.
-
-    `agent` is the program mpirun starts its daemon on each host with, instead of ssh (the
-    local cluster's worker slots: it enters the slot's network namespace). Its daemons are
-    then all started by mpirun itself (no tree spawn), so the agent only ever runs here.
-    """
-    ranks = run.num_workers
-    if run.open_division and not run.run_all_nodes:
-        ranks = 1
-    argv = [mpirun, "-n", str(ranks), "--bind-to", "none", "--output", "tag"]
-    if hosts:
-        argv += ["--host", ",".join(f"{h}:1" for h in hosts[:ranks])]
-    else:
-        argv += ["--oversubscribe"]
-    if agent:
-        argv += ["--mca", "plm_rsh_agent", agent, "--prtemca", "plm_ssh_no_tree_spawn", "1"]
-    for name in FORWARDED_ENV:
-        argv += ["-x", name]
-    return argv + worker_argv(run, python=python, hosts=hosts)
+    """The full mpirun command for `run`; `hosts` empty means every rank on this machine:
+    `launcher_argv` (tagged output, FORWARDED_ENV) followed by `worker_argv`."""
+    launcher = launcher_argv(rank_count(run), hosts, mpirun=mpirun, agent=agent)
+    return launcher + worker_argv(run, python=python, hosts=hosts)
 
 
 def driver_argv(driver: ClusterDriver, run: RunSpec, hosts: list[str] | None) -> list[str]:

@@ -1,4 +1,7 @@
-"""The "New run" form: one field per option POST /api/runs/ takes, with the operator's limits.
+"""The "New run" form: one field per option POST /api/runs/ takes, with the operator's limits
+and the run defaults (both from mlbench_master/run_rules.py, the table GET
+/api/runs/defaults/ serves), so a run started from the form without changing anything is the
+run the API, the CLI and the client start without options.
 
 The browser enforces the limits with min/max attributes so a user cannot type more than the
 cluster allows; the API enforces them again and its 400 messages are shown on the fields.
@@ -11,7 +14,7 @@ from typing import Any
 
 from django.conf import settings
 
-from mlbench_master import runs
+from mlbench_master import run_rules
 from mlbench_worker import catalogue
 
 
@@ -19,7 +22,7 @@ from mlbench_worker import catalogue
 class Field:
     name: str
     label: str
-    kind: str  # text | number | select | checkbox | textarea
+    widget: str  # text | number | select | checkbox | textarea
     default: Any = ""
     help: str = ""
     required: bool = False
@@ -31,19 +34,7 @@ class Field:
     disabled: bool = False
 
 
-def limits() -> dict[str, float]:
-    """The operator's limits (MLBENCH_MAX_*), the same numbers the API checks."""
-    return {
-        "workers": int(getattr(settings, "MLBENCH_MAX_WORKERS", 4)),
-        "cpus": float(getattr(settings, "MLBENCH_MAX_CPUS", 2)),
-        "bandwidth": int(getattr(settings, "MLBENCH_MAX_BANDWIDTH", 10000)),
-        "latency": float(getattr(settings, "MLBENCH_MAX_LATENCY", 1000)),
-        "gpus": int(getattr(settings, "MLBENCH_MAX_GPUS", 0)),
-        "time_limit": int(getattr(settings, "MLBENCH_MAX_TIME_LIMIT", 7 * 24 * 3600)),
-    }
-
-
-def cluster_kind() -> str:
+def cluster_name() -> str:
     """Which driver runs the workers (MLBENCH_CLUSTER), "local" or "kubernetes": what the
     open division's fields do differs between the two, and the form says which applies."""
     return "kubernetes" if settings.MLBENCH_CLUSTER == "kubernetes" else "local"
@@ -91,16 +82,12 @@ def _custom_image(cluster: str) -> Field:
     )
 
 
-def _task_budgets(tasks: list[catalogue.TaskInfo]) -> str:
+def _task_budgets(served: dict[str, Any]) -> str:
     """The budgets a run gets without one, said once when every task has the same."""
-    budgets = {t.name: runs.time_budget_for(t.name, None, open_division=False) for t in tasks}
+    budgets = {name: task["time_budget"] for name, task in served["tasks"].items()}
     if len(set(budgets.values())) == 1:
         return f"the task's own budget ({next(iter(budgets.values())):g} s)"
     return "the task's own budget (" + ", ".join(f"{n}: {b:g} s" for n, b in budgets.items()) + ")"
-
-
-def _default_limit() -> int:
-    return runs.default_time_limit(None)
 
 
 def _choices(values: list[str]) -> list[tuple[str, str]]:
@@ -110,12 +97,10 @@ def _choices(values: list[str]) -> list[tuple[str, str]]:
 def run_form_spec() -> dict[str, Any]:
     from mlbench_master.api.models import Run
 
-    lim = limits()
-    cluster = cluster_kind()
+    served = run_rules.served()
+    lim, default = served["limits"], served["defaults"]
+    cluster = cluster_name()
     tasks = [catalogue.get(name) for name in settings.MLBENCH_TASKS]
-    default_task = (
-        catalogue.DEFAULT_TASK if catalogue.DEFAULT_TASK in settings.MLBENCH_TASKS else ""
-    )
     real_sets = ", ".join(dict.fromkeys(t.dataset for t in tasks))
     fields = [
         Field("name", "Run name", "text", required=True, help="A name to find the run by."),
@@ -123,14 +108,14 @@ def run_form_spec() -> dict[str, Any]:
             "task",
             "Benchmark task",
             "select",
-            default_task or (tasks[0].name if tasks else ""),
+            default["task"],
             choices=[(t.name, f"{t.title} ({t.name})") for t in tasks],
         ),
         Field(
             "num_workers",
             "Workers",
             "number",
-            min(2, lim["workers"]),
+            default["num_workers"],
             f"Number of worker ranks (at most {lim['workers']}).",
             required=True,
             min=1,
@@ -141,7 +126,7 @@ def run_form_spec() -> dict[str, Any]:
             "num_cpus",
             "CPUs per worker",
             "number",
-            min(1, lim["cpus"]),
+            default["num_cpus"],
             f"Cores each worker may use (at most {lim['cpus']:g}).",
             required=True,
             min=0.1,
@@ -152,7 +137,7 @@ def run_form_spec() -> dict[str, Any]:
             "max_bandwidth",
             "Bandwidth (Mbit/s)",
             "number",
-            lim["bandwidth"],
+            default["max_bandwidth"],
             f"Network limit per worker (at most {lim['bandwidth']}).",
             min=1,
             max=lim["bandwidth"],
@@ -173,7 +158,7 @@ def run_form_spec() -> dict[str, Any]:
             "gpu_enabled",
             "Use GPUs",
             "checkbox",
-            False,
+            default["gpu_enabled"],
             "No GPUs are available on this cluster." if lim["gpus"] < 1 else "One GPU per worker.",
             disabled=lim["gpus"] < 1,
         ),
@@ -181,7 +166,7 @@ def run_form_spec() -> dict[str, Any]:
             "backend",
             "Communication backend",
             "select",
-            "mpi",
+            default["backend"],
             choices=_choices(Run.BACKENDS),
             group="benchmark",
         ),
@@ -189,7 +174,7 @@ def run_form_spec() -> dict[str, Any]:
             "target",
             "Accuracy target",
             "select",
-            "standard",
+            served["tasks"][default["task"]]["target"] or default["target"],
             choices=_choices(catalogue.goal_names()),
             group="benchmark",
         ),
@@ -197,7 +182,7 @@ def run_form_spec() -> dict[str, Any]:
             "light_target",
             "Light target (quick check)",
             "checkbox",
-            False,
+            default["light_target"],
             "Stop at the light target instead of the chosen one.",
             group="benchmark",
         ),
@@ -205,7 +190,7 @@ def run_form_spec() -> dict[str, Any]:
             "dataset",
             "Dataset",
             "select",
-            "auto",
+            default["dataset"],
             f"auto uses the task's real data set ({real_sets}) when it can be had, else a "
             "synthetic set (shown as such).",
             choices=_choices(catalogue.dataset_names()),
@@ -217,8 +202,9 @@ def run_form_spec() -> dict[str, Any]:
             "number",
             None,
             "Accuracy after time: training stops after this many seconds on the benchmark "
-            f"clock and the final model is evaluated. Empty: {_task_budgets(tasks)}. Not "
-            "for a custom command.",
+            f"clock and the final model is evaluated. Empty: {_task_budgets(served)}, or what "
+            "fits in the time limit when one is given and that is shorter. Not for a custom "
+            "command.",
             min=1,
             step="any",
             group="benchmark",
@@ -240,8 +226,8 @@ def run_form_spec() -> dict[str, Any]:
             None,
             "A safety stop: the run fails when it takes longer (at most "
             f"{lim['time_limit']} s). It must be at least the time budget + "
-            f"{runs.TIME_LIMIT_MARGIN} s for start-up and the final evaluation. Empty: "
-            f"exactly that; for a custom command {_default_limit()} s.",
+            f"{served['time_limit_margin']} s for start-up and the final evaluation. Empty: "
+            f"exactly that; for a custom command {served['open_division_time_limit']} s.",
             min=1,
             max=lim["time_limit"],
             step=1,
@@ -252,9 +238,9 @@ def run_form_spec() -> dict[str, Any]:
             "Resume from run",
             "number",
             None,
-            "Optional: the id of a failed or cancelled run of the same task and number of "
-            "workers; this run continues from its last checkpoint (its page has a Resume "
-            "button that fills in the rest). Empty: train from scratch.",
+            "Optional: the id of a failed or cancelled run; this run continues from its last "
+            "checkpoint with that run's settings, except those changed here (its page has a "
+            "Resume button). Empty: train from scratch.",
             min=1,
             step=1,
             group="advanced",
@@ -292,9 +278,14 @@ def run_form_spec() -> dict[str, Any]:
             "run_all_nodes",
             "Run on all nodes",
             "checkbox",
-            False,
+            default["run_all_nodes"],
             "Run the custom command on every worker rank, not only on rank 0.",
             group="advanced",
         ),
     ]
-    return {"limits": lim, "cluster": cluster, "fields": [asdict(f) for f in fields]}
+    return {
+        "limits": lim,
+        "cluster": cluster,
+        "served": served,
+        "fields": [asdict(f) for f in fields],
+    }

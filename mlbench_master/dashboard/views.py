@@ -13,8 +13,6 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
 
-from mlbench_master.runs import TIME_LIMIT_MARGIN
-
 from . import forms_spec
 from .links import user_for_token
 from .tasks import task_catalogue
@@ -51,19 +49,7 @@ def runs(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
-    # The Resume button re-sends the run's settings; one today's rules no longer allow (a
-    # bandwidth above the operator's limit, a time limit without the budget's margin, as
-    # runs stored before that rule have) is left to the master's default.
-    return _page(
-        request,
-        "run_detail.html",
-        {
-            "nav": "runs",
-            "run_id": run_id,
-            "max_bandwidth": forms_spec.limits()["bandwidth"],
-            "time_limit_margin": TIME_LIMIT_MARGIN,
-        },
-    )
+    return _page(request, "run_detail.html", {"nav": "runs", "run_id": run_id})
 
 
 @require_GET

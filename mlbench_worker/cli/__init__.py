@@ -62,7 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="start a benchmark run")
     run.add_argument("name", help="a name for the run")
-    run.add_argument("--workers", type=int, required=True, help="number of worker ranks")
+    run.add_argument(
+        "--workers", type=int, help="number of worker ranks (default: the master's, 2)"
+    )
     run.add_argument(
         "--task",
         default=None,
@@ -70,13 +72,13 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default {catalogue.DEFAULT_TASK}); the original client's display names "
         "(e.g. 'PyTorch Cifar-10 ResNet-20') and official image names work too",
     )
-    run.add_argument("--cpus", type=float, default=1.0, help="CPU cores per worker (default 1)")
+    run.add_argument("--cpus", type=float, help="CPU cores per worker (default: the master's, 2)")
     run.add_argument(
         "--max-bandwidth",
         type=int,
         metavar="MBIT_S",
-        help="network limit of each worker's link in Mbit/s (default 1000, as the original "
-        "client); local slots are shaped when the master runs as root",
+        help="network limit of each worker's link in Mbit/s (default: the master's, 1000); "
+        "local slots are shaped when the master runs as root",
     )
     run.add_argument(
         "--latency",
@@ -111,8 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--resume-from",
         type=int,
         metavar="RUN",
-        help="continue from the last checkpoint of RUN, a FAILED or CANCELLED run of the "
-        "same task and number of workers",
+        help="continue from the last checkpoint of RUN, a FAILED or CANCELLED run; every "
+        "option not given is RUN's",
     )
     run.add_argument(
         "--command",
@@ -163,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command in ("up", "down", "status"):
             return cmd_launcher(args)
-        if getattr(args, "workers", 1) is not None and getattr(args, "workers", 1) < 1:
+        if (getattr(args, "workers", None) or 1) < 1:
             raise CliError("--workers must be at least 1", EXIT_USAGE)
         master = Master(args.url, args.token)
         return COMMANDS[args.command](args, master)

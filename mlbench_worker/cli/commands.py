@@ -18,7 +18,14 @@ from typing import Any
 
 from mlbench_worker.api import resolve_image
 from mlbench_worker.cli.formatting import duration, run_duration, runs_list, short, table
-from mlbench_worker.cli.master import EXIT_OK, EXIT_USAGE, FINAL_STATES, CliError, Master
+from mlbench_worker.cli.master import (
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_USAGE,
+    FINAL_STATES,
+    CliError,
+    Master,
+)
 from mlbench_worker.cli.progress import wait_for
 from mlbench_worker.cli.report import report_table
 
@@ -59,14 +66,20 @@ def cmd_run(args: argparse.Namespace, master: Master) -> int:
         "time_limit": args.time_limit,
         "custom_image_command": args.custom_command,
         "resume_from": args.resume_from,
-        "max_bandwidth": args.max_bandwidth,
         "latency": args.latency,
     }
+    workers, cpus, bandwidth = args.workers, args.cpus, args.max_bandwidth
+    if args.resume_from is None:  # a resumed run takes what is not given from its parent
+        table = master_defaults(master)
+        workers = table["num_workers"] if workers is None else workers
+        cpus = table["num_cpus"] if cpus is None else cpus
+        bandwidth = table["max_bandwidth"] if bandwidth is None else bandwidth
     run = master.json(
         "create_run",
         args.name,
-        args.workers,
-        num_cpus=args.cpus,
+        workers,
+        cpus,
+        bandwidth,
         run_all_nodes=bool(args.custom_command and args.all_ranks),
         **{k: v for k, v in fields.items() if v is not None},
     )
@@ -78,6 +91,24 @@ def cmd_run(args: argparse.Namespace, master: Master) -> int:
         print(f"follow it with `mlbench show {run_id}` or `mlbench logs {run_id} --follow`")
         return EXIT_OK
     return wait_for(master, run_id)
+
+
+def master_defaults(master: Master) -> dict[str, Any]:
+    """The master's table of run defaults (GET /api/runs/defaults/): what the form shows and
+    the API applies, so `mlbench run` without options starts the same run as they do."""
+    try:
+        body = master.json("run_defaults")
+    except CliError as exc:
+        if exc.code != EXIT_NOT_FOUND:
+            raise
+        body = None  # a master older than the table
+    if not isinstance(body, dict) or not isinstance(body.get("defaults"), dict):
+        raise CliError(
+            f"the master at {master.url} did not say its run defaults "
+            "(GET /api/runs/defaults/); give --workers, --cpus and --max-bandwidth",
+            EXIT_USAGE,
+        )
+    return body["defaults"]
 
 
 def network_line(run: dict[str, Any]) -> str:

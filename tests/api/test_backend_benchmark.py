@@ -5,7 +5,7 @@ builds for it is one its worker accepts."""
 
 import pytest
 
-from mlbench_master import runs
+from mlbench_master import run_rules, runs
 from mlbench_master.api.models import Run
 from mlbench_master.cluster.mpirun import worker_argv
 from mlbench_worker import api as client_api
@@ -30,7 +30,7 @@ def test_the_task_runs_with_every_cpu_backend_and_its_budget(staff_api, redis_se
     info = catalogue.get(TASK)
     assert (body["task"], body["backend"], body["target"]) == (TASK, "mpi,gloo", "")
     assert body["effective_time_budget"] == info.time_budget
-    assert body["time_limit"] == runs.minimum_time_limit(info.time_budget)
+    assert body["time_limit"] == run_rules.minimum_time_limit(info.time_budget)
 
 
 def test_the_original_clients_image_and_display_name_select_it(staff_api, redis_settings):
@@ -49,7 +49,7 @@ def test_the_forms_defaults_are_accepted(staff_api, redis_settings):
     assert r.status_code == 201, r.content
     assert (r.json()["effective_time_budget"], r.json()["time_limit"]) == (
         60,
-        runs.minimum_time_limit(60),
+        run_rules.minimum_time_limit(60),
     )
 
 
@@ -75,7 +75,7 @@ def test_what_does_not_apply_is_refused_by_name(staff_api, fields, field, words)
 
 
 def test_the_masters_command_is_one_the_worker_accepts(make_run):
-    run = make_run(state=Run.INITIALIZED, task=TASK, backend="mpi,gloo", target="")
+    run = make_run(state=Run.INITIALIZED, task=TASK, backend="mpi,gloo", target="", num_cpus=1.0)
     spec = runs.run_spec(run, checkpoints=lambda run_id: f"/checkpoints/{run_id}")
     assert spec.checkpoint_dir == "" and spec.resume_dir == ""
     argv = worker_argv(spec)

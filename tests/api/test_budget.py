@@ -1,5 +1,5 @@
 """Accuracy after time: every reference run trains for a time budget (its own, else its
-task's), and its time limit, a hard stop, leaves runs.TIME_LIMIT_MARGIN beyond it.
+task's), and its time limit, a hard stop, leaves run_rules.TIME_LIMIT_MARGIN beyond it.
 
 The last test runs a default run (no time_budget, no time_limit) through the real job, the
 local driver, mpirun with 2 ranks and the live API, with the task's budget shortened to a
@@ -10,14 +10,14 @@ import dataclasses
 
 import pytest
 
-from mlbench_master import runs
+from mlbench_master import run_rules, runs
 from mlbench_master.api.models import Run
 from mlbench_master.cluster.mpirun import worker_argv
 from mlbench_worker import catalogue
 
 pytestmark = pytest.mark.django_db
 
-MARGIN = runs.TIME_LIMIT_MARGIN
+MARGIN = run_rules.TIME_LIMIT_MARGIN
 TASK1 = catalogue.get("resnet20-cifar10")
 TASK2 = catalogue.get("logreg-epsilon")
 
@@ -65,7 +65,6 @@ def test_an_explicit_budget_sets_the_default_limit(api, redis_settings):
 @pytest.mark.parametrize(
     "fields, words",
     [
-        ({"time_limit": 7200}, ["7200 s (the task's", f"{7200 + MARGIN} s"]),
         ({"time_budget": 100, "time_limit": 50}, ["time_budget 100 s", f"{100 + MARGIN} s"]),
         ({"time_budget": 100, "time_limit": 99 + MARGIN}, [f"{100 + MARGIN} s"]),
     ],
@@ -73,11 +72,38 @@ def test_an_explicit_budget_sets_the_default_limit(api, redis_settings):
 def test_a_limit_without_room_for_the_budget_is_a_400(api, redis_settings, fields, words):
     response = create(api, **fields)
     assert response.status_code == 400, response.json()
-    message = response.json()["errors"]["time_limit"][0]
+    errors = response.json()["errors"]
+    message = errors["time_limit"][0]
+    assert errors["time_budget"] == [message]  # both fields named: give either, not both
     assert "time_budget" in message and "start-up and the final evaluation" in message
     for word in words:
         assert word in message
     assert Run.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    "limit, budget, source",
+    [
+        (600, 300, "time_limit"),  # shorter than twice the margin: half of it
+        (2000, 2000 - MARGIN, "time_limit"),  # the limit less the margin
+        (7200, 7200 - MARGIN, "time_limit"),
+        (7200 + MARGIN, 7200, "task"),
+        (20000, 7200, "task"),  # the task's budget when it is the shorter
+    ],
+)
+def test_a_time_limit_alone_trains_for_what_fits_or_the_tasks_budget(
+    api, redis_settings, limit, budget, source
+):
+    response = create(api, time_limit=limit)
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert (body["time_limit"], body["time_budget"]) == (limit, None)
+    assert (body["effective_time_budget"], body["time_budget_source"]) == (budget, source)
+    config = body["manifest"]["config"]
+    assert (config["effective_time_budget"], config["time_budget_source"]) == (budget, source)
+    run = Run.objects.get(pk=body["id"])
+    argv = worker_argv(runs.run_spec(run))
+    assert float(argv[argv.index("--time-budget") + 1]) == budget
 
 
 def test_a_limit_of_exactly_budget_plus_margin_is_enough(api, redis_settings):

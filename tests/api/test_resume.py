@@ -10,7 +10,7 @@ import datetime as dt
 
 import pytest
 
-from mlbench_master import runs
+from mlbench_master import run_rules, runs
 from mlbench_master.api.models import Metric, Run
 from mlbench_master.cluster.mpirun import worker_argv
 from tests.checkpoints import IDENTITY
@@ -22,7 +22,7 @@ def checkpoint(run, epoch, step, elapsed, when=None, **identity):
     """The point a worker posts when it has written a checkpoint of `run`."""
     return Metric.objects.create(
         run=run,
-        name=runs.CHECKPOINT_METRIC,
+        name=run_rules.CHECKPOINT_METRIC,
         value=float(epoch),
         date=when or dt.datetime.now(dt.UTC),
         metadata={
@@ -167,7 +167,7 @@ def test_a_parent_deleted_after_validation_is_still_refused(make_run, redis_sett
     checkpoint(gone, 1, 10, 5.0)
     gone_id = gone.pk
     gone.delete()
-    with pytest.raises(runs.ResumeRefused, match=f"no run {gone_id}"):
+    with pytest.raises(run_rules.RunRefused, match=f"no run {gone_id}"):
         runs.create_run({"name": "late", "num_workers": 2, "resume_from": gone_id})
     assert Run.objects.count() == 0
 
@@ -195,3 +195,51 @@ def test_deleting_a_run_deletes_its_checkpoints_but_not_the_childs_record(
     assert api.delete(f"/api/runs/{lone.pk}/").status_code == 204
     assert not lone_folder.exists()  # nothing can resume a deleted run
     assert api.get(f"/api/runs/{kept['id']}/").json()["resumed_from"] == lone.pk
+
+
+def test_a_resumed_run_takes_every_field_it_leaves_out_from_its_parent(
+    api, make_run, redis_settings
+):
+    """The lifecycle fills them in (run_rules.resolve), not the page that asks: the Resume
+    button and `mlbench run --resume-from` send no more than a name and the parent's id."""
+    parent = make_run(
+        state=Run.FAILED, num_workers=2, num_cpus=1.5, max_bandwidth=100, latency=20.0,
+        backend="gloo", light_target=True, target="light", dataset="synthetic",
+        max_epochs=30, time_budget=60.0, time_limit=60 + run_rules.TIME_LIMIT_MARGIN,
+    )  # fmt: skip
+    checkpoint(parent, 1, 196, 30.0, dataset="synthetic")
+    response = api.post("/api/runs/", {"name": "again", "resume_from": parent.pk}, format="json")
+    assert response.status_code == 201, response.json()
+    child = response.json()
+    for name in run_rules.INHERITED + ("time_budget", "time_limit"):
+        assert child[name] == getattr(parent, name), name
+    assert child["latency"] == 20.0 and child["effective_time_budget"] == 60.0
+    assert child["manifest"]["setup"]["latency"] == 20.0
+
+
+def test_what_a_resumed_run_asks_for_wins_and_its_times_are_derived_anew(
+    api, make_run, redis_settings
+):
+    parent = make_run(state=Run.CANCELLED, num_workers=2, latency=5.0, time_budget=60.0,
+                      time_limit=60 + run_rules.TIME_LIMIT_MARGIN)  # fmt: skip
+    checkpoint(parent, 1, 196, 30.0)
+    body = {"name": "longer", "resume_from": parent.pk, "latency": 0, "time_budget": 3000}
+    child = api.post("/api/runs/", body, format="json").json()
+    assert child["latency"] is None  # 0 ms asked: no delay
+    assert (child["time_budget"], child["time_limit"]) == (3000, 3000 + run_rules.TIME_LIMIT_MARGIN)
+
+
+def test_a_parents_value_todays_limits_refuse_is_named_as_the_parents(
+    api, make_run, settings, redis_settings
+):
+    parent = make_run(state=Run.FAILED, num_workers=2, max_bandwidth=5000)
+    checkpoint(parent, 1, 196, 30.0)
+    settings.MLBENCH_MAX_BANDWIDTH = 1000
+    response = api.post("/api/runs/", {"name": "x", "resume_from": parent.pk}, format="json")
+    assert response.status_code == 400
+    message = response.json()["errors"]["max_bandwidth"][0]
+    assert f"the value of run {parent.pk}" in message and "give max_bandwidth" in message
+    assert api.post(
+        "/api/runs/", {"name": "x", "resume_from": parent.pk, "max_bandwidth": 1000},
+        format="json",
+    ).status_code == 201  # fmt: skip

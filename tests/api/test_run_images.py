@@ -4,7 +4,7 @@ names them (image_name, "custom_image", "MPI", "custom_backend")."""
 import pytest
 
 from mlbench_master.api.models import Run
-from mlbench_master.api.serializers import LOCAL_IMAGE_REFUSED
+from mlbench_master.run_rules import LOCAL_IMAGE_REFUSED
 
 pytestmark = pytest.mark.django_db
 
@@ -78,6 +78,7 @@ def test_on_kubernetes_an_image_never_runs_without_its_command(staff_api, settin
 
 def test_a_custom_image_may_pass_kubernetes_validation(staff_api, settings, redis_settings):
     settings.MLBENCH_CLUSTER = "kubernetes"  # the driver is never reached: validation only
+    from mlbench_master import run_rules
     from mlbench_master.api.serializers import RunCreateSerializer
 
     form = {**BASE, "image_name": "custom_image", "custom_image_name": "me/mine:1",
@@ -85,7 +86,8 @@ def test_a_custom_image_may_pass_kubernetes_validation(staff_api, settings, redi
             "custom_backend": "horovod", "run_all_nodes": "true"}  # fmt: skip
     serializer = RunCreateSerializer(data=form)
     assert serializer.is_valid(), serializer.errors
-    data = serializer.validated_data
+    staff = type("Staff", (), {"is_staff": True})()
+    data = run_rules.resolve(serializer.validated_data, staff)
     assert (data["image"], data["backend"], data["custom_backend"], data["run_all_nodes"]) == (
         "custom_image", "custom", "horovod", True,
     )  # fmt: skip

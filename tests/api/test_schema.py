@@ -51,6 +51,7 @@ def test_every_route_is_in_the_schema(api):
         "/api/metrics/": {"get", "post"},
         "/api/metrics/{pod_name_or_run_id}/": {"get"},
         "/api/runs/": {"get", "post"},
+        "/api/runs/defaults/": {"get"},
         "/api/runs/{id}/": {"get", "delete"},
         "/api/runs/{id}/summary/": {"post"},
         "/api/runs/{id}/logs/": {"get"},

@@ -301,7 +301,6 @@ def test_the_original_client_itself(master, seed, finished_run):
     "form, field",
     [
         ({"num_workers": "2"}, "name"),
-        ({"name": "x"}, "num_workers"),
         ({"name": "x", "num_workers": "two"}, "num_workers"),
         ({"name": "x", "num_workers": "2", "num_cpus": "lots"}, "num_cpus"),
         ({"name": "x", "num_workers": "2", "image_name": "mlbench/nope:latest"}, "image_name"),

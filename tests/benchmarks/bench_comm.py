@@ -26,9 +26,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "benchmarks"))
 
-from common import MPIRUN, mpi_env, write_results  # noqa: E402
+from common import launcher_prefix, mpi_env, write_results  # noqa: E402
 
-DEFAULT_LAUNCHER = [MPIRUN, "-n", "2", "--oversubscribe", "--bind-to", "none"]
+DEFAULT_LAUNCHER = launcher_prefix(2)
 BARE = """
 import json, sys, time
 import numpy as np

@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "benchmarks"))
 
-from common import MPIRUN, mpi_env  # noqa: E402
+from common import launcher_prefix, mpi_env  # noqa: E402
 
 FEATURES = 2000
 
@@ -148,7 +148,7 @@ def run_worker(ranks: int, worker_args: list[str]) -> dict:
                 "--threads", "1", "--log-every", "100000", "--metrics-file", str(out),
                 *worker_args]  # fmt: skip
         if ranks > 1:
-            args = [MPIRUN, "-n", str(ranks), "--oversubscribe", "--bind-to", "none", *args]
+            args = [*launcher_prefix(ranks), *args]
         start = time.perf_counter()
         proc = subprocess.run(
             args, capture_output=True, text=True, env=mpi_env(OMP_NUM_THREADS="1"), timeout=1800

@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "benchmarks"))
 
-from common import MPIRUN, machine, mpi_env, write_results  # noqa: E402
+from common import launcher_prefix, machine, mpi_env, write_results  # noqa: E402
 
 from mlbench_master.cluster.base import RunSpec  # noqa: E402
 from mlbench_master.cluster.local import network, slots  # noqa: E402
@@ -54,14 +54,13 @@ comm.close()
 """
 
 
-def launcher(home: Path, hosts: list[str]) -> list[str]:
+def slot_launcher(home: Path, hosts: list[str]) -> list[str]:
+    """The mpirun prefix that starts one rank in each of the two slots `hosts`, through the
+    slots' launch agent (common.launcher_prefix: the product's builder, untagged, no -x)."""
     agent = slots.agent_path(home)
     agent.parent.mkdir(parents=True, exist_ok=True)
     agent.write_text(slots.AGENT.replace("{tag}", network.home_tag(home)))
-    return [
-        MPIRUN, "-n", "2", "--host", ",".join(f"{h}:1" for h in hosts), "--bind-to", "none",
-        "--mca", "plm_rsh_agent", f"sh {agent}", "--prtemca", "plm_ssh_no_tree_spawn", "1",
-    ]  # fmt: skip
+    return launcher_prefix(2, hosts, agent=f"sh {agent}")
 
 
 def open_hosts(home: Path, mbit: int | None, latency_ms: float | None = None) -> list[str]:
@@ -76,7 +75,7 @@ def open_hosts(home: Path, mbit: int | None, latency_ms: float | None = None) ->
 
 def allreduce_seconds(home: Path, hosts: list[str], backend: str, size: int, repeats: int) -> float:
     """The best time of one all-reduce of `size` bytes between the two slots."""
-    argv = launcher(home, hosts) + [
+    argv = slot_launcher(home, hosts) + [
         sys.executable, "-c", ALLREDUCE, backend, str(size), str(repeats),
     ]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, env=mpi_env(), timeout=600)
@@ -96,7 +95,7 @@ def train(home: Path, mbit: int | None, images: int, latency_ms: float | None = 
     """The reference worker for one short epoch on the slots; its summary."""
     hosts = open_hosts(home, mbit, latency_ms)
     metrics = home / f"metrics-{mbit}-{latency_ms}.jsonl"
-    argv = launcher(home, hosts) + [
+    argv = slot_launcher(home, hosts) + [
         sys.executable, "-m", "mlbench_worker", "resnet20-cifar10", "--dataset", "synthetic",
         "--train-images", str(images), "--test-images", "200", "--max-epochs", "1",
         "--threads", "1", "--metrics-file", str(metrics), "--log-every", "5",

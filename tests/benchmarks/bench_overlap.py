@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "benchmarks"))
 
-from common import MPIRUN, mpi_env  # noqa: E402
+from common import launcher_prefix, mpi_env  # noqa: E402
 
 # name -> (overlap, bucket MB or None for the default, poll in hooks)
 VARIANTS: dict[str, tuple[bool, float | None, bool]] = {
@@ -40,7 +40,7 @@ VARIANTS: dict[str, tuple[bool, float | None, bool]] = {
     "overlap, no polling in hooks": (True, None, False),
     "overlap, 2 buckets (0.55 MB)": (True, 0.55, True),
 }
-LOCAL_LAUNCHER = [MPIRUN, "-n", "2", "--oversubscribe", "--bind-to", "none"]
+LOCAL_LAUNCHER = launcher_prefix(2)
 GOAL_HIDDEN = 0.5  # the issue's goal at 100 Mbit/s: overlap hides at least half
 
 
@@ -230,7 +230,7 @@ def measure_shaped(mbit: int, steps: int, rounds: int) -> dict | str:
     not, where slots cannot be made here."""
     import tempfile
 
-    from bench_network import launcher, open_hosts
+    from bench_network import open_hosts, slot_launcher
 
     from mlbench_master.cluster.local import network, slots
 
@@ -240,7 +240,7 @@ def measure_shaped(mbit: int, steps: int, rounds: int) -> dict | str:
     home = Path(tempfile.mkdtemp(prefix="mlbench-bench-overlap-"))
     try:
         hosts = open_hosts(home, mbit)
-        return measure(launcher(home, hosts), steps=steps, rounds=rounds)
+        return measure(slot_launcher(home, hosts), steps=steps, rounds=rounds)
     finally:
         slots.close_slots(home)
 

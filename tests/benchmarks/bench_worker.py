@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "benchmarks"))
 
-from common import MPIRUN, interleaved, mpi_env, plain_loop  # noqa: E402
+from common import interleaved, launcher_prefix, mpi_env, plain_loop  # noqa: E402
 
 SIZES_MB = {"1 MB (ResNet-20 grads)": None, "10 MB": 10, "100 MB": 100}
 
@@ -142,8 +142,14 @@ def allreduce_child(repeats: int) -> None:
 
 
 def bench_allreduce(repeats: int) -> dict:
-    cmd = [MPIRUN, "-n", "2", "--oversubscribe", "--bind-to", "none", sys.executable,
-           __file__, "--allreduce-child", "--repeats", str(repeats)]  # fmt: skip
+    cmd = [
+        *launcher_prefix(2),
+        sys.executable,
+        __file__,
+        "--allreduce-child",
+        "--repeats",
+        str(repeats),
+    ]
     proc = subprocess.run(
         cmd, capture_output=True, text=True, env=mpi_env(OMP_NUM_THREADS="1"), timeout=900
     )
@@ -161,7 +167,7 @@ def run_worker(ranks: int, threads: int, images: int) -> dict:
                 "--train-images", str(images), "--test-images", "200", "--max-epochs", "1",
                 "--threads", str(threads), "--log-every", "1000", "--metrics-file", str(out)]  # fmt: skip
         if ranks > 1:
-            args = [MPIRUN, "-n", str(ranks), "--oversubscribe", "--bind-to", "none", *args]
+            args = [*launcher_prefix(ranks), *args]
         proc = subprocess.run(
             args,
             capture_output=True,

@@ -17,11 +17,23 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from mlbench_master.cluster.mpirun import launcher_argv
 from mlbench_worker.runinfo import cpu_model, memory_gib
 
 RESULTS_DIR = Path(os.environ.get("MLBENCH_BENCH_DIR", "bench-results"))
 REPO = Path(__file__).resolve().parents[2]
 MPIRUN = os.path.join(os.path.dirname(sys.executable), "mpirun")
+
+
+def launcher_prefix(
+    ranks: int, hosts: list[str] | None = None, agent: str | None = None
+) -> list[str]:
+    """The mpirun prefix a benchmark starts its ranks with: the product's builder
+    (`launcher_argv`: `--bind-to none`, oversubscribed on this machine, or one slot per host
+    through `agent`) with this venv's mpirun, and two explicit differences from a run's
+    command: no output tagging (the benchmarks read their RESULT lines as printed) and no
+    -x forwarding (the ranks get mpirun's own environment, `mpi_env`)."""
+    return launcher_argv(ranks, hosts, mpirun=MPIRUN, agent=agent, tag_output=False, forward=())
 
 
 def mpi_env(**extra: str) -> dict:

@@ -49,6 +49,38 @@ def test_local_command_has_no_binding_and_all_ranks():
     assert tail[tail.index("--device") + 1] == "cpu"
 
 
+def test_the_launcher_part_alone_as_the_benchmarks_use_it():
+    local = mpirun.launcher_argv(2, mpirun="/v/bin/mpirun", tag_output=False, forward=())
+    assert local == ["/v/bin/mpirun", "-n", "2", "--bind-to", "none", "--oversubscribe"]
+    slots = mpirun.launcher_argv(
+        2, ["s-0", "s-1", "s-2"], agent="sh /a", tag_output=False, forward=()
+    )
+    assert slots == [
+        "mpirun", "-n", "2", "--bind-to", "none", "--host", "s-0:1,s-1:1",
+        "--mca", "plm_rsh_agent", "sh /a", "--prtemca", "plm_ssh_no_tree_spawn", "1",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"custom_image_command": "python train.py"},
+        {"custom_image_command": "x", "run_all_nodes": True},
+    ],
+)
+def test_the_full_command_is_the_launcher_then_the_worker(overrides):
+    run = make_run(**overrides)
+    hosts = ["w-0", "w-1"]
+    argv = mpirun.mpirun_argv(run, hosts, mpirun="/m", python="/p", agent="sh /a")
+    launcher = mpirun.launcher_argv(mpirun.rank_count(run), hosts, mpirun="/m", agent="sh /a")
+    assert argv == launcher + mpirun.worker_argv(run, python="/p", hosts=hosts)
+    assert launcher[launcher.index("--output") + 1] == "tag"
+    assert [launcher[i + 1] for i, a in enumerate(launcher) if a == "-x"] == list(
+        mpirun.FORWARDED_ENV
+    )
+
+
 def test_environment_is_forwarded_by_name():
     argv = mpirun.mpirun_argv(make_run())
     forwarded = [argv[i + 1] for i, a in enumerate(argv) if a == "-x"]

@@ -3,7 +3,7 @@ fixes issue 10 asks for: no namespace given means this pod's own namespace insid
 cluster and any namespace outside it (exactly one master service), and a NodePort is
 reached through an external address before an internal one.
 
-The releases' rendered objects are loaded into the API emulator (`emulator.install`) and
+The releases' rendered objects are loaded into the API emulator (`release.install`) and
 the client talks to it through the `kubernetes` package's default configuration, as it does
 with a kubeconfig; `load_config=False` keeps it from reading one from this machine.
 """
@@ -13,10 +13,11 @@ from __future__ import annotations
 import pytest
 from kubernetes import client as k8s
 
-from mlbench_worker import api as client_module
+from mlbench_worker import discovery as client_module
 from mlbench_worker.api import ApiClient, ApiError
 from tests.kubernetes.chart import RELEASE, manifests
-from tests.kubernetes.emulator import Emulator, add_node, install
+from tests.kubernetes.emulator import Emulator
+from tests.kubernetes.release import add_node, install
 
 
 @pytest.fixture

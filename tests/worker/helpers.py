@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mlbench_master.cluster.mpirun import launcher_argv
+
 MPIRUN = os.path.join(os.path.dirname(sys.executable), "mpirun")
 REPO = Path(__file__).resolve().parents[2]
 
@@ -33,8 +35,12 @@ def worker_env(**extra: str) -> dict:
 def mpirun(
     n: int, args: list[str], timeout: float = 240, **env: str
 ) -> subprocess.CompletedProcess:
-    """Run `python ARGS` on n ranks with real mpirun (oversubscribed, unbound, 1 thread each)."""
-    cmd = [MPIRUN, "-n", str(n), "--oversubscribe", "--bind-to", "none", sys.executable, *args]
+    """Run `python ARGS` on n ranks with real mpirun (oversubscribed, unbound, 1 thread each).
+
+    The prefix is the product's (`launcher_argv`), untagged (the tests read the ranks' lines
+    as printed) and without -x (local ranks get mpirun's environment, `worker_env`)."""
+    launcher = launcher_argv(n, mpirun=MPIRUN, tag_output=False, forward=())
+    cmd = [*launcher, sys.executable, *args]
     return subprocess.run(
         cmd,
         capture_output=True,

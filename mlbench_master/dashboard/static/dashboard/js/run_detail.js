@@ -127,6 +127,7 @@ const CONFIG = [
   ["dataset", "Dataset requested"],
   ["time_budget", "Time budget asked for (s)"],
   ["effective_time_budget", "Time budget in effect (s)"],
+  ["time_budget_source", "Time budget from"],
   ["max_epochs", "Max epochs"],
   ["time_limit", "Time limit (s)"],
   ["custom_image_name", "Custom image"],
@@ -140,6 +141,13 @@ const CONFIG = [
   ["started_at", "Started"],
   ["finished_at", "Finished"],
 ];
+
+// Where the time budget in effect comes from, in words (the API's time_budget_source).
+const BUDGET_SOURCES = {
+  asked: "asked for",
+  task: "the task's budget",
+  time_limit: "what fits in the time limit (shorter than the task's budget)",
+};
 
 function show(value) {
   if (value === null || value === undefined || value === "") return "—";
@@ -200,7 +208,7 @@ function showRun() {
   document.getElementById("run-reason").textContent = run.reason || "";
   const measuring = isMeasurement(run);
   kv(document.getElementById("run-config"), [
-    ...CONFIG.filter(([k]) => k in run && !(run[k] === "" && k.startsWith("custom")) && !(measuring && TRAINING_ONLY.has(k))).map(([k, label]) => [label, k === "task" ? taskLabel() : run[k]]),
+    ...CONFIG.filter(([k]) => k in run && !(run[k] === "" && k.startsWith("custom")) && !(measuring && TRAINING_ONLY.has(k))).map(([k, label]) => [label, k === "task" ? taskLabel() : k === "time_budget_source" ? BUDGET_SOURCES[run[k]] ?? run[k] : run[k]]),
     ...(measuring ? [] : [["Dataset used", datasetBadge(run)]]),
     ...(networkText(run) ? [["Network", networkText(run)]] : []),
   ]);
@@ -270,32 +278,10 @@ async function showResume() {
   if (point) button.textContent = `Resume from epoch ${Math.round(point.value)}`;
 }
 
-// The new run: this run's settings, its dataset as asked for (the master pins it to the one
-// the checkpoint trained on) and resume_from.
+// The new run: a name and resume_from. The master gives it every other setting of this run
+// (run_rules: a resumed run inherits what its request leaves out), so nothing is lost here.
 function resumeBody() {
-  const body = {
-    name: `${run.name} (resumed)`.slice(0, 200),
-    task: run.task,
-    num_workers: run.num_workers,
-    num_cpus: run.num_cpus,
-    gpu_enabled: run.gpu_enabled,
-    backend: run.backend,
-    target: run.light_target ? "light" : run.target,
-    light_target: run.light_target,
-    dataset: run.dataset,
-    time_budget: run.time_budget,
-    max_epochs: run.max_epochs,
-    resume_from: run.id,
-  };
-  if (run.image) body.image = run.image;
-  // A bandwidth above today's limit (e.g. the default stored for a run that gave none) is
-  // left out: the master then uses its default, as it did for this run.
-  if (run.max_bandwidth <= Number(root.dataset.maxBandwidth)) body.max_bandwidth = run.max_bandwidth;
-  // Likewise a time limit without room for the budget plus the master's margin (start-up and
-  // the final evaluation): the master then gives exactly that room.
-  const needed = Math.ceil(run.effective_time_budget || 0) + Number(root.dataset.timeLimitMargin);
-  if (run.time_limit >= needed) body.time_limit = run.time_limit;
-  return body;
+  return { name: `${run.name} (resumed)`.slice(0, 200), resume_from: run.id };
 }
 
 async function resumeRun() {

@@ -120,9 +120,25 @@ if (form) {
   };
   const task = form.elements.namedItem("task");
   const dataset = form.elements.namedItem("dataset");
+  // What a run of the chosen task gets when the time fields are left empty: the master's
+  // table (GET /api/runs/defaults/), the same the API applies, shown as placeholders.
+  let served = null;
+  const fitTimes = () => {
+    const own = served?.tasks?.[task.value];
+    const budget = form.elements.namedItem("time_budget");
+    const limit = form.elements.namedItem("time_limit");
+    if (!own) return;
+    if (budget) budget.placeholder = own.time_budget ? `${own.time_budget} (the task's)` : "";
+    if (limit) limit.placeholder = `${own.time_limit} (budget + ${served.time_limit_margin})`;
+  };
+  api("/api/runs/defaults/").then((body) => {
+    served = body;
+    fitTimes();
+  }, () => {});
   const fitTask = () => {
     const info = catalogue()[task.value];
     if (!info) return;
+    fitTimes();
     const measuring = info.kind === "measurement";
     for (const name of TRAINING_ONLY) {
       const input = form.elements.namedItem(name);
