@@ -81,6 +81,20 @@ def forbidden_chains(graph: grimp.ImportGraph, importers: list[str], imported: s
     return problems
 
 
+def direct_imports(
+    graph: grimp.ImportGraph, importer: str, forbidden: tuple[str, ...]
+) -> list[str]:
+    """Imports by `importer` itself of a module in `forbidden` (a package counts with its
+    submodules), with their lines. Direct only: a serializer may show what run_rules derives,
+    and run_rules itself asks the driver."""
+    assert importer in graph.modules, f"no module {importer} (the check would prove nothing)"
+    found = []
+    for imported in sorted(graph.find_modules_directly_imported_by(importer)):
+        if any(imported == f or imported.startswith(f + ".") for f in forbidden):
+            found.append(_where(graph, importer, imported))
+    return found
+
+
 def worker_modules_imported_by_master(graph: grimp.ImportGraph) -> list[str]:
     """Imports of the worker package by the master outside SHARED_WORKER_MODULES."""
     problems = []
@@ -306,6 +320,21 @@ def test_cluster_never_imports_api_or_runs(graph, forbidden):
     assert not chains, f"cluster/ reaches {forbidden}:\n" + "\n".join(chains)
 
 
+# The run lifecycle, its job and the drivers: what parsing a request must not reach into.
+LIFECYCLE_AND_DRIVERS = (
+    "mlbench_master.runs",
+    "mlbench_master.jobs",
+    "mlbench_master.reconcile",
+    "mlbench_master.cluster",
+)
+
+
+def test_serializers_import_no_lifecycle_or_driver_module(graph):
+    """Serializers parse and shape; the rules (run_rules) and the lifecycle (runs) decide."""
+    problems = direct_imports(graph, "mlbench_master.api.serializers", LIFECYCLE_AND_DRIVERS)
+    assert not problems, "serializers reach the lifecycle or a driver:\n" + "\n".join(problems)
+
+
 def test_run_state_is_assigned_only_in_runs():
     master = ROOT / "mlbench_master"
     problems = state_writes(master, allowed={master / "runs.py"})
@@ -348,6 +377,12 @@ def bad_package(tmp_path, monkeypatch):
         ),
         "api/__init__.py": "",
         "api/models.py": "",
+        "api/serializers.py": (
+            "from badpkg.api import models\n"
+            "from badpkg import runs\n\n"
+            "def check():\n"
+            "    from badpkg.cluster import driver\n"
+        ),
         "cluster/__init__.py": "",
         "cluster/driver.py": "from badpkg import runs\n",
         "cluster/reader.py": "from badpkg.api.models import Run\n",
@@ -375,6 +410,10 @@ def test_the_checks_find_each_kind_of_violation(bad_package):
     ]
     with pytest.raises(AssertionError, match="no such module"):
         forbidden_chains(graph, ["badpkg.nothing"], "torch")
+    assert direct_imports(graph, "badpkg.api.serializers", ("badpkg.runs", "badpkg.cluster")) == [
+        "badpkg.api.serializers:5 `from badpkg.cluster import driver`",
+        "badpkg.api.serializers:2 `from badpkg import runs`",
+    ]
     writes = state_writes(bad_package, allowed={bad_package / "runs.py"})
     lines = sorted(w.split(" ")[0] for w in writes)
     assert lines == [f"badpkg/sneaky.py:{n}" for n in (2, 3, 4, 5)] + ["badpkg/views.py:4"]

@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command in ("up", "down", "status"):
             return cmd_launcher(args)
-        if (getattr(args, "workers", None) or 1) < 1:
+        if getattr(args, "workers", None) is not None and args.workers < 1:
             raise CliError("--workers must be at least 1", EXIT_USAGE)
         master = Master(args.url, args.token)
         return COMMANDS[args.command](args, master)

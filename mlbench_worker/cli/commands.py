@@ -184,7 +184,8 @@ def cmd_show(args: argparse.Namespace, master: Master) -> int:
     keys = [
         "id", "name", "state", "reason", "task", "backend", "num_workers", "num_cpus",
         "target", "light_target", "dataset", "dataset_used", "time_budget",
-        "effective_time_budget", "max_epochs", "time_limit", "exit_code", "created_at",
+        "effective_time_budget", "time_budget_source", "max_epochs", "time_limit", "exit_code",
+        "created_at",
         "started_at", "finished_at",
     ]  # fmt: skip
     width = max(len(k) for k in keys)

@@ -1,3 +1,4 @@
+# Over 400 lines: the original client's wire double (SeedWire) and a test for each of its 10 calls.
 """The original platform's client against the embedded master, call by call, on the wire.
 
 Scripts written for the original `ApiClient` (mlbench-core 3.x) must work unchanged. That

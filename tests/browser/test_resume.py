@@ -123,19 +123,33 @@ def test_a_resume_the_master_refuses_is_shown(page):
     assert Run.objects.filter(resumed_from=cancelled.pk).count() == 0
 
 
-def test_settings_todays_rules_refuse_are_left_to_the_masters_defaults(page, settings):
-    """A run stored before the budget rule (no budget, the old 7200 s limit) or with a
-    bandwidth above today's limit still resumes: those two are left to the master."""
+def test_the_master_gives_the_resumed_run_its_parents_settings(page, settings):
+    """The button sends a name and resume_from only: the latency below, which the page
+    never sent, and an old limit without a budget come from the parent (run_rules); a
+    parent's bandwidth above today's limit is refused with the reason, not replaced."""
     from mlbench_master import run_rules
     from mlbench_master.api.models import Run
 
-    settings.MLBENCH_MAX_BANDWIDTH = 100
-    old = _run(Run.FAILED, name="old", time_budget=None, time_limit=7200, max_bandwidth=10000)
+    old = _run(Run.FAILED, name="old", time_budget=None, time_limit=7200, latency=20.0)
     _checkpoint(old, 5)
     _open(page, old)
     page.get_by_role("button", name="Resume from epoch 5").click()
     page.get_by_role("button", name="Yes").click()
     page.wait_for_url(lambda url: f"/runs/{old.pk}/" not in url)
     child = Run.objects.get(resumed_from=old.pk)
-    assert child.time_budget is None and run_rules.effective_time_budget(child) == 7200
-    assert child.time_limit == 7200 + run_rules.TIME_LIMIT_MARGIN
+    assert (child.latency, child.max_bandwidth, child.time_budget, child.time_limit) == (
+        20.0, 500, None, 7200,
+    )  # fmt: skip
+    assert run_rules.effective_time_budget(child) == 7200 - run_rules.TIME_LIMIT_MARGIN
+    Run.objects.filter(pk=child.pk).update(state=Run.CANCELLED)
+
+    settings.MLBENCH_MAX_BANDWIDTH = 100
+    _open(page, old)
+    page.watch.allowed_status.add(400)
+    page.get_by_role("button", name="Resume from epoch 5").click()
+    page.get_by_role("button", name="Yes").click()
+    page.wait_for_function("document.querySelector('#run-status').textContent.length > 0")
+    status = page.locator("#run-status").inner_text()
+    assert "Could not resume" in status and "max_bandwidth" in status, status
+    assert f"the value of run {old.pk}" in status
+    assert Run.objects.filter(resumed_from=old.pk).count() == 1

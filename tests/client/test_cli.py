@@ -104,7 +104,7 @@ def test_busy_master_is_exit_6_and_bad_input_exit_2(master):
     too_many = master.cli("run", "cli-big", "--workers", "5")
     assert too_many.returncode == EXIT_USAGE
     assert "2 local worker slots" in too_many.stderr
-    usage = master.cli("run", "no-workers")
+    usage = master.cli("run", "no-workers", "--workers", "0")
     assert usage.returncode == 2 and "--workers" in usage.stderr
 
 

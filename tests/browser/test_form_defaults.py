@@ -1,0 +1,52 @@
+"""The New run form shows the master's run defaults (GET /api/runs/defaults/), and a run
+started from it without changing anything but its name stores exactly what the API stores
+for a request with only a name."""
+
+import pytest
+
+from tests.api.test_run_defaults import settings_of
+from tests.browser.test_runs import open_form
+
+pytestmark = pytest.mark.browser
+
+
+def test_the_form_shows_the_served_defaults_and_starts_the_same_run(page, live_server):
+    from rest_framework.test import APIClient
+
+    from mlbench_master import runs
+    from mlbench_master.api.models import Run
+    from mlbench_master.api.serializers import RunSerializer
+
+    open_form(page)
+    served = page.evaluate("fetch('/api/runs/defaults/').then((r) => r.json())")
+    defaults = served["defaults"]
+    assert page.get_by_label("Workers").input_value() == str(defaults["num_workers"])
+    assert float(page.get_by_label("CPUs per worker").input_value()) == defaults["num_cpus"]
+    assert page.get_by_label("Bandwidth (Mbit/s)").input_value() == str(defaults["max_bandwidth"])
+    assert page.get_by_label("Benchmark task").input_value() == defaults["task"]
+    assert page.get_by_label("Communication backend").input_value() == defaults["backend"]
+    assert page.get_by_label("Dataset").input_value() == defaults["dataset"]
+    own = served["tasks"][defaults["task"]]
+    budget = page.get_by_label("Time budget (s)")
+    page.wait_for_function(
+        "(el) => el.placeholder !== ''", arg=budget.element_handle()
+    )  # filled in once the page has read the table
+    assert budget.get_attribute("placeholder").startswith(f"{own['time_budget']:g}")
+    assert (
+        page.get_by_label("Time limit (s)")
+        .get_attribute("placeholder")
+        .startswith(str(own["time_limit"]))
+    )
+
+    page.get_by_label("Run name").fill("plain")
+    page.get_by_role("button", name="Start run").click()
+    page.get_by_role("link", name="plain").first.wait_for()
+    from_form = Run.objects.get(name="plain")
+    runs.cancel_run(from_form)
+
+    staff = Run.objects.model._meta.get_field("created_by").related_model.objects.first()
+    client = APIClient()
+    client.force_authenticate(staff)
+    response = client.post("/api/runs/", {"name": "plain"}, format="json")
+    assert response.status_code == 201, response.json()
+    assert settings_of(RunSerializer(from_form).data) == settings_of(response.json())
