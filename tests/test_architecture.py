@@ -1,3 +1,4 @@
+# Over 400 lines: the import and write rules with their planted violations, kept side by side.
 """The seams between modules, enforced: each failure names the offending import or line.
 
 - no import cycle among the modules of mlbench_master and mlbench_worker (imports inside

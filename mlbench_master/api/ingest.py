@@ -4,39 +4,24 @@ MLBENCH_MAX_METRICS_PER_REQUEST).
 A plain loop instead of DRF serializers: ingestion must sustain tens of thousands of
 points per second on two cores. Every problem is reported with the point's index and
 field, e.g. `[3].value: must be a finite number, got 'nan'`; a batch is stored whole or
-not at all.
+not at all, by `metrics_store.store` (the one writer of metric points).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
-from typing import Any, NamedTuple
+from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
 from django.utils import timezone
 from rest_framework import exceptions
 from rest_framework.fields import BooleanField
 
 from mlbench_master.api.errors import PayloadTooLarge
-from mlbench_master.api.models import Metric, Run
+from mlbench_master.api.models import Run
 from mlbench_master.api.params import parse_iso_datetime
-
-
-class Point(NamedTuple):
-    """A validated metric point, in the column order of `store()`'s INSERT."""
-
-    run_id: int | None
-    pod_name: str | None
-    name: str
-    value: float
-    date: dt.datetime
-    cumulative: bool
-    metadata: Any
-    uid: str | None
-
+from mlbench_master.metrics_store import Point
 
 MAX_NAME = 200
 MAX_UID = 200
@@ -203,65 +188,3 @@ def check_owner(rows: list[Point], worker_run: Run | None) -> None:
                 {"run_id": [f"run {names} does not exist" if len(missing) == 1 else
                             f"runs {names} do not exist"]}
             )  # fmt: skip
-
-
-_COLUMNS = ("run_id", "pod_name", "name", "value", "date", "cumulative", "metadata", "uid")
-_PG_TYPES = (
-    "run_id bigint, pod_name text, name text, value double precision, date timestamptz, "
-    "cumulative boolean, metadata jsonb, uid text"
-)
-
-
-def store(rows: list[Point]) -> None:
-    """Insert all rows in one transaction; a point whose uid is already stored is skipped.
-
-    On PostgreSQL the whole batch travels as ONE JSON parameter that the server unpacks
-    (`json_to_recordset`) into an `INSERT ... ON CONFLICT DO NOTHING`: no model instances,
-    no per-row parameters, so a 1,000-point batch costs a few milliseconds. Elsewhere
-    (the embedded SQLite) a prepared single-row INSERT is executed for every row.
-    """
-    ops = connection.ops
-    table = ops.quote_name(Metric._meta.db_table)
-    columns = ", ".join(ops.quote_name(c) for c in _COLUMNS)
-    with transaction.atomic(), connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            payload = json.dumps(
-                [
-                    {
-                        "run_id": r.run_id,
-                        "pod_name": r.pod_name,
-                        "name": r.name,
-                        "value": r.value,
-                        "date": r.date.isoformat(),
-                        "cumulative": r.cumulative,
-                        "metadata": r.metadata,
-                        "uid": r.uid,
-                    }
-                    for r in rows
-                ],  # fmt: skip
-                allow_nan=False,
-            )
-            cursor.execute(
-                f"INSERT INTO {table} ({columns}) SELECT {columns} "
-                f"FROM json_to_recordset(%s) AS x({_PG_TYPES}) ON CONFLICT DO NOTHING",
-                [payload],
-            )
-            return
-        adapt_date = ops.adapt_datetimefield_value
-        cursor.executemany(
-            f"INSERT INTO {table} ({columns}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
-            "ON CONFLICT DO NOTHING",
-            [
-                (
-                    r.run_id,
-                    r.pod_name,
-                    r.name,
-                    r.value,
-                    adapt_date(r.date),
-                    r.cumulative,
-                    json.dumps(r.metadata, allow_nan=False),
-                    r.uid,
-                )
-                for r in rows
-            ],  # fmt: skip
-        )

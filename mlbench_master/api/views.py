@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from mlbench_master import run_rules, runs
+from mlbench_master import metrics_store, run_rules, runs
 from mlbench_master.api import bodies, ingest, params
 from mlbench_master.api.auth import ended_past_grace
 from mlbench_master.api.errors import Conflict, ServiceUnavailable, invalid
@@ -213,7 +213,7 @@ class MetricList(APIView):
     def post(self, request: Request) -> Response:
         rows, many = ingest.parse_points(bodies.body(request))
         ingest.check_owner(rows, request.auth if is_worker(request) else None)
-        ingest.store(rows)
+        metrics_store.store(rows)
         if many:
             return Response(
                 MetricBatchResultSerializer({"received": len(rows)}).data,

@@ -13,6 +13,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core import signing
 from django.urls import reverse
 
+from mlbench_master.api.auth import ensure_user
+
 SALT = "mlbench.dashboard.one-time-login"
 MAX_AGE = 24 * 3600
 
@@ -40,14 +42,10 @@ def user_for_token(token: str) -> AbstractBaseUser | None:
 
 def one_time_login_url(username: str, base_url: str) -> str:
     """The URL that signs `username` in once; a missing user is created as a plain user
-    (no password, no staff rights: the launcher's admin exists already).
+    (no password, no staff rights: the launcher's admin exists already) by api/auth.py.
 
     `base_url` is where the browser reaches the master, e.g. "http://127.0.0.1:8000".
     """
-    model = get_user_model()
-    user, created = model.objects.get_or_create(**{model.USERNAME_FIELD: username})
-    if created:
-        user.set_unusable_password()
-        user.save(update_fields=["password"])
+    user = ensure_user(username)
     path = reverse("dashboard:login-once", kwargs={"token": make_token(user)})
     return base_url.rstrip("/") + path

@@ -22,7 +22,7 @@ migrate)
         echo "waiting for the database (attempt $tries)" >&2
         sleep 5
     done
-    exec python -m mlbench_master.cluster.kubernetes.bootstrap
+    exec django-admin mlbench_admin
     ;;
 web)
     exec gunicorn master_wsgi:application \

@@ -51,15 +51,17 @@ def test_pod_metrics_outlive_the_pod():
 def test_rollup_foreign_key_rejects_points_of_a_missing_run():
     """Metric.run has no database foreign key (ingestion speed); the rollup trigger's insert
     into MetricRollup has one, so a batch for a run that no longer exists fails whole."""
+    from mlbench_master import metrics_store
     from mlbench_master.api import ingest
 
     rows, _ = ingest.parse_points([{"run_id": 424242, "name": "a", "value": 1}])
     with pytest.raises(IntegrityError):
-        ingest.store(rows)
+        metrics_store.store(rows)
     assert Metric.objects.count() == 0
 
 
 def test_rollups_follow_inserts_and_skip_duplicates():
+    from mlbench_master import metrics_store
     from mlbench_master.api import ingest
     from mlbench_master.api.models import MetricRollup
 
@@ -67,7 +69,7 @@ def test_rollups_follow_inserts_and_skip_duplicates():
     points = [{"run_id": run.pk, "name": "a", "value": v, "uid": f"u{v}",
                "date": f"2024-01-01T00:00:0{v}.5Z"} for v in range(4)]  # fmt: skip
     for _ in range(2):  # the retry adds nothing
-        ingest.store(ingest.parse_points(points)[0])
+        metrics_store.store(ingest.parse_points(points)[0])
     rollups = list(MetricRollup.objects.order_by("second").values_list("count", "total"))
     assert rollups == [(1, 0.0), (1, 1.0), (1, 2.0), (1, 3.0)]
     run.delete()

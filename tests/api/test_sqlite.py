@@ -16,6 +16,7 @@ from django.core.management import call_command
 call_command("migrate", verbosity=0)
 from django.db import connection
 assert connection.vendor == "sqlite"
+from mlbench_master import metrics_store
 from mlbench_master.api import ingest
 from mlbench_master.api.models import Metric, Run
 from mlbench_master.api.queries import SeriesQuery, series
@@ -26,7 +27,7 @@ points = [{"run_id": run.pk, "name": "loss", "value": float(i * i % 17), "uid": 
            "date": (t0 + dt.timedelta(seconds=i)).isoformat()} for i in range(10)]
 for _ in range(2):  # the retry is stored once
     rows, _ = ingest.parse_points(points)
-    ingest.store(rows)
+    metrics_store.store(rows)
 assert Metric.objects.count() == 10
 got = series(SeriesQuery("run", run.pk, summarize=3))[str(run.pk)]["loss"]
 assert [p["value"] for p in got] == [3.5, 10.25, 13.0], got

@@ -24,7 +24,8 @@ from mlbench_master.cluster.base import RunSpec
 from mlbench_master.cluster.kubernetes import KubernetesCluster, detach, worker_statefulset_name
 from mlbench_master.cluster.kubernetes.names import LAUNCH_MARK
 from tests.kubernetes.chart import NAMESPACE, RELEASE, find, manifests
-from tests.kubernetes.emulator import Controller, Emulator
+from tests.kubernetes.controllers import Controller
+from tests.kubernetes.emulator import Emulator
 
 STS = worker_statefulset_name(RELEASE)
 

@@ -1,0 +1,79 @@
+"""The one writer of metric points (mlbench_master/metrics_store.py) and its two callers:
+the API's ingest (tests/api/test_metrics_post.py, test_sqlite.py) and the collector."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from mlbench_master import metrics_store
+from mlbench_master.api.models import Metric, Run
+from mlbench_master.cluster.base import PodSample
+from mlbench_master.metrics_store import Point, store
+
+pytestmark = pytest.mark.django_db
+
+
+def _inserts(queries: CaptureQueriesContext) -> list[str]:
+    return [q["sql"] for q in queries.captured_queries if q["sql"].lstrip().startswith("INSERT")]
+
+
+def test_a_batch_is_one_statement_and_a_stored_uid_is_skipped():
+    run = Run.objects.create(name="r", state=Run.STARTED)
+    now = timezone.now()
+    rows = [Point(run.pk, None, "loss", float(i), now, False, {}, f"u{i}") for i in range(10_000)]
+    with CaptureQueriesContext(connection) as queries:
+        store(rows)
+    assert len(_inserts(queries)) == 1
+    store([*rows[:10], Point(run.pk, None, "loss", 0.5, now, True, {"k": 1}, "new")])
+    assert Metric.objects.count() == 10_001
+    assert Metric.objects.get(uid="new").metadata == {"k": 1}
+
+
+def test_points_without_a_uid_are_all_stored_and_nothing_is_no_statement():
+    point = Point(None, "w-0", "cpu_cores", 0.5, timezone.now(), False, {}, None)
+    store([point, point])
+    assert Metric.objects.filter(pod_name="w-0", uid=None).count() == 2
+    with CaptureQueriesContext(connection) as queries:
+        store([])
+    assert not queries.captured_queries
+
+
+def test_the_collector_stores_the_drivers_readings_through_it(monkeypatch):
+    from mlbench_master.collector import collect_pod_metrics
+
+    now = timezone.now()
+    samples = [
+        PodSample("w-0", "cpu_cores", 0.5, now),
+        PodSample("w-0", "net_rx_bytes", math.nan, now, True),  # no number: not stored
+        PodSample("w-0", "memory_bytes", 1e9, now, False, {"run_id": 3, "rank": 0}),
+    ]
+
+    class Driver:
+        def pods(self) -> list:
+            return []
+
+        def samples(self, spec: object) -> list[PodSample]:
+            return samples
+
+    batches = []
+
+    def spy(rows: list[Point]) -> None:
+        batches.append(rows)
+        real(rows)
+
+    real = metrics_store.store
+    monkeypatch.setattr("mlbench_master.cluster.drivers.get_driver", lambda: Driver())
+    monkeypatch.setattr(metrics_store, "store", spy)
+    assert collect_pod_metrics() == 2
+    assert [len(b) for b in batches] == [2]
+    stored = {m.name: m for m in Metric.objects.all()}
+    assert sorted(stored) == ["cpu_cores", "memory_bytes"]
+    memory = stored["memory_bytes"]
+    assert memory.run_id is None and memory.pod_name == "w-0" and memory.uid is None
+    assert memory.value == 1e9 and memory.metadata == {"run_id": 3, "rank": 0}
+    assert memory.date == now and not memory.cumulative
