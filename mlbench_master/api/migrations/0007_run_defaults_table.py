@@ -4,30 +4,29 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('api', '0006_run_latency'),
+        ("api", "0006_run_latency"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='run',
-            name='max_bandwidth',
-            field=models.PositiveIntegerField(default=1000, help_text='mbit/s per worker'),
+            model_name="run",
+            name="max_bandwidth",
+            field=models.PositiveIntegerField(default=1000, help_text="mbit/s per worker"),
         ),
         migrations.AlterField(
-            model_name='run',
-            name='num_cpus',
+            model_name="run",
+            name="num_cpus",
             field=models.FloatField(default=2.0),
         ),
         migrations.AlterField(
-            model_name='run',
-            name='num_workers',
+            model_name="run",
+            name="num_workers",
             field=models.PositiveIntegerField(default=2),
         ),
         migrations.AlterField(
-            model_name='run',
-            name='time_limit',
-            field=models.PositiveIntegerField(default=8100, help_text='seconds'),
+            model_name="run",
+            name="time_limit",
+            field=models.PositiveIntegerField(default=8100, help_text="seconds"),
         ),
     ]
