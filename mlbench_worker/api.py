@@ -1,3 +1,4 @@
+# Over 400 lines: the original client's methods with their documented signatures, one per endpoint.
 """`ApiClient`: the Python client of the master's REST API.
 
 It keeps the original client's constructor arguments and methods, parameter for parameter,

@@ -1,97 +1,34 @@
 """The worker's command line: `python -m mlbench_worker <task> [options]`.
 
 Parsing and checking happen before torch or MPI is imported, so a typo costs a fraction of a
-second and every rank stops with the same clear message (printed once, by rank 0).
+second and every rank stops with the same clear message (printed once, by rank 0). What the
+communication benchmark's command shares with it is commandline.py's.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
-import tempfile
-from pathlib import Path
 
 from mlbench_worker import catalogue, checkpoint
-from mlbench_worker.home import mlbench_home
-from mlbench_worker.tasks import TASKS
-
-BACKENDS = ("mpi", "gloo", "nccl")
-DEVICES = ("auto", "cpu", "cuda")
-
-
-def launch_rank() -> int:
-    """This process's rank as mpirun announced it (0 when run alone), without importing MPI."""
-    for name in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"):
-        if os.environ.get(name, "").isdigit():
-            return int(os.environ[name])
-    return 0
-
-
-def default_data_dir() -> str:
-    if os.environ.get("MLBENCH_DATA_DIR"):
-        return os.environ["MLBENCH_DATA_DIR"]
-    return str(mlbench_home() / "datasets")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
-
-
-def _nonnegative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be zero or more, got {text!r}")
-    return value
-
-
-def _nonnegative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be zero or more, got {text!r}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 0 and below 1, got {text!r}")
-    return value
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that prints its error once (rank 0) under mpirun, and exits 2 on every rank."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        if launch_rank() == 0:
-            self.print_usage(sys.stderr)
-            print(f"{self.prog}: error: {message}", file=sys.stderr)
-        sys.exit(2)
+from mlbench_worker.commandline import (
+    BACKENDS,
+    DEVICES,
+    _choice,
+    _fraction,
+    _nonnegative_float,
+    _nonnegative_int,
+    _Parser,
+    _positive_float,
+    _positive_int,
+    _writable_dir,
+    add_reporting_options,
+    check_reporting_options,
+    default_data_dir,
+    launch_rank,
+)
+from mlbench_worker.tasks import TASKS, LinearTask, Task
+from mlbench_worker.tasks.resnet_imagenet import LR_SCHEDULES
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -104,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--model",
         help="model (default: the task's): "
-        + "; ".join(f"{name}: {', '.join(t.models)}" for name, t in _one_per_kind().items()),
+        + "; ".join(f"{name}: {', '.join(models)}" for name, models in _models_by_family().items()),
     )
     g.add_argument(
         "--target",
@@ -261,43 +198,32 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-_KIND_NAMES = {"image": "task 1a", "imagenet": "task 1b", "linear": "task 2"}
-# Options only task 1b reads, and the task fields that give their defaults.
-_IMAGENET_ONLY = {
-    "--lr-schedule": "lr_schedule",
-    "--label-smoothing": "label_smoothing",
-    "--zero-init-residual": "zero_init_residual",
-    "--crop": None,
-    "--amp-dtype": None,
-    "--data-workers": None,
+# Options that only one family of tasks reads (a task lists those it reads in its
+# `task_options`), and whom they apply to, for the message that refuses them elsewhere.
+TASK_OPTIONS = {
+    "--amp": "image tasks",
+    "--channels-last": "image tasks",
+    "--l2": "task 2 (linear models)",
+    "--lr-schedule": "task 1b (ImageNet)",
+    "--label-smoothing": "task 1b (ImageNet)",
+    "--zero-init-residual": "task 1b (ImageNet)",
+    "--crop": "task 1b (ImageNet)",
+    "--amp-dtype": "task 1b (ImageNet)",
+    "--data-workers": "task 1b (ImageNet)",
 }
+# Task options whose default is the task's field of the same name.
+_DEFAULTS_FROM_TASK = ("--lr-schedule", "--label-smoothing", "--zero-init-residual")
 AMP_DTYPES = ("bfloat16", "float16")
 MIN_CROP = 64  # below it ResNet's last stage sees 1x1 maps and batch norm breaks on 1 image
 
 
-def _one_per_kind() -> dict:
-    """One task of each kind, to list the models each kind accepts."""
+def _models_by_family() -> dict[str, tuple[str, ...]]:
+    """The models each family of tasks accepts, under the family's name ("task 1a": the
+    number in its catalogue category)."""
     return {
-        _KIND_NAMES.get(kind, kind): t for kind, t in {t.kind: t for t in TASKS.values()}.items()
+        f"task {catalogue.get(name).category.split()[0]}": task.models
+        for name, task in TASKS.items()
     }
-
-
-def _choice(
-    parser: argparse.ArgumentParser, option: str, value: str, choices: tuple | dict
-) -> None:
-    if value not in choices:
-        parser.error(f"{option}: unknown value {value!r}; choose one of: {', '.join(choices)}")
-
-
-def _writable_dir(path: str) -> str | None:
-    """None if `path` is (or can be made) a writable folder, else the reason it is not."""
-    try:
-        Path(path).mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-test-"):
-            pass
-    except OSError as exc:
-        return f"{exc.strerror or exc}"
-    return None
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -316,20 +242,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     _choice(parser, "--target", args.target, tuple(info.goals))
     if args.backend == "nccl" and args.device == "cpu":
         parser.error("--backend nccl needs --device cuda (use mpi or gloo on CPU)")
-    if task.kind == "linear":
-        for flag, given in (("--amp", args.amp), ("--channels-last", args.channels_last)):
-            if given:
-                parser.error(f"{flag} applies to image tasks only, not to {args.task}")
-    elif args.l2 is not None:
-        parser.error(f"--l2 applies to task 2 (linear models) only, not to {args.task}")
-    _check_imagenet_options(parser, args, task)
+    _check_task_options(parser, args, task)
     args.batch_size = args.batch_size or task.batch_size
     args.max_epochs = args.max_epochs or task.max_epochs
     if args.threads is None and os.environ.get("OMP_NUM_THREADS", "").isdigit():
         args.threads = int(os.environ["OMP_NUM_THREADS"]) or None
     args.data_dir = args.data_dir or default_data_dir()
-    # Task 1b's synthetic set is files written into the data directory, not arrays in memory.
-    if args.dataset != "synthetic" or task.kind == "imagenet":
+    # A synthetic set made of files is written into the data directory too.
+    if args.dataset != "synthetic" or task.synthetic_on_disk:
         problem = _writable_dir(args.data_dir)
         if problem:
             parser.error(
@@ -354,59 +274,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def add_reporting_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
-    """Where a worker reports (every worker command has them); the group, to add more."""
-    g = parser.add_argument_group("reporting")
-    g.add_argument(
-        "--master-url",
-        default=os.environ.get("MLBENCH_MASTER_URL") or None,
-        help="post metrics to this master (default: MLBENCH_MASTER_URL)",
-    )
-    g.add_argument(
-        "--run-id",
-        default=os.environ.get("MLBENCH_RUN_ID") or None,
-        help="the run's id at the master (default: MLBENCH_RUN_ID)",
-    )
-    g.add_argument(
-        "--metrics-file", help="write metric points and the summary as JSON lines to this file"
-    )
-    return g
-
-
-def check_reporting_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """The reporting options make sense together; `args.token` from MLBENCH_RUN_TOKEN."""
-    if args.master_url and not args.run_id:
-        parser.error(
-            "--master-url needs --run-id (or MLBENCH_RUN_ID) to know which run to report to"
-        )
-    if args.master_url and not args.master_url.startswith(("http://", "https://")):
-        parser.error(f"--master-url must start with http:// or https://, got {args.master_url!r}")
-    args.token = os.environ.get("MLBENCH_RUN_TOKEN") or None
-    if args.metrics_file:
-        folder = os.path.dirname(os.path.abspath(args.metrics_file))
-        problem = _writable_dir(folder)
-        if problem:
-            parser.error(
-                f"--metrics-file {args.metrics_file}: folder cannot be written ({problem})"
-            )
-
-
-def _check_imagenet_options(
-    parser: argparse.ArgumentParser, args: argparse.Namespace, task: object
+def _check_task_options(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, task: Task | LinearTask
 ) -> None:
-    """Refuse task-1b options elsewhere; for task 1b, check them and fill the task's defaults."""
-    given = {opt: getattr(args, opt[2:].replace("-", "_")) for opt in _IMAGENET_ONLY}
-    if task.kind != "imagenet":
-        for opt, value in given.items():
-            if value is not None:
-                parser.error(f"{opt} applies to task 1b (ImageNet) only, not to {args.task}")
-        return
-    from mlbench_worker.tasks.resnet_imagenet import LR_SCHEDULES
-
-    for opt, field in _IMAGENET_ONLY.items():
-        if field and given[opt] is None:
-            setattr(args, field, getattr(task, field))
-    _choice(parser, "--lr-schedule", args.lr_schedule, LR_SCHEDULES)
+    """Refuse the options of other task families; fill this task's defaults and check them."""
+    for opt, whom in TASK_OPTIONS.items():
+        dest = opt[2:].replace("-", "_")
+        given = getattr(args, dest) != parser.get_default(dest)
+        if given and opt not in task.task_options:
+            parser.error(f"{opt} applies to {whom} only, not to {args.task}")
+        if opt in _DEFAULTS_FROM_TASK and opt in task.task_options and not given:
+            setattr(args, dest, getattr(task, dest))
+    if args.lr_schedule is not None:
+        _choice(parser, "--lr-schedule", args.lr_schedule, LR_SCHEDULES)
     if args.amp_dtype is not None:
         _choice(parser, "--amp-dtype", args.amp_dtype, AMP_DTYPES)
         if not args.amp:

@@ -1,4 +1,5 @@
-"""The training loop of task 1a: synchronous data-parallel SGD, gradients summed every step.
+# Over 400 lines: the Trainer is one loop, read top to bottom (steps, reports, evaluation).
+"""The training loop of every task: synchronous data-parallel SGD, gradients summed every step.
 
 Read `Trainer.fit` top to bottom: epochs of `train_one_epoch`, each ending with `evaluate`,
 goal tracking and a checkpoint, until the target accuracy is reached, the time budget is
@@ -9,7 +10,7 @@ behind a barrier so all ranks start together) and runs through evaluation and ch
 Each step's time is split into data (batch gathered, augmented, on the device), compute
 (forward, backward, optimizer step) and communication (the gradient all-reduce).
 
-With overlap (the default, comm.BucketedAllreduce), most of the all-reduce runs during
+With overlap (the default, exchange.BucketedAllreduce), most of the all-reduce runs during
 backward, so two communication times are kept:
 
 - ``time_comm``: the EXPOSED communication, the wait after backward until every bucket is
@@ -29,70 +30,22 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from mlbench_worker import catalogue
-from mlbench_worker.comm import (
-    MPI_CUDA_NO_OVERLAP,
-    BucketedAllreduce,
-    Communicator,
-    FlatAllreduce,
-    FlatGradients,
-    average_buffers,
-)
+from mlbench_worker.comm import Communicator, FlatGradients, average_buffers
 from mlbench_worker.data.loader import Batches, shard_indices
-from mlbench_worker.errors import WorkerError
+from mlbench_worker.exchange import BucketedAllreduce, FlatAllreduce, choose
+from mlbench_worker.recipe import Goal, Schedule  # where they lived first: still importable here
 from mlbench_worker.report import Reporter
 
-# Extra slots all-reduced with the gradients: global sums at no extra message.
 # Scalars that ride along in the gradient buffer's all-reduce, so ranks agree on them for free.
 LOSS, CORRECT, IMAGES, STOP, REPORT = range(5)
 # Report at least this often (seconds, decided by rank 0) so progress shows early on slow machines.
 LOG_SECONDS = 15.0
-
-
-@dataclass
-class Schedule:
-    """Linear warm-up from `start_lr` to `peak_lr`, then multiply by `factor` at each decay."""
-
-    start_lr: float
-    peak_lr: float
-    warmup_steps: int
-    decay_steps: tuple[int, ...]
-    factor: float
-
-    def __call__(self, step: int) -> float:
-        if step < self.warmup_steps:
-            return self.start_lr + (self.peak_lr - self.start_lr) * step / self.warmup_steps
-        return self.peak_lr * self.factor ** sum(step >= d for d in self.decay_steps)
-
-
-def momentum_sgd(
-    model: torch.nn.Module, task: Any, batch_size: int, workers: int, lr: float | None = None
-) -> tuple[torch.optim.SGD, float, float]:
-    """SGD with the task's momentum and weight decay at linearly scaled rates (Goyal et al.
-    2017): one worker's rate for `batch_size` images to start the warm-up from, `workers`
-    times it at the peak (or `lr`, when given). Returns (optimizer, start rate, peak rate)."""
-    peak_lr = lr or task.base_lr * workers * batch_size / task.batch_size
-    start_lr = min(peak_lr, task.base_lr * batch_size / task.batch_size)
-    optimizer = torch.optim.SGD(
-        model.parameters(), lr=start_lr, momentum=task.momentum, weight_decay=task.weight_decay
-    )
-    return optimizer, start_lr, peak_lr
-
-
-@dataclass
-class Goal:
-    """When to stop: `accuracy` reached, `time_budget` seconds spent, or `max_epochs` done."""
-
-    name: str
-    accuracy: float
-    max_epochs: int
-    time_budget: float | None = None
 
 
 @dataclass
@@ -201,36 +154,24 @@ class Trainer:
         self.steps_per_epoch = train_data.steps(len(self.epoch_indices(0)))
 
     def set_overlap(self, enabled: bool, bucket_mb: float | None = None) -> None:
-        """Sum gradients in buckets overlapped with backward (`enabled`), or flat.
+        """Sum gradients in buckets overlapped with backward (`enabled`), or flat, by the
+        rules of exchange.choose; its note (CUDA with the mpi backend) is printed once."""
+        self.allreduce = choose(
+            self.grads,
+            self.comm,
+            self.device,
+            overlap=enabled,
+            bucket_mb=bucket_mb,
+            flat_only=self.flat_only,
+            task=self.task,
+            previous=self.allreduce,
+            note=self._note_once,
+        )
 
-        `bucket_mb`: the bucket size in MB (default: comm.default_bucket_bytes). Overlap
-        silently stays off where it cannot apply and was not asked for explicitly: one rank,
-        a trainer without autograd (`flat_only`); on CUDA with the mpi backend it stays off
-        with a printed note. An explicit `bucket_mb` that cannot take effect is an error.
-        """
-        if bucket_mb is not None and not (bucket_mb > 0 and math.isfinite(bucket_mb)):
-            raise WorkerError(f"--bucket-mb must be a positive number of MB, got {bucket_mb!r}")
-        if bucket_mb is not None and not enabled:
-            raise WorkerError(
-                "--bucket-mb sets the size of the buckets overlapped with backward: it cannot "
-                "be combined with --no-overlap"
-            )
-        if bucket_mb is not None and self.flat_only:
-            raise WorkerError(f"--bucket-mb does not apply to {self.task}: {self.flat_only}")
-        mpi_on_cuda = self.device.type == "cuda" and self.comm.backend == "mpi"
-        if bucket_mb is not None and mpi_on_cuda:
-            raise WorkerError(f"--bucket-mb: {MPI_CUDA_NO_OVERLAP}")
-        self.allreduce.remove()
-        self.allreduce = FlatAllreduce(self.grads, self.comm)
-        if not enabled or self.flat_only or self.comm.size < 2:
-            return
-        if mpi_on_cuda:
-            if not getattr(self, "_noted_mpi_cuda", False):  # once, not at every call
-                self.print(f"note: flat gradient all-reduce, no overlap: {MPI_CUDA_NO_OVERLAP}")
-                self._noted_mpi_cuda = True
-            return
-        size = max(1, int(bucket_mb * 2**20)) if bucket_mb is not None else None
-        self.allreduce = BucketedAllreduce(self.grads, self.comm, size)
+    def _note_once(self, message: str) -> None:
+        if not getattr(self, "_noted", False):  # once, not at every call
+            self.print(message)
+            self._noted = True
 
     def allreduce_config(self) -> dict:
         """How gradients are summed, for the run's recorded configuration."""

@@ -1,3 +1,4 @@
+# Over 400 lines: each endpoint's OpenAPI description sits beside its view, as one reads them.
 """REST endpoints. Paths and JSON shapes follow the seed documents; see docs/api.rst.
 
 Views only route: parsing lives in serializers.py / ingest.py / params.py, the rules of a

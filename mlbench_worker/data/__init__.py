@@ -38,24 +38,24 @@ def _try_cifar10(data_dir: Path, allow_download: bool) -> tuple[Arrays | None, s
 
 
 def load_dataset(
-    kind: str,
+    dataset: str,
     data_dir: str | Path,
     seed: int,
     comm: object,
     train_images: int | None = None,
     test_images: int | None = None,
 ) -> Dataset:
-    """The data set for `kind` (auto | cifar10 | synthetic), agreed by all ranks."""
+    """The data set for `dataset` (auto | cifar10 | synthetic), agreed by all ranks."""
 
     def generated(note: str = "") -> Dataset:
         sizes = (train_images or synthetic.TRAIN_SIZE, test_images or synthetic.TEST_SIZE)
         data = Dataset("synthetic", synthetic.generate(seed, *sizes), note)
         return _limit(data, train_images, test_images)
 
-    if kind == "synthetic":
+    if dataset == "synthetic":
         return generated()
     arrays, unavailable = agree_on_real_data(
-        comm, kind, lambda _first: _try_cifar10(Path(data_dir), allow_download=True)
+        comm, dataset, lambda _first: _try_cifar10(Path(data_dir), allow_download=True)
     )
     if unavailable is not None:
         return generated(f"CIFAR-10 could not be had: {unavailable}")
@@ -65,7 +65,7 @@ def load_dataset(
 
 def agree_on_real_data(
     comm: object,
-    kind: str,
+    dataset: str,
     attempt: Callable[[bool], tuple[T | None, str | None, bool]],
 ) -> tuple[T | None, str | None]:
     """Get a real data set on every rank, the same way for every task.
@@ -74,14 +74,14 @@ def agree_on_real_data(
     "unavailable" rather than "damaged"). Rank 0 tries first (`first` True: it downloads or
     converts once, for every rank, while the others wait), then the others (from what rank
     0 left, or by themselves on another machine). Returns (value, None) when every rank has
-    it; (None, why) when rank 0 found it unavailable and `kind` is auto, so that every rank
+    it; (None, why) when rank 0 found it unavailable and `dataset` is auto, so that every rank
     falls back together; otherwise raises WorkerError naming the first rank that failed.
     """
     outcome: tuple[T | None, str | None, bool] = (None, None, False)
     if comm.rank == 0:
         outcome = attempt(True)
     first_error, unavailable = comm.bcast_object(outcome[1:])  # rank 0's
-    if first_error is not None and unavailable and kind == "auto":
+    if first_error is not None and unavailable and dataset == "auto":
         return None, first_error
     if comm.rank != 0 and first_error is None:
         outcome = attempt(False)

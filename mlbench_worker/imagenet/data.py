@@ -62,14 +62,14 @@ def _synthetic(
 
 
 def load(
-    kind: str,
+    dataset: str,
     data_dir: str | Path,
     comm: object,
     train_images: int | None = None,
     test_images: int | None = None,
     say: Callable[[str], None] = print,
 ) -> ImageNetData:
-    """The images for `kind` (auto | imagenet | synthetic), agreed by all ranks."""
+    """The images for `dataset` (auto | imagenet | synthetic), agreed by all ranks."""
     data_dir = Path(data_dir)
 
     def generated(note: str = "") -> ImageNetData:
@@ -83,9 +83,9 @@ def load(
         assert listing is not None
         return ImageNetData("synthetic", listing, note)
 
-    if kind == "synthetic":
+    if dataset == "synthetic":
         return generated()
-    listing, unavailable = agree_on_real_data(comm, kind, lambda _first: _real(data_dir))
+    listing, unavailable = agree_on_real_data(comm, dataset, lambda _first: _real(data_dir))
     if unavailable is not None:
         return generated(f"ImageNet could not be had: {unavailable}")
     assert listing is not None

@@ -14,32 +14,23 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 
-from mlbench_worker.comm import Communicator, broadcast_model
+from mlbench_worker.comm import Communicator
 from mlbench_worker.errors import WorkerError
 from mlbench_worker.imagenet import CROP, NUM_CLASSES, RESIZE
-from mlbench_worker.imagenet.data import ImageNetData, load
+from mlbench_worker.imagenet.data import load
 from mlbench_worker.imagenet.pipeline import ImageBatches
 from mlbench_worker.imagenet.train import CosineSchedule, ImageNetTrainer
 from mlbench_worker.models import build_imagenet_model
+from mlbench_worker.recipe import Schedule, momentum_sgd
 from mlbench_worker.report import Reporter
+from mlbench_worker.setup import Built, Say, goal, place_model, synthetic_banner
 from mlbench_worker.tasks.resnet_imagenet import ImageNetTask
-from mlbench_worker.train import Goal, Schedule, momentum_sgd
+from mlbench_worker.train import Trainer
 
 EVAL_BATCH = 250  # 50,000 validation images: 200 batches, split over the ranks
-
-
-@dataclass
-class ImageNetSetup:
-    trainer: ImageNetTrainer
-    data: ImageNetData
-    train_data: ImageBatches
-    test_data: ImageBatches
-    peak_lr: float
-    config: dict  # what the summary's config records beyond the shared fields
 
 
 def data_workers(requested: int | None, device: torch.device, threads: int) -> int:
@@ -58,9 +49,10 @@ def build(
     args: argparse.Namespace,
     comm: Communicator,
     task: ImageNetTask,
-    say: Callable[[str], None],
+    say: Say,
     open_reporter: Callable[[], Reporter],
-) -> ImageNetSetup:
+) -> Built:
+    """ImageNet JPEG files (or the synthetic ones), a ResNet, SGD as Goyal et al."""
     device = comm.device
     if args.amp and args.amp_dtype == "float16" and device.type != "cuda":
         raise WorkerError(
@@ -81,21 +73,19 @@ def build(
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True  # fixed input sizes: pick the fastest kernels
 
-    torch.manual_seed(args.seed)
-    model = build_imagenet_model(
-        args.model, num_classes=NUM_CLASSES, zero_init_residual=args.zero_init_residual
-    ).to(device)
-    if args.channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    broadcast_model(model, comm)
-
+    model = place_model(
+        lambda: build_imagenet_model(
+            args.model, num_classes=NUM_CLASSES, zero_init_residual=args.zero_init_residual
+        ),
+        args,
+        comm,
+    )
     optimizer, start_lr, peak_lr = momentum_sgd(model, task, args.batch_size, comm.size, args.lr)
-    goal = Goal(args.target, task.target_accuracy(args.target), args.max_epochs, args.time_budget)
     trainer = ImageNetTrainer(
         model,
         optimizer,
         Schedule(start_lr, start_lr, 0, (), 1.0),  # replaced below, once steps are known
-        goal,
+        goal(args, task),
         comm,
         train_data,
         test_data,
@@ -138,4 +128,37 @@ def build(
         "channels_last": args.channels_last,
         "data_workers": workers,
     }
-    return ImageNetSetup(trainer, data, train_data, test_data, peak_lr, config)
+    if data.name == "synthetic":
+        synthetic_banner(say, "ImageNet", data.note)
+    if config["smoke_test_crop"]:
+        say(
+            f"SMOKE TEST: {crop}-pixel crops instead of the benchmark's 224 (--crop); the "
+            "accuracy is not comparable with 224-pixel results"
+        )
+    return Built(
+        trainer=trainer,
+        dataset=data.name,
+        note=data.note,
+        real_name="ImageNet",
+        peak_lr=peak_lr,
+        data_line=(
+            f"data {data.name} ({len(train_data)} train / {len(test_data)} val images "
+            f"in {train_data.folder.parent}, {workers} loader process(es)/rank, "
+            f"crop {crop}, lr schedule {args.lr_schedule})"
+        ),
+        config=config,
+        results=_results,
+        footer=_footer,
+    )
+
+
+def _results(trainer: Trainer) -> dict:
+    return {"final_val_top5_accuracy": getattr(trainer, "val_top5", None)}
+
+
+def _footer(summary: dict) -> str:
+    top5 = summary.get("final_val_top5_accuracy")
+    lines = [f"final val top-5 accuracy: {'-' if top5 is None else f'{top5:.4g}'}"]
+    if summary["config"].get("smoke_test_crop"):
+        lines.append(f"SMOKE TEST crop {summary['config']['crop']} px (the benchmark's: 224)")
+    return "\n".join(lines)

@@ -18,14 +18,15 @@ from dataclasses import dataclass
 
 import torch
 
-from mlbench_worker.train import Schedule, Trainer
+from mlbench_worker.recipe import Schedule
+from mlbench_worker.train import Trainer
 
 TOP5_METRIC = "val_top5_accuracy"
 
 
 @dataclass
 class CosineSchedule(Schedule):
-    """Train.Schedule's linear warm-up, then peak_lr * (1 + cos(pi * t)) / 2 with t going
+    """recipe.Schedule's linear warm-up, then peak_lr * (1 + cos(pi * t)) / 2 with t going
     from 0 at the end of the warm-up to 1 at `total_steps` (the last step of the run)."""
 
     total_steps: int = 1

@@ -106,7 +106,7 @@ class LinearData:
 
 
 def load(
-    kind: str,
+    dataset: str,
     data_dir: str | Path,
     seed: int,
     comm: Communicator,
@@ -120,7 +120,7 @@ def load(
     eval_batch: int = 4096,
     say: Callable[[str], None] = print,
 ) -> LinearData:
-    """The data for `kind` (auto | epsilon | synthetic), agreed by all ranks; each rank gets
+    """The data for `dataset` (auto | epsilon | synthetic), agreed by all ranks; each rank gets
     only its own rows. `train_rows` / `test_rows` keep the first N rows of either split."""
 
     def build(
@@ -148,7 +148,7 @@ def load(
         )
         return build("synthetic", train, test, n_train, n_test, note)
 
-    if kind == "synthetic":
+    if dataset == "synthetic":
         return generated()
 
     data_dir = Path(data_dir)
@@ -156,7 +156,7 @@ def load(
     def attempt(first: bool) -> tuple[None, str | None, bool]:
         return (None, *_try_prepare(data_dir, features, say if first else lambda _msg: None))
 
-    _, unavailable = agree_on_real_data(comm, kind, attempt)
+    _, unavailable = agree_on_real_data(comm, dataset, attempt)
     if unavailable is not None:
         return generated(f"epsilon could not be had: {unavailable}")
 

@@ -12,38 +12,29 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 
-from mlbench_worker.comm import Communicator, broadcast_model
-from mlbench_worker.linear.data import LinearData, load
+from mlbench_worker.comm import Communicator
+from mlbench_worker.linear.data import load
 from mlbench_worker.linear.glm import LinearModel, get_glm
 from mlbench_worker.linear.train import LinearTrainer, plateau_schedule
 from mlbench_worker.report import Reporter
+from mlbench_worker.setup import Built, Say, goal, place_model, synthetic_banner
 from mlbench_worker.tasks.base import LinearTask
-from mlbench_worker.train import Goal
 
 EVAL_BATCH = 4096
-
-
-@dataclass
-class LinearSetup:
-    trainer: LinearTrainer
-    data: LinearData
-    peak_lr: float
-    floor_lr: float
-    l2: float
 
 
 def build(
     args: argparse.Namespace,
     comm: Communicator,
     task: LinearTask,
-    say: Callable[[str], None],
+    say: Say,
     open_reporter: Callable[[], Reporter],
-) -> LinearSetup:
-    """Load this rank's rows and build the trainer (the reporter is opened once data is in)."""
+) -> Built:
+    """Epsilon (or its stand-in), a GLM, plain SGD with a plateau schedule (the reporter is
+    opened once the data is in)."""
     device = comm.device
     data = load(
         args.dataset,
@@ -59,10 +50,10 @@ def build(
         eval_batch=EVAL_BATCH,
         say=say,
     )
+    if data.name == "synthetic":
+        synthetic_banner(say, "epsilon", data.note)
     glm = get_glm(args.model)
-    torch.manual_seed(args.seed)
-    model = LinearModel(data.features).to(device)
-    broadcast_model(model, comm)
+    model = place_model(lambda: LinearModel(data.features), args, comm)
 
     floor_lr = task.base_lr * glm.rates.factor * args.batch_size / task.batch_size
     peak_lr = floor_lr * min(comm.size, task.lr_scale_cap)
@@ -72,13 +63,12 @@ def build(
     l2 = task.l2 if args.l2 is None else args.l2
     optimizer = torch.optim.SGD(model.parameters(), lr=peak_lr, momentum=0.0, weight_decay=l2)
     schedule = plateau_schedule(peak_lr, floor_lr, task.plateau_factor, task.plateau_threshold)
-    goal = Goal(args.target, task.target_accuracy(args.target), args.max_epochs, args.time_budget)
     trainer = LinearTrainer(
         model,
         glm,
         optimizer,
         schedule,
-        goal,
+        goal(args, task),
         comm,
         data.train,
         data.test,
@@ -87,4 +77,23 @@ def build(
         device=device,
         log_every=args.log_every,
     )
-    return LinearSetup(trainer, data, peak_lr, schedule.floor_lr, l2)
+    return Built(
+        trainer=trainer,
+        dataset=data.name,
+        note=data.note,
+        real_name="epsilon",
+        peak_lr=peak_lr,
+        data_line=(
+            f"data {data.name} ({data.train_total} train / {data.test_total} test samples, "
+            f"{data.features} features; {len(data.train)} rows on this rank)"
+        ),
+        config={
+            "train_samples": data.train_total,
+            "test_samples": data.test_total,
+            "features": data.features,
+            "l2": l2,
+            "floor_lr": schedule.floor_lr,
+        },
+        # The plateau schedule's state is a function of the validation losses seen.
+        after_restore=lambda t: t.schedule.replay(t.progress.history),
+    )

@@ -30,7 +30,8 @@ import torch
 from mlbench_worker import catalogue
 from mlbench_worker.linear.data import Rows, epoch_order
 from mlbench_worker.linear.glm import Glm
-from mlbench_worker.train import CORRECT, LOSS, Schedule, Trainer
+from mlbench_worker.recipe import Schedule
+from mlbench_worker.train import CORRECT, LOSS, Trainer
 
 
 @dataclass

@@ -1,8 +1,9 @@
 """Benchmark tasks: each fixes a model, a data set, the hyperparameters and the accuracy goals.
 
 A task is plain data (no torch), so the option parser can list and check them quickly. Its
-`kind` says which training code runs it: "image" (task 1a, run.py), "imagenet" (task 1b,
-mlbench_worker/imagenet/) or "linear" (task 2, mlbench_worker/linear/).
+`setup` names the module that sets a run of it up (mlbench_worker/cifar/ for task 1a,
+imagenet/ for task 1b, linear/ for task 2), imported only when a run starts; its
+`task_options` say which options of one family of tasks it reads.
 """
 
 from __future__ import annotations

@@ -31,7 +31,13 @@ class Task:
     peak rate is K times higher (linear scaling), reached by a linear warm-up.
     """
 
-    kind: ClassVar[str] = "image"
+    # The module whose `build` sets a run of this task up (imported only when a run starts,
+    # so that listing and checking tasks stays torch-free).
+    setup: ClassVar[str] = "mlbench_worker.cifar.setup"
+    # The options of one family of tasks that this task reads (options.TASK_OPTIONS).
+    task_options: ClassVar[tuple[str, ...]] = ("--amp", "--channels-last")
+    # Whether its synthetic stand-in is files written into the data directory.
+    synthetic_on_disk: ClassVar[bool] = False
 
     name: str
     model: str  # default model; --model may pick another depth (recorded in the summary)
@@ -64,7 +70,9 @@ class LinearTask:
     by its own factor and bound (mlbench_worker/linear/GLMS).
     """
 
-    kind: ClassVar[str] = "linear"
+    setup: ClassVar[str] = "mlbench_worker.linear.setup"  # see Task
+    task_options: ClassVar[tuple[str, ...]] = ("--l2",)
+    synthetic_on_disk: ClassVar[bool] = False
 
     name: str
     model: str

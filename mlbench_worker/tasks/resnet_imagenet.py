@@ -29,7 +29,17 @@ LR_SCHEDULES = ("step", "cosine")
 class ImageNetTask(Task):
     """Task with what only ImageNet training needs (defaults: the recipe above)."""
 
-    kind: ClassVar[str] = "imagenet"
+    setup: ClassVar[str] = "mlbench_worker.imagenet.setup"  # see Task
+    task_options: ClassVar[tuple[str, ...]] = (
+        *Task.task_options,
+        "--lr-schedule",
+        "--label-smoothing",
+        "--zero-init-residual",
+        "--crop",
+        "--amp-dtype",
+        "--data-workers",
+    )
+    synthetic_on_disk: ClassVar[bool] = True
 
     lr_schedule: str = "step"
     label_smoothing: float = 0.0  # Goyal et al. train without it; MLPerf allows 0.1

@@ -1,4 +1,4 @@
-"""The bucketed all-reduce overlapped with backward (comm.BucketedAllreduce).
+"""The bucketed all-reduce overlapped with backward (exchange.BucketedAllreduce).
 
 Unit checks of the bucket layout and of the trainer's switch run in this process. The rest
 runs under real mpirun: this file is also the ranks' script (`python test_buckets.py MODE
@@ -18,15 +18,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from mlbench_worker.comm import (
+from mlbench_worker.comm import FlatGradients
+from mlbench_worker.errors import WorkerError
+from mlbench_worker.exchange import (
     DEFAULT_BUCKET_MB,
     MIN_BUCKETS,
     Bucket,
-    FlatGradients,
     default_bucket_bytes,
     plan_buckets,
 )
-from mlbench_worker.errors import WorkerError
 
 THIS = Path(__file__).resolve()
 
@@ -240,7 +240,8 @@ def _step(model, grads, allreduce, comm, x, y) -> tuple[torch.Tensor, float]:
 
 
 def same(backend: str) -> dict:
-    from mlbench_worker.comm import BucketedAllreduce, Communicator, FlatAllreduce
+    from mlbench_worker.comm import Communicator
+    from mlbench_worker.exchange import BucketedAllreduce, FlatAllreduce
 
     comm = Communicator(backend)
     out: dict = {"cases": {}}

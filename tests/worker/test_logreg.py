@@ -1,3 +1,4 @@
+# Over 400 lines: task 2 end to end around one real-format LIBSVM file and its exact optimum.
 """Task 2 (logreg-epsilon): options, shards, schedule, the closed-form gradients, and whole
 runs: 2 ranks against an independent full-batch solver on a real-format LIBSVM file, the
 backends agreeing, resuming exactly, the synthetic set's known best accuracy, and ridge.

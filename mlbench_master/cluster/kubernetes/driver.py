@@ -1,3 +1,4 @@
+# Over 400 lines: the whole driver protocol for Kubernetes; its concerns live in this package's other modules.
 """KubernetesCluster: runs on the worker StatefulSet of the mlbench helm chart.
 
 A run with a `custom_image_name` (the open division) gets that image in every worker pod:

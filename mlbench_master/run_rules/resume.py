@@ -1,0 +1,97 @@
+"""Which checkpoint a new run may continue: a FAILED or CANCELLED run's last one, when the
+new run is the same experiment (the worker's identity check would refuse it otherwise)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mlbench_master.api.models import Metric, Run
+from mlbench_master.run_rules.errors import ResumeRefused
+from mlbench_worker import catalogue
+
+# What a new run may continue from: a run that ended before it could finish.
+RESUMABLE_STATES = (Run.FAILED, Run.CANCELLED)
+# The point rank 0 posts after each checkpoint (mlbench_worker/checkpoint.py): value =
+# completed epochs; metadata = epoch, step, elapsed and the checkpoint's identity. The master
+# never reads the file (it may live in a worker pod): this is how it knows what one holds.
+CHECKPOINT_METRIC = "checkpoint"
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where a resumed run starts: the parent's last checkpoint, as its worker recorded it."""
+
+    run_id: int
+    epoch: int  # epochs completed when the checkpoint was written
+    step: int
+    elapsed: float  # seconds on the benchmark clock, which the new run continues
+    identity: dict[str, Any]  # task, model, num_workers, batch_size, seed, dataset
+
+    def record(self) -> dict[str, Any]:
+        """The manifest's `resumed_from`."""
+        return {"run_id": self.run_id, "epoch": self.epoch, "step": self.step,
+                "elapsed": self.elapsed, "checkpoint": dict(self.identity)}  # fmt: skip
+
+
+def resume_point(
+    parent_id: int, *, task: str | None, num_workers: int, dataset: str | None
+) -> ResumePoint:
+    """The checkpoint of run `parent_id` that a new run with this set-up would continue.
+
+    Refused (ResumeRefused) when the run does not exist, did not end FAILED or CANCELLED, ran
+    a custom command, wrote no checkpoint, or differs from the new run in what the worker's
+    identity check (mlbench_worker/checkpoint.py) refuses: the task (and with it the model
+    and the batch size per worker), the number of workers, the data set. Checking here
+    answers 400 at once instead of a run that fails when its worker starts.
+    """
+    parent = Run.objects.filter(pk=parent_id).first()
+    if parent is None:
+        raise ResumeRefused(f"there is no run {parent_id}")
+    if parent.state not in RESUMABLE_STATES:
+        raise ResumeRefused(
+            f"run {parent_id} is {parent.state}; only a FAILED or CANCELLED run can be resumed"
+        )
+    if parent.open_division:
+        raise ResumeRefused(
+            f"run {parent_id} ran a custom command (open division): the platform keeps "
+            "checkpoints of reference-task runs only"
+        )
+    point = (
+        Metric.objects.filter(run_id=parent.pk, name=CHECKPOINT_METRIC)
+        .order_by("-date", "-pk")
+        .first()
+    )
+    meta = point.metadata if point is not None and isinstance(point.metadata, dict) else None
+    identity = meta.get("identity") if meta else None
+    if not isinstance(identity, dict):
+        earlier = (
+            f"; it started from run {parent.resumed_from}'s checkpoint: resume run "
+            f"{parent.resumed_from} instead"
+            if parent.resumed_from is not None
+            else ""
+        )
+        raise ResumeRefused(
+            f"run {parent_id} wrote no checkpoint (a checkpoint is written at the end of each "
+            f"epoch; it stopped before its first one ended){earlier}"
+        )
+    info = catalogue.TASKS.get(task or catalogue.DEFAULT_TASK)
+    wanted: dict[str, Any] = {"task": task or catalogue.DEFAULT_TASK, "num_workers": num_workers}
+    if info is not None:
+        wanted.update(model=info.model, batch_size=info.batch_size)
+    if dataset not in (None, "auto"):
+        wanted["dataset"] = dataset
+    for key, value in wanted.items():
+        if identity.get(key) != value:
+            raise ResumeRefused(
+                f"run {parent_id}'s checkpoint is for {key} {identity.get(key)!r}, this run's "
+                f"{key} is {value!r}; a checkpoint only continues the same experiment: "
+                f"resume with {key} {identity.get(key)!r} or start a fresh run"
+            )
+    return ResumePoint(
+        run_id=parent.pk,
+        epoch=int(meta.get("epoch") or point.value),
+        step=int(meta.get("step") or 0),
+        elapsed=float(meta.get("elapsed") or 0.0),
+        identity=identity,
+    )

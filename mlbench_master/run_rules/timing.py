@@ -1,0 +1,119 @@
+"""A run's time: the budget it trains for (accuracy after time) and the limit that stops
+it as FAILED, which must leave TIME_LIMIT_MARGIN beyond the budget.
+
+A run given a limit but no budget trains for its task's budget or for what fits in the
+limit, whichever is shorter (`budget_source` says which); only a budget and a limit that
+were both given and do not fit are refused.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from django.conf import settings
+
+from mlbench_master.api.models import Run
+from mlbench_master.run_rules.errors import Errors
+from mlbench_worker import catalogue
+
+# Seconds a run's time limit must leave beyond its time budget, for what the budget does not
+# count: start-up before the benchmark clock starts (mpirun, imports, getting the data: a
+# first CIFAR-10 download, or converting epsilon from its .bz2 files, about 9 minutes here)
+# and the evaluation of the final model. A limit shorter than twice the margin keeps half.
+TIME_LIMIT_MARGIN = 900
+
+
+def task_time_budget(task: str | None) -> float | None:
+    """The budget of `task` in the catalogue (the seed's accuracy-after-time rule: 2 hours
+    for the training tasks); None for a task it does not know."""
+    info = catalogue.TASKS.get(task or catalogue.DEFAULT_TASK)
+    return float(info.time_budget) if info is not None else None
+
+
+def fitting_budget(time_limit: float) -> float:
+    """The longest budget a time limit leaves room for: the limit less TIME_LIMIT_MARGIN,
+    or half of it when it is shorter than twice the margin (a short run still trains)."""
+    return float(time_limit) - min(TIME_LIMIT_MARGIN, float(time_limit) / 2)
+
+
+def budget_source(task: str | None, time_budget: float | None, time_limit: float | None,
+                  open_division: bool) -> str:  # fmt: skip
+    """Where a run's time budget comes from: "asked", "task", "time_limit" or "" (none)."""
+    if open_division:
+        return ""
+    if time_budget is not None:
+        return "asked"
+    own = task_time_budget(task)
+    if own is None:
+        return ""
+    if time_limit is not None and fitting_budget(time_limit) < own:
+        return "time_limit"
+    return "task"
+
+
+def time_budget_for(task: str | None, time_budget: float | None, time_limit: float | None,
+                    open_division: bool) -> float | None:  # fmt: skip
+    """Seconds of training on the benchmark clock (see budget_source); None for the open
+    division, whose command decides itself when it stops."""
+    source = budget_source(task, time_budget, time_limit, open_division)
+    if source == "asked":
+        return float(time_budget)  # type: ignore[arg-type]
+    if source == "time_limit":
+        return fitting_budget(time_limit)  # type: ignore[arg-type]
+    return task_time_budget(task) if source == "task" else None
+
+
+def effective_time_budget(run: Run) -> float | None:
+    """The budget `run`'s worker trains for."""
+    return time_budget_for(run.task, run.time_budget, run.time_limit, run.open_division)
+
+
+def minimum_time_limit(time_budget: float | None) -> int | None:
+    """The shortest time limit a run with this budget may have (None: no budget, no rule)."""
+    return None if time_budget is None else math.ceil(time_budget) + TIME_LIMIT_MARGIN
+
+
+def default_time_limit(time_budget: float | None) -> int:
+    """The limit of a run that gives none: its budget plus the margin (a shorter one would
+    fail a run that should end FINISHED; a longer one only keeps a hung run's workers busy);
+    without a budget (the open division), the operator's MLBENCH_DEFAULT_TIME_LIMIT."""
+    minimum = minimum_time_limit(time_budget)
+    return minimum if minimum is not None else int(settings.MLBENCH_DEFAULT_TIME_LIMIT)
+
+
+def resolve_time(fields: dict[str, Any], budget_asked: bool, limit_asked: bool, high: int,
+                 errors: Errors) -> None:  # fmt: skip
+    """Check the budget against the limit and set the limit when none was given."""
+    open_division = bool(fields.get("custom_image_command"))
+    if open_division and budget_asked:
+        errors.add("time_budget", "time_budget applies to reference tasks: a custom command "
+                   "decides itself when it stops (give time_limit to bound it)")  # fmt: skip
+        return
+    if open_division:
+        fields["time_limit"] = fields["time_limit"] or default_time_limit(None)
+        return
+    if not budget_asked and limit_asked:
+        return  # the task's budget, or what fits in the limit: it fits by construction
+    budget = fields["time_budget"] if budget_asked else task_time_budget(fields["task"])
+    if budget is None:  # a task this master does not know: said by _check_ranges
+        return
+    needed = minimum_time_limit(budget)
+    whose = "" if budget_asked else " (the task's, as none was given)"
+    if not limit_asked:
+        fields["time_limit"] = needed
+        if needed > high:
+            errors.add("time_budget", f"time_budget {budget:g} s{whose} needs a time limit of at "
+                       f"least {needed} s (budget + {TIME_LIMIT_MARGIN} s for start-up and the "
+                       f"final evaluation), more than this master allows (MLBENCH_MAX_TIME_LIMIT"
+                       f"={high}); give a shorter time_budget, or a time_limit to train for what "
+                       "fits in it")  # fmt: skip
+    elif fields["time_limit"] < needed:
+        message = (
+            f"time_limit ({fields['time_limit']} s) must be at least time_budget {budget:g} s + "
+            f"{TIME_LIMIT_MARGIN} s for start-up and the final evaluation = {needed} s: the "
+            "time limit stops the run as FAILED; give a longer time_limit, a shorter "
+            "time_budget, or leave one of them out"
+        )
+        errors.add("time_limit", message)
+        errors.add("time_budget", message)

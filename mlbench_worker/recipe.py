@@ -1,0 +1,53 @@
+"""The parts of a task's recipe that its set-up hands to a trainer: the learning-rate
+`Schedule`, the SGD optimizer at linearly scaled rates (`momentum_sgd`), and the `Goal`.
+
+They live apart from the training loop so that every trainer of a task (the reference
+loop, and later other implementations of it) is given the same recipe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass
+class Schedule:
+    """Linear warm-up from `start_lr` to `peak_lr`, then multiply by `factor` at each decay."""
+
+    start_lr: float
+    peak_lr: float
+    warmup_steps: int
+    decay_steps: tuple[int, ...]
+    factor: float
+
+    def __call__(self, step: int) -> float:
+        if step < self.warmup_steps:
+            return self.start_lr + (self.peak_lr - self.start_lr) * step / self.warmup_steps
+        return self.peak_lr * self.factor ** sum(step >= d for d in self.decay_steps)
+
+
+def momentum_sgd(
+    model: torch.nn.Module, task: Any, batch_size: int, workers: int, lr: float | None = None
+) -> tuple[torch.optim.SGD, float, float]:
+    """SGD with the task's momentum and weight decay at linearly scaled rates (Goyal et al.
+    2017): one worker's rate for `batch_size` images to start the warm-up from, `workers`
+    times it at the peak (or `lr`, when given). Returns (optimizer, start rate, peak rate)."""
+    peak_lr = lr or task.base_lr * workers * batch_size / task.batch_size
+    start_lr = min(peak_lr, task.base_lr * batch_size / task.batch_size)
+    optimizer = torch.optim.SGD(
+        model.parameters(), lr=start_lr, momentum=task.momentum, weight_decay=task.weight_decay
+    )
+    return optimizer, start_lr, peak_lr
+
+
+@dataclass
+class Goal:
+    """When to stop: `accuracy` reached, `time_budget` seconds spent, or `max_epochs` done."""
+
+    name: str
+    accuracy: float
+    max_epochs: int
+    time_budget: float | None = None

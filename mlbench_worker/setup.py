@@ -1,0 +1,99 @@
+"""Setting a run up: the one path every task takes, and the steps all tasks share.
+
+A task names the module that sets it up (`task.setup`: mlbench_worker.cifar.setup,
+.imagenet.setup, .linear.setup). That module's `build(args, comm, task, say,
+open_reporter)` applies the task's own rules (its data, learning-rate scaling, schedule,
+summary entries) and hands back a `Built`; what every task does the same way is here:
+`place_model` (the same initial weights on every rank), `goal`, `synthetic_banner`. Then
+`build_run` sets how the trainer's gradients are exchanged (`exchange_gradients`), the one
+place a choice of gradient exchange is made, so a new way of exchanging them plugs in there
+and in exchange.py, never in a task's set-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from mlbench_worker.comm import Communicator, broadcast_model
+from mlbench_worker.recipe import Goal
+from mlbench_worker.report import Reporter
+from mlbench_worker.tasks import LinearTask, Task
+from mlbench_worker.train import Trainer
+
+Say = Callable[[str], None]  # prints a line on rank 0 (flushed), nothing elsewhere
+
+
+@dataclass
+class Built:
+    """What a task's set-up hands to the part of a run every task shares (run.py)."""
+
+    trainer: Trainer
+    dataset: str  # what was used: the real data set's name, or "synthetic"
+    note: str  # why synthetic was used, when it was a fallback
+    real_name: str  # the real data set as people call it, for the synthetic banner
+    peak_lr: float
+    data_line: str  # e.g. "data cifar10 (50000 train / 10000 test images)"
+    config: dict  # task-specific entries of the summary's config
+    after_restore: Callable[[Trainer], None] = lambda _trainer: None
+    # Task-specific results for the summary, and lines printed under its table.
+    results: Callable[[Trainer], dict] = lambda _trainer: {}
+    footer: Callable[[dict], str] = lambda _summary: ""
+
+
+def build_run(
+    args: argparse.Namespace,
+    comm: Communicator,
+    task: Task | LinearTask,
+    say: Say,
+    open_reporter: Callable[[], Reporter],
+) -> Built:
+    """Set the run up with the task's own module, then choose its gradient exchange."""
+    builder = importlib.import_module(task.setup)
+    built: Built = builder.build(args, comm, task, say, open_reporter)
+    exchange_gradients(built.trainer, args)
+    return built
+
+
+def exchange_gradients(trainer: Trainer, args: argparse.Namespace) -> None:
+    """How the trainer sums its gradients over the ranks (--no-overlap, --bucket-mb).
+
+    Called once per run, after the task's set-up: the trainer is complete, so every rule
+    of exchange.choose can be checked against it.
+    """
+    trainer.set_overlap(not args.no_overlap, args.bucket_mb)
+
+
+def place_model(
+    make: Callable[[], torch.nn.Module], args: argparse.Namespace, comm: Communicator
+) -> torch.nn.Module:
+    """The model from `make`, on this rank's device, equal on every rank.
+
+    Seeded before it is made so a run's initial weights depend only on --seed; then rank
+    0's weights are broadcast, so ranks agree whatever their random state.
+    """
+    torch.manual_seed(args.seed)
+    model = make().to(comm.device)
+    if args.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    broadcast_model(model, comm)
+    return model
+
+
+def goal(args: argparse.Namespace, task: Task | LinearTask) -> Goal:
+    """When the run stops: the task's accuracy for --target, --max-epochs, --time-budget."""
+    return Goal(args.target, task.target_accuracy(args.target), args.max_epochs, args.time_budget)
+
+
+def synthetic_banner(say: Say, real_name: str, note: str) -> None:
+    """Said where nobody can miss it, so no result is taken for a `real_name` result."""
+    banner = "!" * 78
+    why = note or "--dataset synthetic was requested."
+    say(
+        f"{banner}\n!! SYNTHETIC DATA: this run does not train on {real_name} and its results are\n"
+        f"!! not {real_name} results. {why}\n{banner}"
+    )
