@@ -38,6 +38,7 @@ DEV = [
     "pytest",
     "pytest-django",
     "pytest-timeout",
+    "pytest-asyncio",  # kmock's pytest plugin imports it when pytest starts
     "ruff",
     "playwright",
     "kmock",

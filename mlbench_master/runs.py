@@ -196,7 +196,7 @@ def run_spec(run: Run, checkpoints: Callable[[int], str] | None = None) -> RunSp
     folder and a resumed run the folder of the run it continues.
     """
     checkpoint_dir = resume_dir = ""
-    # A measurement (the communication benchmark) has no epochs to checkpoint.
+    # A measurement (the backend benchmark) has no epochs to checkpoint.
     if checkpoints is not None and not run.open_division and not catalogue.is_measurement(run.task):
         checkpoint_dir = checkpoints(int(run.pk))
         if run.resumed_from is not None:

@@ -1,23 +1,23 @@
 """`python -m mlbench_worker <task> [options]`: parse options, then train (see run.py) or, for
-the communication benchmark, measure (see commbench/): a measurement has options of its own,
+the backend benchmark, measure (see backend_benchmark/): a measurement has options of its own,
 so it is dispatched before the training option parser sees them."""
 
 from __future__ import annotations
 
 import sys
 
-from mlbench_worker.commbench import TASK as BACKEND_BENCHMARK
+from mlbench_worker.backend_benchmark import TASK as BACKEND_BENCHMARK
 from mlbench_worker.options import parse_args
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == [BACKEND_BENCHMARK]:
-        from mlbench_worker.commbench.options import parse_args as parse_benchmark_args
+        from mlbench_worker.backend_benchmark.options import parse_args as parse_benchmark_args
 
         args = parse_benchmark_args(argv[1:])
         # Imported only now: parsing must stay fast and torch-free.
-        from mlbench_worker.commbench.main import run_main as run_benchmark
+        from mlbench_worker.backend_benchmark.main import run_main as run_benchmark
 
         return run_benchmark(args)
     args = parse_args(argv)

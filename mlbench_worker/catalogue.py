@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 UP, DOWN = "up", "down"  # a goal is reached when the metric rises to / falls to its value
 # What a task does. A "training" task trains a model towards accuracy goals on a data set; a
-# "measurement" task (the communication benchmark) measures the platform itself: it has no
+# "measurement" task (the backend benchmark) measures the platform itself: it has no
 # goals, data set, model, epochs or checkpoints, only a time budget that bounds it.
 TRAINING, MEASUREMENT = "training", "measurement"
 
@@ -173,9 +173,9 @@ def _resnet_imagenet(depth: int) -> TaskInfo:
     )
 
 
-# The communication benchmark (the seed's "distributed backend benchmarking" image): all-reduce
+# The backend benchmark (the seed's "distributed backend benchmarking" image): all-reduce
 # and broadcast latency and bus bandwidth per message size and backend, measured by
-# mlbench_worker/commbench/. Its "throughput" is the highest bus bandwidth it measured, in
+# mlbench_worker/backend_benchmark/. Its "throughput" is the highest bus bandwidth it measured, in
 # Mbit/s like the network settings (max_bandwidth), so a shaped link's ceiling reads directly.
 # The budget bounds the sweep; what was measured when it runs out is kept and said.
 BACKEND_BENCHMARK = TaskInfo(

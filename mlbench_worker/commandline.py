@@ -1,5 +1,5 @@
 """What every worker command line shares: the training command (options.py) and the
-communication benchmark (commbench/options.py).
+backend benchmark (backend_benchmark/options.py).
 
 Parsing and checking happen before torch or MPI is imported, so a typo costs a fraction of a
 second and every rank stops with the same clear message (printed once, by rank 0).

@@ -1,11 +1,12 @@
 """Where the worker package keeps its local state: MLBENCH_HOME, resolved by one rule.
 
-Why one module: the client (the URL and token the embedded master writes), the `mlbench`
-command and the worker's data cache all look under MLBENCH_HOME, and they must agree on
-what an unset or blank variable means. The rule: MLBENCH_HOME unset, empty or only
-whitespace means ``~/.mlbench``; any other value is used as given with ``~`` expanded.
-The master applies the same rule in mlbench_master/home.py (the worker package never imports
-the master). This module imports nothing but the standard library (no torch, no Django).
+Why one module: the master (settings, the embedded launcher, the local cluster), the client
+(the URL and token the embedded master writes), the `mlbench` command and the worker's data
+cache all look under MLBENCH_HOME, and they must agree on what an unset or blank variable
+means. The rule: MLBENCH_HOME unset, empty or only whitespace means ``~/.mlbench``; any
+other value is used as given with ``~`` expanded. It imports nothing but the standard
+library (no torch, no Django), so the master may import it too (a shared worker module, as
+tests/test_architecture.py allows) and can read it before Django is configured.
 """
 
 from __future__ import annotations

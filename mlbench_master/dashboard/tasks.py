@@ -21,8 +21,8 @@ def task_catalogue() -> dict[str, dict[str, Any]]:
     """{task name: its kind, title, data set, throughput metric and unit, default goal, goals}.
 
     `kind` tells the pages which view a run gets: "training" (curves against the clock,
-    accuracy goals) or "measurement" (the communication benchmark: bandwidth per message
-    size, see static/dashboard/js/commbench.js)."""
+    accuracy goals) or "measurement" (the backend benchmark: bandwidth per message
+    size, see static/dashboard/js/backend_benchmark.js)."""
     return {
         info.name: {
             "kind": info.kind,

@@ -1,4 +1,4 @@
-"""POST /api/runs/ for the communication benchmark (`backend-benchmark`): a measurement, so
+"""POST /api/runs/ for the backend benchmark (`backend-benchmark`): a measurement, so
 the training fields are refused by name, its backends default to every one the device has,
 it gets a time limit from its budget and no checkpoint folder, and the command the master
 builds for it is one its worker accepts."""
@@ -10,7 +10,7 @@ from mlbench_master.api.models import Run
 from mlbench_master.cluster.mpirun import worker_argv
 from mlbench_worker import api as client_api
 from mlbench_worker import catalogue
-from mlbench_worker.commbench.options import parse_args
+from mlbench_worker.backend_benchmark.options import parse_args
 
 pytestmark = pytest.mark.django_db
 

@@ -200,7 +200,7 @@ def test_last_n_with_since_for_a_pod_and_in_a_zip(api, run):
 
 
 def _detailed_points(run=None, pod=None, name="busbw_mbps"):
-    """Points as the communication benchmark posts them: the cell in the metadata."""
+    """Points as the backend benchmark posts them: the cell in the metadata."""
     Metric.objects.bulk_create(
         [
             Metric(run=run, pod_name=pod, name=name, value=10.5, date=T0,

@@ -1,4 +1,4 @@
-"""The communication benchmark task (`backend-benchmark`) against a bare mpi4py loop.
+"""The backend benchmark task (`backend-benchmark`) against a bare mpi4py loop.
 
 1. The task's sweep (mpi and gloo, all-reduce and broadcast) under a launcher: by default
    `mpirun -n 2` on this machine; `run_sweep(launcher=[...])` takes any prefix that starts
@@ -96,7 +96,7 @@ def main() -> None:
                      r["latency_median_us"], r["busbw_median_mbps"], r["busbw_best_mbps"], ratio])  # fmt: skip
     write_results(
         f"comm-{args.label}",
-        f"Communication benchmark ({args.label}): bus bandwidth per size, 2 ranks",
+        f"Backend benchmark ({args.label}): bus bandwidth per size, 2 ranks",
         [
             "network",
             "op",

@@ -1,4 +1,4 @@
-"""The communication benchmark in the dashboard: its run page draws bus bandwidth against
+"""The backend benchmark in the dashboard: its run page draws bus bandwidth against
 message size (one line per backend and collective) with the table of cells, the compare page
 overlays several runs labelled with their network settings, and the form sends such a run
 without the training fields. The points are made by the worker's own code (results.py), in
@@ -9,7 +9,7 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
-from mlbench_worker.commbench import results, stats
+from mlbench_worker.backend_benchmark import results, stats
 from mlbench_worker.report import Reporter
 from tests.browser.conftest import assert_accessible, screenshot
 from tests.browser.seed import make_run, store_points

@@ -1,4 +1,4 @@
-"""The communication benchmark through the whole stack: POST /api/runs/ with the task →
+"""The backend benchmark through the whole stack: POST /api/runs/ with the task →
 RQ job → mpirun with 2 ranks of `python -m mlbench_worker backend-benchmark` → metric points,
 summary and output at the master. A short time budget bounds the sweep (1 KiB to 64 MiB by
 default), which also shows that a budget ends the run FINISHED with what it measured."""

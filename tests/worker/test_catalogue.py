@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from mlbench_worker import catalogue
-from mlbench_worker.commbench import TASK as BACKEND_BENCHMARK
+from mlbench_worker.backend_benchmark import TASK as BACKEND_BENCHMARK
 from mlbench_worker.tasks import TASKS as WORKER_TASKS
 
 
@@ -25,7 +25,7 @@ def _training():
 
 
 def test_every_entry_has_worker_code_and_every_worker_task_an_entry():
-    # Training tasks run the training code; the measurement (the communication benchmark)
+    # Training tasks run the training code; the measurement (the backend benchmark)
     # has a package of its own, dispatched by name.
     assert set(_training()) == set(WORKER_TASKS)
     measurements = set(catalogue.TASKS) - set(_training())

@@ -1,6 +1,6 @@
 // Compare: validation accuracy of several runs on one clock, and a table of time to target,
 // accuracy after a chosen time, speed-up over a comparable 1-worker run and scaling efficiency.
-// Runs of the communication benchmark (a measurement: no accuracy) get a card of their own:
+// Runs of the backend benchmark (a measurement: no accuracy) get a card of their own:
 // their bus bandwidth curves overlaid, labelled with each run's network settings.
 
 import { api, rows } from "./api.js";
@@ -10,7 +10,7 @@ import { MetricFeed } from "./feed.js";
 import { baselineFor, datasetOf, speedup } from "./comparable.js";
 import { clock, datasetBadge, duration, el, num, pct, stateBadge } from "./format.js";
 import { taskInfo, throughputMetrics, throughputOf } from "./tasks.js";
-import { OP_TITLES, chartOptions, sizeLabel, curves, fetchCells, isMeasurement, networkLabel, peak } from "./commbench.js";
+import { OP_TITLES, chartOptions, sizeLabel, curves, fetchCells, isMeasurement, networkLabel, peak } from "./backend_benchmark.js";
 
 const picker = document.getElementById("run-picker");
 const afterInput = document.getElementById("after-time");
@@ -22,7 +22,7 @@ const warningBox = document.getElementById("compare-warning");
 let allRuns = [];
 const feeds = new Map(); // run id -> MetricFeed (val_accuracy, throughput, time_to_target, progress)
 let chart = null;
-const commCells = new Map(); // run id -> cells of a communication benchmark run (commbench.js)
+const commCells = new Map(); // run id -> cells of a backend benchmark run (backend_benchmark.js)
 let commChart = null;
 const opRadios = [...document.querySelectorAll('input[name="comm-op"]')];
 
@@ -129,7 +129,7 @@ function render() {
   const runs = picked.filter((r) => !isMeasurement(r));
   const measuring = picked.filter(isMeasurement);
   renderComm(measuring);
-  // Only communication benchmark runs picked: the training cards have nothing to show.
+  // Only backend benchmark runs picked: the training cards have nothing to show.
   for (const id of ["accuracy-card", "results-card"]) document.getElementById(id).hidden = !runs.length && measuring.length > 0;
   const measured = new Map(runs.map((r) => [r.id, measure(r)]));
   const lengths = [...measured.values()].map((m) => m.length).filter((x) => x);

@@ -1,8 +1,8 @@
 // Run details: state, live training charts (against time or epoch), the time split, logs,
 // configuration and manifest, downloads, cancel, delete, and resume (a FAILED or CANCELLED
 // run with a checkpoint: a new run with the same settings continues from it). A run of a
-// measurement task (the communication benchmark) gets its own view instead of the training
-// charts: bus bandwidth against message size and the table of its cells (commbench.js).
+// measurement task (the backend benchmark) gets its own view instead of the training
+// charts: bus bandwidth against message size and the table of its cells (backend_benchmark.js).
 
 import { api, every } from "./api.js";
 import { LineChart } from "./charts.js";
@@ -11,7 +11,7 @@ import { MetricFeed } from "./feed.js";
 import { clock, datasetBadge, duration, el, num, pct, stateBadge, when } from "./format.js";
 import { LogFollower } from "./logs.js";
 import { perSecond, taskInfo, throughputMetrics, throughputOf } from "./tasks.js";
-import { OP_TITLES, chartOptions, sizeLabel, curves, fetchCells, isMeasurement, linkNotes, tableRows } from "./commbench.js";
+import { OP_TITLES, chartOptions, sizeLabel, curves, fetchCells, isMeasurement, linkNotes, tableRows } from "./backend_benchmark.js";
 
 const root = document.getElementById("run-detail");
 const runId = root.dataset.runId;
@@ -182,7 +182,7 @@ function showMeasurementSummary(s) {
   ]);
 }
 
-// What the run's links were, in words (commbench.linkNotes); null when nothing says.
+// What the run's links were, in words (backend_benchmark.js: linkNotes); null when nothing says.
 const LINK_NOTES = [
   ["max_bandwidth", "bandwidth", "requested_mbit_s", "Mbit/s"],
   ["latency", "latency", "requested_ms", "ms each way"],
@@ -327,7 +327,7 @@ async function refresh() {
   document.body.dataset.loaded = "1";
 }
 
-// ---- a measurement run (the communication benchmark) ----
+// ---- a measurement run (the backend benchmark) ----
 let commChart = null;
 
 async function drawMeasurement() {

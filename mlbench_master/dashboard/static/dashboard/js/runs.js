@@ -4,7 +4,7 @@ import { api, every, rows } from "./api.js";
 import { datasetBadge, el, stateBadge, timeToTarget, when } from "./format.js";
 import { showFieldErrors, clearFieldErrors, readForm } from "./form.js";
 import { catalogue } from "./tasks.js";
-import { isMeasurement } from "./commbench.js";
+import { isMeasurement } from "./backend_benchmark.js";
 
 const body = document.querySelector("#runs-table tbody");
 const status = document.getElementById("runs-status");
@@ -102,7 +102,7 @@ if (form) {
   }
   // Each task has its own goals and data sets (the catalogue's): offer only those, so the
   // form cannot ask for a goal the API would refuse for the chosen task. A measurement (the
-  // communication benchmark) has no goal, data, epochs or checkpoint: those fields are
+  // backend benchmark) has no goal, data, epochs or checkpoint: those fields are
   // disabled (a disabled field is not sent), and its backend may be "every backend" (sent
   // as nothing: the master then measures every backend the workers have).
   const TRAINING_ONLY = ["target", "light_target", "dataset", "max_epochs", "resume_from"];

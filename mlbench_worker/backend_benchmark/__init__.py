@@ -1,4 +1,4 @@
-"""The communication benchmark task (`backend-benchmark`): collective latency and bandwidth.
+"""The backend benchmark task (`backend-benchmark`): collective latency and bandwidth.
 
 It measures the platform rather than training on it: all-reduce and broadcast of messages
 from 1 KiB to 64 MiB on every backend the ranks have (mpi through mpi4py and gloo on CPU,

@@ -1,11 +1,11 @@
-"""The communication benchmark under real `mpirun -n 2`: mpi and gloo on small sizes, the
+"""The backend benchmark under real `mpirun -n 2`: mpi and gloo on small sizes, the
 metric points and summary it writes, its time budget, and what it refuses."""
 
 import json
 
 import pytest
 
-from mlbench_worker.commbench import sizes
+from mlbench_worker.backend_benchmark import sizes
 
 from .helpers import mpirun, run_worker
 

@@ -1,4 +1,4 @@
-"""The communication benchmark's pieces without MPI: message sizes, the bandwidth formulas,
+"""The backend benchmark's pieces without MPI: message sizes, the bandwidth formulas,
 the summary statistics, the command line, the table."""
 
 import subprocess
@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from mlbench_worker.commbench import results, sizes, stats
-from mlbench_worker.commbench.options import parse_args
-from mlbench_worker.commbench.sweep import Outcome, Plan
+from mlbench_worker.backend_benchmark import results, sizes, stats
+from mlbench_worker.backend_benchmark.options import parse_args
+from mlbench_worker.backend_benchmark.sweep import Outcome, Plan
 
 KiB, MiB = 2**10, 2**20
 
@@ -124,7 +124,7 @@ def test_bad_options_exit_2_naming_the_problem(argv, words, capsys, monkeypatch)
 
 def test_the_command_line_is_parsed_without_torch():
     code = (
-        "import sys; from mlbench_worker.commbench.options import parse_args; "
+        "import sys; from mlbench_worker.backend_benchmark.options import parse_args; "
         "parse_args(['--backend', 'gloo']); print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -15,10 +15,10 @@ since the sweep began). The formulas are in stats.py.
 
 from __future__ import annotations
 
-from mlbench_worker.commbench import TASK
-from mlbench_worker.commbench.sizes import label
-from mlbench_worker.commbench.stats import OP_TITLES
-from mlbench_worker.commbench.sweep import Outcome, Plan
+from mlbench_worker.backend_benchmark import TASK
+from mlbench_worker.backend_benchmark.sizes import label
+from mlbench_worker.backend_benchmark.stats import OP_TITLES
+from mlbench_worker.backend_benchmark.sweep import Outcome, Plan
 from mlbench_worker.report import Reporter
 
 # metric name -> (median field of a row, best field of a row)

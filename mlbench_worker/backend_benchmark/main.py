@@ -1,4 +1,4 @@
-"""One rank of the communication benchmark: set up the backends, sweep, report.
+"""One rank of the backend benchmark: set up the backends, sweep, report.
 
 Errors a user can fix are raised on every rank together and printed once by rank 0; anything
 unexpected prints its traceback and aborts the MPI job, so no rank waits forever in a
@@ -14,10 +14,14 @@ import traceback
 import torch
 
 from mlbench_worker import runinfo
-from mlbench_worker.commbench import TASK, results
-from mlbench_worker.commbench.collectives import close_backends, default_backends, open_backends
-from mlbench_worker.commbench.sizes import label
-from mlbench_worker.commbench.sweep import Plan, run_sweep
+from mlbench_worker.backend_benchmark import TASK, results
+from mlbench_worker.backend_benchmark.collectives import (
+    close_backends,
+    default_backends,
+    open_backends,
+)
+from mlbench_worker.backend_benchmark.sizes import label
+from mlbench_worker.backend_benchmark.sweep import Plan, run_sweep
 from mlbench_worker.errors import WorkerError
 from mlbench_worker.report import make_reporter
 from mlbench_worker.run import default_threads, pick_device

@@ -21,10 +21,10 @@ from __future__ import annotations
 import argparse
 import os
 
-from mlbench_worker.commbench import TASK
-from mlbench_worker.commbench.sizes import parse_size, size_list
-from mlbench_worker.commbench.stats import OPS
-from mlbench_worker.options import (
+from mlbench_worker.backend_benchmark import TASK
+from mlbench_worker.backend_benchmark.sizes import parse_size, size_list
+from mlbench_worker.backend_benchmark.stats import OPS
+from mlbench_worker.commandline import (
     BACKENDS,
     DEVICES,
     _choice,

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from mlbench_worker.backend_benchmark.sizes import ELEMENT_BYTES
 from mlbench_worker.comm import rendezvous_address
-from mlbench_worker.commbench.sizes import ELEMENT_BYTES
 from mlbench_worker.errors import WorkerError
 
 

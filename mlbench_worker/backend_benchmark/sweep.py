@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mlbench_worker.commbench import stats
-from mlbench_worker.commbench.collectives import Backend
+from mlbench_worker.backend_benchmark import stats
+from mlbench_worker.backend_benchmark.collectives import Backend
 
 WARMUP_SHARE = 0.25  # of the cap, at most, spent warming a cell up
 

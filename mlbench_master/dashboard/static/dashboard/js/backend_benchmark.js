@@ -1,4 +1,4 @@
-// The communication benchmark's view (task kind "measurement", mlbench_worker/commbench/):
+// The backend benchmark's view (task kind "measurement", mlbench_worker/backend_benchmark/):
 // bus bandwidth against message size, one line per backend and collective, and the table of
 // every (collective, backend, size) cell, for the run page and the compare page.
 //
@@ -50,7 +50,7 @@ export function cellsFrom(data) {
   return [...cells.values()].sort((a, b) => a.op.localeCompare(b.op) || a.backend.localeCompare(b.backend) || a.size - b.size);
 }
 
-// The same cells from the summary's `results` rows (mlbench_worker/commbench/stats.py).
+// The same cells from the summary's `results` rows (mlbench_worker/backend_benchmark/stats.py).
 export function cellsFromRows(rows) {
   return rows.map((r) => ({
     op: r.op, backend: r.backend, size: Number(r.size), repeats: r.repeats, capped: Boolean(r.capped),
