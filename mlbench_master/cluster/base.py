@@ -27,8 +27,12 @@ class RunSpec:
     job stored it; empty before the first launch. `attach`, `cancel` and `is_running` read
     it, so they work from any process of the master, after a restart too.
 
-    `time_budget` is already resolved (the run's own, else its task's; None only for the
-    open division). `checkpoint_dir` and `resume_dir` are folders as the worker hosts see
+    Every field is filled from the run by runs.run_spec, with the values the run rules
+    (mlbench_master/run_rules/) decided; the defaults below only serve code that builds a
+    snapshot by hand (driver tests), and are not the platform's run defaults.
+
+    `time_budget` is already resolved (the run's own, else its task's or what fits in its
+    time limit; None only for the open division). `checkpoint_dir` and `resume_dir` are folders as the worker hosts see
     them (the driver's `checkpoint_dir`), filled in by the job before it builds the command:
     where this run's ranks write their checkpoints, and the folder of the run this one
     continues (empty: a fresh start). The builder only reads them, never settings.
