@@ -4,7 +4,7 @@ The API's ingest (`api/ingest.py`: points posted by workers and scripts, validat
 and the collector (`collector.py`: the workers' resource readings) both end here, so every
 point is written the same way: one statement per batch, a point whose `uid` is already
 stored skipped (a retried post is stored once), points without a uid always stored.
-tests/test_architecture.py checks that nothing else in mlbench_master writes the metric
+tests/test_write_owners.py checks that nothing else in mlbench_master writes the metric
 table. The caller validates: names, owners (exactly one of run and pod), finite values.
 """
 

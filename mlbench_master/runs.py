@@ -10,7 +10,7 @@ Drivers never see the `Run` row: `run_spec` makes the frozen snapshot they read.
 job is enqueued by dotted path (jobqueue.py), so this module does not import the
 orchestration code.
 
-What a run may ask for and what it gets for what it leaves out are run_rules.py's: this
+What a run may ask for and what it gets for what it leaves out are the run rules' (run_rules/): this
 module stores what `run_rules.resolve` returns.
 """
 

@@ -206,7 +206,7 @@ class TokenBasicAuthentication(authentication.BaseAuthentication):
 
 
 # --------------------------------------------------------------------------- the only writer
-# Users and API tokens are created and changed here and nowhere else (tests/test_architecture.py
+# Users and API tokens are created and changed here and nowhere else (tests/test_write_owners.py
 # checks it): the token command, the embedded launcher, the helm install's admin account and
 # the dashboard's one-time links all come through these functions.
 

@@ -26,8 +26,8 @@ RUN_OUTPUT_FIELDS = [
 class RunSerializer(serializers.ModelSerializer):
     """A run as the API shows it (the seed's fields first, then everything else).
 
-    `time_budget` is what was asked for (null: the task's); `effective_time_budget` is what
-    the worker trains for. `resumed_from` names the run whose checkpoint this one continued,
+    `time_budget` is what was asked for (null: none); `effective_time_budget` is what the
+    worker trains for and `time_budget_source` where that comes from. `resumed_from` names the run whose checkpoint this one continued,
     so its result is never taken for one trained from scratch.
     """
 
@@ -47,7 +47,7 @@ class RunSerializer(serializers.ModelSerializer):
         return run_rules.effective_time_budget(run)
 
     def get_time_budget_source(self, run: Run) -> str:
-        return run_rules.budget_source(run.task, run.time_budget, run.time_limit, run.open_division)
+        return run_rules.time_budget_source(run)
 
     class Meta:
         model = Run
@@ -60,7 +60,7 @@ class RunCreateSerializer(serializers.Serializer):
 
     Parsing only: types, unknown fields, and null as "not given" (the seed client sends None
     for unset options). What the values may be and what a field left out becomes are the
-    run rules' (mlbench_master/run_rules.py), served at GET /api/runs/defaults/.
+    run rules' (mlbench_master/run_rules/), served at GET /api/runs/defaults/.
     """
 
     name = serializers.CharField(max_length=200)

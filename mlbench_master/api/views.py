@@ -323,7 +323,7 @@ class RunDefaults(APIView):
 
     @extend_schema(
         summary="What a run gets for each field it leaves out, and the operator's limits",
-        responses={200: RunDefaultsSerializer, **READ_ERRORS},
+        responses={200: RunDefaultsSerializer, **_errors(401, 403)},
     )
     def get(self, request: Request) -> Response:
         return Response(RunDefaultsSerializer(run_rules.served()).data)

@@ -1,5 +1,5 @@
 """The "New run" form: one field per option POST /api/runs/ takes, with the operator's limits
-and the run defaults (both from mlbench_master/run_rules.py, the table GET
+and the run defaults (both from mlbench_master/run_rules/, the table GET
 /api/runs/defaults/ serves), so a run started from the form without changing anything is the
 run the API, the CLI and the client start without options.
 
@@ -225,9 +225,11 @@ def run_form_spec() -> dict[str, Any]:
             "number",
             None,
             "A safety stop: the run fails when it takes longer (at most "
-            f"{lim['time_limit']} s). It must be at least the time budget + "
-            f"{served['time_limit_margin']} s for start-up and the final evaluation. Empty: "
-            f"exactly that; for a custom command {served['open_division_time_limit']} s.",
+            f"{lim['time_limit']} s). Alone, the run trains for what fits in it (less "
+            f"{served['time_limit_margin']} s for start-up and the final evaluation) when that "
+            "is shorter than the task's budget; with a time budget, at least that budget + "
+            f"{served['time_limit_margin']} s. Empty: exactly that; for a custom command "
+            f"{served['open_division_time_limit']} s.",
             min=1,
             max=lim["time_limit"],
             step=1,

@@ -53,6 +53,7 @@ from mlbench_master.run_rules.timing import (
     resolve_time,
     task_time_budget,
     time_budget_for,
+    time_budget_source,
 )
 from mlbench_worker import catalogue
 
@@ -62,7 +63,7 @@ __all__ = [
     "ResumePoint", "ResumeRefused", "RunRefused", "StaffOnly", "budget_source",
     "default_time_limit", "defaults", "effective_time_budget", "fitting_budget", "limits",
     "minimum_time_limit", "resolve", "resume_point", "served", "setup_of",
-    "task_time_budget", "time_budget_for",
+    "task_time_budget", "time_budget_for", "time_budget_source",
 ]  # fmt: skip
 
 # What a run gets for a field its request leaves out, whoever sends it (API, form, CLI,
@@ -91,8 +92,10 @@ INHERITED = (
     "task", "num_workers", "num_cpus", "max_bandwidth", "latency", "backend", "gpu_enabled",
     "light_target", "target", "dataset", "max_epochs", "image", "run_all_nodes",
 )  # fmt: skip
-# What must be equal for two runs' results to be compared (the comparison rule reads these
-# and the number of workers): recorded in every manifest as `setup`.
+# The dimensions of a run's set-up, recorded in every manifest as `setup` so a result says
+# what it was measured under. The comparison rule (comparable.js, cli/report.py, held to
+# tests/rules/comparison_cases.json) compares task, data set, target, backend, CPUs, device
+# and command among them; the network is shown beside results (the compare page's column).
 SETUP_FIELDS = (
     "task", "dataset", "target", "backend", "num_cpus", "gpu_enabled", "max_bandwidth",
     "latency", "custom_image_command",
@@ -166,20 +169,22 @@ def resolve(request: Mapping[str, Any], user: Any = None) -> dict[str, Any]:
     asked = {k: v for k, v in request.items() if v is not None}
     parent_id = asked.get("resume_from")
     fields = dict(asked)
-    if parent_id is not None:
-        for name, value in _parent_fields(parent_id, asked).items():
-            fields.setdefault(name, value)
+    inherited = _parent_fields(parent_id, asked) if parent_id is not None else {}
+    for name, value in inherited.items():
+        fields.setdefault(name, value)
     resolve_image_and_backend(fields, errors)
-    _check_ranges(fields, errors)
+    given = set(fields)  # asked for, or the parent's: checked against the task below
     budget_asked, limit_asked = "time_budget" in fields, "time_limit" in fields
     table = defaults()
     info = catalogue.TASKS.get(fields.get("task") or table["task"])
-    measurement = info is not None and info.measurement and not fields.get("custom_image_command")
-    if info is not None and not measurement:
+    open_division = bool(fields.get("custom_image_command"))
+    measurement = info is not None and info.measurement and not open_division
+    if info is not None and not measurement and info.default_goal in info.goals:
         fields.setdefault("target", info.default_goal)
     for name, value in table.items():
         if not (measurement and name == "backend"):
             fields.setdefault(name, value)
+    _check_ranges(fields, errors)
     if fields["gpu_enabled"] and limits()["gpus"] < 1:
         errors.add("gpu_enabled", "this cluster offers no GPUs (MLBENCH_MAX_GPUS=0); set "
                    "gpu_enabled to false")  # fmt: skip
@@ -192,13 +197,14 @@ def resolve(request: Mapping[str, Any], user: Any = None) -> dict[str, Any]:
     if measurement:
         _check_measurement(fields, asked, info, errors)
     elif info is not None and "image_name" not in errors:
-        _check_goal_and_data(fields, info, errors)
+        _check_goal_and_data(fields, given, info, errors)
     resolve_time(fields, budget_asked, limit_asked, limits()["time_limit"], errors)
     if parent_id is not None and not errors:
         _check_resume(fields, errors)
     if errors:
         for name, messages in errors.items():
-            if parent_id is not None and name in INHERITED and name not in asked:
+            source = "image" if name == "image_name" else name
+            if source in inherited and source not in asked:
                 errors[name] = [f"{m} (the value of run {parent_id}, which this run resumes: "
                                 f"give {name} to change it)" for m in messages]  # fmt: skip
         raise RunRefused(dict(errors))
@@ -210,16 +216,28 @@ def resolve(request: Mapping[str, Any], user: Any = None) -> dict[str, Any]:
     return fields
 
 
+# Fields a resumed run takes together or not at all: asking for one of a group means the
+# parent's others no longer apply (they would contradict it).
+LINKED = (
+    ("light_target", "target"),
+    ("image", "image_name", "task"),
+)
+
+
 def _parent_fields(parent_id: int, asked: Mapping[str, Any]) -> dict[str, Any]:
-    """What a resumed run takes from its parent: every INHERITED field, and its time budget
-    and limit as a pair unless the request gives either (then they are derived anew)."""
+    """What a resumed run takes from its parent: every INHERITED field the request leaves
+    out (LINKED ones as a group), its time budget unless one is asked for, and its time
+    limit only when neither is (a limit is then derived from the budget)."""
     parent = Run.objects.filter(pk=parent_id).first()
     if parent is None:
         return {}  # said by _check_resume
-    taken = {name: getattr(parent, name) for name in INHERITED}
-    if "time_budget" not in asked and "time_limit" not in asked:
-        taken.update(time_budget=parent.time_budget, time_limit=parent.time_limit)
-    return {k: v for k, v in taken.items() if v not in (None, "")}
+    skipped = {name for group in LINKED if set(group) & set(asked) for name in group}
+    taken = {name: getattr(parent, name) for name in INHERITED if name not in skipped}
+    if "time_budget" not in asked:
+        taken["time_budget"] = parent.time_budget
+        if "time_limit" not in asked:
+            taken["time_limit"] = parent.time_limit
+    return {k: v for k, v in taken.items() if v not in (None, "") and k not in asked}
 
 
 def _range(field: str, low: str, high: str, setting: str | None) -> str:
@@ -253,10 +271,10 @@ def _check_ranges(fields: dict[str, Any], errors: Errors) -> None:
         "max_epochs": (lambda v: 1 <= v <= 100000, _range("max_epochs", "1", "100000", None)),
     }  # fmt: skip
     for name, (ok, message) in checks.items():
-        if name in fields and not ok(fields[name]):
+        if fields.get(name) is not None and not ok(fields[name]):
             errors.add(name, message)
     if fields.get("latency") == 0:
-        del fields["latency"]  # 0 ms: no delay, stored as none
+        fields["latency"] = None  # 0 ms: no delay, stored as none
     names = {
         "target": catalogue.goal_names(),
         "dataset": catalogue.dataset_names(),
@@ -319,16 +337,19 @@ def _check_measurement(fields: dict[str, Any], asked: Mapping[str, Any],
     fields.setdefault("backend", _measured_backends(fields["gpu_enabled"]))
 
 
-def _check_goal_and_data(fields: dict[str, Any], info: catalogue.TaskInfo,
+def _check_goal_and_data(fields: dict[str, Any], given: set[str], info: catalogue.TaskInfo,
                          errors: Errors) -> None:  # fmt: skip
-    """Each task has its own goals and data sets (the catalogue says which)."""
-    target = "light" if fields["light_target"] else fields["target"]
-    if target not in info.goals:
-        errors.add("target", f"task {info.name} has no goal {target!r}; its goals: "
-                   f"{', '.join(info.goals)}")  # fmt: skip
-    if fields["dataset"] not in info.datasets:
-        errors.add("dataset", f"task {info.name} runs on {', '.join(info.datasets)}, not "
-                   f"{fields['dataset']!r}")  # fmt: skip
+    """Each task has its own goals and data sets (the catalogue says which): a goal or data
+    set that was asked for (or taken from a resumed parent) must be one of them."""
+    if "target" in given or fields["light_target"]:
+        target = "light" if fields["light_target"] else fields["target"]
+        if target not in info.goals:
+            goals = f"its goals: {', '.join(info.goals)}" if info.goals else "it has none"
+            errors.add("target", f"task {info.name} has no goal {target!r}; {goals}")
+    if "dataset" in given and fields["dataset"] not in info.datasets:
+        sets = (f"runs on {', '.join(info.datasets)}" if info.datasets
+                else "reads no data set")  # fmt: skip
+        errors.add("dataset", f"task {info.name} {sets}, not {fields['dataset']!r}")
 
 
 def _check_resume(fields: dict[str, Any], errors: Errors) -> None:

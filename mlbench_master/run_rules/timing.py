@@ -65,8 +65,29 @@ def time_budget_for(task: str | None, time_budget: float | None, time_limit: flo
 
 
 def effective_time_budget(run: Run) -> float | None:
-    """The budget `run`'s worker trains for."""
+    """The budget `run`'s worker trains for: as decided when it was created (its manifest's
+    config), so a rule changed later never changes a stored run; computed for a run made
+    without one (in code)."""
+    decided = _decided(run, "effective_time_budget")
+    if decided is not _UNKNOWN:
+        return decided
     return time_budget_for(run.task, run.time_budget, run.time_limit, run.open_division)
+
+
+def time_budget_source(run: Run) -> str:
+    """Where `run`'s budget comes from (budget_source), as decided when it was created."""
+    decided = _decided(run, "time_budget_source")
+    if decided is not _UNKNOWN:
+        return decided
+    return budget_source(run.task, run.time_budget, run.time_limit, run.open_division)
+
+
+_UNKNOWN = object()
+
+
+def _decided(run: Run, key: str) -> Any:
+    config = run.manifest.get("config") if isinstance(run.manifest, dict) else None
+    return config.get(key, _UNKNOWN) if isinstance(config, dict) else _UNKNOWN
 
 
 def minimum_time_limit(time_budget: float | None) -> int | None:

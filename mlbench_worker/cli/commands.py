@@ -69,7 +69,8 @@ def cmd_run(args: argparse.Namespace, master: Master) -> int:
         "latency": args.latency,
     }
     workers, cpus, bandwidth = args.workers, args.cpus, args.max_bandwidth
-    if args.resume_from is None:  # a resumed run takes what is not given from its parent
+    missing = None in (workers, cpus, bandwidth)
+    if missing and args.resume_from is None:  # a resumed run takes the rest from its parent
         table = master_defaults(master)
         workers = table["num_workers"] if workers is None else workers
         cpus = table["num_cpus"] if cpus is None else cpus

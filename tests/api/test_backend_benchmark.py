@@ -90,3 +90,13 @@ def test_a_training_run_still_gets_its_checkpoint_folder(make_run):
     run = make_run(state=Run.INITIALIZED, task="resnet20-cifar10")
     spec = runs.run_spec(run, checkpoints=lambda run_id: f"/checkpoints/{run_id}")
     assert spec.checkpoint_dir == f"/checkpoints/{run.pk}"
+
+
+def test_a_custom_command_may_name_the_measurement_task(staff_api, redis_settings):
+    """The open division runs its own command: the task's lack of goals and data sets is
+    not its concern (as before the run rules moved)."""
+    r = _create(staff_api, task=TASK, custom_image_command="python mine.py")
+    assert r.status_code == 201, r.content
+    r = _create(staff_api, task=TASK, custom_image_command="python mine.py", dataset="cifar10")
+    assert r.status_code == 400
+    assert "reads no data set" in r.json()["errors"]["dataset"][0]

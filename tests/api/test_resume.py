@@ -162,12 +162,21 @@ def test_no_such_run_no_checkpoint_or_a_custom_command_is_a_400(
     assert Run.objects.count() == 4
 
 
-def test_a_parent_deleted_after_validation_is_still_refused(make_run, redis_settings):
+def test_a_parent_deleted_after_validation_is_still_refused(make_run, redis_settings, monkeypatch):
+    """The parent is read again inside the transaction that stores the child: deleted
+    between the rules' check and the insert, the child is refused, not created."""
     gone = make_run(state=Run.FAILED, num_workers=2)
     checkpoint(gone, 1, 10, 5.0)
     gone_id = gone.pk
-    gone.delete()
-    with pytest.raises(run_rules.RunRefused, match=f"no run {gone_id}"):
+    resolve = run_rules.resolve
+
+    def resolve_then_delete(request, user=None):
+        fields = resolve(request, user)
+        Run.objects.filter(pk=gone_id).delete()
+        return fields
+
+    monkeypatch.setattr(run_rules, "resolve", resolve_then_delete)
+    with pytest.raises(run_rules.ResumeRefused, match=f"no run {gone_id}"):
         runs.create_run({"name": "late", "num_workers": 2, "resume_from": gone_id})
     assert Run.objects.count() == 0
 
@@ -243,3 +252,39 @@ def test_a_parents_value_todays_limits_refuse_is_named_as_the_parents(
         "/api/runs/", {"name": "x", "resume_from": parent.pk, "max_bandwidth": 1000},
         format="json",
     ).status_code == 201  # fmt: skip
+
+
+def test_a_resumed_run_given_a_limit_keeps_its_parents_budget(api, make_run, redis_settings):
+    parent = make_run(state=Run.FAILED, num_workers=2, time_budget=60.0,
+                      time_limit=60 + run_rules.TIME_LIMIT_MARGIN)  # fmt: skip
+    checkpoint(parent, 1, 196, 30.0)
+    body = {"name": "x", "resume_from": parent.pk, "time_limit": 5000}
+    child = api.post("/api/runs/", body, format="json").json()
+    assert (child["time_budget"], child["time_limit"]) == (60.0, 5000)
+    too_short = {"name": "x", "resume_from": parent.pk, "time_limit": 100}
+    errors = api.post("/api/runs/", too_short, format="json").json()["errors"]
+    assert set(errors) == {"time_limit", "time_budget"}
+    assert f"the value of run {parent.pk}" in errors["time_budget"][0]
+    assert f"the value of run {parent.pk}" not in errors["time_limit"][0]
+
+
+def test_asking_for_one_of_a_linked_pair_drops_the_parents_other(api, make_run, redis_settings):
+    """A light-target parent resumed towards the standard goal: the parent's light_target
+    would contradict the target asked for, so neither of the two is inherited."""
+    parent = make_run(state=Run.FAILED, num_workers=2, light_target=True, target="light")
+    checkpoint(parent, 1, 196, 30.0)
+    body = {"name": "x", "resume_from": parent.pk, "target": "standard"}
+    response = api.post("/api/runs/", body, format="json")
+    assert response.status_code == 201, response.json()
+    assert (response.json()["target"], response.json()["light_target"]) == ("standard", False)
+
+
+def test_an_inherited_limit_todays_maximum_refuses_says_it_is_the_parents(
+    api, make_run, settings, redis_settings
+):
+    parent = make_run(state=Run.FAILED, num_workers=2, time_limit=8100)
+    checkpoint(parent, 1, 196, 30.0)
+    settings.MLBENCH_MAX_TIME_LIMIT = 3600
+    body = {"name": "x", "resume_from": parent.pk}
+    errors = api.post("/api/runs/", body, format="json").json()["errors"]
+    assert f"the value of run {parent.pk}" in errors["time_limit"][0]

@@ -1,4 +1,4 @@
-"""GET /api/runs/defaults/ and the one table behind it (mlbench_master/run_rules.py): what a
+"""GET /api/runs/defaults/ and the one table behind it (mlbench_master/run_rules/): what a
 run gets for every field it leaves out, the same whoever sends it.
 
 The same benchmark started from the CLI, the client and the form is checked against the
@@ -88,3 +88,18 @@ def test_the_defaults_need_no_token_when_reads_are_public_and_one_otherwise(anon
     assert anon.get("/api/runs/defaults/").status_code in (401, 403)
     settings.MLBENCH_PUBLIC_READ = True
     assert anon.get("/api/runs/defaults/").status_code == 200
+
+
+def test_the_default_number_of_workers_is_checked_against_the_cluster(api, settings):
+    settings.MLBENCH_LOCAL_WORKERS = 1
+    response = api.post("/api/runs/", {"name": "plain"}, format="json")
+    assert response.status_code == 400
+    assert "num_workers" in response.json()["errors"]
+
+
+def test_a_stored_runs_budget_is_the_one_decided_at_its_creation(api, redis_settings):
+    body = api.post("/api/runs/", {"name": "limited", "time_limit": 600}, format="json").json()
+    run = Run.objects.get(pk=body["id"])
+    Run.objects.filter(pk=run.pk).update(time_limit=20000)  # e.g. a rule changed since
+    again = api.get(f"/api/runs/{run.pk}/").json()
+    assert (again["effective_time_budget"], again["time_budget_source"]) == (300, "time_limit")

@@ -13,6 +13,23 @@ export function readForm(form) {
   return body;
 }
 
+// The names of the fields the user changed from what the page was served with.
+export function changedNames(form) {
+  const changed = new Set();
+  for (const input of form.elements) {
+    if (!input.name || input.disabled) continue;
+    const before =
+      input.type === "checkbox"
+        ? input.defaultChecked
+        : input.tagName === "SELECT"
+          ? ([...input.options].find((o) => o.defaultSelected) || input.options[0])?.value
+          : input.defaultValue;
+    const now = input.type === "checkbox" ? input.checked : input.value;
+    if (now !== before) changed.add(input.name);
+  }
+  return changed;
+}
+
 export function clearFieldErrors(form) {
   form.querySelectorAll(".field .error").forEach((e) => {
     e.textContent = "";

@@ -2,7 +2,7 @@
 
 import { api, every, rows } from "./api.js";
 import { datasetBadge, el, stateBadge, timeToTarget, when } from "./format.js";
-import { showFieldErrors, clearFieldErrors, readForm } from "./form.js";
+import { changedNames, showFieldErrors, clearFieldErrors, readForm } from "./form.js";
 import { catalogue } from "./tasks.js";
 import { isMeasurement } from "./backend_benchmark.js";
 
@@ -50,6 +50,17 @@ function showFormError(text) {
   formError.hidden = !text;
 }
 
+// What the form asks for. A run that resumes another gets that run's settings from the
+// master for every field left as the page served it, so only the changed ones are sent.
+function requestBody() {
+  const body = readForm(form);
+  if (body.resume_from === undefined) return body;
+  const changed = changedNames(form);
+  return Object.fromEntries(
+    Object.entries(body).filter(([name]) => name === "name" || name === "resume_from" || changed.has(name)),
+  );
+}
+
 async function submit(event) {
   event.preventDefault();
   clearFieldErrors(form);
@@ -64,7 +75,7 @@ async function submit(event) {
   const button = document.getElementById("new-run-submit");
   button.disabled = true;
   try {
-    const run = await api("/api/runs/", { method: "POST", body: readForm(form) });
+    const run = await api("/api/runs/", { method: "POST", body: requestBody() });
     form.reset();
     openForm(false);
     status.replaceChildren("Run ", el("a", { href: `/runs/${run.id}/`, text: run.name || `#${run.id}` }), " was created.");
@@ -107,6 +118,7 @@ if (form) {
   // as nothing: the master then measures every backend the workers have).
   const TRAINING_ONLY = ["target", "light_target", "dataset", "max_epochs", "resume_from"];
   const backend = form.elements.namedItem("backend");
+  let served = null; // the master's run defaults, once read
   const fitBackend = (measuring) => {
     if (!backend) return;
     const all = backend.querySelector("option[value='']");
@@ -115,14 +127,13 @@ if (form) {
       backend.value = "";
     } else if (!measuring && all) {
       all.remove();
-      if (!backend.value) backend.value = "mpi";
+      if (!backend.value) backend.value = served?.defaults?.backend ?? "mpi";
     }
   };
   const task = form.elements.namedItem("task");
   const dataset = form.elements.namedItem("dataset");
   // What a run of the chosen task gets when the time fields are left empty: the master's
   // table (GET /api/runs/defaults/), the same the API applies, shown as placeholders.
-  let served = null;
   const fitTimes = () => {
     const own = served?.tasks?.[task.value];
     const budget = form.elements.namedItem("time_budget");
