@@ -50,3 +50,26 @@ def test_the_form_shows_the_served_defaults_and_starts_the_same_run(page, live_s
     response = client.post("/api/runs/", {"name": "plain"}, format="json")
     assert response.status_code == 201, response.json()
     assert settings_of(RunSerializer(from_form).data) == settings_of(response.json())
+
+
+def test_resuming_from_the_form_keeps_the_parents_settings_but_what_was_changed(page):
+    """Only the fields changed from what the form was served with are sent: the rest of the
+    new run comes from the run it resumes, not from the form's defaults."""
+    from mlbench_master.api.models import Run
+    from tests.browser.test_resume import _checkpoint, _run
+
+    parent = _run(Run.FAILED, name="parent", latency=20.0)  # 500 Mbit/s, gloo, paper...
+    _checkpoint(parent, 2)
+    open_form(page)
+    page.get_by_label("Run name").fill("continued")
+    page.get_by_label("CPUs per worker").fill("1.5")
+    page.locator("#new-run details summary").click()
+    page.get_by_label("Resume from run").fill(str(parent.pk))
+    page.get_by_role("button", name="Start run").click()
+    page.get_by_role("link", name="continued").first.wait_for()
+    child = Run.objects.get(name="continued")
+    assert child.resumed_from == parent.pk and child.num_cpus == 1.5
+    assert (child.latency, child.max_bandwidth, child.backend, child.target) == (
+        20.0, 500, "gloo", "paper",
+    )  # fmt: skip
+    assert (child.max_epochs, child.time_budget, child.time_limit) == (40, 3600.0, 4500)

@@ -292,7 +292,10 @@ async function resumeRun() {
     const created = await api("/api/runs/", { method: "POST", body: resumeBody() });
     window.location.href = `/runs/${created.id}/`;
   } catch (err) {
-    statusLine.textContent = `Could not resume: ${err.message}`;
+    // A setting of this run the master no longer allows can be changed where the new run is
+    // described: the New run form, with this run in "Resume from run".
+    const change = err.status === 400 ? ` To change a setting, use New run on the Runs page with “Resume from run” ${run.id}.` : "";
+    statusLine.textContent = `Could not resume: ${err.message}${change}`;
   }
 }
 
