@@ -96,6 +96,18 @@ def direct_imports(
     return found
 
 
+def definitions(roots: list[Path], name: str) -> list[str]:
+    """Every function or class called `name` defined under `roots`, as path:line."""
+    found = []
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                defined = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+                if isinstance(node, defined) and node.name == name:
+                    found.append(f"{path.relative_to(root.parent)}:{node.lineno}")
+    return found
+
+
 def worker_modules_imported_by_master(graph: grimp.ImportGraph) -> list[str]:
     """Imports of the worker package by the master outside SHARED_WORKER_MODULES."""
     problems = []
@@ -336,6 +348,14 @@ def test_serializers_import_no_lifecycle_or_driver_module(graph):
     assert not problems, "serializers reach the lifecycle or a driver:\n" + "\n".join(problems)
 
 
+def test_one_mlbench_home_for_master_client_and_worker():
+    """MLBENCH_HOME's rule (unset or blank: ~/.mlbench) is written once: two copies drift."""
+    found = definitions([ROOT / p for p in PACKAGES], "mlbench_home")
+    assert len(found) == 1 and found[0].startswith("mlbench_worker/home.py:"), (
+        f"mlbench_home defined {len(found)} times: {found}"
+    )
+
+
 def test_run_state_is_assigned_only_in_runs():
     master = ROOT / "mlbench_master"
     problems = state_writes(master, allowed={master / "runs.py"})
@@ -414,6 +434,12 @@ def test_the_checks_find_each_kind_of_violation(bad_package):
     assert direct_imports(graph, "badpkg.api.serializers", ("badpkg.runs", "badpkg.cluster")) == [
         "badpkg.api.serializers:5 `from badpkg.cluster import driver`",
         "badpkg.api.serializers:2 `from badpkg import runs`",
+    ]
+    (bad_package / "home.py").write_text("def mlbench_home():\n    return '~'\n")
+    (bad_package / "api" / "home.py").write_text("x = 1\n\n\ndef mlbench_home():\n    pass\n")
+    assert definitions([bad_package], "mlbench_home") == [
+        "badpkg/api/home.py:4",
+        "badpkg/home.py:1",
     ]
     writes = state_writes(bad_package, allowed={bad_package / "runs.py"})
     lines = sorted(w.split(" ")[0] for w in writes)
