@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mlbench_worker.algorithm_catalogue import ALGORITHMS
+
 UP, DOWN = "up", "down"  # a goal is reached when the metric rises to / falls to its value
 # What a task does. A "training" task trains a model towards accuracy goals on a data set; a
 # "measurement" task (the backend benchmark) measures the platform itself: it has no
@@ -55,6 +57,9 @@ class TaskInfo:
     description: str = ""
     default_goal: str = "standard"
     kind: str = TRAINING
+    # The training algorithms it admits (mlbench_worker/algorithm_catalogue.py); the first
+    # is its default.
+    algorithms: tuple[str, ...] = tuple(ALGORITHMS)
 
     @property
     def measurement(self) -> bool:
@@ -194,6 +199,7 @@ BACKEND_BENCHMARK = TaskInfo(
     description="All-reduce and broadcast latency and bus bandwidth, 1 KiB to 64 MiB, per backend",
     default_goal="",
     kind=MEASUREMENT,
+    algorithms=(),
 )
 
 TASKS: dict[str, TaskInfo] = {

@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("mlbench_master", "mlbench_worker")
 # Worker modules the master may import: torch-free, Django-free, meant to be shared.
 SHARED_WORKER_MODULES = {
+    "mlbench_worker.algorithm_catalogue",
     "mlbench_worker.localhost",
     "mlbench_worker.catalogue",
     "mlbench_worker.home",

@@ -1,0 +1,229 @@
+"""The catalogue of training algorithms: the one list of how ranks may combine their work.
+
+Plain data and checks, no torch and no Django: the master (run rules, the form, the API),
+the `mlbench` command and the worker all read it, so an algorithm, its options, their
+defaults and their bounds are stated once. The implementations are in
+mlbench_worker/algorithms/, one module each, with the paper they follow.
+
+`check` turns options as a client sends them (numbers, or text from a command line or a
+form) into typed values with every default filled in, and says what is wrong by option
+name, so the API, the CLI and the worker refuse the same things with the same words.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_ALGORITHM = "allreduce"
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of an algorithm: its type, default and the values it may take."""
+
+    name: str
+    type: str  # "int", "float" or "choice"
+    default: Any
+    help: str
+    minimum: float | None = None  # inclusive
+    above: float | None = None  # exclusive lower bound
+    maximum: float | None = None  # inclusive
+    choices: tuple[str, ...] = ()
+
+    def parse(self, value: Any) -> tuple[Any, str | None]:
+        """(typed value, None), or (None, why it is refused)."""
+        if self.type == "choice":
+            text = str(value).strip().lower()
+            if text not in self.choices:
+                return None, f"{self.name} must be one of {', '.join(self.choices)}, not {value!r}"
+            return text, None
+        try:
+            if isinstance(value, bool):
+                raise ValueError
+            number = int(value) if self.type == "int" else float(value)
+            if self.type == "int" and isinstance(value, float) and not value.is_integer():
+                raise ValueError
+        except (TypeError, ValueError):
+            kind = "a whole number" if self.type == "int" else "a number"
+            return None, f"{self.name} must be {kind}, not {value!r}"
+        if not math.isfinite(number) or not self._within(number):
+            return None, f"{self.name} must be {self.bounds()}, not {value!r}"
+        return number, None
+
+    def _within(self, number: float) -> bool:
+        return (
+            (self.minimum is None or number >= self.minimum)
+            and (self.above is None or number > self.above)
+            and (self.maximum is None or number <= self.maximum)
+        )
+
+    def bounds(self) -> str:
+        """The values it may take, in words (for messages and help)."""
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        low = (
+            f"more than {self.above:g}"
+            if self.above is not None
+            else (f"at least {self.minimum:g}" if self.minimum is not None else "")
+        )
+        high = f"at most {self.maximum:g}" if self.maximum is not None else ""
+        return " and ".join(p for p in (low, high) if p) or "any number"
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One algorithm as the platform shows, validates and compares it."""
+
+    name: str
+    title: str
+    paper: str
+    summary: str
+    options: tuple[Option, ...] = ()
+    centralized: bool = True  # every rank ends each step with the same model
+
+    def option(self, name: str) -> Option | None:
+        return next((o for o in self.options if o.name == name), None)
+
+    def defaults(self) -> dict[str, Any]:
+        return {o.name: o.default for o in self.options}
+
+
+ALGORITHMS: dict[str, Algorithm] = {
+    a.name: a
+    for a in (
+        Algorithm(
+            "allreduce",
+            "Synchronous SGD, all-reduce",
+            "the data-parallel baseline (Goyal et al. 2017, arXiv:1706.02677)",
+            "every step, the gradients are summed over all ranks (in buckets, overlapped "
+            "with backward) and averaged; with precision fp16 or bf16 they travel cast",
+            (
+                Option(
+                    "precision",
+                    "choice",
+                    "fp32",
+                    "the type gradients are all-reduced in",
+                    choices=("fp32", "fp16", "bf16"),
+                ),
+            ),
+        ),
+        Algorithm(
+            "powersgd",
+            "PowerSGD",
+            "Vogels, Karimireddy, Jaggi: PowerSGD, NeurIPS 2019",
+            "each gradient matrix is compressed to rank r by one step of power iteration "
+            "(warm-started from the previous step), with error feedback",
+            (Option("rank", "int", 2, "the rank of the approximation", minimum=1),),
+        ),
+        Algorithm(
+            "topk",
+            "Top-k sparsified SGD",
+            "Stich, Cordonnier, Jaggi: Sparsified SGD with memory, NeurIPS 2018",
+            "each rank sends the largest fraction `density` of its gradient (values and "
+            "indices), with error feedback",
+            (
+                Option(
+                    "density",
+                    "float",
+                    0.01,
+                    "the fraction of entries sent",
+                    above=0.0,
+                    maximum=1.0,
+                ),
+            ),
+        ),
+        Algorithm(
+            "signsgd",
+            "Scaled sign SGD with error feedback",
+            "Karimireddy, Rebjock, Stich, Jaggi: Error feedback fixes SignSGD, ICML 2019",
+            "each rank sends the signs of its error-corrected gradient, one bit each, "
+            "scaled by their mean magnitude",
+        ),
+        Algorithm(
+            "localsgd",
+            "Local SGD",
+            "Lin, Stich, Patel, Jaggi: Don't use large mini-batches, use local SGD, ICLR 2020",
+            "each rank takes `period` steps on its own, then the models are averaged",
+            (Option("period", "int", 4, "local steps between averagings", minimum=1),),
+            centralized=False,
+        ),
+        Algorithm(
+            "decentralized",
+            "Decentralized SGD (gossip)",
+            "Lian et al.: Can decentralized algorithms outperform centralized algorithms?, "
+            "NeurIPS 2017",
+            "each rank steps on its own gradient and averages its model with its neighbours "
+            "only (a ring, or a 2-D torus)",
+            (
+                Option(
+                    "topology",
+                    "choice",
+                    "ring",
+                    "who exchanges with whom",
+                    choices=("ring", "torus"),
+                ),
+            ),
+            centralized=False,
+        ),
+    )
+}
+
+
+def torus_shape(workers: int) -> tuple[int, int] | None:
+    """(rows, columns) of the squarest 2-D torus of `workers` ranks with at least 3 of each
+    (so each rank has four different neighbours); None when there is none."""
+    best = None
+    for rows in range(3, math.isqrt(workers) + 1):
+        if workers % rows == 0 and workers // rows >= 3:
+            best = (rows, workers // rows)
+    return best
+
+
+def check(
+    name: str, options: Mapping[str, Any] | None, workers: int | None = None
+) -> tuple[dict[str, Any], list[str]]:
+    """Options of algorithm `name` typed and completed with defaults, and what is wrong.
+
+    `workers` (when known) is checked against what the algorithm needs: a ring needs 2
+    ranks, a torus a count that makes one (3x3, 3x4, ...). An unknown algorithm is the
+    caller's to refuse (it knows which ones its task admits).
+    """
+    algorithm = ALGORITHMS[name]
+    values, problems = algorithm.defaults(), []
+    for key, raw in (options or {}).items():
+        option = algorithm.option(key)
+        if option is None:
+            known = ", ".join(o.name for o in algorithm.options) or "none"
+            problems.append(f"{name} has no option {key!r}; its options: {known}")
+            continue
+        value, why = option.parse(raw)
+        if why:
+            problems.append(why)
+        else:
+            values[key] = value
+    topology = values.get("topology")
+    if workers is not None and name == "decentralized" and not problems:
+        if topology == "ring" and workers < 2:
+            problems.append("topology ring needs 2 workers or more")
+        if topology == "torus" and torus_shape(workers) is None:
+            problems.append(
+                f"topology torus needs a worker count that is rows x columns with at least 3 "
+                f"of each (9, 12, 15, 16, ...), not {workers}; use ring"
+            )
+    return values, problems
+
+
+def describe(name: str, options: Mapping[str, Any] | None) -> str:
+    """`name` with the options that differ from the defaults, e.g. "powersgd (rank 4)"."""
+    algorithm = ALGORITHMS.get(name)
+    if algorithm is None:
+        return name
+    changed = [
+        f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
+        for k, v in (options or {}).items()
+        if algorithm.option(k) is not None and v != algorithm.option(k).default
+    ]
+    return f"{name} ({', '.join(changed)})" if changed else name
