@@ -105,8 +105,8 @@ def build_manifest(run: Run, resumed: run_rules.ResumePoint | None = None) -> di
     (`resumed_from`): its result is not that of a run trained from scratch.
     """
     config_fields = [
-        "name", "task", "backend", "num_workers", "num_cpus", "max_bandwidth", "latency",
-        "gpu_enabled",
+        "name", "task", "algorithm", "algorithm_options", "backend", "num_workers", "num_cpus",
+        "max_bandwidth", "latency", "gpu_enabled",
         "light_target", "target", "time_budget", "max_epochs", "dataset", "image",
         "custom_image_name", "custom_image_command", "custom_backend", "run_all_nodes",
         "time_limit",
@@ -219,6 +219,8 @@ def run_spec(run: Run, checkpoints: Callable[[int], str] | None = None) -> RunSp
         custom_image_command=run.custom_image_command or "",
         custom_backend=run.custom_backend or "",
         run_all_nodes=bool(run.run_all_nodes),
+        algorithm=run.algorithm or "",
+        algorithm_options=dict(run.algorithm_options or {}),
         checkpoint_dir=checkpoint_dir,
         resume_dir=resume_dir,
         launch=dict(run.job_metadata or {}) if isinstance(run.job_metadata, dict) else {},

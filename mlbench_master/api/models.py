@@ -49,6 +49,11 @@ class Run(models.Model):
 
     task = models.CharField(max_length=100, default=catalogue.DEFAULT_TASK)
     backend = models.CharField(max_length=16, default="mpi")
+    # How ranks combine their work (mlbench_worker/algorithm_catalogue.py) and its options,
+    # every default filled in; empty for a measurement or a custom command (no training of
+    # ours to choose an algorithm for).
+    algorithm = models.CharField(max_length=32, default="allreduce", blank=True)
+    algorithm_options = models.JSONField(default=dict, blank=True)
     # Defaults for rows made in code; a run made through the API gets run_rules.DEFAULTS
     # (tests/api/test_run_defaults.py keeps these equal to that table).
     num_workers = models.PositiveIntegerField(default=2)

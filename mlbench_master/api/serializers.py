@@ -6,6 +6,7 @@ serializers would cost seconds, a plain loop costs milliseconds.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from rest_framework import serializers
@@ -15,9 +16,10 @@ from mlbench_master.api.models import LogChunk, Pod, Run
 
 RUN_OUTPUT_FIELDS = [
     "id", "name", "created_at", "state", "job_id", "job_metadata",
-    "started_at", "finished_at", "reason", "task", "backend", "num_workers", "num_cpus",
-    "max_bandwidth", "latency", "gpu_enabled", "light_target", "target", "time_budget",
-    "effective_time_budget", "time_budget_source", "max_epochs", "dataset", "dataset_used", "image",
+    "started_at", "finished_at", "reason", "task", "algorithm", "algorithm_options",
+    "backend", "num_workers", "num_cpus", "max_bandwidth", "latency", "gpu_enabled",
+    "light_target", "target", "time_budget", "effective_time_budget", "time_budget_source",
+    "max_epochs", "dataset", "dataset_used", "image",
     "custom_image_name", "custom_image_command", "custom_backend", "run_all_nodes",
     "time_limit", "resumed_from", "exit_code", "summary", "manifest", "created_by",
 ]  # fmt: skip
@@ -90,6 +92,18 @@ class RunCreateSerializer(serializers.Serializer):
     time_budget = serializers.FloatField(required=False, allow_null=True)
     max_epochs = serializers.IntegerField(required=False, allow_null=True)
     dataset = serializers.CharField(max_length=16, required=False, allow_null=True)
+    algorithm = serializers.CharField(
+        max_length=32,
+        required=False,
+        allow_null=True,
+        help_text="how ranks combine their work: allreduce (default), powersgd, topk, "
+        "signsgd, localsgd, decentralized (those the task admits)",
+    )
+    algorithm_options = serializers.JSONField(
+        required=False,
+        allow_null=True,
+        help_text='the algorithm\'s options, e.g. {"rank": 4}; the ones left out are its defaults',
+    )
     resume_from = serializers.IntegerField(
         required=False,
         allow_null=True,
@@ -105,6 +119,16 @@ class RunCreateSerializer(serializers.Serializer):
                     {k: [f"unknown field; allowed: {', '.join(self.fields)}"] for k in unknown}
                 )
         values = super().to_internal_value(data)
+        options = values.get("algorithm_options")
+        if isinstance(options, str):  # a form body carries the object as JSON text
+            try:
+                options = values["algorithm_options"] = json.loads(options) if options else None
+            except ValueError:
+                options = "not JSON"
+        if options is not None and not isinstance(options, dict):
+            raise serializers.ValidationError(
+                {"algorithm_options": ['an object of option: value, e.g. {"rank": 4}']}
+            )
         return {k: v for k, v in values.items() if v is not None and v != ""}
 
 
@@ -121,7 +145,11 @@ class RunDefaultsSerializer(serializers.Serializer):
     )
     tasks = serializers.DictField(
         help_text="task -> its backend, target, goals, data sets, time budget and time limit "
-        "without options"
+        "without options, and the algorithms it admits"
+    )
+    algorithms = serializers.DictField(
+        help_text="algorithm -> title, paper, summary and options (name, type, default, "
+        "help, bounds, choices); algorithm_options {} means these defaults"
     )
 
 

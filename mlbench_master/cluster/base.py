@@ -57,6 +57,8 @@ class RunSpec:
     run_all_nodes: bool = False
     checkpoint_dir: str = ""
     resume_dir: str = ""
+    algorithm: str = ""  # empty: the worker's default (allreduce); see mpirun.worker_argv
+    algorithm_options: dict[str, Any] = field(default_factory=dict, compare=False)
     launch: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property

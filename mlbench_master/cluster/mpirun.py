@@ -24,6 +24,7 @@ import shlex
 from collections.abc import Sequence
 
 from mlbench_master.cluster.base import ClusterDriver, OutputLine, RunSpec
+from mlbench_worker.algorithm_catalogue import ALGORITHMS, DEFAULT_ALGORITHM
 
 # Variables every rank needs; passed with -x so they also cross ssh to other hosts.
 FORWARDED_ENV = (
@@ -66,6 +67,26 @@ def custom_argv(run: RunSpec, hosts: list[str] | None = None) -> list[str]:
     return shlex.split(text)
 
 
+def algorithm_argv(run: RunSpec) -> list[str]:
+    """The worker's algorithm options: none for the default algorithm with its defaults (the
+    command is then exactly what it was before algorithms were a dimension), else the
+    algorithm and every one of its options, so the command line says all that ran."""
+    if not run.algorithm:
+        return []
+    info = ALGORITHMS.get(run.algorithm)
+    options = {**(info.defaults() if info else {}), **run.algorithm_options}
+    if run.algorithm == DEFAULT_ALGORITHM and info is not None and options == info.defaults():
+        return []
+    argv = ["--algorithm", run.algorithm]
+    for key, value in sorted(options.items()):
+        argv += ["--algorithm-option", f"{key}={_number(value) if _numeric(value) else value}"]
+    return argv
+
+
+def _numeric(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def worker_argv(run: RunSpec, python: str = "python", hosts: list[str] | None = None) -> list[str]:
     """The command each rank runs: the reference worker, or the open-division command.
 
@@ -91,6 +112,7 @@ def worker_argv(run: RunSpec, python: str = "python", hosts: list[str] | None = 
         "--dataset",
         run.dataset or "auto",
     ]
+    argv += algorithm_argv(run)
     if run.time_budget:
         argv += ["--time-budget", _number(run.time_budget)]
     if run.max_epochs:

@@ -21,6 +21,7 @@ which); only a budget and a limit that were both given and do not fit are refuse
 
 from __future__ import annotations
 
+import copy
 import math
 import shlex
 from collections.abc import Mapping
@@ -30,6 +31,7 @@ from django.conf import settings
 
 from mlbench_master.api.models import Run
 from mlbench_master.cluster.base import ClusterError
+from mlbench_master.run_rules.algorithms import check_algorithm
 from mlbench_master.run_rules.errors import Errors, ResumeRefused, RunRefused, StaffOnly
 from mlbench_master.run_rules.images import (
     CUSTOM_BACKEND,
@@ -55,7 +57,8 @@ from mlbench_master.run_rules.timing import (
     time_budget_for,
     time_budget_source,
 )
-from mlbench_worker import catalogue
+from mlbench_worker import algorithm_catalogue, catalogue
+from mlbench_worker.algorithm_catalogue import DEFAULT_ALGORITHM
 
 __all__ = [
     "CHECKPOINT_METRIC", "CUSTOM_BACKEND", "CUSTOM_IMAGE", "DEFAULTS", "INHERITED",
@@ -86,11 +89,14 @@ DEFAULTS: dict[str, Any] = {
     "max_epochs": None,
     "time_limit": None,
     "run_all_nodes": False,
+    "algorithm": DEFAULT_ALGORITHM,
+    "algorithm_options": {},  # the algorithm's own defaults (algorithm_catalogue.py)
 }
 # The fields a resumed run takes from its parent when its request leaves them out.
 INHERITED = (
     "task", "num_workers", "num_cpus", "max_bandwidth", "latency", "backend", "gpu_enabled",
-    "light_target", "target", "dataset", "max_epochs", "image", "run_all_nodes",
+    "light_target", "target", "dataset", "max_epochs", "image", "run_all_nodes", "algorithm",
+    "algorithm_options",
 )  # fmt: skip
 # The dimensions of a run's set-up, recorded in every manifest as `setup` so a result says
 # what it was measured under. The comparison rule (comparable.js, cli/report.py, held to
@@ -98,7 +104,7 @@ INHERITED = (
 # and command among them; the network is shown beside results (the compare page's column).
 SETUP_FIELDS = (
     "task", "dataset", "target", "backend", "num_cpus", "gpu_enabled", "max_bandwidth",
-    "latency", "custom_image_command",
+    "latency", "custom_image_command", "algorithm", "algorithm_options",
 )  # fmt: skip
 STAFF_ONLY = {
     "custom_image_command": "runs code of your choice on the workers",
@@ -127,7 +133,7 @@ def default_task() -> str:
 def defaults() -> dict[str, Any]:
     """DEFAULTS on this master: the offered default task, numbers within its limits."""
     lim = limits()
-    table = dict(DEFAULTS, task=default_task())
+    table = copy.deepcopy(dict(DEFAULTS, task=default_task()))
     table["num_workers"] = min(table["num_workers"], lim["workers"])
     table["num_cpus"] = min(table["num_cpus"], lim["cpus"])
     table["max_bandwidth"] = min(table["max_bandwidth"], lim["bandwidth"])
@@ -148,6 +154,7 @@ def served() -> dict[str, Any]:
             "datasets": list(info.datasets),
             "time_budget": budget,
             "time_limit": default_time_limit(budget),
+            "algorithms": list(info.algorithms),
         }
     return {
         "defaults": defaults(),
@@ -155,6 +162,25 @@ def served() -> dict[str, Any]:
         "time_limit_margin": TIME_LIMIT_MARGIN,
         "open_division_time_limit": default_time_limit(None),
         "tasks": tasks,
+        "algorithms": {
+            a.name: {
+                "title": a.title,
+                "paper": a.paper,
+                "summary": a.summary,
+                "options": [
+                    {
+                        "name": o.name,
+                        "type": o.type,
+                        "default": o.default,
+                        "help": o.help,
+                        "bounds": o.bounds(),
+                        "choices": list(o.choices),
+                    }
+                    for o in a.options
+                ],
+            }
+            for a in algorithm_catalogue.ALGORITHMS.values()
+        },
     }
 
 
@@ -185,6 +211,7 @@ def resolve(request: Mapping[str, Any], user: Any = None) -> dict[str, Any]:
         if not (measurement and name == "backend"):
             fields.setdefault(name, value)
     _check_ranges(fields, errors)
+    check_algorithm(fields, asked, info, measurement or open_division, errors)
     if fields["gpu_enabled"] and limits()["gpus"] < 1:
         errors.add("gpu_enabled", "this cluster offers no GPUs (MLBENCH_MAX_GPUS=0); set "
                    "gpu_enabled to false")  # fmt: skip
@@ -232,6 +259,8 @@ def _parent_fields(parent_id: int, asked: Mapping[str, Any]) -> dict[str, Any]:
     if parent is None:
         return {}  # said by _check_resume
     skipped = {name for group in LINKED if set(group) & set(asked) for name in group}
+    if "algorithm" in asked:  # another algorithm's options mean nothing to it
+        skipped.add("algorithm_options")
     taken = {name: getattr(parent, name) for name in INHERITED if name not in skipped}
     if "time_budget" not in asked:
         taken["time_budget"] = parent.time_budget

@@ -215,6 +215,7 @@ def test_a_resumed_run_takes_every_field_it_leaves_out_from_its_parent(
         state=Run.FAILED, num_workers=2, num_cpus=1.5, max_bandwidth=100, latency=20.0,
         backend="gloo", light_target=True, target="light", dataset="synthetic",
         max_epochs=30, time_budget=60.0, time_limit=60 + run_rules.TIME_LIMIT_MARGIN,
+        algorithm="topk", algorithm_options={"density": 0.05},
     )  # fmt: skip
     checkpoint(parent, 1, 196, 30.0, dataset="synthetic")
     response = api.post("/api/runs/", {"name": "again", "resume_from": parent.pk}, format="json")

@@ -62,8 +62,11 @@ def test_a_run_without_options_stores_the_served_defaults(api, redis_settings):
     assert response.status_code == 201, response.json()
     run = response.json()
     for name, value in served["defaults"].items():
-        if value is not None and name != "time_limit":
+        if value is not None and name not in ("time_limit", "algorithm_options"):
             assert run[name] == value, name
+    # {}: the algorithm's own defaults, which the table lists too
+    algorithm = served["algorithms"][run["algorithm"]]
+    assert run["algorithm_options"] == {o["name"]: o["default"] for o in algorithm["options"]}
     own = served["tasks"][run["task"]]
     assert (run["effective_time_budget"], run["time_limit"]) == (
         own["time_budget"], own["time_limit"],

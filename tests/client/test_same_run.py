@@ -53,5 +53,8 @@ def test_api_cli_and_client_store_identical_settings_without_options(master):
     for way in ("cli", "client"):
         assert settings_of(made[way]) == expected, way
     for name, value in served["defaults"].items():
-        if value is not None and name != "time_limit":
+        if value is not None and name not in ("time_limit", "algorithm_options"):
             assert expected[name] == value, name
+    # {}: the algorithm's own defaults, which the table lists too
+    algorithm = served["algorithms"][expected["algorithm"]]
+    assert expected["algorithm_options"] == {o["name"]: o["default"] for o in algorithm["options"]}

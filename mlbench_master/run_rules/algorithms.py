@@ -1,0 +1,40 @@
+"""A run's training algorithm: one its task admits, with its options typed and completed
+(mlbench_worker/algorithm_catalogue.py holds the list, the defaults and the bounds; the
+worker checks the same things with the same words)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from mlbench_master.run_rules.errors import Errors
+from mlbench_worker import algorithm_catalogue, catalogue
+
+
+def check_algorithm(fields: dict[str, Any], asked: Mapping[str, Any],
+                     info: catalogue.TaskInfo | None, none: bool, errors: Errors) -> None:  # fmt: skip
+    """The algorithm one of the task's, its options typed and completed (algorithm_catalogue
+    says which and their bounds). A measurement or a custom command trains with nothing of
+    ours, so it has none: stored empty, and refused by name when asked for."""
+    if none:
+        for name in ("algorithm", "algorithm_options"):
+            if asked.get(name):
+                why = ("a custom command trains as it likes" if fields.get("custom_image_command")
+                       else f"task {fields['task']} trains nothing")  # fmt: skip
+                errors.add(name, f"{why}, so it has no algorithm; leave {name} out")
+        fields["algorithm"], fields["algorithm_options"] = "", {}
+        return
+    name, options = fields["algorithm"], fields["algorithm_options"]
+    admitted = info.algorithms if info is not None else ()
+    if name not in algorithm_catalogue.ALGORITHMS or name not in admitted:
+        known = "is not known" if name not in algorithm_catalogue.ALGORITHMS else "is not one"
+        errors.add("algorithm", f"algorithm {name!r} {known} of task {fields['task']}'s: "
+                   f"{', '.join(admitted) or 'none'}")  # fmt: skip
+        return
+    if not isinstance(options, dict):
+        errors.add("algorithm_options", "algorithm_options must be an object of option: value")
+        return
+    values, problems = algorithm_catalogue.check(name, options, fields["num_workers"])
+    for problem in problems:
+        errors.add("algorithm_options", problem)
+    fields["algorithm_options"] = values
