@@ -213,6 +213,8 @@ class ApiClient:
         time_limit: int | None = None,
         resume_from: int | None = None,
         latency: float | None = None,
+        algorithm: str | None = None,
+        algorithm_options: dict[str, Any] | None = None,
     ) -> Future:
         """Start a run. The keyword-only arguments are this version's additions.
 
@@ -225,6 +227,10 @@ class ApiClient:
         signature's default.
 
         `latency` (ms) is added each way on every worker's link, beside `max_bandwidth`.
+
+        `algorithm` (allreduce, powersgd, topk, signsgd, localsgd, decentralized) and its
+        `algorithm_options` (e.g. {"rank": 4}; those left out keep their defaults): how the
+        ranks combine their work; the master refuses (400) one the task does not admit.
 
         `resume_from` (a run id) continues that FAILED or CANCELLED run from its last
         checkpoint; the master refuses (400) a run it could not continue.
@@ -286,6 +292,8 @@ class ApiClient:
             "time_limit": time_limit,
             "resume_from": resume_from,
             "latency": latency,
+            "algorithm": algorithm,
+            "algorithm_options": algorithm_options,
         }
         body.update({k: v for k, v in optional.items() if v is not None})
         return self._submit("POST", "runs/", json=body)

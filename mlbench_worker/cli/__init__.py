@@ -87,6 +87,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="delay added each way on every worker's link, in milliseconds (default none)",
     )
     run.add_argument(
+        "--algorithm",
+        help="training algorithm: allreduce (default), powersgd, topk, signsgd, localsgd, "
+        "decentralized (those the task admits)",
+    )
+    run.add_argument(
+        "--algorithm-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option of the algorithm, e.g. rank=4 (repeatable; the rest keep their "
+        "defaults: see the master's GET /api/runs/defaults/)",
+    )
+    run.add_argument(
         "--backend",
         type=str.lower,
         choices=["mpi", "gloo", "nccl"],

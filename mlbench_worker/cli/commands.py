@@ -17,7 +17,14 @@ import time
 from typing import Any
 
 from mlbench_worker.api import resolve_image
-from mlbench_worker.cli.formatting import duration, run_duration, runs_list, short, table
+from mlbench_worker.cli.formatting import (
+    algorithm_text,
+    duration,
+    run_duration,
+    runs_list,
+    short,
+    table,
+)
 from mlbench_worker.cli.master import (
     EXIT_NOT_FOUND,
     EXIT_OK,
@@ -56,7 +63,18 @@ def cmd_run(args: argparse.Namespace, master: Master) -> int:
             task = resolve_image(args.task)
         except ValueError as exc:
             raise CliError(f"--task: {exc}", EXIT_USAGE) from None
+    options: dict[str, str] = {}
+    for item in args.algorithm_option:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CliError(
+                f"--algorithm-option {item!r}: give KEY=VALUE, e.g. --algorithm-option rank=4",
+                EXIT_USAGE,
+            )
+        options[key.strip()] = value.strip()
     fields: dict[str, Any] = {
+        "algorithm": args.algorithm,
+        "algorithm_options": options or None,
         "task": task,
         "backend": args.backend,
         "target": args.target,
@@ -161,6 +179,7 @@ def cmd_runs(args: argparse.Namespace, master: Master) -> int:
             r.get("state"),
             r.get("num_workers"),
             "command" if r.get("custom_image_command") else (r.get("task") or "-"),
+            algorithm_text(r) or "-",
             r.get("dataset_used") or r.get("dataset") or "-",
             (r.get("created_at") or "")[:19].replace("T", " "),
             duration(run_duration(r)),
@@ -170,7 +189,18 @@ def cmd_runs(args: argparse.Namespace, master: Master) -> int:
     ]
     print(
         table(
-            ["ID", "NAME", "STATE", "WORKERS", "TASK", "DATASET", "CREATED", "TIME", "REASON"],
+            [
+                "ID",
+                "NAME",
+                "STATE",
+                "WORKERS",
+                "TASK",
+                "ALGORITHM",
+                "DATASET",
+                "CREATED",
+                "TIME",
+                "REASON",
+            ],  # fmt: skip
             rows,
         )
     )
@@ -183,7 +213,8 @@ def cmd_show(args: argparse.Namespace, master: Master) -> int:
         print(json.dumps(run, indent=2, sort_keys=True))
         return EXIT_OK
     keys = [
-        "id", "name", "state", "reason", "task", "backend", "num_workers", "num_cpus",
+        "id", "name", "state", "reason", "task", "algorithm", "backend", "num_workers",
+        "num_cpus",
         "target", "light_target", "dataset", "dataset_used", "time_budget",
         "effective_time_budget", "time_budget_source", "max_epochs", "time_limit", "exit_code",
         "created_at",
@@ -192,7 +223,8 @@ def cmd_show(args: argparse.Namespace, master: Master) -> int:
     width = max(len(k) for k in keys)
     for key in keys:
         if key in run and run[key] not in (None, ""):
-            print(f"{key.ljust(width)}  {run[key]}")
+            value = algorithm_text(run) if key == "algorithm" else run[key]
+            print(f"{key.ljust(width)}  {value}")
     print(f"{'network'.ljust(width)}  {network_line(run)}")
     if run.get("custom_image_command"):
         print(f"{'command'.ljust(width)}  {run['custom_image_command']}")

@@ -68,3 +68,24 @@ def runs_list(body: Any) -> list[dict]:
     if isinstance(body, dict) and "results" in body:
         return body["results"]
     return list(body or [])
+
+
+def algorithm_text(run: dict[str, Any]) -> str:
+    """A run's algorithm with all its options, e.g. "powersgd (rank 2)"; "" when it has none
+    (a measurement, a custom command)."""
+    name = run.get("algorithm") or ""
+    options = run.get("algorithm_options") or {}
+    if not name or not options:
+        return name
+    shown = ", ".join(
+        f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in sorted(options.items())
+    )
+    return f"{name} ({shown})"
+
+
+def size(count: float) -> str:
+    """A number of bytes in decimal units: 950 B, 1.2 kB, 3.4 MB, 1.0 GB."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count:.0f} B"

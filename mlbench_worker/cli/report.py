@@ -9,12 +9,21 @@ static/dashboard/js/comparable.js, and tests/rules/comparison_cases.json holds b
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 from mlbench_worker import catalogue
 from mlbench_worker.cli.clock import clock_at
-from mlbench_worker.cli.formatting import duration, parse_time, percent, short, table
+from mlbench_worker.cli.formatting import (
+    algorithm_text,
+    duration,
+    parse_time,
+    percent,
+    short,
+    size,
+    table,
+)
 from mlbench_worker.cli.master import CliError, Master
 
 # Every metric some task posts its throughput as (images_per_sec, samples_per_sec, ...).
@@ -86,6 +95,7 @@ def report_table(master: Master | None, runs: list[dict]) -> str:
                 short(run.get("name"), 30),
                 run.get("state"),
                 run.get("num_workers"),
+                algorithm_text(run) or "-",
                 s.get("dataset") or run.get("dataset_used") or _requested(run),
                 target,
                 reached,
@@ -93,19 +103,31 @@ def report_table(master: Master | None, runs: list[dict]) -> str:
                 None,  # throughput: once every row's unit is known (below)
                 speedup,
                 percent(s.get("comm_share")) if s.get("comm_share") is not None else "-",
+                volume(s),
             ]
         )
     units = {unit for _, unit in rates}
     one_unit = units.pop() if len(units) == 1 else None
     for row, (value, unit) in zip(rows, rates, strict=True):
         shown = f"{value:.0f}" if value else "-"
-        row[8] = shown if one_unit or not value else f"{shown} {unit}"
+        row[9] = shown if one_unit or not value else f"{shown} {unit}"
     headers = [
-        "ID", "NAME", "STATE", "WORKERS", "DATASET", "TARGET", "TIME TO TARGET",
+        "ID", "NAME", "STATE", "WORKERS", "ALGORITHM", "DATASET", "TARGET", "TIME TO TARGET",
         "ACC AFTER TIME", one_unit.upper() if one_unit else "THROUGHPUT", "SPEED-UP", "COMM",
+        "SENT/STEP",
     ]  # fmt: skip
     warning = _mixed_warning(runs)
     return "\n".join(([warning] if warning else []) + [table(headers, rows)] + notes)
+
+
+def volume(summary: dict) -> str:
+    """Bytes a rank sent per step and, in brackets, how many times less than a full fp32
+    all-reduce of the same model: "1.1 MB (1.0x)"; "-" before the worker says."""
+    sent = summary.get("comm_bytes_per_step")
+    if sent is None:
+        return "-"
+    ratio = summary.get("compression_ratio")
+    return f"{size(float(sent))}" + (f" ({float(ratio):.1f}x)" if ratio else "")
 
 
 def _resumed_note(run: dict) -> str:
@@ -167,6 +189,15 @@ def _cpus(run: dict) -> float | None:
     return None if cpus is None else float(cpus)
 
 
+def algorithm_of(run: dict) -> str | None:
+    """A run's algorithm with its options, in one canonical text (options in key order);
+    None for a run from a master that did not record one."""
+    if "algorithm" not in run:
+        return None
+    options = run.get("algorithm_options") or {}
+    return f"{run['algorithm'] or ''} {json.dumps(options, sort_keys=True)}"
+
+
 # What must be equal for two runs to be compared, and how each is read from a run.
 _SETUP: list[tuple[str, Any]] = [
     ("dataset", dataset_of),
@@ -176,6 +207,7 @@ _SETUP: list[tuple[str, Any]] = [
     ("CPUs per worker", _cpus),
     ("device", lambda r: "gpu" if r.get("gpu_enabled") else "cpu"),
     ("command", lambda r: (r.get("custom_image_command") or "").strip()),
+    ("algorithm", algorithm_of),
 ]
 
 
@@ -184,7 +216,8 @@ def setup_differences(a: dict, b: dict) -> list[str]:
 
     Why: a speed-up only means something between runs that differ in the number of
     workers and nothing else. A synthetic-data run against a CIFAR-10 run, or runs of
-    different tasks, targets, backends or CPUs per worker, give a ratio that measures the
+    different tasks, targets, backends, CPUs per worker or algorithms (with their options),
+    give a ratio that measures the
     difference in set-up, not scaling, and a synthetic result must never pass for a
     CIFAR-10 one. An unknown data set therefore differs from everything. The dashboard's
     compare page keeps the same rule in static/dashboard/js/comparable.js.

@@ -3,6 +3,18 @@
 from django.db import migrations, models
 
 
+def every_earlier_run_was_allreduce(apps, schema_editor):
+    """Runs stored before algorithms were a dimension trained with today's default (an
+    fp32 all-reduce); a measurement or a custom command trained with nothing of ours. Said
+    explicitly, so they compare with new runs of the same algorithm and options."""
+    Run = apps.get_model("api", "Run")
+    Run.objects.exclude(custom_image_command="").update(algorithm="", algorithm_options={})
+    Run.objects.filter(task="backend-benchmark").update(algorithm="", algorithm_options={})
+    Run.objects.filter(algorithm="allreduce", algorithm_options={}).update(
+        algorithm_options={"precision": "fp32"}
+    )
+
+
 class Migration(migrations.Migration):
     dependencies = [
         ("api", "0007_run_defaults_table"),
@@ -19,4 +31,5 @@ class Migration(migrations.Migration):
             name="algorithm_options",
             field=models.JSONField(blank=True, default=dict),
         ),
+        migrations.RunPython(every_earlier_run_was_allreduce, migrations.RunPython.noop),
     ]

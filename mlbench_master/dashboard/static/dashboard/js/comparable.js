@@ -14,6 +14,15 @@ export function datasetOf(run) {
   return used && used !== "auto" ? used : null;
 }
 
+// A run's algorithm with its options in one canonical text (options in key order); null for
+// a run from a master that did not record one.
+export function algorithmOf(run) {
+  if (!("algorithm" in run)) return null;
+  const options = run.algorithm_options || {};
+  const sorted = Object.fromEntries(Object.keys(options).sort().map((k) => [k, options[k]]));
+  return `${run.algorithm || ""} ${JSON.stringify(sorted)}`;
+}
+
 // What must be equal for two runs to be compared, and how each is read from a run.
 const SETUP = [
   ["dataset", datasetOf],
@@ -23,6 +32,7 @@ const SETUP = [
   ["CPUs per worker", (r) => (r.num_cpus === undefined || r.num_cpus === null ? null : Number(r.num_cpus))],
   ["device", (r) => (r.gpu_enabled ? "gpu" : "cpu")],
   ["command", (r) => (r.custom_image_command || "").trim()],
+  ["algorithm", algorithmOf],
 ];
 
 // The names of the set-up fields in which `a` and `b` differ ([] means comparable). An
