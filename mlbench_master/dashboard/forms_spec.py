@@ -32,6 +32,45 @@ class Field:
     choices: list[tuple[str, str]] = field(default_factory=list)
     group: str = "basic"  # basic | benchmark | advanced
     disabled: bool = False
+    algorithm: str = ""  # an option of this algorithm: shown only while it is chosen
+
+
+def _algorithm_fields(served: dict[str, Any]) -> list[Field]:
+    """The algorithm select, then one field per option of each algorithm, named
+    algorithm_options.<algorithm>.<option> (runs.js sends the chosen one's as the
+    `algorithm_options` object), with the catalogue's default, bounds and help."""
+    algorithms = served["algorithms"]
+    chosen = served["defaults"]["algorithm"]
+    fields = [
+        Field(
+            "algorithm",
+            "Algorithm",
+            "select",
+            chosen,
+            "How the workers combine their work; the task's list. "
+            + " ".join(f"{name}: {a['summary']}." for name, a in algorithms.items()),
+            choices=[(name, f"{a['title']} ({name})") for name, a in algorithms.items()],
+            group="benchmark",
+        )
+    ]
+    for name, info in algorithms.items():
+        for option in info["options"]:
+            numeric = option["type"] in ("int", "float")
+            fields.append(
+                Field(
+                    f"algorithm_options.{name}.{option['name']}",
+                    f"{option['name'].capitalize()} ({name})",
+                    "number" if numeric else "select",
+                    option["default"],
+                    f"{option['help']}: {option['bounds']} (default {option['default']}).",
+                    step=(1 if option["type"] == "int" else "any") if numeric else None,
+                    choices=_choices(option["choices"]),
+                    group="benchmark",
+                    algorithm=name,
+                    disabled=name != chosen,
+                )
+            )
+    return fields
 
 
 def cluster_name() -> str:
@@ -162,6 +201,7 @@ def run_form_spec() -> dict[str, Any]:
             "No GPUs are available on this cluster." if lim["gpus"] < 1 else "One GPU per worker.",
             disabled=lim["gpus"] < 1,
         ),
+        *_algorithm_fields(served),
         Field(
             "backend",
             "Communication backend",

@@ -73,3 +73,32 @@ def test_resuming_from_the_form_keeps_the_parents_settings_but_what_was_changed(
         20.0, 500, "gloo", "paper",
     )  # fmt: skip
     assert (child.max_epochs, child.time_budget, child.time_limit) == (40, 3600.0, 4500)
+
+
+def test_the_form_offers_the_chosen_algorithms_options_only(page):
+    from mlbench_master.api.models import Run
+
+    open_form(page)
+    rank = page.get_by_label("Rank (powersgd)")
+    assert rank.is_hidden() and page.get_by_label("Precision (allreduce)").is_visible()
+    page.get_by_label("Algorithm", exact=True).select_option("powersgd")
+    assert rank.is_visible() and page.get_by_label("Precision (allreduce)").is_hidden()
+    assert rank.input_value() == "2"  # the catalogue's default
+
+    page.get_by_label("Run name").fill("compressed")
+    rank.fill("0")
+    page.watch.allowed_status.add(400)
+    page.get_by_role("button", name="Start run").click()
+    error = page.locator("#e-algorithm")
+    error.wait_for()
+    assert "rank must be at least 1, not 0" in error.inner_text()
+    assert not Run.objects.filter(name="compressed").exists()
+
+    rank.fill("4")
+    page.get_by_role("button", name="Start run").click()
+    page.get_by_role("link", name="compressed").first.wait_for()
+    run = Run.objects.get(name="compressed")
+    assert (run.algorithm, run.algorithm_options) == ("powersgd", {"rank": 4})
+    row = page.locator(f"#runs-table tr[data-run-id='{run.pk}']")
+    row.wait_for()
+    assert "powersgd (rank 4)" in row.inner_text()

@@ -8,7 +8,7 @@ import { LineChart } from "./charts.js";
 import { PROGRESS, elapsed, runClock } from "./clock.js";
 import { MetricFeed } from "./feed.js";
 import { baselineFor, datasetOf, speedup } from "./comparable.js";
-import { clock, datasetBadge, duration, el, num, pct, stateBadge } from "./format.js";
+import { algorithmText, clock, datasetBadge, duration, el, num, pct, sentPerStep, stateBadge } from "./format.js";
 import { taskInfo, throughputMetrics, throughputOf } from "./tasks.js";
 import { OP_TITLES, chartOptions, sizeLabel, curves, fetchCells, isMeasurement, networkLabel, peak } from "./backend_benchmark.js";
 
@@ -152,6 +152,7 @@ function render() {
         { dataset: { runId: r.id } },
         el("th", { scope: "row" }, el("a", { href: `/runs/${r.id}/`, text: r.name || `run ${r.id}` }), " ", stateBadge(r.state)),
         el("td", { text: r.task || "—" }),
+        el("td", { class: "algorithm", text: algorithmText(r) || "—" }),
         el("td", { text: String(r.num_workers ?? "—") }),
         el("td", { class: "network", text: networkLabel(r) || "—" }),
         el("td", {}, datasetBadge(r)),
@@ -160,6 +161,7 @@ function render() {
         el("td", { text: pct(m.best) }),
         el("td", { class: "throughput", text: m.throughput === null ? "—" : `${num(m.throughput)} ${m.unit}` }),
         el("td", { class: "comm", text: pct(r.summary?.comm_share ?? null) }),
+        el("td", { class: "sent", text: sentPerStep(r.summary) }),
         sp.reason
           ? el("td", { class: "speedup none" }, "—", el("small", { class: "why", text: sp.reason }))
           : el("td", { class: "speedup", title: sp.how ? `from ${sp.how}, ${sp.against}` : "" }, `${sp.value.toFixed(2)}×${sp.how === "throughput" ? " (throughput)" : ""}`),

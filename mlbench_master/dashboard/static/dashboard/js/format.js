@@ -98,3 +98,24 @@ export function timeToTarget(run) {
   if (s.reached === false) return "not reached";
   return "—";
 }
+
+// A run's algorithm with all its options, e.g. "powersgd (rank 2)"; "" when it has none (a
+// measurement, a custom command). mlbench_worker/cli/formatting.py says it the same way.
+export function algorithmText(run) {
+  const name = run?.algorithm || "";
+  const options = run?.algorithm_options || {};
+  const keys = Object.keys(options).sort();
+  return name && keys.length ? `${name} (${keys.map((k) => `${k} ${options[k]}`).join(", ")})` : name;
+}
+
+// What a rank sent per step (decimal units, as `mlbench report`) and, in brackets, how many
+// times less than a full fp32 all-reduce of the same model; "—" before the worker says.
+export function sentPerStep(summary) {
+  const sent = summary?.comm_bytes_per_step;
+  if (sent === null || sent === undefined) return "—";
+  const units = [["GB", 1e9], ["MB", 1e6], ["kB", 1e3]];
+  const [unit, scale] = units.find(([, s]) => Number(sent) >= s) || ["B", 1];
+  const text = `${(Number(sent) / scale).toFixed(scale === 1 ? 0 : 1)} ${unit}`;
+  const ratio = summary.compression_ratio;
+  return ratio ? `${text} (${Number(ratio).toFixed(1)}×)` : text;
+}

@@ -8,7 +8,7 @@ import { api, every } from "./api.js";
 import { LineChart } from "./charts.js";
 import { PROGRESS, elapsed, epochs, runClock } from "./clock.js";
 import { MetricFeed } from "./feed.js";
-import { clock, datasetBadge, duration, el, num, pct, stateBadge, when } from "./format.js";
+import { algorithmText, clock, datasetBadge, duration, el, num, pct, sentPerStep, stateBadge, when } from "./format.js";
 import { LogFollower } from "./logs.js";
 import { perSecond, taskInfo, throughputMetrics, throughputOf } from "./tasks.js";
 import { OP_TITLES, chartOptions, sizeLabel, curves, fetchCells, isMeasurement, linkNotes, tableRows } from "./backend_benchmark.js";
@@ -116,6 +116,7 @@ function drawSplitTable() {
 // ---- run info ----
 const CONFIG = [
   ["task", "Task"],
+  ["algorithm", "Algorithm"],
   ["backend", "Backend"],
   ["num_workers", "Workers"],
   ["num_cpus", "CPUs per worker"],
@@ -167,7 +168,7 @@ function taskLabel() {
 }
 
 // What a measurement has no use for: accuracy goals, data, epochs, checkpoints.
-const TRAINING_ONLY = new Set(["target", "light_target", "dataset", "max_epochs", "resumed_from"]);
+const TRAINING_ONLY = new Set(["target", "light_target", "dataset", "max_epochs", "resumed_from", "algorithm"]);
 
 function showMeasurementSummary(s) {
   const top = s.peak;
@@ -208,7 +209,7 @@ function showRun() {
   document.getElementById("run-reason").textContent = run.reason || "";
   const measuring = isMeasurement(run);
   kv(document.getElementById("run-config"), [
-    ...CONFIG.filter(([k]) => k in run && !(run[k] === "" && k.startsWith("custom")) && !(measuring && TRAINING_ONLY.has(k))).map(([k, label]) => [label, k === "task" ? taskLabel() : k === "time_budget_source" ? BUDGET_SOURCES[run[k]] ?? run[k] : run[k]]),
+    ...CONFIG.filter(([k]) => k in run && !(run[k] === "" && k.startsWith("custom")) && !(measuring && TRAINING_ONLY.has(k))).map(([k, label]) => [label, k === "task" ? taskLabel() : k === "algorithm" ? algorithmText(run) : k === "time_budget_source" ? BUDGET_SOURCES[run[k]] ?? run[k] : run[k]]),
     ...(measuring ? [] : [["Dataset used", datasetBadge(run)]]),
     ...(networkText(run) ? [["Network", networkText(run)]] : []),
   ]);
@@ -225,6 +226,7 @@ function showRun() {
       ["Epochs", s.epochs],
       [`Throughput (${unit})`, metric && s[metric] !== undefined && s[metric] !== null ? num(s[metric]) : null],
       ["Communication share", s.comm_share !== undefined ? pct(s.comm_share) : null],
+      ["Sent per step (a rank)", s.comm_bytes_per_step !== undefined ? sentPerStep(s) : null],
       ["Elapsed", s.elapsed !== undefined ? duration(s.elapsed) : null],
       ["Dataset", datasetBadge(run)],
     ]);

@@ -1,7 +1,7 @@
 // Runs page: the live list of runs and the "New run" form.
 
 import { api, every, rows } from "./api.js";
-import { datasetBadge, el, stateBadge, timeToTarget, when } from "./format.js";
+import { algorithmText, datasetBadge, el, stateBadge, timeToTarget, when } from "./format.js";
 import { changedNames, showFieldErrors, clearFieldErrors, readForm } from "./form.js";
 import { catalogue } from "./tasks.js";
 import { isMeasurement } from "./backend_benchmark.js";
@@ -16,7 +16,7 @@ function runRow(run) {
     "tr",
     { dataset: { runId: run.id } },
     el("td", {}, el("a", { href: `/runs/${run.id}/`, class: "run-link" }, run.name || `run ${run.id}`)),
-    el("td", { text: run.task || "—" }),
+    el("td", { text: run.task || "—" }, ...(algorithmText(run) ? [el("div", { class: "algorithm", text: algorithmText(run) })] : [])),
     el("td", { class: "state-cell" }, stateBadge(run.state), reason),
     el("td", { text: `${run.num_workers ?? "—"}${cpus}` }),
     el("td", {}, isMeasurement(run) ? "—" : datasetBadge(run)), // a measurement reads no data
@@ -54,6 +54,15 @@ function showFormError(text) {
 // master for every field left as the page served it, so only the changed ones are sent.
 function requestBody() {
   const body = readForm(form);
+  // The chosen algorithm's option fields (algorithm_options.<algorithm>.<option>; the
+  // others are disabled, so not read) travel as the one object the API takes.
+  const options = {};
+  for (const [name, value] of Object.entries(body)) {
+    if (!name.startsWith("algorithm_options.")) continue;
+    options[name.split(".")[2]] = value;
+    delete body[name];
+  }
+  if (Object.keys(options).length) body.algorithm_options = options;
   if (body.resume_from === undefined) return body;
   const changed = changedNames(form);
   return Object.fromEntries(
@@ -84,7 +93,13 @@ async function submit(event) {
     if (err.status === 409) {
       showFormError(`Another run is still active, and only one run can use the workers at a time. Wait for it to finish or cancel it, then start this one. (${err.message})`);
     } else if (err.status === 400 && err.data && typeof err.data === "object") {
-      const rest = showFieldErrors(form, err.data);
+      // A refused option is said under the algorithm, where its fields are.
+      const errors = { ...(err.data.errors || err.data) };
+      if (errors.algorithm_options) {
+        errors.algorithm = [...(errors.algorithm || []), ...errors.algorithm_options];
+        delete errors.algorithm_options;
+      }
+      const rest = showFieldErrors(form, errors);
       if (rest) showFormError(rest);
     } else if (err.status === 401 || err.status === 403) {
       showFormError(`Not allowed: ${err.message}. Sign in again and retry.`);
@@ -116,7 +131,17 @@ if (form) {
   // backend benchmark) has no goal, data, epochs or checkpoint: those fields are
   // disabled (a disabled field is not sent), and its backend may be "every backend" (sent
   // as nothing: the master then measures every backend the workers have).
-  const TRAINING_ONLY = ["target", "light_target", "dataset", "max_epochs", "resume_from"];
+  const TRAINING_ONLY = ["target", "light_target", "dataset", "max_epochs", "resume_from", "algorithm"];
+  // Only the chosen algorithm's options are shown (and sent); a measurement has none.
+  const algorithm = form.elements.namedItem("algorithm");
+  const fitAlgorithm = (measuring) => {
+    for (const box of form.querySelectorAll(".field[data-algorithm]")) {
+      const off = measuring || !algorithm || box.dataset.algorithm !== algorithm.value;
+      box.hidden = off;
+      box.querySelectorAll("input, select").forEach((input) => (input.disabled = off));
+    }
+  };
+  algorithm?.addEventListener("change", () => fitAlgorithm(false));
   const backend = form.elements.namedItem("backend");
   let served = null; // the master's run defaults, once read
   const fitBackend = (measuring) => {
@@ -156,6 +181,7 @@ if (form) {
       if (input) input.disabled = measuring;
     }
     fitBackend(measuring);
+    fitAlgorithm(measuring);
     if (measuring) return;
     const allowed = {
       target: Object.keys(info.goals),
