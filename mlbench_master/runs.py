@@ -81,6 +81,8 @@ def create_run(request: dict[str, Any], user: Any = None) -> Run:
                     task=fields.get("task"),
                     num_workers=int(fields["num_workers"]),
                     dataset=fields.get("dataset"),
+                    algorithm=fields.get("algorithm") or None,
+                    algorithm_options=fields.get("algorithm_options"),
                 )
                 fields["resumed_from"] = resumed.run_id
                 # "auto" could pick another data set now; the checkpoint's is the experiment.

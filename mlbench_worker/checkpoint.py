@@ -107,8 +107,10 @@ def load(folder: str | Path, identity: dict) -> dict:
             f"shards depend on the number of workers: resume with mpirun -n "
             f"{theirs.get('num_workers')}, or start a fresh run without --resume."
         )
-    for key in ("task", "model", "batch_size", "seed", "dataset"):
-        if theirs.get(key) != identity.get(key):
+    # Checkpoints written before algorithms existed were all-reduce runs.
+    theirs = {"algorithm": "allreduce", "algorithm_options": {"precision": "fp32"}, **theirs}
+    for key in ("task", "model", "batch_size", "seed", "dataset", "algorithm", "algorithm_options"):
+        if key in identity and theirs.get(key) != identity.get(key):
             raise WorkerError(
                 f"--resume: {path} is for {key} {theirs.get(key)!r}, this run uses "
                 f"{identity.get(key)!r}; resume with the same options or start afresh."

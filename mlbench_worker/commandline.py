@@ -11,12 +11,14 @@ import argparse
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from mlbench_worker.home import mlbench_home
 
 BACKENDS = ("mpi", "gloo", "nccl")
 DEVICES = ("auto", "cpu", "cuda")
+ERROR_GRACE = 1.0  # seconds a rank other than 0 waits before exiting on a bad option
 
 
 def launch_rank() -> int:
@@ -25,6 +27,14 @@ def launch_rank() -> int:
         if os.environ.get(name, "").isdigit():
             return int(os.environ[name])
     return 0
+
+
+def launch_size() -> int | None:
+    """The number of ranks mpirun started (None when not under mpirun), without MPI."""
+    for name in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"):
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    return None
 
 
 def default_data_dir() -> str:
@@ -89,7 +99,11 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         if launch_rank() == 0:
             self.print_usage(sys.stderr)
-            print(f"{self.prog}: error: {message}", file=sys.stderr)
+            print(f"{self.prog}: error: {message}", file=sys.stderr, flush=True)
+        else:
+            # mpirun ends the job when the first rank exits: the others wait a moment, so
+            # rank 0's message is out before its process is killed.
+            time.sleep(ERROR_GRACE)
         sys.exit(2)
 
 

@@ -13,9 +13,11 @@ exist, with bitwise the same result on 2 ranks:
   contiguous buckets, each summed with a NON-blocking all-reduce as soon as backward has
   finished its gradients, so communication runs while backward computes the rest.
 
-Which one a run uses is decided in one place, setup.exchange_gradients (through
-Trainer.set_overlap); other ways of exchanging gradients belong here, behind the same
-interface.
+Both are the `allreduce` training algorithm (algorithms/allreduce.py) behind the
+algorithms' interface (algorithms/base.py: `Exchange`); with `dtype` fp16 or bf16 the
+gradients travel cast (each bucket cast as it starts, cast back once summed) while the
+scalar slots are summed in fp32 beside them. Which one a run uses is decided in one place,
+setup.exchange_gradients (through Trainer.set_algorithm).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from functools import partial
 import numpy as np
 import torch
 
+from mlbench_worker.algorithms.base import Exchange
+from mlbench_worker.algorithms.wire import Wire, host_array, mpi_sum_op
 from mlbench_worker.comm import Communicator, FlatGradients
 from mlbench_worker.errors import WorkerError
 
@@ -86,7 +90,36 @@ def plan_buckets(numels: Sequence[int], bucket_bytes: int, head: int = 0) -> lis
     return buckets
 
 
-class FlatAllreduce:
+class _Allreduce(Exchange):
+    """What both all-reduces share: the `allreduce` algorithm's attributes, its byte count
+    (every gradient element once, in the travelling type) and the cast buffer."""
+
+    name = "allreduce"
+
+    def _setup(self, grads: FlatGradients, comm: Communicator, dtype: torch.dtype) -> None:
+        self.grads, self.comm, self.dtype = grads, comm, dtype
+        self.options = {"precision": PRECISION_NAMES[dtype]}
+        self.wire = Wire(comm)
+        self.grad_scale = 1.0 / comm.size if comm.size > 1 else 1.0
+        self.keep_sent, self.last_sent = False, None
+        self._bytes = grads.numel * torch.finfo(dtype).bits // 8 if comm.size > 1 else 0
+        # fp16/bf16: the gradients' travelling copy (the scalar slots stay fp32).
+        self.cast = (
+            None
+            if dtype == torch.float32
+            else torch.zeros(grads.buffer.numel(), dtype=dtype, device=grads.buffer.device)
+        )
+
+    @property
+    def comm_bytes(self) -> int:
+        return self._bytes
+
+
+PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+PRECISION_NAMES = {v: k for k, v in PRECISIONS.items()}
+
+
+class FlatAllreduce(_Allreduce):
     """One blocking all-reduce of the whole buffer after backward: no overlap.
 
     For trainers whose gradients do not come from autograd (task 2 writes closed-form
@@ -95,26 +128,36 @@ class FlatAllreduce:
 
     overlap = False
 
-    def __init__(self, grads: FlatGradients, comm: Communicator) -> None:
-        self.grads, self.comm = grads, comm
+    def __init__(
+        self, grads: FlatGradients, comm: Communicator, dtype: torch.dtype = torch.float32
+    ) -> None:
+        self._setup(grads, comm, dtype)
         self.buckets = [Bucket(0, grads.buffer.numel(), tuple(range(len(grads.params))))]
-
-    def begin(self) -> None:
-        self.grads.zero_()
 
     def finish(self) -> float:
         """Sum the buffer; 0 seconds of communication happened before this call."""
-        self.grads.allreduce_average_(self.comm, prescaled=True)
+        if self.cast is None:
+            self.grads.allreduce_average_(self.comm, prescaled=True)
+            return 0.0
+        head = self.grads.head
+        self.cast[head:].copy_(self.grads.grads)
+        self.wire.allreduce_(self.grads.extra, count=False)
+        self.wire.allreduce_(self.cast[head:], count=False)
+        self.grads.grads.copy_(self.cast[head:])
         return 0.0
 
     def remove(self) -> None:
         pass
 
     def describe(self) -> str:
-        return "one flat all-reduce after backward"
+        return "one flat all-reduce after backward" + _travel(self.dtype)
 
 
-class BucketedAllreduce:
+def _travel(dtype: torch.dtype) -> str:
+    return "" if dtype == torch.float32 else f", gradients sent as {PRECISION_NAMES[dtype]}"
+
+
+class BucketedAllreduce(_Allreduce):
     """Sums the buffer bucket by bucket, each started as soon as backward completed it.
 
     A post-accumulate-grad hook on every parameter counts down its bucket; a complete bucket
@@ -149,29 +192,35 @@ class BucketedAllreduce:
         bucket_bytes: int | None = None,
         *,
         poll: bool = True,
+        dtype: torch.dtype = torch.float32,
     ) -> None:
         if comm.size < 2:
             raise WorkerError("bucketed all-reduce needs 2 or more ranks (one has nothing to sum)")
         if grads.buffer.device.type != "cpu" and comm._pg is None:
             raise WorkerError(MPI_CUDA_NO_OVERLAP)
-        self.grads, self.comm, self.poll = grads, comm, poll
+        self._setup(grads, comm, dtype)
+        self.poll = poll
         self.bucket_bytes = bucket_bytes or default_bucket_bytes(grads.numel * 4)
         self.buckets = plan_buckets(
             [p.numel() for p in grads.params], self.bucket_bytes, grads.head
         )
         if grads._host is not None and comm.mpi_data_plane:
-            host = [grads._host[b.start : b.stop] for b in self.buckets]
             world, MPI = comm.world, comm.MPI
-            self._start = lambda i: world.Iallreduce(MPI.IN_PLACE, host[i], op=MPI.SUM)
+            ops = {t: mpi_sum_op(comm, t) for t in (torch.float32, dtype)}  # slots: fp32
+            self._issue = lambda t: world.Iallreduce(MPI.IN_PLACE, host_array(t), op=ops[t.dtype])
             self._done = lambda h: h.Test()
             self._wait = MPI.Request.Waitall
         else:
             import torch.distributed as dist
 
-            views = [grads.buffer[b.start : b.stop] for b in self.buckets]
-            self._start = lambda i: dist.all_reduce(views[i], async_op=True)
+            self._issue = lambda t: dist.all_reduce(t, async_op=True)
             self._done = lambda h: h.is_completed()
             self._wait = lambda handles: [h.wait() for h in handles]
+        if self.cast is None:
+            views = [grads.buffer[b.start : b.stop] for b in self.buckets]
+            self._start = lambda i: [self._issue(views[i])]
+        else:
+            self._start = self._start_cast
         self._pending_init = [len(b.params) for b in self.buckets]
         owner = {i: b for b, bucket in enumerate(self.buckets) for i in bucket.params}
         self._hooks = [
@@ -221,10 +270,21 @@ class BucketedAllreduce:
     def _launch(self) -> None:
         if not self._inflight:
             self._busy_since = time.perf_counter()
-        handle = self._start(self._next)
-        self._inflight.append(handle)
-        self._started.append(handle)
+        handles = self._start(self._next)
+        self._inflight.extend(handles)
+        self._started.extend(handles)
         self._next += 1
+
+    def _start_cast(self, i: int) -> list:
+        """Bucket i cast to the travelling type and started; the last bucket's scalar slots
+        start beside it in fp32 (counts and loss sums must not lose digits)."""
+        b, head = self.buckets[i], self.grads.head
+        start = max(b.start, head)
+        self.cast[start : b.stop].copy_(self.grads.buffer[start : b.stop])
+        handles = [self._issue(self.cast[start : b.stop])]
+        if b.start < head:
+            handles.append(self._issue(self.grads.buffer[:head]))
+        return handles
 
     def finish(self) -> float:
         """Start the buckets backward left, wait for all; return the seconds before this call
@@ -238,6 +298,9 @@ class BucketedAllreduce:
             self._launch()
         self._armed = False
         self._wait(self._started)
+        if self.cast is not None:
+            head = self.grads.head
+            self.grads.buffer[head:].copy_(self.cast[head:])
         return hidden
 
     def remove(self) -> None:
@@ -251,6 +314,7 @@ class BucketedAllreduce:
         return (
             f"{len(self.buckets)} buckets of {min(sizes):.2f}-{max(sizes):.2f} MB "
             f"(target {self.bucket_bytes / 2**20:.2f} MB), overlapped with backward"
+            + _travel(self.dtype)
         )
 
 
@@ -269,12 +333,14 @@ def choose(
     bucket_mb: float | None = None,
     flat_only: str | None = None,
     task: str = "",
-    previous: FlatAllreduce | BucketedAllreduce | None = None,
+    previous: Exchange | None = None,
     note: Callable[[str], None] = lambda _line: None,
+    dtype: torch.dtype = torch.float32,
 ) -> FlatAllreduce | BucketedAllreduce:
     """The exchange for a trainer's `grads`: buckets overlapped with backward, or flat.
 
-    `bucket_mb`: the bucket size in MB (default: default_bucket_bytes). Overlap silently
+    `bucket_mb`: the bucket size in MB (default: default_bucket_bytes); `dtype`: the type
+    gradients travel in. Overlap silently
     stays off where it cannot apply and was not asked for explicitly: one rank, a trainer
     without autograd (`flat_only` says why); on CUDA with the mpi backend it stays off with
     a `note` line. An explicit `bucket_mb` that cannot take effect is an error, raised
@@ -295,9 +361,9 @@ def choose(
     if previous is not None:
         previous.remove()
     if not overlap or flat_only or comm.size < 2:
-        return FlatAllreduce(grads, comm)
+        return FlatAllreduce(grads, comm, dtype)
     if mpi_on_cuda:
         note(f"note: flat gradient all-reduce, no overlap: {MPI_CUDA_NO_OVERLAP}")
-        return FlatAllreduce(grads, comm)
+        return FlatAllreduce(grads, comm, dtype)
     size = max(1, int(bucket_mb * 2**20)) if bucket_mb is not None else None
-    return BucketedAllreduce(grads, comm, size)
+    return BucketedAllreduce(grads, comm, size, dtype=dtype)

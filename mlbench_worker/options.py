@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from mlbench_worker import catalogue, checkpoint
+from mlbench_worker import algorithm_catalogue, catalogue, checkpoint
 from mlbench_worker.commandline import (
     BACKENDS,
     DEVICES,
@@ -26,6 +26,7 @@ from mlbench_worker.commandline import (
     check_reporting_options,
     default_data_dir,
     launch_rank,
+    launch_size,
 )
 from mlbench_worker.tasks import TASKS, LinearTask, Task
 from mlbench_worker.tasks.resnet_imagenet import LR_SCHEDULES
@@ -131,6 +132,26 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         metavar="N",
         help="the same for the test set",
+    )
+    g = p.add_argument_group("algorithm")
+    g.add_argument(
+        "--algorithm",
+        metavar="NAME",
+        help="how ranks combine their work (default: the task's first, allreduce): "
+        + "; ".join(
+            f"{a.name}: {a.title}"
+            + (f" (options {', '.join(o.name for o in a.options)})" if a.options else "")
+            for a in algorithm_catalogue.ALGORITHMS.values()
+        ),
+    )
+    g.add_argument(
+        "--algorithm-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option of the algorithm, repeatable: allreduce precision=fp32|fp16|bf16, "
+        "powersgd rank=N, topk density=F, localsgd period=N, decentralized "
+        "topology=ring|torus",
     )
     g = p.add_argument_group("how it runs")
     g.add_argument(
@@ -243,6 +264,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.backend == "nccl" and args.device == "cpu":
         parser.error("--backend nccl needs --device cuda (use mpi or gloo on CPU)")
     _check_task_options(parser, args, task)
+    _check_algorithm(parser, args)
     args.batch_size = args.batch_size or task.batch_size
     args.max_epochs = args.max_epochs or task.max_epochs
     if args.threads is None and os.environ.get("OMP_NUM_THREADS", "").isdigit():
@@ -298,3 +320,32 @@ def _check_task_options(
             )
     if args.crop is not None and args.crop < MIN_CROP:
         parser.error(f"--crop must be at least {MIN_CROP} pixels, got {args.crop}")
+
+
+def _check_algorithm(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--algorithm and its options, by algorithm_catalogue.check (the master's rules too),
+    against the worker count when mpirun announced it (setup checks again with MPI's)."""
+    admitted = catalogue.get(args.task).algorithms
+    name = args.algorithm or (admitted[0] if admitted else algorithm_catalogue.DEFAULT_ALGORITHM)
+    if name not in admitted:
+        parser.error(
+            f"--algorithm: {args.task} does not admit {name!r}; choose one of: "
+            f"{', '.join(admitted)}"
+        )
+    options: dict[str, str] = {}
+    for item in args.algorithm_option:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            parser.error(f"--algorithm-option must be KEY=VALUE, got {item!r}")
+        if key in options:
+            parser.error(f"--algorithm-option {key} is given twice")
+        options[key] = value.strip()
+    values, problems = algorithm_catalogue.check(name, options, launch_size())
+    if problems:
+        parser.error(f"--algorithm {name}: " + "; ".join(problems))
+    if name != "allreduce" and args.bucket_mb is not None:
+        parser.error(
+            f"--bucket-mb sets the all-reduce's buckets: it does not apply to --algorithm {name}"
+        )
+    args.algorithm, args.algorithm_options = name, values

@@ -20,6 +20,7 @@ import traceback
 import torch
 
 from mlbench_worker import checkpoint, runinfo
+from mlbench_worker.algorithm_catalogue import describe
 from mlbench_worker.comm import Communicator, local_rank
 from mlbench_worker.errors import WorkerError
 from mlbench_worker.report import Reporter, make_reporter
@@ -104,6 +105,8 @@ def _run(args: argparse.Namespace, comm: Communicator) -> int:
         "batch_size": args.batch_size,
         "seed": args.seed,
         "dataset": built.dataset,
+        "algorithm": trainer.algorithm,
+        "algorithm_options": dict(trainer.algorithm_options),
     }
     if args.checkpoint_dir:
 
@@ -135,7 +138,9 @@ def _run(args: argparse.Namespace, comm: Communicator) -> int:
     say(
         f"{task.name}: model {args.model}, {built.data_line}, "
         f"{workers} worker(s), backend {comm.backend}, device {device}, {threads} thread(s)/rank, "
-        f"batch {args.batch_size}/worker, peak lr {built.peak_lr:g}, target {args.target} "
+        f"batch {args.batch_size}/worker, peak lr {built.peak_lr:g}, "
+        f"algorithm {describe(trainer.algorithm, trainer.algorithm_options)}, "
+        f"target {args.target} "
         f"({goal.accuracy:.0%}), max {goal.max_epochs} epochs"
         + (f", time budget {args.time_budget:g}s" if args.time_budget else ""),
         flush=True,
@@ -150,9 +155,15 @@ def _run(args: argparse.Namespace, comm: Communicator) -> int:
                 progress.time_compute,
                 progress.time_comm,
                 progress.time_comm_total,
+                progress.comm_bytes / max(progress.step, 1),
             ]
         )
         step_total = float(totals[:3].sum())
+        # The mean over ranks of each rank's bytes per step (ranks of decentralized SGD on
+        # a ring with 2 ranks, or of local SGD, send the same; the mean is the fair figure
+        # should a topology ever give ranks different degrees).
+        bytes_per_step = float(totals[4] / workers)
+        full = trainer.full_allreduce_bytes() if workers > 1 else 0
         summary = {
             "task": task.name,
             "model": args.model,
@@ -170,6 +181,10 @@ def _run(args: argparse.Namespace, comm: Communicator) -> int:
             trainer.throughput_metric: _finite(trainer.throughput()),
             "comm_share": float(totals[2] / step_total) if step_total > 0 else 0.0,
             "comm_share_total": float(totals[3] / step_total) if step_total > 0 else 0.0,
+            "algorithm": trainer.algorithm,
+            "algorithm_options": dict(trainer.algorithm_options),
+            "comm_bytes_per_step": bytes_per_step,
+            "compression_ratio": full / bytes_per_step if bytes_per_step > 0 else None,
             "elapsed": elapsed,
             "seed": args.seed,
             "versions": runinfo.versions(),

@@ -90,6 +90,20 @@ def _or_dash(value: object) -> str:
     return "-" if value is None else str(value)
 
 
+def _algorithm_rows(summary: dict) -> list[tuple[str, str]]:
+    """The algorithm, its bytes per step and their compression (absent from older summaries)."""
+    if "algorithm" not in summary:
+        return []
+    from mlbench_worker.algorithm_catalogue import describe
+
+    per_step, ratio = summary.get("comm_bytes_per_step"), summary.get("compression_ratio")
+    return [
+        ("algorithm", describe(summary["algorithm"], summary.get("algorithm_options"))),
+        ("comm bytes/step", "-" if per_step is None else f"{per_step:,.0f} B"),
+        ("compression", "-" if ratio is None else f"{ratio:.3g}x (vs fp32 all-reduce)"),
+    ]
+
+
 def summary_table(summary: dict) -> str:
     """The end-of-run table rank 0 prints (the same facts as the summary record).
 
@@ -130,6 +144,7 @@ def summary_table(summary: dict) -> str:
         # Task 2 counts tens of thousands of samples per second: no exponent.
         (unit, f"{rate:.1f}" if isinstance(rate, int | float) else fmt(rate)),
         ("comm share", fmt(100 * summary["comm_share"], " %")),
+        *_algorithm_rows(summary),
         ("elapsed", fmt(summary["elapsed"], " s")),
         ("stopped because", summary.get("stop_reason", "")),
         ("python / torch", f"{v['python']} / {v['torch']}"),

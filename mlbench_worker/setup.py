@@ -5,9 +5,9 @@ A task names the module that sets it up (`task.setup`: mlbench_worker.cifar.setu
 open_reporter)` applies the task's own rules (its data, learning-rate scaling, schedule,
 summary entries) and hands back a `Built`; what every task does the same way is here:
 `place_model` (the same initial weights on every rank), `goal`, `synthetic_banner`. Then
-`build_run` sets how the trainer's gradients are exchanged (`exchange_gradients`), the one
-place a choice of gradient exchange is made, so a new way of exchanging them plugs in there
-and in exchange.py, never in a task's set-up.
+`build_run` sets how the ranks combine their work (`exchange_gradients`: the training
+algorithm and its all-reduce settings), the one place that choice is made, so a new
+algorithm plugs in there and in mlbench_worker/algorithms/, never in a task's set-up.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from dataclasses import dataclass
 
 import torch
 
+from mlbench_worker.algorithm_catalogue import DEFAULT_ALGORITHM, check
 from mlbench_worker.comm import Communicator, broadcast_model
+from mlbench_worker.errors import WorkerError
 from mlbench_worker.recipe import Goal
 from mlbench_worker.report import Reporter
 from mlbench_worker.tasks import LinearTask, Task
@@ -60,12 +62,19 @@ def build_run(
 
 
 def exchange_gradients(trainer: Trainer, args: argparse.Namespace) -> None:
-    """How the trainer sums its gradients over the ranks (--no-overlap, --bucket-mb).
+    """How the ranks combine their work: --algorithm and its options (allreduce: also
+    --no-overlap, --bucket-mb).
 
     Called once per run, after the task's set-up: the trainer is complete, so every rule
-    of exchange.choose can be checked against it.
+    of the algorithm (exchange.choose's for allreduce) can be checked against it, and the
+    options again against the worker count MPI reports (the parser knew it only when
+    mpirun announced it).
     """
-    trainer.set_overlap(not args.no_overlap, args.bucket_mb)
+    name = getattr(args, "algorithm", None) or DEFAULT_ALGORITHM
+    options, problems = check(name, getattr(args, "algorithm_options", None), trainer.comm.size)
+    if problems:
+        raise WorkerError(f"--algorithm {name}: " + "; ".join(problems))
+    trainer.set_algorithm(name, options, not args.no_overlap, args.bucket_mb)
 
 
 def place_model(

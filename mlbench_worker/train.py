@@ -1,5 +1,5 @@
 # Over 400 lines: the Trainer is one loop, read top to bottom (steps, reports, evaluation).
-"""The training loop of every task: synchronous data-parallel SGD, gradients summed every step.
+"""The training loop of every task: data-parallel SGD, ranks combined by the run's algorithm.
 
 Read `Trainer.fit` top to bottom: epochs of `train_one_epoch`, each ending with `evaluate`,
 goal tracking and a checkpoint, until the target accuracy is reached, the time budget is
@@ -8,7 +8,11 @@ spent or the last epoch is done.
 The benchmark clock starts at the first training step (after data loading and model set-up,
 behind a barrier so all ranks start together) and runs through evaluation and checkpoints.
 Each step's time is split into data (batch gathered, augmented, on the device), compute
-(forward, backward, optimizer step) and communication (the gradient all-reduce).
+(forward, backward, optimizer step) and communication (the algorithm's messages: the
+gradient all-reduce by default; algorithms/ has the others, behind one interface,
+`self.exchange`, that the step calls after backward and after the optimizer's step).
+Each step also records `comm_bytes`, the bytes this rank sent (algorithms/base.py defines
+them), posted like the timings.
 
 With overlap (the default, exchange.BucketedAllreduce), most of the all-reduce runs during
 backward, so two communication times are kept:
@@ -35,10 +39,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from mlbench_worker import catalogue
+from mlbench_worker import algorithms, catalogue
+from mlbench_worker.algorithms.base import Exchange, Parts
 from mlbench_worker.comm import Communicator, FlatGradients, average_buffers
 from mlbench_worker.data.loader import Batches, shard_indices
-from mlbench_worker.exchange import BucketedAllreduce, FlatAllreduce, choose
+from mlbench_worker.errors import WorkerError
 from mlbench_worker.recipe import Goal, Schedule  # where they lived first: still importable here
 from mlbench_worker.report import Reporter
 
@@ -62,6 +67,7 @@ class Progress:
     time_compute: float = 0.0
     time_comm: float = 0.0  # exposed: the wait after backward
     time_comm_total: float = 0.0  # exposed + in flight during backward (module docstring)
+    comm_bytes: float = 0.0  # this rank's bytes sent, all steps (algorithms/base.py)
     val_accuracy: float | None = None
     val_loss: float | None = None
     best_val_accuracy: float | None = None
@@ -81,6 +87,7 @@ class _Interval:
         self.steps = 0
         self.sums = np.zeros(3)  # loss, correct, images (global)
         self.data = self.compute = self.comm = self.comm_total = 0.0
+        self.bytes = 0
 
 
 class Trainer:
@@ -144,8 +151,9 @@ class Trainer:
         self.scaler = torch.amp.GradScaler("cuda") if amp and device.type == "cuda" else None
         # The scalar slots as numpy on CPU: setting them costs nanoseconds, not a torch op each.
         self.extra_host = self.grads.extra.numpy() if device.type == "cpu" else None
-        self.allreduce: FlatAllreduce | BucketedAllreduce = FlatAllreduce(self.grads, comm)
-        self.set_overlap(overlap, bucket_mb)
+        self.exchange: Exchange | None = None
+        self.algorithm_options: dict = {"precision": "fp32"}
+        self.set_algorithm("allreduce", self.algorithm_options, overlap, bucket_mb)
         # Cross-entropy label smoothing (task 1b's option; 0 is the plain loss of task 1a).
         self.label_smoothing = 0.0
         self.hit_rates: list[float] = []  # the last evaluation's accuracies, top-1 first
@@ -153,20 +161,57 @@ class Trainer:
         self.clock_start: float | None = None
         self.steps_per_epoch = train_data.steps(len(self.epoch_indices(0)))
 
+    @property
+    def allreduce(self) -> Exchange:
+        """The exchange (its first name, when every run all-reduced its gradients)."""
+        assert self.exchange is not None
+        return self.exchange
+
+    @property
+    def algorithm(self) -> str:
+        return self.allreduce.name
+
     def set_overlap(self, enabled: bool, bucket_mb: float | None = None) -> None:
-        """Sum gradients in buckets overlapped with backward (`enabled`), or flat, by the
-        rules of exchange.choose; its note (CUDA with the mpi backend) is printed once."""
-        self.allreduce = choose(
-            self.grads,
-            self.comm,
-            self.device,
-            overlap=enabled,
+        """All-reduce gradients in buckets overlapped with backward (`enabled`), or flat, by
+        the rules of exchange.choose, in the precision already chosen (fp32 after another
+        algorithm)."""
+        same = self.algorithm == "allreduce"
+        options = self.algorithm_options if same else {"precision": "fp32"}
+        self.set_algorithm("allreduce", options, enabled, bucket_mb)
+
+    def set_algorithm(
+        self,
+        name: str,
+        options: dict,
+        overlap: bool = True,
+        bucket_mb: float | None = None,
+    ) -> None:
+        """Combine the ranks' work with algorithm `name` (options checked and complete, as
+        algorithm_catalogue.check returns them). For allreduce, `overlap` and `bucket_mb`
+        follow exchange.choose's rules (its note, CUDA with the mpi backend, printed once);
+        other algorithms exchange after backward only and refuse a bucket size."""
+        if name != "allreduce" and bucket_mb is not None:
+            raise WorkerError(
+                f"--bucket-mb sets the all-reduce's buckets: it does not apply to --algorithm {name}"
+            )
+        if name != "allreduce" and self.scaler is not None:
+            raise WorkerError(
+                f"--algorithm {name} cannot be combined with float16 loss scaling (--amp on "
+                "CUDA): the scaler's factor changes between steps and ranks; use allreduce or "
+                "--amp-dtype bfloat16"
+            )
+        self.exchange = algorithms.make(
+            name,
+            Parts(self.model, self.grads, self.comm, self.seed),
+            options,
+            overlap=overlap,
             bucket_mb=bucket_mb,
             flat_only=self.flat_only,
             task=self.task,
-            previous=self.allreduce,
+            previous=self.exchange,
             note=self._note_once,
         )
+        self.algorithm_options = dict(options)
 
     def _note_once(self, message: str) -> None:
         if not getattr(self, "_noted", False):  # once, not at every call
@@ -179,8 +224,13 @@ class Trainer:
         return {
             "overlap": a.overlap,
             "bucket_mb": round(a.bucket_bytes / 2**20, 4) if a.overlap else None,
-            "buckets": len(a.buckets),
+            "buckets": len(a.buckets) if a.buckets else None,
         }
+
+    def full_allreduce_bytes(self) -> int:
+        """What one fp32 all-reduce of this model's gradients counts: the compression
+        ratio's numerator."""
+        return self.grads.numel * 4
 
     # --- the clock --------------------------------------------------------------------
     def elapsed(self) -> float:
@@ -218,7 +268,7 @@ class Trainer:
     def train_one_epoch(self, epoch: int) -> bool:
         """One pass over this rank's shard; False when the time budget stopped it early."""
         p = self.progress
-        model, grads, comm, allreduce = self.model, self.grads, self.comm, self.allreduce
+        model, grads, comm, exchange = self.model, self.grads, self.comm, self.allreduce
         model.train()
         indices = self.epoch_indices(epoch)
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch * 1_009 + comm.rank)
@@ -232,7 +282,7 @@ class Trainer:
             self._sync()
             t1 = time.perf_counter()
 
-            allreduce.begin()  # zeroes the gradients (and arms the bucket hooks)
+            exchange.begin()  # zeroes the gradients (and arms the bucket hooks)
             self.forward_backward(x, y)
             n = y.shape[0]
             stop_now = 1.0 if budget is not None and self.elapsed() >= budget else 0.0
@@ -246,7 +296,7 @@ class Trainer:
             self._sync()
             t2 = time.perf_counter()
 
-            hidden = allreduce.finish()
+            hidden = exchange.finish()  # gradients (and the scalar slots) exchanged
             self._sync()
             t3 = time.perf_counter()
 
@@ -260,16 +310,20 @@ class Trainer:
                 self.optimizer.step()
             totals = grads.extra.tolist()  # global sums; also waits for the step on CUDA
             t4 = time.perf_counter()
+            exchange.after_step(p.step + 1)  # model averaging (local SGD)
+            self._sync()
+            t5 = time.perf_counter()
 
             p.step += 1
             p.images += int(totals[IMAGES])
-            p.train_seconds += t4 - t0
+            p.train_seconds += t5 - t0
             interval.steps += 1
             interval.sums += totals[:3]
             interval.data += t1 - t0
             interval.compute += (t2 - t1) + (t4 - t3)
-            interval.comm += t3 - t2
-            interval.comm_total += t3 - t2 + hidden
+            interval.comm += (t3 - t2) + (t5 - t4)
+            interval.comm_total += (t3 - t2) + (t5 - t4) + hidden
+            interval.bytes += exchange.comm_bytes
             stop = totals[STOP] > 0
             last = i == self.steps_per_epoch - 1 or stop
             if interval.steps and (p.step % self.log_every == 0 or last or totals[REPORT] > 0):
@@ -292,8 +346,10 @@ class Trainer:
         ):
             out = self.model(x)
             loss = F.cross_entropy(out, y, label_smoothing=self.label_smoothing)
-        # Scaling the loss by 1/K makes the all-reduced sum the average gradient.
-        scaled = loss * (1.0 / self.comm.size) if self.comm.size > 1 else loss
+        # Scaling the loss by 1/K makes the all-reduced sum the average gradient (an
+        # algorithm whose ranks step on their own gradients asks for 1).
+        scale = self.allreduce.grad_scale
+        scaled = loss * scale if scale != 1.0 else loss
         (self.scaler.scale(scaled) if self.scaler else scaled).backward()
         extra = self.grads.extra
         extra[LOSS] = loss.detach().float() * y.shape[0]
@@ -308,7 +364,9 @@ class Trainer:
         p.time_compute += mine[1]
         p.time_comm += mine[2]
         p.time_comm_total += mine[3]
-        per_rank = self.comm.gather_object([t / interval.steps for t in mine])
+        p.comm_bytes += interval.bytes
+        per_step = [t / interval.steps for t in (*mine, interval.bytes)]
+        per_rank = self.comm.gather_object(per_step)
         if self.comm.rank == 0:
             assert per_rank is not None
             meta = {
@@ -326,11 +384,12 @@ class Trainer:
             metric(self.throughput_metric, images / max(now - interval.start, 1e-9), **meta)
             means = np.mean(per_rank, axis=0)
             names = ("data", "compute", "comm", "comm_total")
-            for name, value in zip(names, means, strict=True):
+            for name, value in zip(names, means, strict=False):
                 metric(f"time_{name}", float(value), **meta)
+            metric("comm_bytes", float(means[4]), **meta)  # mean over ranks, per step
             if self.comm.size > 1:
                 for r, times in enumerate(per_rank):
-                    for name, value in zip(names, times, strict=True):
+                    for name, value in zip(names, times, strict=False):
                         metric(f"rank_time_{name}", value, rank=r, **meta)
             step_time = float(sum(means[:3]))  # the total overlaps compute: not part of it
             self.print(
@@ -377,7 +436,8 @@ class Trainer:
     def evaluate_and_track(self) -> None:
         """Evaluate, post epoch metrics, and record the first time the target is reached."""
         p = self.progress
-        val_loss, val_acc = self.evaluate()
+        with self.allreduce.evaluation():  # the replicas' average, for algorithms whose differ
+            val_loss, val_acc = self.evaluate()
         elapsed = self.elapsed()
         p.val_loss, p.val_accuracy = val_loss, val_acc
         p.best_val_accuracy = max(val_acc, p.best_val_accuracy or 0.0)

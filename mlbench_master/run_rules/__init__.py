@@ -388,7 +388,9 @@ def _check_resume(fields: dict[str, Any], errors: Errors) -> None:
         return
     try:
         resume_point(fields["resume_from"], task=fields["task"],
-                     num_workers=fields["num_workers"], dataset=fields["dataset"])  # fmt: skip
+                     num_workers=fields["num_workers"], dataset=fields["dataset"],
+                     algorithm=fields["algorithm"] or None,
+                     algorithm_options=fields["algorithm_options"])  # fmt: skip
     except ResumeRefused as exc:
         errors.add("resume_from", str(exc))
 

@@ -18,6 +18,9 @@ RESUMABLE_STATES = (Run.FAILED, Run.CANCELLED)
 CHECKPOINT_METRIC = "checkpoint"
 
 
+PRE_ALGORITHM = {"algorithm": "allreduce", "algorithm_options": {"precision": "fp32"}}
+
+
 @dataclass(frozen=True)
 class ResumePoint:
     """Where a resumed run starts: the parent's last checkpoint, as its worker recorded it."""
@@ -35,7 +38,13 @@ class ResumePoint:
 
 
 def resume_point(
-    parent_id: int, *, task: str | None, num_workers: int, dataset: str | None
+    parent_id: int,
+    *,
+    task: str | None,
+    num_workers: int,
+    dataset: str | None,
+    algorithm: str | None = None,
+    algorithm_options: dict[str, Any] | None = None,
 ) -> ResumePoint:
     """The checkpoint of run `parent_id` that a new run with this set-up would continue.
 
@@ -81,12 +90,16 @@ def resume_point(
         wanted.update(model=info.model, batch_size=info.batch_size)
     if dataset not in (None, "auto"):
         wanted["dataset"] = dataset
+    # A checkpoint written before algorithms were recorded is an fp32 all-reduce run's.
+    compared = {**PRE_ALGORITHM, **identity}
+    if algorithm is not None:  # the worker refuses another (its model state depends on it)
+        wanted.update(algorithm=algorithm, algorithm_options=algorithm_options or {})
     for key, value in wanted.items():
-        if identity.get(key) != value:
+        if compared.get(key) != value:
             raise ResumeRefused(
-                f"run {parent_id}'s checkpoint is for {key} {identity.get(key)!r}, this run's "
+                f"run {parent_id}'s checkpoint is for {key} {compared.get(key)!r}, this run's "
                 f"{key} is {value!r}; a checkpoint only continues the same experiment: "
-                f"resume with {key} {identity.get(key)!r} or start a fresh run"
+                f"resume with {key} {compared.get(key)!r} or start a fresh run"
             )
     return ResumePoint(
         run_id=parent.pk,

@@ -12,9 +12,10 @@ checkpoints) is train.Trainer's. This subclass supplies what differs for a GLM:
 - `evaluate`: score the rank's part of the test set slice by slice.
 - the learning-rate schedule: reduced on plateaus of the validation loss (PlateauSchedule).
 
-The gradient all-reduce stays flat (one all-reduce after the gradient is written): the
-bucketed all-reduce overlapped with backward starts buckets from autograd's hooks, and
-without autograd there is no backward to hide communication behind (`flat_only`).
+The gradient exchange stays flat (the run's algorithm exchanges after the gradient is
+written): the bucketed all-reduce overlapped with backward starts buckets from autograd's
+hooks, and without autograd there is no backward to hide communication behind
+(`flat_only`).
 
 Throughput is counted in samples ("samples_per_sec"), the catalogue's unit for task 2.
 """
@@ -101,7 +102,12 @@ class LinearTrainer(Trainer):
         theta, grads = model.theta.data, self.grads.grads
         self.w, self.b = theta[:-1], theta[-1]
         self.grad_w, self.grad_b = grads[:-1], grads[-1]
-        self.grad_scale = 1.0 / self.comm.size
+
+    @property
+    def grad_scale(self) -> float:
+        """1/K for algorithms that average gradients over ranks, 1 for those whose ranks
+        step on their own (the algorithm says: algorithms/base.py)."""
+        return self.allreduce.grad_scale
 
     def epoch_indices(self, epoch: int) -> np.ndarray:
         return epoch_order(len(self.train_data), self.seed, epoch, self.comm.rank)

@@ -217,7 +217,8 @@ def test_a_resumed_run_takes_every_field_it_leaves_out_from_its_parent(
         max_epochs=30, time_budget=60.0, time_limit=60 + run_rules.TIME_LIMIT_MARGIN,
         algorithm="topk", algorithm_options={"density": 0.05},
     )  # fmt: skip
-    checkpoint(parent, 1, 196, 30.0, dataset="synthetic")
+    checkpoint(parent, 1, 196, 30.0, dataset="synthetic", algorithm="topk",
+               algorithm_options={"density": 0.05})  # fmt: skip
     response = api.post("/api/runs/", {"name": "again", "resume_from": parent.pk}, format="json")
     assert response.status_code == 201, response.json()
     child = response.json()

@@ -100,19 +100,31 @@ def test_a_custom_command_has_no_algorithm(staff_api, redis_settings):
     assert "a custom command trains as it likes" in refused.json()["errors"]["algorithm"][0]
 
 
-def test_a_resumed_run_keeps_its_parents_algorithm_unless_it_asks_another(
-    api, make_run, redis_settings
-):
+def test_a_resumed_run_keeps_its_parents_algorithm_and_no_other(api, make_run, redis_settings):
     from tests.api.test_resume import checkpoint
 
     parent = make_run(state=Run.FAILED, num_workers=2, algorithm="powersgd",
                       algorithm_options={"rank": 4})  # fmt: skip
-    checkpoint(parent, 1, 196, 30.0)
+    checkpoint(parent, 1, 196, 30.0, algorithm="powersgd", algorithm_options={"rank": 4})
     same = create(api, resume_from=parent.pk).json()
     assert (same["algorithm"], same["algorithm_options"]) == ("powersgd", {"rank": 4})
     Run.objects.filter(pk=same["id"]).update(state=Run.CANCELLED)
-    other = create(api, resume_from=parent.pk, algorithm="topk").json()
-    assert (other["algorithm"], other["algorithm_options"]) == ("topk", {"density": 0.01})
+    # The worker's model state (replicas, memories) belongs to its algorithm: refused at once.
+    other = create(api, resume_from=parent.pk, algorithm="topk")
+    assert other.status_code == 400
+    assert "checkpoint is for algorithm 'powersgd'" in other.json()["errors"]["resume_from"][0]
+    rank = create(api, resume_from=parent.pk, algorithm_options={"rank": 2})
+    assert "algorithm_options" in rank.json()["errors"]["resume_from"][0]
+
+
+def test_a_checkpoint_from_before_algorithms_resumes_as_fp32_allreduce(
+    api, make_run, redis_settings
+):
+    from tests.api.test_resume import checkpoint
+
+    parent = make_run(state=Run.FAILED, num_workers=2)
+    checkpoint(parent, 1, 196, 30.0)  # an identity without algorithm
+    assert create(api, resume_from=parent.pk).status_code == 201
 
 
 def test_the_defaults_and_the_catalogue_agree():

@@ -38,8 +38,12 @@ def test_build_run_sets_up_with_the_tasks_module_then_chooses_the_exchange(monke
     calls = []
 
     class Trainer:
-        def set_overlap(self, enabled: bool, bucket_mb: float | None = None) -> None:
-            calls.append(("exchange", enabled, bucket_mb))
+        comm = types.SimpleNamespace(size=2)
+
+        def set_algorithm(
+            self, name: str, options: dict, enabled: bool, bucket_mb: float | None = None
+        ) -> None:
+            calls.append(("exchange", name, options, enabled, bucket_mb))
 
     def build(args, comm, task, say, open_reporter):
         calls.append(("build", task.name))
@@ -51,7 +55,11 @@ def test_build_run_sets_up_with_the_tasks_module_then_chooses_the_exchange(monke
     task = types.SimpleNamespace(name="probe", setup="probe_setup")
     args = argparse.Namespace(no_overlap=False, bucket_mb=0.5)
     built = setup.build_run(args, None, task, print, lambda: None)
-    assert calls == [("build", "probe"), ("exchange", True, 0.5)]
+    # No --algorithm (an older caller): the default, with its defaults filled in.
+    assert calls == [
+        ("build", "probe"),
+        ("exchange", "allreduce", {"precision": "fp32"}, True, 0.5),
+    ]
     assert built.dataset == "synthetic" and built.results(built.trainer) == {}
 
 
