@@ -52,3 +52,22 @@ def test_a_refused_algorithm_is_a_usage_error_in_the_masters_words(master, optio
     assert done.returncode == EXIT_USAGE, done.stdout + done.stderr
     assert words in done.stderr
     assert len(master.get("/api/runs/").json()) == before
+
+
+def test_the_client_sends_the_algorithm_and_its_options(master):
+    from mlbench_worker.api import ApiClient
+
+    _no_active_run(master)
+    client = ApiClient(url=master.url, in_cluster=False, token=master.token)
+    try:
+        response = client.create_run(
+            "via client", 2, num_cpus=1, algorithm="localsgd", algorithm_options={"period": 8}
+        ).result()
+        assert response.status_code == 201, response.text
+        run = response.json()
+        assert (run["algorithm"], run["algorithm_options"]) == ("localsgd", {"period": 8})
+        served = client.run_defaults().result().json()
+        assert served["algorithms"]["localsgd"]["options"][0]["default"] == 4
+    finally:
+        client.close()
+        master.delete(f"/api/runs/{run['id']}/")
