@@ -20,6 +20,11 @@ refines the same subspace). G_r is already scaled by 1/K, so the sums are averag
 memory E_r is in the same units; it is this rank's own message subtracted (the paper's
 e_w = Delta_w - decompress(C(Delta_w))), so sent + kept = M_r exactly, up to rounding.
 
+A column of Q that comes back zero (a matrix with an all-zero gradient and memory) is
+redrawn from the seeded generator, else P = M Q would keep that matrix from ever being
+updated again. The memory subtracts this rank's own P^ Q_r^T (the reference code subtracts
+P^ Q^T, the average: the total error over ranks is the same).
+
 Vectors (biases, batch-norm weights) and matrices too small to gain (r (n + m) >= n m) are
 all-reduced uncompressed in all-reduce 1, with the trainer's scalar slots (not counted).
 Task 2's model is one vector: PowerSGD sends it whole (compression ratio 1), as the paper
@@ -62,7 +67,7 @@ class PowerSgd(Exchange):
         super().__init__(parts, options)
         grads, rank = self.grads, int(options["rank"])
         device = grads.buffer.device
-        gen = torch.Generator().manual_seed(parts.seed * 7919 + 17)
+        gen = self.gen = torch.Generator().manual_seed(parts.seed * 7919 + 17)
         # (start, n, m, r) of each compressed matrix; (start, stop) of each sent whole.
         self.matrices: list[tuple[int, int, int, int]] = []
         self.vectors: list[tuple[int, int]] = []
@@ -127,8 +132,20 @@ class PowerSgd(Exchange):
         ):
             torch.mm(p, ql.t(), out=self._matrix(start, n, m))  # M^ = P^ Q^T
             q.copy_(ql)  # warm start
+            self._revive(q)
         self.last_sent = sent
         return 0.0
+
+    def _revive(self, q: torch.Tensor) -> None:
+        """A column of Q that came back zero (a matrix whose gradient and memory were all
+        zero, e.g. a residual branch's last conv initialised to zero) would stay zero for
+        good, since P = M Q: that matrix would never be updated again. It is redrawn from
+        the run's seeded generator. Q is the same on every rank after its all-reduce, so
+        every rank redraws the same columns with the same draws."""
+        dead = q.norm(dim=0) < EPS
+        if bool(dead.any()):
+            fresh = torch.randn(q.shape[0], int(dead.sum()), generator=self.gen)
+            q[:, dead] = fresh.to(q.device, q.dtype)
 
     def _record_sent(self, own: torch.Tensor) -> torch.Tensor:
         """This rank's message decompressed, laid out like the gradients (tests): the

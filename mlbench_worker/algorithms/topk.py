@@ -11,6 +11,10 @@ Every rank r, every step, over the whole gradient vector (d elements, all layers
     g     = sum_r scatter(S_r, p_r[S_r])  what every rank applies, summed in rank order,
                                           so every rank gets the same bits
 
+The paper keeps the memory of the scaled step (lr * g); here the gradient is compressed and
+the optimizer applies the rate (and momentum) after the exchange, so the memory is in
+gradient units: the same for a constant rate, slightly different while it changes.
+
 The trainer's scalar slots travel in the same all-gather (fp32, summed in rank order, not
 counted). Nothing overlaps with backward.
 

@@ -136,9 +136,11 @@ class Wire:
         if self._torch:
             import torch.distributed as dist
 
-            requests = [dist.irecv(r, src=p) for r, p in zip(receive, peers, strict=True)]
-            requests += [dist.isend(send, dst=p) for p in peers]
-            for request in requests:
+            # One batch of all the sends and receives: NCCL needs them grouped (separate
+            # calls block its stream and every rank would wait in its first receive).
+            ops = [dist.P2POp(dist.irecv, r, p) for r, p in zip(receive, peers, strict=True)]
+            ops += [dist.P2POp(dist.isend, send, p) for p in peers]
+            for request in dist.batch_isend_irecv(ops):
                 request.wait()
             return
         comm = self.comm

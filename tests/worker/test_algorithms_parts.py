@@ -108,3 +108,24 @@ def test_a_checkpoint_resumes_only_with_its_algorithm(tmp_path):
         checkpoint.load(old, {**mine, "algorithm": "topk", "algorithm_options": {}})
     with pytest.raises(WorkerError, match="algorithm_options"):
         checkpoint.load(old, {**mine, "algorithm_options": {"precision": "bf16"}})
+
+
+def test_powersgd_revives_a_warm_start_that_a_zero_gradient_emptied():
+    """A matrix whose first gradient is exactly zero (e.g. a residual branch's last conv
+    initialised to zero) must still be updated later: its Q column is redrawn, not kept 0."""
+    from mlbench_worker.algorithm_catalogue import check
+
+    from .test_buckets import _trainer
+
+    trainer = _trainer()
+    trainer.set_algorithm("powersgd", check("powersgd", {"rank": 2}, 1)[0])
+    exchange = trainer.allreduce
+    exchange.begin()  # no backward: every gradient is zero this step
+    exchange.finish()
+    assert all(bool((q.norm(dim=0) > 0).all()) for q in exchange.qs)
+    exchange.begin()
+    trainer.forward_backward(*next(trainer.train_data.iterate(np.arange(16))))
+    exchange.finish()
+    for start, n, m, _ in exchange.matrices:
+        applied = trainer.grads.buffer[start : start + n * m]
+        assert applied.abs().sum() > 0, "a compressed matrix got no update"
