@@ -127,6 +127,10 @@ def restore(trainer: object, state: dict) -> None:
     trainer.optimizer.load_state_dict(state["optimizer"])
     if trainer.scaler and state.get("scaler"):
         trainer.scaler.load_state_dict(state["scaler"])
-    trainer.progress = Progress(**state["progress"])
+    progress = dict(state["progress"])
+    if "comm_bytes" not in progress and trainer.comm.size > 1:
+        # Written before bytes were counted, by an fp32 all-reduce run: what it sent.
+        progress["comm_bytes"] = float(progress.get("step", 0) * trainer.full_allreduce_bytes())
+    trainer.progress = Progress(**progress)
     if not trainer.grads.intact():
         raise RuntimeError("restoring the optimizer replaced the flat gradient views")

@@ -129,3 +129,25 @@ def test_powersgd_revives_a_warm_start_that_a_zero_gradient_emptied():
     for start, n, m, _ in exchange.matrices:
         applied = trainer.grads.buffer[start : start + n * m]
         assert applied.abs().sum() > 0, "a compressed matrix got no update"
+
+
+def test_a_checkpoint_from_before_bytes_were_counted_is_credited_a_full_allreduce_a_step(
+    monkeypatch,
+):
+    """Otherwise a resumed run divides only its own bytes by all the steps, parent's
+    included, and reports a compression it never had."""
+    from dataclasses import asdict
+
+    from mlbench_worker import checkpoint
+
+    from .test_buckets import _trainer
+
+    trainer = _trainer()
+    monkeypatch.setattr(trainer.comm, "size", 2)
+    progress = asdict(trainer.progress)
+    progress.pop("comm_bytes")
+    progress["step"] = 10
+    state = {"model": trainer.model.state_dict(), "optimizer": trainer.optimizer.state_dict(),
+             "progress": progress}  # fmt: skip
+    checkpoint.restore(trainer, state)
+    assert trainer.progress.comm_bytes == 10 * trainer.full_allreduce_bytes()
