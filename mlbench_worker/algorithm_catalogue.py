@@ -216,14 +216,15 @@ def check(
     return values, problems
 
 
-def describe(name: str, options: Mapping[str, Any] | None) -> str:
-    """`name` with the options that differ from the defaults, e.g. "powersgd (rank 4)"."""
+def describe(name: str, options: Mapping[str, Any] | None, every: bool = False) -> str:
+    """`name` with the options that differ from the defaults, e.g. "powersgd (rank 4)", or
+    with `every` option it was given ("powersgd (rank 2)"); "" for no algorithm."""
     algorithm = ALGORITHMS.get(name)
-    if algorithm is None:
+    if algorithm is None and not every:
         return name
-    changed = [
+    shown = [
         f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
-        for k, v in (options or {}).items()
-        if algorithm.option(k) is not None and v != algorithm.option(k).default
+        for k, v in sorted((options or {}).items())
+        if every or (algorithm.option(k) is not None and v != algorithm.option(k).default)
     ]
-    return f"{name} ({', '.join(changed)})" if changed else name
+    return f"{name} ({', '.join(shown)})" if name and shown else name

@@ -10,6 +10,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from mlbench_worker.algorithm_catalogue import describe
+
 
 def table(headers: list[str], rows: list[list[Any]]) -> str:
     cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
@@ -73,14 +75,7 @@ def runs_list(body: Any) -> list[dict]:
 def algorithm_text(run: dict[str, Any]) -> str:
     """A run's algorithm with all its options, e.g. "powersgd (rank 2)"; "" when it has none
     (a measurement, a custom command)."""
-    name = run.get("algorithm") or ""
-    options = run.get("algorithm_options") or {}
-    if not name or not options:
-        return name
-    shown = ", ".join(
-        f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in sorted(options.items())
-    )
-    return f"{name} ({shown})"
+    return describe(run.get("algorithm") or "", run.get("algorithm_options"), every=True)
 
 
 def size(count: float) -> str:

@@ -18,8 +18,6 @@ Usage: python tests/benchmarks/bench_algorithms.py [--quick]
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -29,23 +27,10 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "benchmarks"))
 
 from bench_network import open_hosts, slot_launcher  # noqa: E402
-from common import launcher_prefix, machine, mpi_env, write_results  # noqa: E402
+from common import launcher_prefix, machine, worker_summary, write_results  # noqa: E402
 
 from mlbench_master.cluster.local import network, slots  # noqa: E402
 from mlbench_worker.algorithm_catalogue import ALGORITHMS  # noqa: E402
-
-
-def summary_of(argv: list[str], home: Path, metrics: Path, timeout: float) -> dict:
-    """Run `argv` (mpirun + the worker) and return the summary it wrote to `metrics`."""
-    env = mpi_env(MLBENCH_DATA_DIR=str(home / "data"), OMP_NUM_THREADS="1")
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout)
-    if done.returncode:
-        raise RuntimeError(done.stdout[-2000:] + done.stderr[-2000:])
-    for line in metrics.read_text().splitlines()[::-1]:
-        record = json.loads(line)
-        if record.get("type") == "summary":
-            return record
-    raise RuntimeError(f"no summary in {metrics}")
 
 
 def resnet(home: Path, mbit: int, algorithm: str, images: int, budget: float) -> dict:
@@ -58,7 +43,7 @@ def resnet(home: Path, mbit: int, algorithm: str, images: int, budget: float) ->
         "--time-budget", str(budget), "--threads", "1", "--metrics-file", str(metrics),
         "--log-every", "5",
     ]  # fmt: skip
-    return summary_of(argv, home, metrics, timeout=budget * 10 + 600)
+    return worker_summary(argv, home, metrics, timeout=budget * 10 + 600)
 
 
 def linear(home: Path, algorithm: str, max_epochs: int) -> dict:
@@ -69,7 +54,7 @@ def linear(home: Path, algorithm: str, max_epochs: int) -> dict:
         "--algorithm", algorithm, "--target", "light", "--max-epochs", str(max_epochs),
         "--threads", "1", "--metrics-file", str(metrics),
     ]  # fmt: skip
-    return summary_of(argv, home, metrics, timeout=1800)
+    return worker_summary(argv, home, metrics, timeout=1800)
 
 
 def sent(summary: dict) -> str:

@@ -22,7 +22,6 @@ Usage: python tests/benchmarks/bench_network.py [--quick]
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "benchmarks"))
 
-from common import launcher_prefix, machine, mpi_env, write_results  # noqa: E402
+from common import launcher_prefix, machine, mpi_env, worker_summary, write_results  # noqa: E402
 
 from mlbench_master.cluster.base import RunSpec  # noqa: E402
 from mlbench_master.cluster.local import network, slots  # noqa: E402
@@ -100,15 +99,7 @@ def train(home: Path, mbit: int | None, images: int, latency_ms: float | None = 
         "--train-images", str(images), "--test-images", "200", "--max-epochs", "1",
         "--threads", "1", "--metrics-file", str(metrics), "--log-every", "5",
     ]  # fmt: skip
-    env = mpi_env(MLBENCH_DATA_DIR=str(home / "data"), OMP_NUM_THREADS="1")
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800)
-    if done.returncode:
-        raise RuntimeError(done.stdout[-2000:] + done.stderr[-2000:])
-    for line in metrics.read_text().splitlines()[::-1]:
-        record = json.loads(line)
-        if record.get("type") == "summary":
-            return record
-    raise RuntimeError(f"no summary in {metrics}")
+    return worker_summary(argv, home, metrics, timeout=1800)
 
 
 def training_row(link: str, summary: dict) -> list[str]:

@@ -12,6 +12,7 @@ import datetime as dt
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -47,6 +48,20 @@ def mpi_env(**extra: str) -> dict:
     env.pop("MLBENCH_MASTER_URL", None)
     env.update(extra)
     return env
+
+
+def worker_summary(argv: list[str], home: Path, metrics: Path, timeout: float) -> dict:
+    """Run `argv` (mpirun and the reference worker writing to `metrics`) with one torch
+    thread per rank and the data under `home`; the summary the worker wrote last."""
+    env = mpi_env(MLBENCH_DATA_DIR=str(home / "data"), OMP_NUM_THREADS="1")
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout)
+    if done.returncode:
+        raise RuntimeError(done.stdout[-2000:] + done.stderr[-2000:])
+    for line in metrics.read_text().splitlines()[::-1]:
+        record = json.loads(line)
+        if record.get("type") == "summary":
+            return record
+    raise RuntimeError(f"no summary in {metrics}")
 
 
 def plain_loop(model, optimizer, xs: list, ys: list) -> Callable[[], float]:  # noqa: ANN001

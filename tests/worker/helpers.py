@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import pickle
 import subprocess
@@ -48,6 +49,14 @@ def mpirun(
         timeout=timeout,
         env=worker_env(OMP_NUM_THREADS="1", **env),
     )
+
+
+def mpi_result(proc: subprocess.CompletedProcess) -> dict:
+    """What a check script run under mpirun printed as `RESULT <json>` (rank 0), after
+    asserting that mpirun succeeded (its output is the assertion's message)."""
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
+    return json.loads(line[len("RESULT ") :])
 
 
 def run_worker(args: list[str], timeout: float = 120, **env: str) -> subprocess.CompletedProcess:

@@ -41,18 +41,12 @@ CENTRALIZED = [
 STEPS = 4
 
 
-def _result(proc) -> dict:
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
-    return json.loads(line[len("RESULT ") :])
-
-
 @pytest.mark.mpi
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_centralized_algorithms_keep_replicas_identical(ranks):
-    from .helpers import mpirun
+    from .helpers import mpi_result, mpirun
 
-    results = _result(mpirun(ranks, [str(THIS), "centralized", "mpi", "gloo"], timeout=300))
+    results = mpi_result(mpirun(ranks, [str(THIS), "centralized", "mpi", "gloo"], timeout=300))
     assert set(results) == {"mpi", "gloo"}
     for backend, cases in results.items():
         assert len(cases) == len(CENTRALIZED)
@@ -69,9 +63,9 @@ def test_centralized_algorithms_keep_replicas_identical(ranks):
 
 @pytest.mark.mpi
 def test_local_sgd_averages_every_period_and_gossip_stays_with_neighbours():
-    from .helpers import mpirun
+    from .helpers import mpi_result, mpirun
 
-    results = _result(mpirun(4, [str(THIS), "local", "mpi", "gloo"], timeout=300))
+    results = mpi_result(mpirun(4, [str(THIS), "local", "mpi", "gloo"], timeout=300))
     for backend, r in results.items():
         # period 2: different after steps 1 and 3, identical after steps 2 and 4.
         assert r["localsgd_identical"] == [False, True, False, True], backend

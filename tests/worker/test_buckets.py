@@ -152,18 +152,14 @@ def test_worker_option_errors():
 
 
 # --- under mpirun ----------------------------------------------------------------------------
-def _result(proc) -> dict:
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
-    return json.loads(line[len("RESULT ") :])
 
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_bucketed_and_flat_give_the_same_gradients(ranks):
-    from .helpers import mpirun
+    from .helpers import mpi_result, mpirun
 
-    results = _result(mpirun(ranks, [str(THIS), "same", "mpi", "gloo"], timeout=300))
+    results = mpi_result(mpirun(ranks, [str(THIS), "same", "mpi", "gloo"], timeout=300))
     for backend, r in results.items():
         # Every rank ends with the same values, in every mode (replicas cannot drift).
         assert r["ranks_agree"], (backend, r)

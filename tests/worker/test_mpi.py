@@ -5,19 +5,13 @@ import sys
 
 import pytest
 
-from .helpers import REPO, mpirun, run_worker
+from .helpers import REPO, mpi_result, mpirun, run_worker
 
 pytestmark = pytest.mark.mpi
 
 
-def _result(proc):
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
-    return json.loads(line[len("RESULT ") :])
-
-
 def test_gradients_and_replicas_over_mpi_and_gloo():
-    results = _result(
+    results = mpi_result(
         mpirun(2, [str(REPO / "tests/worker/mpi_checks.py"), "mpi", "gloo"], timeout=240)
     )
     for backend, r in results.items():

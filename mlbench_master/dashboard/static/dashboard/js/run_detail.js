@@ -143,11 +143,13 @@ const CONFIG = [
   ["finished_at", "Finished"],
 ];
 
-// Where the time budget in effect comes from, in words (the API's time_budget_source).
-const BUDGET_SOURCES = {
-  asked: "asked for",
-  task: "the task's budget",
-  time_limit: "what fits in the time limit (shorter than the task's budget)",
+// Fields shown in words rather than as stored (time_budget_source: where the time budget
+// in effect comes from).
+const BUDGET_SOURCES = { asked: "asked for", task: "the task's budget", time_limit: "what fits in the time limit (shorter than the task's budget)" };
+const SHOWN = {
+  task: () => taskLabel(),
+  algorithm: (r) => algorithmText(r),
+  time_budget_source: (r) => BUDGET_SOURCES[r.time_budget_source] ?? r.time_budget_source,
 };
 
 function show(value) {
@@ -209,7 +211,7 @@ function showRun() {
   document.getElementById("run-reason").textContent = run.reason || "";
   const measuring = isMeasurement(run);
   kv(document.getElementById("run-config"), [
-    ...CONFIG.filter(([k]) => k in run && !(run[k] === "" && k.startsWith("custom")) && !(measuring && TRAINING_ONLY.has(k))).map(([k, label]) => [label, k === "task" ? taskLabel() : k === "algorithm" ? algorithmText(run) : k === "time_budget_source" ? BUDGET_SOURCES[run[k]] ?? run[k] : run[k]]),
+    ...CONFIG.filter(([k]) => k in run && !(run[k] === "" && k.startsWith("custom")) && !(measuring && TRAINING_ONLY.has(k))).map(([k, label]) => [label, (SHOWN[k] || ((r) => r[k]))(run)]),
     ...(measuring ? [] : [["Dataset used", datasetBadge(run)]]),
     ...(networkText(run) ? [["Network", networkText(run)]] : []),
   ]);
