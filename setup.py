@@ -34,6 +34,10 @@ WORKER = [
     "scipy",  # reads the ImageNet development kit's meta.mat (imagenet/sort_val.py)
     "pillow",  # decodes ImageNet's JPEG files (task 1b)
 ]
+# The tensorflow implementation of task 1a (mlbench_worker/tensorflow_run/), kept out of
+# "all": 1.6 GB that only workers running that implementation need. The CPU build; a GPU
+# worker installs TensorFlow's own CUDA build instead (docs/installation.rst).
+TENSORFLOW = ["tensorflow-cpu"]
 DEV = [
     "pytest",
     "pytest-django",
@@ -75,6 +79,7 @@ setup(
         "master": MASTER,
         "worker": WORKER,
         "dev": DEV,
+        "tensorflow": TENSORFLOW,
         "all": sorted(set(MASTER + WORKER + DEV)),
     },
     entry_points={"console_scripts": ["mlbench=mlbench_worker.cli:main"]},

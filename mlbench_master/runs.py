@@ -223,6 +223,7 @@ def run_spec(run: Run, checkpoints: Callable[[int], str] | None = None) -> RunSp
         run_all_nodes=bool(run.run_all_nodes),
         algorithm=run.algorithm or "",
         algorithm_options=dict(run.algorithm_options or {}),
+        implementation=run.implementation or "",
         checkpoint_dir=checkpoint_dir,
         resume_dir=resume_dir,
         launch=dict(run.job_metadata or {}) if isinstance(run.job_metadata, dict) else {},

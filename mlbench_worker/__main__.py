@@ -21,6 +21,11 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_benchmark(args)
     args = parse_args(argv)
+    if args.implementation == "tensorflow":
+        # A framework of its own: this process never imports torch.
+        from mlbench_worker.tensorflow_run import run_main as run_tensorflow
+
+        return run_tensorflow(args)
     # Imported only now: parsing must stay fast and torch-free.
     from mlbench_worker.run import run_main
 

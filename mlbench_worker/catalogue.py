@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mlbench_worker.algorithm_catalogue import ALGORITHMS
+from mlbench_worker.implementation_catalogue import DEFAULT_IMPLEMENTATION
 
 UP, DOWN = "up", "down"  # a goal is reached when the metric rises to / falls to its value
 # What a task does. A "training" task trains a model towards accuracy goals on a data set; a
@@ -60,6 +61,10 @@ class TaskInfo:
     # The training algorithms it admits (mlbench_worker/algorithm_catalogue.py); the first
     # is its default.
     algorithms: tuple[str, ...] = tuple(ALGORITHMS)
+    # The implementations that run it (mlbench_worker/implementation_catalogue.py); the
+    # first is its default. torch-ddp needs a model trained by autograd; tensorflow has
+    # the ResNets of task 1a only.
+    implementations: tuple[str, ...] = (DEFAULT_IMPLEMENTATION,)
 
     @property
     def measurement(self) -> bool:
@@ -113,6 +118,7 @@ def _resnet_cifar10(depth: int, preact: bool = False) -> TaskInfo:
         throughput_unit="images/s",
         throughput_metric="images_per_sec",
         description=f"Task 1a: {variant}ResNet-{depth} on CIFAR-10, synchronous SGD",
+        implementations=("reference", "torch-ddp") + (() if preact else ("tensorflow",)),
     )
 
 
@@ -175,6 +181,7 @@ def _resnet_imagenet(depth: int) -> TaskInfo:
         throughput_unit="images/s",
         throughput_metric="images_per_sec",
         description=f"Task 1b: ResNet-{depth} (v1.5) on ImageNet, synchronous SGD",
+        implementations=("reference", "torch-ddp"),
     )
 
 
@@ -200,6 +207,7 @@ BACKEND_BENCHMARK = TaskInfo(
     default_goal="",
     kind=MEASUREMENT,
     algorithms=(),
+    implementations=(),
 )
 
 TASKS: dict[str, TaskInfo] = {
@@ -224,11 +232,13 @@ class SeedImage:
     title: str  # the client's display name (its MLBENCH_IMAGES key)
     image: str  # repository without a tag
     task: str | None  # None: not implemented here yet
+    implementation: str = DEFAULT_IMPLEMENTATION  # which code here runs it
 
 
-# Every official image the original client (mlbench-core 2.x and 3.x) names. The DDP and the
-# older ResNet-20 images run task 1a with other code or older names: the task, its goals and
-# its data are the same, so they map to the one implementation of that task here.
+# Every official image the original client (mlbench-core 2.x and 3.x) names. The older
+# ResNet-20 images run task 1a under older names: the task, its goals and its data are the
+# same, so they map to that task here; the DDP and TensorFlow images run it through those
+# frameworks, so they map to the implementation of the same name.
 SEED_IMAGES: tuple[SeedImage, ...] = (
     SeedImage(
         "PyTorch Cifar-10 ResNet-20",
@@ -239,6 +249,7 @@ SEED_IMAGES: tuple[SeedImage, ...] = (
         "PyTorch Cifar-10 ResNet-20 (DDP)",
         "mlbench/pytorch-cifar10-resnet20-ddp",
         "resnet20-cifar10",
+        "torch-ddp",
     ),
     SeedImage("PyTorch Cifar-10 ResNet-20", "mlbench/pytorch-cifar10-resnet", "resnet20-cifar10"),
     SeedImage(
@@ -260,7 +271,12 @@ SEED_IMAGES: tuple[SeedImage, ...] = (
         "mlbench/pytorch-wmt17-transformer-all-reduce",
         None,
     ),
-    SeedImage("Tensorflow Cifar-10 ResNet-20 Open-MPI", "mlbench/tensorflow-cifar10-resnet", None),
+    SeedImage(
+        "Tensorflow Cifar-10 ResNet-20 Open-MPI",
+        "mlbench/tensorflow-cifar10-resnet",
+        "resnet20-cifar10",
+        "tensorflow",
+    ),
     SeedImage(
         "PyTorch Distributed Backend benchmarking",
         "mlbench/pytorch-backend-benchmark",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from mlbench_worker import algorithm_catalogue, catalogue, checkpoint
+from mlbench_worker import algorithm_catalogue, catalogue, checkpoint, implementation_catalogue
 from mlbench_worker.commandline import (
     BACKENDS,
     DEVICES,
@@ -153,9 +153,20 @@ def build_parser() -> argparse.ArgumentParser:
         "powersgd rank=N, topk density=F, localsgd period=N, decentralized "
         "topology=ring|torus",
     )
+    g.add_argument(
+        "--implementation",
+        default=implementation_catalogue.DEFAULT_IMPLEMENTATION,
+        metavar="NAME",
+        help="which code trains: "
+        + "; ".join(
+            f"{i.name}: {i.title}" for i in implementation_catalogue.IMPLEMENTATIONS.values()
+        ),
+    )
     g = p.add_argument_group("how it runs")
     g.add_argument(
-        "--backend", default="mpi", help="gradient all-reduce: mpi (mpi4py), gloo, nccl (CUDA)"
+        "--backend",
+        help="gradient all-reduce: mpi (mpi4py), gloo, nccl (CUDA); default mpi, and for "
+        "torch-ddp gloo (nccl with --device cuda)",
     )
     g.add_argument("--device", default="auto", help="auto, cpu or cuda")
     g.add_argument(
@@ -256,6 +267,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     task = TASKS[args.task]
     args.model = args.model or task.model
     _choice(parser, "--model", args.model, task.models)
+    args.backend = args.backend or _default_backend(args)
     _choice(parser, "--backend", args.backend, BACKENDS)
     _choice(parser, "--device", args.device, DEVICES)
     info = catalogue.get(args.task)  # goals and data sets are the catalogue's
@@ -265,6 +277,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--backend nccl needs --device cuda (use mpi or gloo on CPU)")
     _check_task_options(parser, args, task)
     _check_algorithm(parser, args)
+    _check_implementation(parser, args)
     args.batch_size = args.batch_size or task.batch_size
     args.max_epochs = args.max_epochs or task.max_epochs
     if args.threads is None and os.environ.get("OMP_NUM_THREADS", "").isdigit():
@@ -320,6 +333,38 @@ def _check_task_options(
             )
     if args.crop is not None and args.crop < MIN_CROP:
         parser.error(f"--crop must be at least {MIN_CROP} pixels, got {args.crop}")
+
+
+def _default_backend(args: argparse.Namespace) -> str:
+    """mpi, or the first backend an implementation that runs on certain ones can use here."""
+    info = implementation_catalogue.get(args.implementation)
+    if info is None or not info.backends:
+        return "mpi"
+    if args.device == "cuda" and "nccl" in info.backends:
+        return "nccl"
+    return next(b for b in info.backends if b != "nccl")
+
+
+def _check_implementation(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--implementation: one the task has, running an algorithm and backend it can run."""
+    admitted = catalogue.get(args.task).implementations
+    name = args.implementation
+    if name not in admitted:
+        parser.error(
+            f"--implementation: {args.task} has no implementation {name!r}; choose one of: "
+            f"{', '.join(admitted) or 'none'}"
+        )
+    info = implementation_catalogue.IMPLEMENTATIONS[name]
+    if not info.admits(args.algorithm):
+        parser.error(
+            f"--implementation {name} runs --algorithm {', '.join(info.algorithms)} only, "
+            f"not {args.algorithm}"
+        )
+    if info.backends and args.backend not in info.backends:
+        parser.error(
+            f"--implementation {name} runs on --backend {' or '.join(info.backends)}, "
+            f"not {args.backend}"
+        )
 
 
 def _check_algorithm(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

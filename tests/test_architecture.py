@@ -32,6 +32,7 @@ PACKAGES = ("mlbench_master", "mlbench_worker")
 # Worker modules the master may import: torch-free, Django-free, meant to be shared.
 SHARED_WORKER_MODULES = {
     "mlbench_worker.algorithm_catalogue",
+    "mlbench_worker.implementation_catalogue",
     "mlbench_worker.localhost",
     "mlbench_worker.catalogue",
     "mlbench_worker.home",

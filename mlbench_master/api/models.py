@@ -54,6 +54,9 @@ class Run(models.Model):
     # ours to choose an algorithm for).
     algorithm = models.CharField(max_length=32, default="allreduce", blank=True)
     algorithm_options = models.JSONField(default=dict, blank=True)
+    # Which code trains (mlbench_worker/implementation_catalogue.py): our reference loop,
+    # torch-ddp or tensorflow; empty where algorithm is (nothing of ours trains).
+    implementation = models.CharField(max_length=32, default="reference", blank=True)
     # Defaults for rows made in code; a run made through the API gets run_rules.DEFAULTS
     # (tests/api/test_run_defaults.py keeps these equal to that table).
     num_workers = models.PositiveIntegerField(default=2)

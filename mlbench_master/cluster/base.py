@@ -59,6 +59,7 @@ class RunSpec:
     resume_dir: str = ""
     algorithm: str = ""  # empty: the worker's default (allreduce); see mpirun.worker_argv
     algorithm_options: dict[str, Any] = field(default_factory=dict, compare=False)
+    implementation: str = ""  # empty: the reference loop; see mpirun.worker_argv
     launch: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
@@ -190,6 +191,12 @@ class ClusterDriver(ABC):
     def attach(self, run: RunSpec) -> Execution:
         """The launch recorded in `run.launch`, to go on reading it after the job that
         started it is gone; raises CannotAttach with the reason when there is none."""
+
+    def has_module(self, module: str) -> bool | None:
+        """Whether the workers' Python can import `module` (an implementation's framework,
+        e.g. tensorflow), so the API can refuse a run its workers cannot start; None when
+        this driver cannot tell from the master, and the worker then says so itself."""
+        return None
 
     def release_leftovers(self, active_run_ids: set[str]) -> list[str]:
         """Remove what the driver set up for runs that are no longer active (a crash left it

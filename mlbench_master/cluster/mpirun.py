@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 from mlbench_master.cluster.base import ClusterDriver, OutputLine, RunSpec
 from mlbench_worker.algorithm_catalogue import ALGORITHMS, DEFAULT_ALGORITHM
+from mlbench_worker.implementation_catalogue import DEFAULT_IMPLEMENTATION
 
 # Variables every rank needs; passed with -x so they also cross ssh to other hosts.
 FORWARDED_ENV = (
@@ -113,6 +114,8 @@ def worker_argv(run: RunSpec, python: str = "python", hosts: list[str] | None = 
         run.dataset or "auto",
     ]
     argv += algorithm_argv(run)
+    if run.implementation and run.implementation != DEFAULT_IMPLEMENTATION:
+        argv += ["--implementation", run.implementation]
     if run.time_budget:
         argv += ["--time-budget", _number(run.time_budget)]
     if run.max_epochs:

@@ -53,6 +53,7 @@ from mlbench_master.cluster.local.processes import (
     rank_processes,
 )
 from mlbench_master.cluster.local.usage import POD_PREFIX, rank_samples
+from mlbench_master.cluster.python_probe import python_has_module
 
 # Runs `mpirun ...` ("$@"), then records its exit code atomically next to its output.
 _WRAPPER = '"$@"; code=$?; echo "$code" > "$0.tmp" && mv "$0.tmp" "$0"; exit "$code"'
@@ -120,6 +121,9 @@ class LocalCluster(ClusterDriver):
     @property
     def python(self) -> str:
         return sys.executable
+
+    def has_module(self, module: str) -> bool | None:
+        return python_has_module(self.python, module)
 
     def check_workers(self, num_workers: int) -> None:
         if num_workers > self.slots:

@@ -1,0 +1,34 @@
+"""Whether a workers' Python interpreter can import a module, asked without importing it.
+
+The master must never import an implementation's framework (TensorFlow alone takes seconds
+and a gigabyte), yet it should refuse a run its workers cannot start. For the master's own
+interpreter `importlib.util.find_spec` answers without importing; another interpreter on
+this machine (or on a shared filesystem) is asked the same in a subprocess, once per
+process and module.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import subprocess
+import sys
+
+_PROBE = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec(sys.argv[1]) else 3)"
+
+
+@functools.lru_cache(maxsize=32)
+def python_has_module(python: str, module: str) -> bool | None:
+    """True or False; None when `python` cannot be run from here to ask."""
+    if os.path.realpath(python) == os.path.realpath(sys.executable):
+        return importlib.util.find_spec(module) is not None
+    try:
+        done = subprocess.run(
+            [python, "-c", _PROBE, module], capture_output=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode in (0, 3):
+        return done.returncode == 0
+    return None
