@@ -27,6 +27,19 @@ FILENAME = "checkpoint.pt"
 METRIC = "checkpoint"  # the point reported when a checkpoint was written
 
 
+# What must be equal for a checkpoint to be continued (besides the worker count).
+IDENTITY_KEYS = (
+    "task",
+    "model",
+    "batch_size",
+    "seed",
+    "dataset",
+    "algorithm",
+    "algorithm_options",
+    "implementation",
+)
+
+
 def save(trainer: object, folder: str | Path, identity: dict) -> Path:
     """Write the trainer's state atomically (a crash never leaves half a checkpoint)."""
     import torch
@@ -107,9 +120,15 @@ def load(folder: str | Path, identity: dict) -> dict:
             f"shards depend on the number of workers: resume with mpirun -n "
             f"{theirs.get('num_workers')}, or start a fresh run without --resume."
         )
-    # Checkpoints written before algorithms existed were all-reduce runs.
-    theirs = {"algorithm": "allreduce", "algorithm_options": {"precision": "fp32"}, **theirs}
-    for key in ("task", "model", "batch_size", "seed", "dataset", "algorithm", "algorithm_options"):
+    # Checkpoints written before algorithms and implementations existed were all-reduce
+    # runs of the reference loop.
+    theirs = {
+        "algorithm": "allreduce",
+        "algorithm_options": {"precision": "fp32"},
+        "implementation": "reference",
+        **theirs,
+    }
+    for key in IDENTITY_KEYS:
         if key in identity and theirs.get(key) != identity.get(key):
             raise WorkerError(
                 f"--resume: {path} is for {key} {theirs.get(key)!r}, this run uses "

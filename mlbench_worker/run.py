@@ -107,6 +107,7 @@ def _run(args: argparse.Namespace, comm: Communicator) -> int:
         "dataset": built.dataset,
         "algorithm": trainer.algorithm,
         "algorithm_options": dict(trainer.algorithm_options),
+        "implementation": args.implementation,
     }
     if args.checkpoint_dir:
 
@@ -140,6 +141,7 @@ def _run(args: argparse.Namespace, comm: Communicator) -> int:
         f"{workers} worker(s), backend {comm.backend}, device {device}, {threads} thread(s)/rank, "
         f"batch {args.batch_size}/worker, peak lr {built.peak_lr:g}, "
         f"algorithm {describe(trainer.algorithm, trainer.algorithm_options)}, "
+        f"implementation {args.implementation} ({trainer.allreduce.describe()}), "
         f"target {args.target} "
         f"({goal.accuracy:.0%}), max {goal.max_epochs} epochs"
         + (f", time budget {args.time_budget:g}s" if args.time_budget else ""),
@@ -183,6 +185,7 @@ def _run(args: argparse.Namespace, comm: Communicator) -> int:
             "comm_share_total": float(totals[3] / step_total) if step_total > 0 else 0.0,
             "algorithm": trainer.algorithm,
             "algorithm_options": dict(trainer.algorithm_options),
+            "implementation": args.implementation,
             "comm_bytes_per_step": bytes_per_step,
             "compression_ratio": full / bytes_per_step if bytes_per_step > 0 else None,
             "elapsed": elapsed,

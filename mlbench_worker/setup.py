@@ -74,7 +74,9 @@ def exchange_gradients(trainer: Trainer, args: argparse.Namespace) -> None:
     options, problems = check(name, getattr(args, "algorithm_options", None), trainer.comm.size)
     if problems:
         raise WorkerError(f"--algorithm {name}: " + "; ".join(problems))
-    trainer.set_algorithm(name, options, not args.no_overlap, args.bucket_mb)
+    trainer.set_algorithm(
+        name, options, not args.no_overlap, args.bucket_mb, getattr(args, "implementation", "")
+    )
 
 
 def place_model(

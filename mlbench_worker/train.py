@@ -185,11 +185,14 @@ class Trainer:
         options: dict,
         overlap: bool = True,
         bucket_mb: float | None = None,
+        implementation: str = "reference",
     ) -> None:
         """Combine the ranks' work with algorithm `name` (options checked and complete, as
         algorithm_catalogue.check returns them). For allreduce, `overlap` and `bucket_mb`
         follow exchange.choose's rules (its note, CUDA with the mpi backend, printed once);
-        other algorithms exchange after backward only and refuse a bucket size."""
+        other algorithms exchange after backward only and refuse a bucket size.
+        `implementation` torch-ddp hands the all-reduce to DistributedDataParallel
+        (ddp.py), which always overlaps; `bucket_mb` is then its bucket cap."""
         if name != "allreduce" and bucket_mb is not None:
             raise WorkerError(
                 f"--bucket-mb sets the all-reduce's buckets: it does not apply to --algorithm {name}"
@@ -200,6 +203,10 @@ class Trainer:
                 "CUDA): the scaler's factor changes between steps and ranks; use allreduce or "
                 "--amp-dtype bfloat16"
             )
+        if implementation == "torch-ddp":
+            self.exchange = self._ddp_exchange(name, options, overlap, bucket_mb)
+            self.algorithm_options = dict(options)
+            return
         self.exchange = algorithms.make(
             name,
             Parts(self.model, self.grads, self.comm, self.seed),
@@ -212,6 +219,22 @@ class Trainer:
             note=self._note_once,
         )
         self.algorithm_options = dict(options)
+
+    def _ddp_exchange(
+        self, name: str, options: dict, overlap: bool, bucket_mb: float | None
+    ) -> Exchange:
+        from mlbench_worker import ddp
+
+        if name != "allreduce":
+            raise WorkerError(f"--implementation torch-ddp runs allreduce only, not {name}")
+        if not overlap or self.flat_only:
+            raise WorkerError(
+                "--implementation torch-ddp always overlaps its all-reduce with backward: "
+                + (self.flat_only or "drop --no-overlap")
+            )
+        if self.exchange is not None:
+            self.exchange.remove()
+        return ddp.build(Parts(self.model, self.grads, self.comm, self.seed), options, bucket_mb)
 
     def _note_once(self, message: str) -> None:
         if not getattr(self, "_noted", False):  # once, not at every call
@@ -320,9 +343,10 @@ class Trainer:
             interval.steps += 1
             interval.sums += totals[:3]
             interval.data += t1 - t0
-            interval.compute += (t2 - t1) + (t4 - t3)
-            interval.comm += (t3 - t2) + (t5 - t4)
-            interval.comm_total += (t3 - t2) + (t5 - t4) + hidden
+            waited = exchange.waited_in_backward  # torch-ddp: its all-reduce ends in backward
+            interval.compute += (t2 - t1) - waited + (t4 - t3)
+            interval.comm += (t3 - t2) + waited + (t5 - t4)
+            interval.comm_total += (t3 - t2) + waited + (t5 - t4) + hidden
             interval.bytes += exchange.comm_bytes
             stop = totals[STOP] > 0
             last = i == self.steps_per_epoch - 1 or stop
@@ -344,7 +368,7 @@ class Trainer:
         with torch.autocast(
             self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None
         ):
-            out = self.model(x)
+            out = (self.allreduce.train_module or self.model)(x)
             loss = F.cross_entropy(out, y, label_smoothing=self.label_smoothing)
         # Scaling the loss by 1/K makes the all-reduced sum the average gradient (an
         # algorithm whose ranks step on their own gradients asks for 1).

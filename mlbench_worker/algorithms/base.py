@@ -59,6 +59,13 @@ class Exchange:
     centralized = True  # every rank ends each step with the same model
     overlap = False  # messages start during backward
     buckets: list = []  # the all-reduce's buckets (only allreduce has any)
+    # Seconds of this step's communication that backward itself waited for (torch-ddp's
+    # reducer finishes its all-reduce inside backward); the trainer books them as
+    # communication, not compute. Our own exchanges wait in finish() instead: 0.
+    waited_in_backward = 0.0
+    # What the trainer calls for a training forward pass when not the model itself: a
+    # framework's wrapper around it (torch-ddp's DistributedDataParallel).
+    train_module: torch.nn.Module | None = None
 
     def __init__(self, parts: Parts, options: dict[str, Any]) -> None:
         self.parts, self.options = parts, dict(options)

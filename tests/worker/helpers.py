@@ -119,3 +119,15 @@ def make_archive(folder: Path, archive: Path) -> str:
         tar.add(folder, arcname="cifar-10-batches-py")
     archive.write_bytes(buf.getvalue())
     return hashlib.md5(buf.getvalue()).hexdigest()
+
+
+def metrics_file(path: Path) -> tuple[dict, list[dict]]:
+    """A --metrics-file's last summary and its other records (metric points)."""
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    summary = [r for r in records if r["type"] == "summary"][-1]
+    return summary, [r for r in records if r["type"] != "summary"]
+
+
+def points(metrics: list[dict], name: str) -> list[float]:
+    """The values of metric `name`, in the order they were written."""
+    return [m["value"] for m in metrics if m["name"] == name]

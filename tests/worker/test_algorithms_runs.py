@@ -10,23 +10,12 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 from mlbench_worker.algorithm_catalogue import ALGORITHMS
 
-
-def _records(path: Path) -> tuple[dict, list[dict]]:
-    records = [json.loads(line) for line in path.read_text().splitlines()]
-    summary = [r for r in records if r["type"] == "summary"][-1]
-    return summary, [r for r in records if r["type"] != "summary"]
-
-
-def _points(metrics: list[dict], name: str) -> list[float]:
-    return [m["value"] for m in metrics if m["name"] == name]
-
+from .helpers import metrics_file as _records
+from .helpers import points as _points
 
 TASK2 = ["-m", "mlbench_worker", "logreg-epsilon", "--dataset", "synthetic", "--target",
          "light", "--threads", "1", "--train-samples", "4000", "--test-samples", "1000",
