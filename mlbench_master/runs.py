@@ -107,7 +107,8 @@ def build_manifest(run: Run, resumed: run_rules.ResumePoint | None = None) -> di
     (`resumed_from`): its result is not that of a run trained from scratch.
     """
     config_fields = [
-        "name", "task", "algorithm", "algorithm_options", "backend", "num_workers", "num_cpus",
+        "name", "task", "algorithm", "algorithm_options", "implementation", "backend",
+        "num_workers", "num_cpus",
         "max_bandwidth", "latency", "gpu_enabled",
         "light_target", "target", "time_budget", "max_epochs", "dataset", "image",
         "custom_image_name", "custom_image_command", "custom_backend", "run_all_nodes",
@@ -128,6 +129,7 @@ def build_manifest(run: Run, resumed: run_rules.ResumePoint | None = None) -> di
             ),
         },
         "setup": run_rules.setup_of(run),
+        "framework": run_rules.framework_of(run),
         "mlbench": mlbench_version,
         "git_revision": _git_revision(),
         "master": {"python": platform.python_version(), "cluster": settings.MLBENCH_CLUSTER},

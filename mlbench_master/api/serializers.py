@@ -17,7 +17,8 @@ from mlbench_master.api.models import LogChunk, Pod, Run
 RUN_OUTPUT_FIELDS = [
     "id", "name", "created_at", "state", "job_id", "job_metadata",
     "started_at", "finished_at", "reason", "task", "algorithm", "algorithm_options",
-    "backend", "num_workers", "num_cpus", "max_bandwidth", "latency", "gpu_enabled",
+    "implementation", "backend", "num_workers", "num_cpus", "max_bandwidth", "latency",
+    "gpu_enabled",
     "light_target", "target", "time_budget", "effective_time_budget", "time_budget_source",
     "max_epochs", "dataset", "dataset_used", "image",
     "custom_image_name", "custom_image_command", "custom_backend", "run_all_nodes",
@@ -104,6 +105,14 @@ class RunCreateSerializer(serializers.Serializer):
         allow_null=True,
         help_text='the algorithm\'s options, e.g. {"rank": 4}; the ones left out are its defaults',
     )
+    implementation = serializers.CharField(
+        max_length=32,
+        required=False,
+        allow_null=True,
+        help_text="which code trains: reference (our loop, default), torch-ddp (PyTorch "
+        "DistributedDataParallel), tensorflow (Keras, MultiWorkerMirroredStrategy); those the "
+        "task has",
+    )
     resume_from = serializers.IntegerField(
         required=False,
         allow_null=True,
@@ -145,11 +154,17 @@ class RunDefaultsSerializer(serializers.Serializer):
     )
     tasks = serializers.DictField(
         help_text="task -> its backend, target, goals, data sets, time budget and time limit "
-        "without options, and the algorithms it admits"
+        "without options, and the algorithms and implementations it admits"
     )
     algorithms = serializers.DictField(
         help_text="algorithm -> title, paper, summary and options (name, type, default, "
         "help, bounds, choices); algorithm_options {} means these defaults"
+    )
+    implementations = serializers.DictField(
+        help_text="implementation -> title, framework, summary, the algorithms and backends "
+        "it runs (empty: all), the offered tasks that have it, whether this master's workers "
+        "can import its framework (available: true, false, or null when the driver cannot "
+        "tell) and how to install it where they cannot"
     )
 
 

@@ -31,13 +31,18 @@ from django.conf import settings
 
 from mlbench_master.api.models import Run
 from mlbench_master.cluster.base import ClusterError
-from mlbench_master.run_rules.algorithms import check_algorithm
+from mlbench_master.run_rules.algorithms import algorithms_served, check_algorithm
 from mlbench_master.run_rules.errors import Errors, ResumeRefused, RunRefused, StaffOnly
 from mlbench_master.run_rules.images import (
     CUSTOM_BACKEND,
     CUSTOM_IMAGE,
     LOCAL_IMAGE_REFUSED,
     resolve_image_and_backend,
+)
+from mlbench_master.run_rules.implementations import (
+    catalogue_served,
+    check_implementation,
+    framework_of,
 )
 from mlbench_master.run_rules.resume import (
     CHECKPOINT_METRIC,
@@ -57,14 +62,16 @@ from mlbench_master.run_rules.timing import (
     time_budget_for,
     time_budget_source,
 )
-from mlbench_worker import algorithm_catalogue, catalogue
+from mlbench_worker import catalogue
 from mlbench_worker.algorithm_catalogue import DEFAULT_ALGORITHM
+from mlbench_worker.implementation_catalogue import DEFAULT_IMPLEMENTATION
 
 __all__ = [
     "CHECKPOINT_METRIC", "CUSTOM_BACKEND", "CUSTOM_IMAGE", "DEFAULTS", "INHERITED",
     "LOCAL_IMAGE_REFUSED", "RESUMABLE_STATES", "SETUP_FIELDS", "TIME_LIMIT_MARGIN",
     "ResumePoint", "ResumeRefused", "RunRefused", "StaffOnly", "budget_source",
-    "default_time_limit", "defaults", "effective_time_budget", "fitting_budget", "limits",
+    "default_time_limit", "defaults", "effective_time_budget", "fitting_budget", "framework_of",
+    "limits",
     "minimum_time_limit", "resolve", "resume_point", "served", "setup_of",
     "task_time_budget", "time_budget_for", "time_budget_source",
 ]  # fmt: skip
@@ -91,12 +98,13 @@ DEFAULTS: dict[str, Any] = {
     "run_all_nodes": False,
     "algorithm": DEFAULT_ALGORITHM,
     "algorithm_options": {},  # the algorithm's own defaults (algorithm_catalogue.py)
+    "implementation": DEFAULT_IMPLEMENTATION,
 }
 # The fields a resumed run takes from its parent when its request leaves them out.
 INHERITED = (
     "task", "num_workers", "num_cpus", "max_bandwidth", "latency", "backend", "gpu_enabled",
     "light_target", "target", "dataset", "max_epochs", "image", "run_all_nodes", "algorithm",
-    "algorithm_options",
+    "algorithm_options", "implementation",
 )  # fmt: skip
 # The dimensions of a run's set-up, recorded in every manifest as `setup` so a result says
 # what it was measured under. The comparison rule (comparable.js, cli/report.py, held to
@@ -104,7 +112,7 @@ INHERITED = (
 # and command among them; the network is shown beside results (the compare page's column).
 SETUP_FIELDS = (
     "task", "dataset", "target", "backend", "num_cpus", "gpu_enabled", "max_bandwidth",
-    "latency", "custom_image_command", "algorithm", "algorithm_options",
+    "latency", "custom_image_command", "algorithm", "algorithm_options", "implementation",
 )  # fmt: skip
 STAFF_ONLY = {
     "custom_image_command": "runs code of your choice on the workers",
@@ -155,6 +163,7 @@ def served() -> dict[str, Any]:
             "time_budget": budget,
             "time_limit": default_time_limit(budget),
             "algorithms": list(info.algorithms),
+            "implementations": list(info.implementations),
         }
     return {
         "defaults": defaults(),
@@ -162,25 +171,8 @@ def served() -> dict[str, Any]:
         "time_limit_margin": TIME_LIMIT_MARGIN,
         "open_division_time_limit": default_time_limit(None),
         "tasks": tasks,
-        "algorithms": {
-            a.name: {
-                "title": a.title,
-                "paper": a.paper,
-                "summary": a.summary,
-                "options": [
-                    {
-                        "name": o.name,
-                        "type": o.type,
-                        "default": o.default,
-                        "help": o.help,
-                        "bounds": o.bounds(),
-                        "choices": list(o.choices),
-                    }
-                    for o in a.options
-                ],
-            }
-            for a in algorithm_catalogue.ALGORITHMS.values()
-        },
+        "algorithms": algorithms_served(),
+        "implementations": catalogue_served(list(settings.MLBENCH_TASKS)),
     }
 
 
@@ -212,6 +204,7 @@ def resolve(request: Mapping[str, Any], user: Any = None) -> dict[str, Any]:
             fields.setdefault(name, value)
     _check_ranges(fields, errors)
     check_algorithm(fields, asked, info, measurement or open_division, errors)
+    check_implementation(fields, asked, info, measurement or open_division, errors)
     if fields["gpu_enabled"] and limits()["gpus"] < 1:
         errors.add("gpu_enabled", "this cluster offers no GPUs (MLBENCH_MAX_GPUS=0); set "
                    "gpu_enabled to false")  # fmt: skip
@@ -390,7 +383,8 @@ def _check_resume(fields: dict[str, Any], errors: Errors) -> None:
         resume_point(fields["resume_from"], task=fields["task"],
                      num_workers=fields["num_workers"], dataset=fields["dataset"],
                      algorithm=fields["algorithm"] or None,
-                     algorithm_options=fields["algorithm_options"])  # fmt: skip
+                     algorithm_options=fields["algorithm_options"],
+                     implementation=fields["implementation"] or None)  # fmt: skip
     except ResumeRefused as exc:
         errors.add("resume_from", str(exc))
 

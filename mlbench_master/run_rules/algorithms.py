@@ -38,3 +38,26 @@ def check_algorithm(fields: dict[str, Any], asked: Mapping[str, Any],
     for problem in problems:
         errors.add("algorithm_options", problem)
     fields["algorithm_options"] = values
+
+
+def algorithms_served() -> dict[str, Any]:
+    """Every algorithm with its options, as GET /api/runs/defaults/ serves them."""
+    return {
+        a.name: {
+            "title": a.title,
+            "paper": a.paper,
+            "summary": a.summary,
+            "options": [
+                {
+                    "name": o.name,
+                    "type": o.type,
+                    "default": o.default,
+                    "help": o.help,
+                    "bounds": o.bounds(),
+                    "choices": list(o.choices),
+                }
+                for o in a.options
+            ],
+        }
+        for a in algorithm_catalogue.ALGORITHMS.values()
+    }

@@ -91,4 +91,9 @@ def _official_image(image: str, custom: list[str], fields: dict[str, Any],
         if fields.get("task") not in (None, found.task):
             errors.add("task", f"image_name {image!r} runs task {found.task}, not "
                        f"{fields['task']!r}; give one")  # fmt: skip
+        if fields.get("implementation") not in (None, found.implementation):
+            errors.add("implementation", f"image_name {image!r} runs implementation "
+                       f"{found.implementation}, not {fields['implementation']!r}; give "
+                       "one")  # fmt: skip
         fields["task"] = found.task
+        fields["implementation"] = found.implementation

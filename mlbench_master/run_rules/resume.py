@@ -18,7 +18,13 @@ RESUMABLE_STATES = (Run.FAILED, Run.CANCELLED)
 CHECKPOINT_METRIC = "checkpoint"
 
 
-PRE_ALGORITHM = {"algorithm": "allreduce", "algorithm_options": {"precision": "fp32"}}
+# What a checkpoint written before a dimension was recorded held: an fp32 all-reduce run
+# of the reference loop.
+PRE_ALGORITHM = {
+    "algorithm": "allreduce",
+    "algorithm_options": {"precision": "fp32"},
+    "implementation": "reference",
+}
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,7 @@ def resume_point(
     dataset: str | None,
     algorithm: str | None = None,
     algorithm_options: dict[str, Any] | None = None,
+    implementation: str | None = None,
 ) -> ResumePoint:
     """The checkpoint of run `parent_id` that a new run with this set-up would continue.
 
@@ -94,6 +101,8 @@ def resume_point(
     compared = {**PRE_ALGORITHM, **identity}
     if algorithm is not None:  # the worker refuses another (its model state depends on it)
         wanted.update(algorithm=algorithm, algorithm_options=algorithm_options or {})
+    if implementation is not None:
+        wanted["implementation"] = implementation
     for key, value in wanted.items():
         if compared.get(key) != value:
             raise ResumeRefused(

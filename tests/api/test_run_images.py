@@ -47,7 +47,8 @@ def test_an_image_not_in_mlbench_tasks_is_not_offered(staff_api, settings):
     assert r.status_code == 400 and "not implemented on this master" in message
     assert message.endswith("it runs " + ", ".join(
         f"{image}:latest" for image in (RESNET20, "mlbench/pytorch-cifar10-resnet20-ddp",
-        "mlbench/pytorch-cifar10-resnet", "mlbench/pytorch-cifar10-resnet-scaling")
+        "mlbench/pytorch-cifar10-resnet", "mlbench/pytorch-cifar10-resnet-scaling",
+        "mlbench/tensorflow-cifar10-resnet")
     ))  # fmt: skip
 
 

@@ -1,0 +1,143 @@
+"""A run's implementation: which code trains it (mlbench_worker/implementation_catalogue.py
+holds the list, the framework each runs on, the algorithms and backends it can run; the
+worker checks the same things with the same words).
+
+The backend follows the implementation when the request leaves it to us: torch-ddp runs on
+torch.distributed (gloo, or nccl with GPUs), so the platform's default (mpi) becomes gloo
+for it; a backend asked for explicitly that it cannot use is refused. tensorflow uses its
+own collective ops: asking it for a backend is refused, and the run keeps the default (the
+ranks are still started, and their addresses exchanged, through MPI).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from mlbench_master.cluster.base import ClusterError
+from mlbench_master.run_rules.errors import Errors
+from mlbench_worker import catalogue, implementation_catalogue
+from mlbench_worker.implementation_catalogue import IMPLEMENTATIONS
+
+
+def check_implementation(fields: dict[str, Any], asked: Mapping[str, Any],
+                         info: catalogue.TaskInfo | None, none: bool,
+                         errors: Errors) -> None:  # fmt: skip
+    """The implementation one of the task's, able to run the run's algorithm and backend,
+    and importable by the workers. A measurement or a custom command has none (stored
+    empty; refused by name when asked for)."""
+    name = fields.get("implementation")
+    if none:
+        if asked.get("implementation"):
+            why = ("a custom command trains as it likes" if fields.get("custom_image_command")
+                   else f"task {fields['task']} trains nothing")  # fmt: skip
+            errors.add("implementation", f"{why}, so it has no implementation; leave "
+                       "implementation out")  # fmt: skip
+        fields["implementation"] = ""
+        return
+    admitted = info.implementations if info is not None else ()
+    impl = implementation_catalogue.get(name)
+    if impl is None or name not in admitted:
+        known = "is not known" if impl is None else "is not one"
+        errors.add("implementation", f"implementation {name!r} {known} of task "
+                   f"{fields['task']}'s: {', '.join(admitted) or 'none'}")  # fmt: skip
+        return
+    if fields.get("algorithm") and not impl.admits(fields["algorithm"]):
+        errors.add("implementation", f"implementation {name} runs algorithm "
+                   f"{', '.join(impl.algorithms)} only, not {fields['algorithm']!r}")  # fmt: skip
+    _backend_for(impl, fields, asked, errors)
+    if impl.extra and fields.get("resume_from") is not None:
+        errors.add("resume_from", f"implementation {name} writes no checkpoints, so a run of "
+                   "it cannot resume one; start a fresh run")  # fmt: skip
+    missing = _workers_lack(impl.module)
+    if missing:
+        errors.add("implementation", f"implementation {name} needs {impl.module}, which the "
+                   f"workers' Python cannot import ({missing}): {impl.install_hint()}, or "
+                   f"choose one of {', '.join(i for i in admitted if i != name)}")  # fmt: skip
+
+
+def _backend_for(impl: implementation_catalogue.Implementation, fields: dict[str, Any],
+                 asked: Mapping[str, Any], errors: Errors) -> None:  # fmt: skip
+    backend = fields.get("backend")
+    explicit = "backend" in asked
+    if impl.name == "tensorflow":
+        if explicit and backend != "mpi":
+            errors.add("backend", "implementation tensorflow all-reduces with TensorFlow's own "
+                       "collective ops (ring on CPU, NCCL on GPU); leave backend out")  # fmt: skip
+        return
+    if not impl.backends or backend in impl.backends:
+        return
+    if explicit:
+        errors.add("backend", f"implementation {impl.name} runs on backend "
+                   f"{' or '.join(impl.backends)}, not {backend!r}")  # fmt: skip
+        return
+    fields["backend"] = "nccl" if fields.get("gpu_enabled") and "nccl" in impl.backends else (
+        next(b for b in impl.backends if b != "nccl"))  # fmt: skip
+
+
+def _workers_lack(module: str) -> str:
+    """Why the workers cannot import `module` ("" when they can or it cannot be told)."""
+    from mlbench_master.cluster.drivers import get_driver
+
+    try:
+        driver = get_driver()
+    except ClusterError:
+        return ""  # a misconfigured master is said by the run's job, not blamed on the client
+    if driver.has_module(module) is False:
+        return f"checked with {driver.python}"
+    return ""
+
+
+def catalogue_served(offered: list[str]) -> dict[str, Any]:
+    """Every implementation as GET /api/runs/defaults/ serves it, with the tasks (of
+    `offered`) that have it and whether this master's workers can run it."""
+    from mlbench_master.cluster.drivers import get_driver
+
+    try:
+        driver = get_driver()
+    except ClusterError:
+        driver = None
+    served = {}
+    for impl in IMPLEMENTATIONS.values():
+        available = driver.has_module(impl.module) if driver is not None else None
+        served[impl.name] = {
+            "title": impl.title,
+            "framework": impl.framework,
+            "summary": impl.summary,
+            "algorithms": list(impl.algorithms),
+            "backends": list(impl.backends),
+            "tasks": [t for t in offered if impl.name in catalogue.get(t).implementations],
+            "available": available,
+            "install": "" if available is not False else impl.install_hint(),
+        }
+    return served
+
+
+# The distributions whose version a framework's runs record (the CPU build of TensorFlow is
+# a distribution of its own name).
+DISTRIBUTIONS = {"pytorch": ("torch",), "tensorflow": ("tensorflow", "tensorflow-cpu")}
+
+
+def framework_of(run: Any) -> dict[str, Any] | None:
+    """The manifest's `framework`: the framework `run`'s implementation runs on and, where
+    the workers' Python is this master's own (the local driver), its version; elsewhere
+    the version is the worker's to report (its summary's `versions`). None for a run that
+    trains with nothing of ours."""
+    impl = implementation_catalogue.get(run.implementation or "")
+    if impl is None:
+        return None
+    version = None
+    from django.conf import settings
+
+    if settings.MLBENCH_CLUSTER == "local":
+        from importlib.metadata import PackageNotFoundError
+        from importlib.metadata import version as installed
+
+        for name in DISTRIBUTIONS.get(impl.framework, ()):
+            try:
+                version = installed(name)
+                break
+            except PackageNotFoundError:
+                continue
+    return {"name": impl.framework, "version": version,
+            "version_from": "master" if version else "worker summary"}  # fmt: skip
