@@ -215,6 +215,7 @@ class ApiClient:
         latency: float | None = None,
         algorithm: str | None = None,
         algorithm_options: dict[str, Any] | None = None,
+        implementation: str | None = None,
     ) -> Future:
         """Start a run. The keyword-only arguments are this version's additions.
 
@@ -231,6 +232,9 @@ class ApiClient:
         `algorithm` (allreduce, powersgd, topk, signsgd, localsgd, decentralized) and its
         `algorithm_options` (e.g. {"rank": 4}; those left out keep their defaults): how the
         ranks combine their work; the master refuses (400) one the task does not admit.
+
+        `implementation` (reference, torch-ddp, tensorflow): which code trains it; the
+        original client's DDP and TensorFlow image names choose theirs by themselves.
 
         `resume_from` (a run id) continues that FAILED or CANCELLED run from its last
         checkpoint; the master refuses (400) a run it could not continue.
@@ -294,6 +298,7 @@ class ApiClient:
             "latency": latency,
             "algorithm": algorithm,
             "algorithm_options": algorithm_options,
+            "implementation": implementation,
         }
         body.update({k: v for k, v in optional.items() if v is not None})
         return self._submit("POST", "runs/", json=body)

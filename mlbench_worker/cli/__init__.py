@@ -100,6 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
         "defaults: see the master's GET /api/runs/defaults/)",
     )
     run.add_argument(
+        "--implementation",
+        help="which code trains: reference (our loop, default), torch-ddp (PyTorch "
+        "DistributedDataParallel), tensorflow (Keras; needs the workers to have "
+        "pip install 'mlbench[tensorflow]'); those the task has",
+    )
+    run.add_argument(
         "--backend",
         type=str.lower,
         choices=["mpi", "gloo", "nccl"],

@@ -75,6 +75,7 @@ def cmd_run(args: argparse.Namespace, master: Master) -> int:
     fields: dict[str, Any] = {
         "algorithm": args.algorithm,
         "algorithm_options": options or None,
+        "implementation": args.implementation,
         "task": task,
         "backend": args.backend,
         "target": args.target,
@@ -213,7 +214,8 @@ def cmd_show(args: argparse.Namespace, master: Master) -> int:
         print(json.dumps(run, indent=2, sort_keys=True))
         return EXIT_OK
     keys = [
-        "id", "name", "state", "reason", "task", "algorithm", "backend", "num_workers",
+        "id", "name", "state", "reason", "task", "algorithm", "implementation", "backend",
+        "num_workers",
         "num_cpus",
         "target", "light_target", "dataset", "dataset_used", "time_budget",
         "effective_time_budget", "time_budget_source", "max_epochs", "time_limit", "exit_code",

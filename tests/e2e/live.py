@@ -125,6 +125,20 @@ class LiveMaster:
 
         return launch_processes(self.home, run_id=run_id)
 
+    def ranks(self, run_id: int) -> dict[int, Any]:
+        """The run's rank processes (psutil) by their MPI rank."""
+        import contextlib
+
+        import psutil
+
+        ranks = {}
+        for proc in self.rank_processes(run_id):
+            with contextlib.suppress(psutil.Error):
+                env = proc.environ()
+                if "OMPI_COMM_WORLD_RANK" in env and "python" in proc.name():
+                    ranks[int(env["OMPI_COMM_WORLD_RANK"])] = proc
+        return ranks
+
 
 def start_master(postgres_url: str, home: Path) -> LiveMaster:
     """A fresh database on the session's PostgreSQL and an embedded master on it."""

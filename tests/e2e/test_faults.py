@@ -199,17 +199,6 @@ def _last_pod_point(master: LiveMaster) -> int:
     return row[0] or 0
 
 
-def _rank_processes(master: LiveMaster, run_id: int) -> dict[int, psutil.Process]:
-    """The run's rank processes by their MPI rank."""
-    ranks = {}
-    for proc in master.rank_processes(run_id):
-        with contextlib.suppress(psutil.Error):
-            env = proc.environ()
-            if "OMPI_COMM_WORLD_RANK" in env and "python" in proc.name():
-                ranks[int(env["OMPI_COMM_WORLD_RANK"])] = proc
-    return ranks
-
-
 def _pid_of(master: LiveMaster, service: str) -> int:
     return master.state()["processes"][service]
 
@@ -295,7 +284,7 @@ def test_rank_killed_fails_the_run_with_a_reason_quickly(master, tmp_path):
     """A real worker rank killed mid-training (blocked peers in an all-reduce): FAILED with
     the rank and its signal within 10 s, every process of the run gone."""
     run, _ = _start_training(master, tmp_path, "rank-killed")
-    _rank_processes(master, run["id"])[1].kill()
+    master.ranks(run["id"])[1].kill()
     done = master.wait_state(run["id"], ("FINISHED", "FAILED", "CANCELLED"), timeout=10)
     assert done["state"] == "FAILED"
     assert "rank 1 exited with code 137 (killed: out of memory?)" in done["reason"]
@@ -347,7 +336,7 @@ def test_down_after_a_database_restart_still_stops_the_run_and_says_so(master, o
     """The supervisor's own database connection, idle since start-up, was cut by the
     restart: `down` must still mark the active run FAILED and stop its ranks."""
     run = master.create_run(custom_image_command=script("sleeper.py") + " 120", run_all_nodes=True)
-    _wait_until(lambda: len(_rank_processes(master, run["id"])) == 2, 60, "no ranks started")
+    _wait_until(lambda: len(master.ranks(run["id"])) == 2, 60, "no ranks started")
     restart_postgres(own_postgres, down_for=0.5)
     try:
         master.down()

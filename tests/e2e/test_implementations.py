@@ -1,0 +1,65 @@
+"""Each implementation through the whole stack: POST /api/runs/ with `implementation` → the
+job's mpirun command → the worker's own code (our loop, DistributedDataParallel, Keras under
+MultiWorkerMirroredStrategy) → metrics and summary posted back → FINISHED; and a rank killed
+mid-run fails the run with a reason within 10 s, with no process left."""
+
+import time
+
+import psutil
+import pytest
+
+pytestmark = [pytest.mark.mpi, pytest.mark.slow]
+IMPLEMENTATIONS = ["torch-ddp", "tensorflow"]  # the reference's own runs: test_runs.py
+ENDED = ("FINISHED", "FAILED", "CANCELLED")
+
+
+def _start(master, implementation: str, budget: float) -> dict:
+    return master.create_run(
+        name=implementation, task="resnet20-cifar10", dataset="synthetic",
+        implementation=implementation, time_budget=budget, max_epochs=1,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_each_implementation_finishes_through_the_api(idle_master, implementation):
+    master = idle_master
+    run = _start(master, implementation, budget=20)
+    done = master.wait_state(run["id"], ENDED, timeout=300)
+    assert done["state"] == "FINISHED", (done["reason"], master.log_text(run["id"])[-3000:])
+    assert done["implementation"] == implementation
+    summary = done["summary"]
+    assert summary["implementation"] == implementation
+    assert summary["num_workers"] == 2 and summary["images_per_sec"] > 0
+    framework = done["manifest"]["framework"]["name"]
+    assert framework == ("tensorflow" if implementation == "tensorflow" else "pytorch")
+    names = set(master.get(f"/api/metrics/{run['id']}/", params={"metric_type": "run"}).json())
+    # The metrics every implementation posts, under the reference's names.
+    assert {"train_loss", "val_accuracy", "images_per_sec", "learning_rate"} <= names, names
+    assert f"implementation {implementation}" in master.log_text(run["id"])
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_a_killed_rank_fails_each_implementation_quickly(idle_master, implementation):
+    master = idle_master
+    run = _start(master, implementation, budget=600)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:  # training: rank 0 has posted a training point
+        state = master.run(run["id"])
+        assert state["state"] == "STARTED" or state["state"] == "INITIALIZED", state
+        points = master.get(
+            f"/api/metrics/{run['id']}/",
+            params={"metric_type": "run", "metric_filter": "train_loss"},
+        ).json()
+        if points.get("train_loss") and len(master.ranks(run["id"])) == 2:
+            break
+        time.sleep(1)
+    else:
+        pytest.fail(f"run {run['id']} did not start training: {master.log_text(run['id'])[-2000:]}")
+    master.ranks(run["id"])[1].kill()
+    killed = time.monotonic()
+    done = master.wait_state(run["id"], ENDED, timeout=10)
+    assert time.monotonic() - killed <= 10.5
+    assert done["state"] == "FAILED"
+    assert "rank 1 exited with code 137" in done["reason"], done["reason"]
+    left = [p for p in master.rank_processes(run["id"]) if p.status() != psutil.STATUS_ZOMBIE]
+    assert left == [], f"processes of run {run['id']} still alive: {left}"
