@@ -104,6 +104,24 @@ class DdpExchange(Exchange):
         )
 
 
-def build(parts: Parts, options: dict[str, Any], bucket_mb: float | None = None) -> DdpExchange:
-    """The DDP exchange of `parts.model` (options: the allreduce algorithm's, checked)."""
+def replace(
+    previous: Exchange | None,
+    parts: Parts,
+    name: str,
+    options: dict[str, Any],
+    overlap: bool,
+    bucket_mb: float | None,
+    flat_only: str | None,
+) -> DdpExchange:
+    """The DDP exchange of `parts.model` in place of `previous` (options: the allreduce
+    algorithm's, checked); what DDP cannot do is refused by the option that asks for it."""
+    if name != "allreduce":
+        raise WorkerError(f"--implementation torch-ddp runs allreduce only, not {name}")
+    if not overlap or flat_only:
+        raise WorkerError(
+            "--implementation torch-ddp always overlaps its all-reduce with backward: "
+            + (flat_only or "drop --no-overlap")
+        )
+    if previous is not None:
+        previous.remove()
     return DdpExchange(parts, options, bucket_mb)

@@ -203,38 +203,19 @@ class Trainer:
                 "CUDA): the scaler's factor changes between steps and ranks; use allreduce or "
                 "--amp-dtype bfloat16"
             )
+        parts = Parts(self.model, self.grads, self.comm, self.seed)
         if implementation == "torch-ddp":
-            self.exchange = self._ddp_exchange(name, options, overlap, bucket_mb)
-            self.algorithm_options = dict(options)
-            return
-        self.exchange = algorithms.make(
-            name,
-            Parts(self.model, self.grads, self.comm, self.seed),
-            options,
-            overlap=overlap,
-            bucket_mb=bucket_mb,
-            flat_only=self.flat_only,
-            task=self.task,
-            previous=self.exchange,
-            note=self._note_once,
-        )
+            from mlbench_worker import ddp
+
+            self.exchange = ddp.replace(self.exchange, parts, name, options, overlap,
+                                        bucket_mb, self.flat_only)  # fmt: skip
+        else:
+            self.exchange = algorithms.make(
+                name, parts, options, overlap=overlap, bucket_mb=bucket_mb,
+                flat_only=self.flat_only, task=self.task, previous=self.exchange,
+                note=self._note_once,
+            )  # fmt: skip
         self.algorithm_options = dict(options)
-
-    def _ddp_exchange(
-        self, name: str, options: dict, overlap: bool, bucket_mb: float | None
-    ) -> Exchange:
-        from mlbench_worker import ddp
-
-        if name != "allreduce":
-            raise WorkerError(f"--implementation torch-ddp runs allreduce only, not {name}")
-        if not overlap or self.flat_only:
-            raise WorkerError(
-                "--implementation torch-ddp always overlaps its all-reduce with backward: "
-                + (self.flat_only or "drop --no-overlap")
-            )
-        if self.exchange is not None:
-            self.exchange.remove()
-        return ddp.build(Parts(self.model, self.grads, self.comm, self.seed), options, bucket_mb)
 
     def _note_once(self, message: str) -> None:
         if not getattr(self, "_noted", False):  # once, not at every call

@@ -33,6 +33,7 @@ class Field:
     group: str = "basic"  # basic | benchmark | advanced
     disabled: bool = False
     algorithm: str = ""  # an option of this algorithm: shown only while it is chosen
+    disabled_choices: list[str] = field(default_factory=list)  # shown, cannot be chosen
 
 
 def _algorithm_fields(served: dict[str, Any]) -> list[Field]:
@@ -71,6 +72,38 @@ def _algorithm_fields(served: dict[str, Any]) -> list[Field]:
                 )
             )
     return fields
+
+
+def _implementation_field(served: dict[str, Any]) -> Field:
+    """The implementation select: every implementation with its title, the one the table
+    gives by default chosen. runs.js offers only the chosen task's (served
+    `tasks[T].implementations`) and limits the algorithm and backend choices to what the
+    chosen one runs. One whose framework the workers cannot import is shown but cannot be
+    chosen, its option saying how to install it: the API would refuse it."""
+    implementations = served["implementations"]
+    missing = [name for name, i in implementations.items() if i["available"] is False]
+    help_text = "Which code trains the run; the task's list. " + " ".join(
+        f"{name}: {i['summary']}." for name, i in implementations.items()
+    )
+    for name in missing:
+        help_text += f" {name} cannot run on these workers: {implementations[name]['install']}."
+    return Field(
+        "implementation",
+        "Implementation",
+        "select",
+        served["defaults"]["implementation"],
+        help_text,
+        choices=[
+            (
+                name,
+                f"{i['title']} ({name})"
+                + (f": not installed ({i['install']})" if name in missing else ""),
+            )
+            for name, i in implementations.items()
+        ],
+        group="benchmark",
+        disabled_choices=missing,
+    )
 
 
 def cluster_name() -> str:
@@ -201,12 +234,15 @@ def run_form_spec() -> dict[str, Any]:
             "No GPUs are available on this cluster." if lim["gpus"] < 1 else "One GPU per worker.",
             disabled=lim["gpus"] < 1,
         ),
+        _implementation_field(served),
         *_algorithm_fields(served),
         Field(
             "backend",
             "Communication backend",
             "select",
             default["backend"],
+            "mpi (mpi4py), gloo, or nccl (GPUs). The reference implementation runs on each, "
+            "torch-ddp on gloo or nccl; tensorflow uses its own collective ops (no backend).",
             choices=_choices(Run.BACKENDS),
             group="benchmark",
         ),

@@ -165,6 +165,12 @@ def build_parser() -> argparse.ArgumentParser:
     delete.add_argument("run", type=int, metavar="RUN")
     report = sub.add_parser("report", help="compare runs: time to target, accuracy, speed-up")
     report.add_argument("runs", type=int, nargs="+", metavar="RUN")
+    report.add_argument(
+        "--across-implementations",
+        action="store_true",
+        help="speed-ups against 1-worker runs of another implementation too, where a run has "
+        "none of its own (labelled cross-implementation)",
+    )
     return parser
 
 

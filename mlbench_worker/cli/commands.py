@@ -20,6 +20,7 @@ from mlbench_worker.api import resolve_image
 from mlbench_worker.cli.formatting import (
     algorithm_text,
     duration,
+    implementation_text,
     run_duration,
     runs_list,
     short,
@@ -225,7 +226,8 @@ def cmd_show(args: argparse.Namespace, master: Master) -> int:
     width = max(len(k) for k in keys)
     for key in keys:
         if key in run and run[key] not in (None, ""):
-            value = algorithm_text(run) if key == "algorithm" else run[key]
+            shown = {"algorithm": algorithm_text, "implementation": implementation_text}
+            value = shown[key](run) if key in shown else run[key]
             print(f"{key.ljust(width)}  {value}")
     print(f"{'network'.ljust(width)}  {network_line(run)}")
     if run.get("custom_image_command"):
@@ -310,5 +312,5 @@ def cmd_delete(args: argparse.Namespace, master: Master) -> int:
 
 def cmd_report(args: argparse.Namespace, master: Master) -> int:
     runs = [master.json("get_run", r) for r in args.runs]
-    print(report_table(master, runs))
+    print(report_table(master, runs, args.across_implementations))
     return EXIT_OK

@@ -78,6 +78,50 @@ def algorithm_text(run: dict[str, Any]) -> str:
     return describe(run.get("algorithm") or "", run.get("algorithm_options"), every=True)
 
 
+def implementation_of(run: dict[str, Any]) -> str:
+    """A run's implementation (reference, torch-ddp, tensorflow): "reference" for a run
+    stored before there were implementations (no field; the migration gave those
+    "reference" too), "" for one that has none (a measurement, a custom command). The
+    dashboard reads it the same way (comparable.js `implementationOf`)."""
+    name = run.get("implementation")
+    return "reference" if name is None else name
+
+
+# How a framework is named for people, and the key of the worker summary's `versions`
+# that holds its version.
+_FRAMEWORK_TITLES = {"pytorch": "PyTorch", "tensorflow": "TensorFlow"}
+_VERSION_KEYS = {"pytorch": "torch", "tensorflow": "tensorflow"}
+
+
+def framework_text(run: dict[str, Any]) -> str:
+    """The framework a run's implementation ran on, with its version: "PyTorch 2.3.1"; the
+    workers' version (summary.versions) before the master's (manifest.framework), since the
+    workers' is the one that trained; "" without a framework. A run from before manifests
+    named the framework is read from its versions alone."""
+    if not implementation_of(run):
+        return ""
+    versions = (run.get("summary") or {}).get("versions") or {}
+    recorded = (run.get("manifest") or {}).get("framework") or {}
+    name = recorded.get("name") or (
+        "tensorflow" if versions.get("tensorflow") else "pytorch" if versions.get("torch") else ""
+    )
+    if not name:
+        return ""
+    version = versions.get(_VERSION_KEYS.get(name, name)) or recorded.get("version")
+    title = _FRAMEWORK_TITLES.get(name, name)
+    return f"{title} {version}" if version else f"{title}, version not reported yet"
+
+
+def implementation_text(run: dict[str, Any]) -> str:
+    """ "torch-ddp (PyTorch 2.3.1)": the implementation and its framework with version; ""
+    for a run that has none. The dashboard says it the same way (format.js)."""
+    name = implementation_of(run)
+    if not name:
+        return ""
+    framework = framework_text(run)
+    return f"{name} ({framework})" if framework else name
+
+
 def size(count: float) -> str:
     """A number of bytes in decimal units: 950 B, 1.2 kB, 3.4 MB, 1.0 GB."""
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):

@@ -18,6 +18,8 @@ from mlbench_worker.cli.clock import clock_at
 from mlbench_worker.cli.formatting import (
     algorithm_text,
     duration,
+    implementation_of,
+    implementation_text,
     parse_time,
     percent,
     short,
@@ -50,7 +52,9 @@ def _throughput(run: dict, summary: dict) -> tuple[float | None, str]:
     return (float(value) if value else None), unit
 
 
-def report_table(master: Master | None, runs: list[dict]) -> str:
+def report_table(
+    master: Master | None, runs: list[dict], across_implementations: bool = False
+) -> str:
     """Runs side by side: time to target, accuracy after time, throughput, speed-up, comm share.
 
     Throughput is in the unit of each run's task (`throughput_of`): when every run counts
@@ -62,6 +66,11 @@ def report_table(master: Master | None, runs: list[dict]) -> str:
     to target when both reached it, else throughput (marked "thr"). Without a comparable
     1-worker run the column says "-" and a note under the table says why; a warning line
     above it says when the runs differ in data set or task.
+
+    Runs of different implementations get no speed-up against each other unless
+    `across_implementations` (`mlbench report --across-implementations`) asks for the
+    cross-implementation ratio; such a ratio is labelled "vs <implementation>
+    (cross-implementation)" and a note says what it measures.
     """
     rows = []
     notes = []
@@ -82,11 +91,18 @@ def report_table(master: Master | None, runs: list[dict]) -> str:
             if s.get("elapsed"):
                 after += f" @ {duration(s['elapsed'])}"
         rates.append(_throughput(run, s))
-        base, why = baseline(run, runs)
+        base, why = baseline(run, runs, across_implementations)
         speedup = _speedup(run, base) if base is not None else "-"
         # A lone run has nothing to be compared with: a note would only be noise.
         if why and len(runs) > 1 and (run.get("num_workers") or 0) > 1:
-            notes.append(f"speed-up of run {run['id']}: {why}")
+            notes.append(f"speed-up of run {run['id']}: {why}" + _across_hint(why))
+        if base is not None and implementation_of(base) != implementation_of(run):
+            on = f" on {base.get('backend')}" if base.get("backend") != run.get("backend") else ""
+            notes.append(
+                f"speed-up of run {run['id']} is a cross-implementation ratio (against run "
+                f"{base['id']}, {implementation_of(base)}{on}): it measures the framework as "
+                "well as the scaling"
+            )
         if run.get("resumed_from") is not None:
             notes.append(_resumed_note(run))
         rows.append(
@@ -96,6 +112,7 @@ def report_table(master: Master | None, runs: list[dict]) -> str:
                 run.get("state"),
                 run.get("num_workers"),
                 algorithm_text(run) or "-",
+                implementation_text(run) or "-",
                 s.get("dataset") or run.get("dataset_used") or _requested(run),
                 target,
                 reached,
@@ -110,9 +127,10 @@ def report_table(master: Master | None, runs: list[dict]) -> str:
     one_unit = units.pop() if len(units) == 1 else None
     for row, (value, unit) in zip(rows, rates, strict=True):
         shown = f"{value:.0f}" if value else "-"
-        row[9] = shown if one_unit or not value else f"{shown} {unit}"
+        row[10] = shown if one_unit or not value else f"{shown} {unit}"
     headers = [
-        "ID", "NAME", "STATE", "WORKERS", "ALGORITHM", "DATASET", "TARGET", "TIME TO TARGET",
+        "ID", "NAME", "STATE", "WORKERS", "ALGORITHM", "IMPLEMENTATION", "DATASET", "TARGET",
+        "TIME TO TARGET",
         "ACC AFTER TIME", one_unit.upper() if one_unit else "THROUGHPUT", "SPEED-UP", "COMM",
         "SENT/STEP",
     ]  # fmt: skip
@@ -208,6 +226,7 @@ _SETUP: list[tuple[str, Any]] = [
     ("device", lambda r: "gpu" if r.get("gpu_enabled") else "cpu"),
     ("command", lambda r: (r.get("custom_image_command") or "").strip()),
     ("algorithm", algorithm_of),
+    ("implementation", implementation_of),
 ]
 
 
@@ -216,8 +235,8 @@ def setup_differences(a: dict, b: dict) -> list[str]:
 
     Why: a speed-up only means something between runs that differ in the number of
     workers and nothing else. A synthetic-data run against a CIFAR-10 run, or runs of
-    different tasks, targets, backends, CPUs per worker or algorithms (with their options),
-    give a ratio that measures the
+    different tasks, targets, backends, CPUs per worker, algorithms (with their options) or
+    implementations (frameworks) give a ratio that measures the
     difference in set-up, not scaling, and a synthetic result must never pass for a
     CIFAR-10 one. An unknown data set therefore differs from everything. The dashboard's
     compare page keeps the same rule in static/dashboard/js/comparable.js.
@@ -230,8 +249,16 @@ def setup_differences(a: dict, b: dict) -> list[str]:
     return differ
 
 
-def baseline(run: dict, runs: list[dict]) -> tuple[dict | None, str]:
-    """The 1-worker run among `runs` to compare `run` with, else (None, why not)."""
+def baseline(
+    run: dict, runs: list[dict], across_implementations: bool = False
+) -> tuple[dict | None, str]:
+    """The 1-worker run among `runs` to compare `run` with, else (None, why not).
+
+    With `across_implementations` (the user asked for the cross-implementation ratio), a
+    run without a 1-worker run of its own implementation is compared with one that differs
+    in the implementation and at most the backend (what an implementation brings: torch-ddp
+    runs on gloo or nccl, tensorflow on its own collectives, the reference loop defaults to
+    mpi): the same backend first, then the reference loop's, then the first listed."""
     if run.get("num_workers") == 1:
         return run, ""
     ones = [r for r in runs if r.get("num_workers") == 1]
@@ -241,6 +268,14 @@ def baseline(run: dict, runs: list[dict]) -> tuple[dict | None, str]:
     for differ, other in diffs:
         if not differ:
             return other, ""
+    if across_implementations:
+        others = [
+            (len(differ), implementation_of(r) != "reference", r)
+            for differ, r in diffs
+            if "implementation" in differ and set(differ) <= {"implementation", "backend"}
+        ]
+        if others:
+            return min(others, key=lambda o: o[:2])[2], ""
     if dataset_of(run) is None:
         return None, "data set not reported yet"
     nearest = min((d for d, _ in diffs), key=len)
@@ -273,15 +308,26 @@ def _mixed_warning(runs: list[dict]) -> str:
     return text + " Speed-up only against a 1-worker run of the same set-up."
 
 
+def _across_hint(why: str) -> str:
+    """How to ask for the ratio that the implementation alone kept from being given."""
+    if why.endswith((" the same implementation", " the same backend/implementation")):
+        return " (--across-implementations gives the cross-implementation ratio)"
+    return ""
+
+
 def _speedup(run: dict, base: dict) -> str:
     """Time to target of `base` over that of `run`, else the ratio of their throughputs
-    counted in the same unit (marked "thr"), else "-"."""
+    counted in the same unit (marked "thr"), else "-". A ratio against a run of another
+    implementation says so: "1.80x vs reference (cross-implementation)"."""
     if base is run:
         return "1.00x"
     s, b = run.get("summary") or {}, base.get("summary") or {}
+    across = ""
+    if implementation_of(base) != implementation_of(run):
+        across = f" vs {implementation_of(base)} (cross-implementation)"
     if s.get("time_to_target") and b.get("time_to_target"):
-        return f"{float(b['time_to_target']) / float(s['time_to_target']):.2f}x"
+        return f"{float(b['time_to_target']) / float(s['time_to_target']):.2f}x{across}"
     (mine, unit), (theirs, base_unit) = _throughput(run, s), _throughput(base, b)
     if mine and theirs and unit == base_unit:
-        return f"{mine / theirs:.2f}x thr"
+        return f"{mine / theirs:.2f}x thr{across}"
     return "-"

@@ -28,8 +28,9 @@ def _finished(run_id, workers, ttt, rate, task="resnet20-cifar10", **fields):
     return run | fields
 
 
-def _header_and_cell(table: str, run_id: int, column: int = 9) -> tuple[str, str]:
-    """(header, cell) of one column of the report table, by the column's index."""
+def _header_and_cell(table: str, run_id: int, column: int = 10) -> tuple[str, str]:
+    """(header, cell) of one column of the report table, by the column's index (10: the
+    throughput, 11: the speed-up)."""
     lines = table.splitlines()
     top = next(i for i, line in enumerate(lines) if line.startswith("ID "))
     dashes = lines[top + 1]
@@ -49,14 +50,14 @@ def test_report_of_task_2_counts_samples():
     assert _header_and_cell(table, 2) == ("SAMPLES/S", "36000")
     assert "IMAGES" not in table.upper()
     # Neither reached its target: the speed-up is the ratio of samples per second.
-    assert _header_and_cell(table, 2, column=10) == ("SPEED-UP", "1.80x thr")
+    assert _header_and_cell(table, 2, column=11) == ("SPEED-UP", "1.80x thr")
     assert not table.startswith("warning:")
 
 
 def test_report_of_task_1a_still_counts_images():
     table = report_table(None, [_finished(1, 1, None, 300.0), _finished(2, 2, None, 540.0)])
     assert _header_and_cell(table, 2) == ("IMAGES/S", "540")
-    assert _header_and_cell(table, 2, column=10)[1] == "1.80x thr"
+    assert _header_and_cell(table, 2, column=11)[1] == "1.80x thr"
 
 
 def test_report_mixing_tasks_labels_each_row_and_compares_none_across():
@@ -66,7 +67,7 @@ def test_report_mixing_tasks_labels_each_row_and_compares_none_across():
     assert _header_and_cell(table, 1) == ("THROUGHPUT", "300 images/s")
     assert _header_and_cell(table, 2) == ("THROUGHPUT", "36000 samples/s")
     # samples/s over images/s would be a number with no meaning: no speed-up, and why.
-    assert _header_and_cell(table, 2, column=10)[1] == "-"
+    assert _header_and_cell(table, 2, column=11)[1] == "-"
     assert "speed-up of run 2: no 1-worker run listed with the same dataset/task" in table
     warning = table.splitlines()[0]
     assert warning.startswith("warning:") and "different tasks" in warning

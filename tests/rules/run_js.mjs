@@ -80,12 +80,12 @@ for (const c of comparison.setup_differences) {
 for (const c of comparison.baseline) {
   const measures = new Map(c.runs.map((r) => [r.id, measured(r)]));
   const run = c.runs.find((r) => r.id === c.run);
-  const base = baselineFor(run, c.runs, measures);
+  const base = baselineFor(run, c.runs, measures, { acrossImplementations: Boolean(c.across_implementations) });
   const sp = speedup(run, measures.get(run.id), base);
   out.baseline[c.name] = {
     baseline: base.run ? base.run.id : null,
     why: why(base.reason),
-    speedup: sp.reason ? null : { value: sp.value, by: sp.how || "itself" },
+    speedup: sp.reason ? null : { value: sp.value, by: sp.how || "itself", ...(sp.across ? { across: sp.across } : {}) },
   };
 }
 

@@ -8,12 +8,14 @@ import { LineChart } from "./charts.js";
 import { PROGRESS, elapsed, runClock } from "./clock.js";
 import { MetricFeed } from "./feed.js";
 import { baselineFor, datasetOf, speedup } from "./comparable.js";
-import { algorithmText, clock, datasetBadge, duration, el, num, pct, sentPerStep, stateBadge } from "./format.js";
+import { algorithmText, clock, datasetBadge, duration, el, implementationText, num, pct, sentPerStep, stateBadge } from "./format.js";
 import { taskInfo, throughputMetrics, throughputOf } from "./tasks.js";
 import { OP_TITLES, chartOptions, sizeLabel, curves, fetchCells, isMeasurement, networkLabel, peak } from "./backend_benchmark.js";
 
 const picker = document.getElementById("run-picker");
 const afterInput = document.getElementById("after-time");
+// Asked for: ratios against a 1-worker run of another implementation (comparable.js).
+const acrossInput = document.getElementById("across-implementations");
 const chartBox = document.getElementById("compare-chart");
 const chartStatus = document.getElementById("compare-status");
 const tbody = document.querySelector("#compare-table tbody");
@@ -35,11 +37,29 @@ function fromUrl() {
   return new Set(q.split(",").filter(Boolean).map(Number));
 }
 
+// The page's address says what it shows (runs, and whether cross-implementation ratios
+// were asked for), so a link to it shows the same table.
 function toUrl(ids) {
   const url = new URL(window.location.href);
   if (ids.length) url.searchParams.set("runs", ids.join(","));
   else url.searchParams.delete("runs");
+  if (acrossInput.checked) url.searchParams.set("across", "1");
+  else url.searchParams.delete("across");
   window.history.replaceState(null, "", url);
+}
+
+// The speed-up cell: "1.80×", "1.80× (throughput)", or for a ratio against a run of another
+// implementation "1.80× vs reference (cross-implementation)"; "—" with the reason otherwise
+// (and, where only the implementation and the backend differ, how to ask for the
+// cross-implementation ratio).
+function speedupCell(sp, base) {
+  if (sp.reason) {
+    const hint = / the same (backend\/)?implementation$/.test(sp.reason) && !acrossInput.checked ? " (tick “Across implementations” for the cross-implementation ratio)" : "";
+    return el("td", { class: "speedup none" }, "—", el("small", { class: "why", text: sp.reason + hint }));
+  }
+  const across = sp.across ? ` vs ${sp.across} (cross-implementation)` : "";
+  const title = sp.how ? `from ${sp.how}, ${sp.against}${sp.across ? `, a run of implementation ${sp.across} on ${base?.backend || "its backend"}: the ratio measures the framework as well as the scaling` : ""}` : "";
+  return el("td", { class: sp.across ? "speedup across" : "speedup", title }, `${sp.value.toFixed(2)}×${sp.how === "throughput" ? " (throughput)" : ""}${across}`);
 }
 
 // A metric against the run's benchmark clock (see clock.js).
@@ -146,13 +166,15 @@ function render() {
   tbody.replaceChildren(
     ...runs.map((r) => {
       const m = measured.get(r.id);
-      const sp = speedup(r, m, baselineFor(r, runs, measured));
+      const base = baselineFor(r, runs, measured, { acrossImplementations: acrossInput.checked });
+      const sp = speedup(r, m, base);
       return el(
         "tr",
         { dataset: { runId: r.id } },
         el("th", { scope: "row" }, el("a", { href: `/runs/${r.id}/`, text: r.name || `run ${r.id}` }), " ", stateBadge(r.state)),
         el("td", { text: r.task || "—" }),
         el("td", { class: "algorithm", text: algorithmText(r) || "—" }),
+        el("td", { class: "implementation", text: implementationText(r) || "—" }),
         el("td", { text: String(r.num_workers ?? "—") }),
         el("td", { class: "network", text: networkLabel(r) || "—" }),
         el("td", {}, datasetBadge(r)),
@@ -162,9 +184,7 @@ function render() {
         el("td", { class: "throughput", text: m.throughput === null ? "—" : `${num(m.throughput)} ${m.unit}` }),
         el("td", { class: "comm", text: pct(r.summary?.comm_share ?? null) }),
         el("td", { class: "sent", text: sentPerStep(r.summary) }),
-        sp.reason
-          ? el("td", { class: "speedup none" }, "—", el("small", { class: "why", text: sp.reason }))
-          : el("td", { class: "speedup", title: sp.how ? `from ${sp.how}, ${sp.against}` : "" }, `${sp.value.toFixed(2)}×${sp.how === "throughput" ? " (throughput)" : ""}`),
+        speedupCell(sp, base.run),
         el("td", { class: "efficiency", text: sp.reason ? "—" : pct(sp.value / (r.num_workers || 1)) }),
       );
     }),
@@ -210,6 +230,11 @@ async function init() {
   );
   picker.addEventListener("change", () => load().catch((e) => console.warn(e.message)));
   afterInput.addEventListener("input", render);
+  acrossInput.checked = new URLSearchParams(window.location.search).get("across") === "1";
+  acrossInput.addEventListener("change", () => {
+    toUrl(selectedIds());
+    render();
+  });
   opRadios.forEach((r) => r.addEventListener("change", render));
   await load();
 }

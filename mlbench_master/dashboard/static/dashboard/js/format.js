@@ -1,5 +1,7 @@
 // Number, size, date and state formatting shared by the pages.
 
+import { implementationOf } from "./comparable.js";
+
 export function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {
@@ -106,6 +108,38 @@ export function algorithmText(run) {
   const options = run?.algorithm_options || {};
   const keys = Object.keys(options).sort();
   return name && keys.length ? `${name} (${keys.map((k) => `${k} ${options[k]}`).join(", ")})` : name;
+}
+
+// The framework an implementation runs on, as the run recorded it: {name, version}, the
+// version the workers reported (summary.versions) before the master's (manifest.framework);
+// a run from before manifests named it is read from its versions alone. null: no framework
+// (a measurement, a custom command) or nothing says which.
+const FRAMEWORK_TITLES = { pytorch: "PyTorch", tensorflow: "TensorFlow" };
+const VERSION_KEYS = { pytorch: "torch", tensorflow: "tensorflow" };
+export function frameworkOf(run) {
+  if (!implementationOf(run)) return null;
+  const versions = run?.summary?.versions || {};
+  const recorded = run?.manifest?.framework || {};
+  const name = recorded.name || (versions.tensorflow ? "tensorflow" : versions.torch ? "pytorch" : null);
+  if (!name) return null;
+  const version = versions[VERSION_KEYS[name] || name] || recorded.version || null;
+  return { name, title: FRAMEWORK_TITLES[name] || name, version };
+}
+
+// "PyTorch 2.3.1" (or "PyTorch, version not reported yet"); "" without a framework.
+export function frameworkText(run) {
+  const fw = frameworkOf(run);
+  if (!fw) return "";
+  return fw.version ? `${fw.title} ${fw.version}` : `${fw.title}, version not reported yet`;
+}
+
+// "torch-ddp (PyTorch 2.3.1)": the implementation and its framework with version; "" for a
+// run that has none. mlbench_worker/cli/formatting.py (`implementation_text`) says the same.
+export function implementationText(run) {
+  const name = implementationOf(run);
+  if (!name) return "";
+  const fw = frameworkText(run);
+  return fw ? `${name} (${fw})` : name;
 }
 
 // What a rank sent per step (decimal units, as `mlbench report`) and, in brackets, how many

@@ -8,7 +8,7 @@ import { api, every } from "./api.js";
 import { LineChart } from "./charts.js";
 import { PROGRESS, elapsed, epochs, runClock } from "./clock.js";
 import { MetricFeed } from "./feed.js";
-import { algorithmText, clock, datasetBadge, duration, el, num, pct, sentPerStep, stateBadge, when } from "./format.js";
+import { algorithmText, clock, datasetBadge, duration, el, implementationText, num, pct, sentPerStep, stateBadge, when } from "./format.js";
 import { LogFollower } from "./logs.js";
 import { perSecond, taskInfo, throughputMetrics, throughputOf } from "./tasks.js";
 import { OP_TITLES, chartOptions, sizeLabel, curves, fetchCells, isMeasurement, linkNotes, tableRows } from "./backend_benchmark.js";
@@ -117,6 +117,7 @@ function drawSplitTable() {
 const CONFIG = [
   ["task", "Task"],
   ["algorithm", "Algorithm"],
+  ["implementation", "Implementation"],
   ["backend", "Backend"],
   ["num_workers", "Workers"],
   ["num_cpus", "CPUs per worker"],
@@ -149,6 +150,7 @@ const BUDGET_SOURCES = { asked: "asked for", task: "the task's budget", time_lim
 const SHOWN = {
   task: () => taskLabel(),
   algorithm: (r) => algorithmText(r),
+  implementation: (r) => implementationText(r), // "torch-ddp (PyTorch 2.3.1)"; none stored: reference
   time_budget_source: (r) => BUDGET_SOURCES[r.time_budget_source] ?? r.time_budget_source,
 };
 
@@ -170,7 +172,7 @@ function taskLabel() {
 }
 
 // What a measurement has no use for: accuracy goals, data, epochs, checkpoints.
-const TRAINING_ONLY = new Set(["target", "light_target", "dataset", "max_epochs", "resumed_from", "algorithm"]);
+const TRAINING_ONLY = new Set(["target", "light_target", "dataset", "max_epochs", "resumed_from", "algorithm", "implementation"]);
 
 function showMeasurementSummary(s) {
   const top = s.peak;
@@ -211,7 +213,7 @@ function showRun() {
   document.getElementById("run-reason").textContent = run.reason || "";
   const measuring = isMeasurement(run);
   kv(document.getElementById("run-config"), [
-    ...CONFIG.filter(([k]) => k in run && !(run[k] === "" && k.startsWith("custom")) && !(measuring && TRAINING_ONLY.has(k))).map(([k, label]) => [label, (SHOWN[k] || ((r) => r[k]))(run)]),
+    ...CONFIG.filter(([k]) => (k in run || k === "implementation") && !(run[k] === "" && k.startsWith("custom")) && !(measuring && TRAINING_ONLY.has(k))).map(([k, label]) => [label, (SHOWN[k] || ((r) => r[k]))(run)]),
     ...(measuring ? [] : [["Dataset used", datasetBadge(run)]]),
     ...(networkText(run) ? [["Network", networkText(run)]] : []),
   ]);

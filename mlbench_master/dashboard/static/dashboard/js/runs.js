@@ -1,7 +1,7 @@
 // Runs page: the live list of runs and the "New run" form.
 
 import { api, every, rows } from "./api.js";
-import { algorithmText, datasetBadge, el, stateBadge, timeToTarget, when } from "./format.js";
+import { algorithmText, datasetBadge, el, implementationText, stateBadge, timeToTarget, when } from "./format.js";
 import { changedNames, showFieldErrors, clearFieldErrors, readForm } from "./form.js";
 import { catalogue } from "./tasks.js";
 import { isMeasurement } from "./backend_benchmark.js";
@@ -16,7 +16,12 @@ function runRow(run) {
     "tr",
     { dataset: { runId: run.id } },
     el("td", {}, el("a", { href: `/runs/${run.id}/`, class: "run-link" }, run.name || `run ${run.id}`)),
-    el("td", { text: run.task || "—" }, ...(algorithmText(run) ? [el("div", { class: "algorithm", text: algorithmText(run) })] : [])),
+    el(
+      "td",
+      { text: run.task || "—" },
+      ...(algorithmText(run) ? [el("div", { class: "algorithm", text: algorithmText(run) })] : []),
+      ...(implementationText(run) ? [el("div", { class: "implementation", text: implementationText(run) })] : []),
+    ),
     el("td", { class: "state-cell" }, stateBadge(run.state), reason),
     el("td", { text: `${run.num_workers ?? "—"}${cpus}` }),
     el("td", {}, isMeasurement(run) ? "—" : datasetBadge(run)), // a measurement reads no data
@@ -131,7 +136,7 @@ if (form) {
   // backend benchmark) has no goal, data, epochs or checkpoint: those fields are
   // disabled (a disabled field is not sent), and its backend may be "every backend" (sent
   // as nothing: the master then measures every backend the workers have).
-  const TRAINING_ONLY = ["target", "light_target", "dataset", "max_epochs", "resume_from", "algorithm"];
+  const TRAINING_ONLY = ["target", "light_target", "dataset", "max_epochs", "resume_from", "algorithm", "implementation"];
   // Only the chosen algorithm's options are shown (and sent); a measurement has none.
   const algorithm = form.elements.namedItem("algorithm");
   const fitAlgorithm = (measuring) => {
@@ -143,7 +148,10 @@ if (form) {
   };
   algorithm?.addEventListener("change", () => fitAlgorithm(false));
   const backend = form.elements.namedItem("backend");
-  let served = null; // the master's run defaults, once read
+  // The master's run defaults (GET /api/runs/defaults/), embedded in the page so the
+  // implementation choices are right from the start; read again below.
+  const embedded = document.getElementById("run-defaults");
+  let served = embedded ? JSON.parse(embedded.textContent) : null;
   const fitBackend = (measuring) => {
     if (!backend) return;
     const all = backend.querySelector("option[value='']");
@@ -171,6 +179,56 @@ if (form) {
     served = body;
     fitTimes();
   }, () => {});
+  // The implementation (reference, torch-ddp, tensorflow): the chosen task's only; one
+  // whose framework the workers lack stays shown but disabled, with its install hint
+  // (forms_spec.py). What it runs bounds the other choices, so the form never sends a
+  // combination the API refuses: its algorithms only (torch-ddp and tensorflow: allreduce),
+  // its backends only (torch-ddp: gloo, or nccl when picked), and for an implementation on
+  // another framework than PyTorch (tensorflow: its own collective ops) no backend at all (a
+  // disabled field is not sent). A backend the user picked is kept while it is allowed.
+  const implementation = form.elements.namedItem("implementation");
+  const gpu = form.elements.namedItem("gpu_enabled");
+  const backendHelp = document.getElementById("h-backend");
+  const backendHelpText = backendHelp?.textContent ?? "";
+  let backendPicked = false;
+  backend?.addEventListener("change", () => (backendPicked = true));
+  const freeBackend = () => {
+    if (!backend) return;
+    backend.disabled = false;
+    for (const option of backend.options) option.disabled = false;
+    if (backendHelp) backendHelp.textContent = backendHelpText;
+  };
+  const fitImplementation = (measuring) => {
+    freeBackend();
+    if (!implementation || measuring) return; // a measurement has none (TRAINING_ONLY)
+    const table = served?.implementations || {};
+    const own = served?.tasks?.[task.value];
+    const offered = own?.implementations ?? Object.keys(table);
+    for (const option of implementation.options) {
+      option.hidden = !offered.includes(option.value);
+      option.disabled = option.hidden || table[option.value]?.available === false;
+    }
+    if (implementation.selectedOptions[0]?.disabled) implementation.value = served?.defaults?.implementation ?? "reference";
+    const impl = table[implementation.value] || { algorithms: [], backends: [], framework: "pytorch" };
+    if (algorithm) {
+      const admits = (name) => (!impl.algorithms.length || impl.algorithms.includes(name)) && (!own?.algorithms || own.algorithms.includes(name));
+      for (const option of algorithm.options) option.disabled = !admits(option.value);
+      if (algorithm.selectedOptions[0]?.disabled) algorithm.value = [...algorithm.options].find((o) => !o.disabled)?.value ?? algorithm.value;
+      fitAlgorithm(false);
+    }
+    if (!backend) return;
+    if (impl.framework !== "pytorch") {
+      backend.disabled = true;
+      if (backendHelp) backendHelp.textContent = `${implementation.value} all-reduces with ${impl.framework}'s own collective ops: no backend is sent.`;
+      return;
+    }
+    const allowed = (name) => !impl.backends.length || impl.backends.includes(name);
+    for (const option of backend.options) option.disabled = !allowed(option.value);
+    if (backendPicked && !backend.selectedOptions[0]?.disabled) return;
+    const ddp = gpu?.checked && allowed("nccl") ? "nccl" : impl.backends.find((b) => b !== "nccl");
+    backend.value = impl.backends.length ? ddp : (own?.backend ?? served?.defaults?.backend ?? "mpi");
+  };
+  implementation?.addEventListener("change", () => fitImplementation(false));
   const fitTask = () => {
     const info = catalogue()[task.value];
     if (!info) return;
@@ -182,6 +240,7 @@ if (form) {
     }
     fitBackend(measuring);
     fitAlgorithm(measuring);
+    fitImplementation(measuring);
     if (measuring) return;
     const allowed = {
       target: Object.keys(info.goals),
@@ -199,6 +258,7 @@ if (form) {
     form.addEventListener("reset", () =>
       setTimeout(() => {
         backend?.querySelector("option[value='']")?.remove(); // back to the defaults
+        backendPicked = false;
         fitTask();
       }),
     );
