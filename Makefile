@@ -40,8 +40,15 @@ $(STAMP): setup.py constraints.txt
 # installed without its own pins (a 2020 kubernetes client, torch), which it does not need
 # to talk HTTP; only requests and kubernetes, at this project's versions.
 SEED_VENV := .venv-seed
-test-deps: install $(SEED_VENV)/.installed
+# The tensorflow implementation's framework (1.6 GB): the tests run it, `make run` does not
+# need it, so it is installed here and not by `make install`.
+TF_STAMP := $(VENV)/.tensorflow-installed
+test-deps: install $(SEED_VENV)/.installed $(TF_STAMP)
 	bash scripts/install-test-deps.sh
+
+$(TF_STAMP): $(STAMP) constraints.txt
+	$(PIP) install -qq -c constraints.txt -e '.[tensorflow]'
+	touch $@
 
 $(SEED_VENV)/.installed: constraints.txt
 	test -x $(SEED_VENV)/bin/python || $(PYTHON) -m venv $(SEED_VENV)
