@@ -1,6 +1,6 @@
 """`python -m mlbench_master COMMAND`: the embedded master and its service processes.
 
-User commands: `up [--detach] [--port N]`, `down`, `status` (mlbench_master/embedded/).
+User commands: `up [--detach] [--port N] [--cluster local|kubernetes|slurm]`, `down`, `status` (mlbench_master/embedded/).
 The others are what `up` starts (and what the Kubernetes master's containers start the same
 way; mlbench_master/processes.py): `web`, `rqworker QUEUE...` (django-rq's command),
 `collector`, `reconcile`.
@@ -21,6 +21,12 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--detach", action="store_true", help="run in the background")
     up.add_argument("--port", type=int, help="web server port on 127.0.0.1")
     up.add_argument("--quiet", action="store_true", help=argparse.SUPPRESS)
+    up.add_argument(
+        "--cluster",
+        choices=("local", "kubernetes", "slurm"),
+        help="the cluster driver (default: MLBENCH_CLUSTER, else local); slurm drives the "
+        "cluster SLURM_CONF names",
+    )
     sub.add_parser("down", help="stop the embedded master and everything it started")
     sub.add_parser("status", help="whether the embedded master runs, and where")
     web = sub.add_parser("web", help="the WSGI server (waitress) on 127.0.0.1")
@@ -42,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
             return launcher.down()
         if args.command == "status":
             return launcher.status()
+        if args.cluster:  # the detached child inherits it
+            os.environ["MLBENCH_CLUSTER"] = args.cluster
         if args.port is not None and not 0 < args.port < 65536:
             parser.error("--port must be between 1 and 65535")
         if args.quiet:  # the detached child: the parent announces

@@ -185,6 +185,7 @@ def _watch(run: Any, driver: ClusterDriver, execution: Execution) -> str:
     started = run.started_at or dt.datetime.now(dt.UTC)
     deadline = started + dt.timedelta(seconds=int(run.time_limit))
     next_check = 0.0
+    waiting = run.reason or ""  # the reason shown while queued ("" once the ranks run)
     try:
         while True:
             output.add(execution.read(READ_SECONDS))
@@ -199,11 +200,15 @@ def _watch(run: Any, driver: ClusterDriver, execution: Execution) -> str:
                     execution.kill()
                     _drain(execution, output)
                     return state or "deleted"
+                waiting = _note_waiting(run, execution, waiting)
             if dt.datetime.now(dt.UTC) >= deadline:
+                queued = execution.waiting()
                 execution.kill()
                 _drain(execution, output)
                 runs.mark_failed(
-                    run, f"time limit of {int(run.time_limit)} s reached; all ranks were stopped"
+                    run,
+                    f"time limit of {int(run.time_limit)} s reached; all ranks were stopped"
+                    + (f" (they never started: {queued})" if queued else ""),
                 )
                 return run.state
     except BaseException as exc:
@@ -216,6 +221,7 @@ def _watch(run: Any, driver: ClusterDriver, execution: Execution) -> str:
                 runs.mark_failed(run, f"the run's job stopped: {type(exc).__name__}: {exc}")
         raise
     output.flush(DB_PATIENCE)
+    _note_waiting(run, execution, waiting)  # a queue reason shown last is not its end's
     execution.kill()  # a failed mpirun may leave ranks behind; after exit 0 this is a no-op
     return _when_database_answers(lambda: _end(run, execution, output, code))
 
@@ -228,14 +234,37 @@ def _end(run: Any, execution: Execution, output: Output, code: int) -> str:
     if not Run.objects.filter(pk=run.pk).exists():
         return "deleted"
     run.refresh_from_db()
-    if code == 0:
+    why = execution.end_reason()
+    if code == 0 and why is None:
         runs.mark_finished(run, 0)
+    elif why is not None:
+        # The cluster decided the end (a scheduler's limit, a lost node, never startable).
+        exit_code = code if execution.exit_known else None
+        runs.mark_failed(run, output.tail.with_stderr(why), exit_code=exit_code)
     elif not execution.exit_known:
         # Re-attached to an mpirun that ended while nobody watched and left no exit code.
         runs.mark_failed(run, output.tail.with_stderr(UNRECORDED))
     else:
         runs.mark_failed(run, output.tail.reason(code), exit_code=code)
     return run.state
+
+
+def _note_waiting(run: Any, execution: Execution, shown: str) -> str:
+    """Show why the workers still wait in a scheduler's queue as the run's reason, and
+    clear it once they run; returns the reason now shown. A database blip skips a turn."""
+    from django.db import InterfaceError, OperationalError
+
+    from mlbench_master import runs
+
+    reason = execution.waiting() or ""
+    if reason == shown:
+        return shown
+    try:
+        runs.note_waiting(run, reason)
+    except (OperationalError, InterfaceError):
+        drop_connection()
+        return shown
+    return reason
 
 
 def _stored_state(run_id: int) -> str | None:

@@ -153,6 +153,13 @@ def build_manifest(run: Run, resumed: run_rules.ResumePoint | None = None) -> di
         }
         if not_applied:
             manifest["not_applied"] = not_applied
+    if settings.MLBENCH_CLUSTER == "slurm":
+        from mlbench_master.cluster.slurm.driver import NOT_SHAPED
+
+        shaped = {"max_bandwidth": True, "latency": bool(run.latency)}
+        manifest["not_applied"] = {
+            k: f"not applied: {NOT_SHAPED}" for k, on in shaped.items() if on
+        }
     if resumed is not None:
         manifest["resumed_from"] = resumed.record()
     return manifest
@@ -273,6 +280,16 @@ def _transition(run: Run, allowed: tuple[str, ...], **changes: Any) -> bool:
 def mark_started(run: Run) -> bool:
     """INITIALIZED → STARTED (with started_at)."""
     return _transition(run, (Run.INITIALIZED,), state=Run.STARTED, started_at=timezone.now())
+
+
+def note_waiting(run: Run, reason: str) -> bool:
+    """A STARTED run's reason while a scheduler holds its workers in the queue ("" once
+    they run); the state does not change. False when the run is no longer STARTED."""
+    reason = str(reason).replace("\x00", "")
+    moved = Run.objects.filter(pk=run.pk, state=Run.STARTED).update(reason=reason) == 1
+    if moved:
+        run.reason = reason
+    return moved
 
 
 def mark_finished(run: Run, exit_code: int) -> bool:

@@ -141,6 +141,23 @@ STATIC_ROOT = Path(os.environ.get("MLBENCH_STATIC_ROOT", MLBENCH_HOME / "static"
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 MLBENCH_CLUSTER = os.environ.get("MLBENCH_CLUSTER", "local")
+# MLBENCH_CLUSTER=slurm (docs/installation.rst, "On a Slurm cluster"); empty: Slurm's or
+# the driver's default. SLURM_CONF names the cluster (unset: Slurm's compiled-in default).
+SLURM_CONF = os.environ.get("SLURM_CONF", "")
+MLBENCH_SLURM_PARTITION = os.environ.get("MLBENCH_SLURM_PARTITION", "")  # default partition
+MLBENCH_SLURM_ACCOUNT = os.environ.get("MLBENCH_SLURM_ACCOUNT", "")
+MLBENCH_SLURM_QOS = os.environ.get("MLBENCH_SLURM_QOS", "")
+MLBENCH_SLURM_SBATCH_OPTIONS = os.environ.get("MLBENCH_SLURM_SBATCH_OPTIONS", "")  # shell words
+MLBENCH_SLURM_GRES = os.environ.get("MLBENCH_SLURM_GRES", "")  # per worker with GPUs: gpu:1
+MLBENCH_SLURM_LAUNCHER = os.environ.get("MLBENCH_SLURM_LAUNCHER", "")  # mpirun | srun
+MLBENCH_SLURM_MPI = os.environ.get("MLBENCH_SLURM_MPI", "")  # srun --mpi=; pmi2
+MLBENCH_SLURM_PYTHON = os.environ.get("MLBENCH_SLURM_PYTHON", "")  # the nodes' Python
+MLBENCH_SLURM_MPIRUN = os.environ.get("MLBENCH_SLURM_MPIRUN", "")  # the nodes' mpirun
+# Unset: --leave-session-attached (Open MPI); set: these shell words instead (" ": none).
+MLBENCH_SLURM_MPIRUN_OPTIONS = os.environ.get("MLBENCH_SLURM_MPIRUN_OPTIONS")
+MLBENCH_SLURM_SETUP = os.environ.get("MLBENCH_SLURM_SETUP", "")  # shell run first in each job
+MLBENCH_SLURM_DIR = os.environ.get("MLBENCH_SLURM_DIR", "")  # shared: MLBENCH_HOME/slurm
+MLBENCH_SLURM_BIN = os.environ.get("MLBENCH_SLURM_BIN", "")  # sbatch's folder; PATH
 
 # --- Security: safe defaults; HTTPS-only switches for deployments behind TLS --------------
 # The embedded master serves plain http://127.0.0.1, so cookies are only marked Secure and

@@ -22,6 +22,7 @@ import torch
 from mlbench_worker.algorithm_catalogue import DEFAULT_ALGORITHM, check
 from mlbench_worker.comm import Communicator, broadcast_model
 from mlbench_worker.errors import WorkerError
+from mlbench_worker.implementation_catalogue import DEFAULT_IMPLEMENTATION
 from mlbench_worker.recipe import Goal
 from mlbench_worker.report import Reporter
 from mlbench_worker.tasks import LinearTask, Task
@@ -75,7 +76,11 @@ def exchange_gradients(trainer: Trainer, args: argparse.Namespace) -> None:
     if problems:
         raise WorkerError(f"--algorithm {name}: " + "; ".join(problems))
     trainer.set_algorithm(
-        name, options, not args.no_overlap, args.bucket_mb, getattr(args, "implementation", "")
+        name,
+        options,
+        not args.no_overlap,
+        args.bucket_mb,
+        getattr(args, "implementation", DEFAULT_IMPLEMENTATION),
     )
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the system programs the test suite starts for itself: PostgreSQL server binaries
-# (a throwaway cluster per test session) and Chromium (dashboard tests). Redis and MPI come
-# from the virtualenv. Only what is missing is installed, so a second run takes no time.
+# (a throwaway cluster per test session), Chromium (dashboard tests) and Slurm with munge
+# (tests/slurm starts a real two-node Slurm: scripts/slurm/local-cluster.sh). Redis and MPI
+# come from the virtualenv. Only what is missing is installed, so a second run takes no time.
 set -euo pipefail
 
 need=()
@@ -13,8 +14,12 @@ pg_bindir() {
 }
 pg_bindir >/dev/null || need+=(postgresql)
 command -v chromium >/dev/null || [ -x /usr/bin/chromium ] || need+=(chromium)
+for prog in slurmctld slurmd sbatch; do
+  command -v "$prog" >/dev/null || [ -x "/usr/sbin/$prog" ] || { need+=(slurm-wlm); break; }
+done
+command -v munged >/dev/null || [ -x /usr/sbin/munged ] || need+=(munge)
 
 if [ ${#need[@]} -gt 0 ]; then
   bash "$(dirname "$0")/apt-install.sh" "${need[@]}"
 fi
-echo "test dependencies ready: postgres in $(pg_bindir), chromium at $(command -v chromium || echo /usr/bin/chromium)"
+echo "test dependencies ready: postgres in $(pg_bindir), chromium at $(command -v chromium || echo /usr/bin/chromium), slurm $(slurmctld -V 2>/dev/null || /usr/sbin/slurmctld -V)"

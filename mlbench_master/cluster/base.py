@@ -147,6 +147,18 @@ class Execution(ABC):
     def kill(self) -> None:
         """Stop mpirun and every rank it started; returns when they are gone."""
 
+    def waiting(self) -> str | None:
+        """Why the ranks have not started yet, when a scheduler holds them in its queue
+        (the run shows it as its reason meanwhile); None once they run, and for drivers
+        whose ranks start at once."""
+        return None
+
+    def end_reason(self) -> str | None:
+        """Why the launch ended when the cluster, not mpirun, decided it (a scheduler's
+        time limit, a lost node, out of memory, a request it can never grant): the run's
+        FAILED reason. None when mpirun's exit code and output say it (the default)."""
+        return None
+
 
 class ClusterDriver(ABC):
     """One implementation per kind of cluster; chosen by MLBENCH_CLUSTER."""
@@ -155,6 +167,9 @@ class ClusterDriver(ABC):
     # mpirun's launch agent (Open MPI's plm_rsh_agent) when the hosts `prepare` returned are
     # not reached by mpirun's own means; None: its default.
     launch_agent: str | None = None
+    # Options mpirun needs on this cluster, before the worker command (Slurm: keep mpirun's
+    # daemons in the job's process tree, so that Slurm's cancel reaches every rank).
+    mpirun_options: tuple[str, ...] = ()
 
     @property
     @abstractmethod
@@ -191,6 +206,16 @@ class ClusterDriver(ABC):
     def attach(self, run: RunSpec) -> Execution:
         """The launch recorded in `run.launch`, to go on reading it after the job that
         started it is gone; raises CannotAttach with the reason when there is none."""
+
+    def check_cpus(self, num_cpus: float) -> None:  # noqa: B027 - nothing to check by default
+        """Raise ClusterError when no worker of this cluster can ever have `num_cpus` CPUs
+        (a scheduler's nodes are smaller); the default leaves it to MLBENCH_MAX_CPUS."""
+
+    def problems(self) -> list[str]:
+        """What keeps this driver from running workers now, in words a person can act on
+        (bad settings, an unreachable scheduler); said at master start and on the Workers
+        page. [] when nothing does (the default)."""
+        return []
 
     def has_module(self, module: str) -> bool | None:
         """Whether the workers' Python can import `module` (an implementation's framework,

@@ -38,6 +38,7 @@ FORWARDED_ENV = (
 )
 
 _TAG = re.compile(r"^\[(?P<job>\d+),(?P<rank>\d+)\]<(?P<stream>stdout|stderr)>:\s?(?P<text>.*)$")
+_LABEL = re.compile(r"^\s*(?P<rank>\d+): ?(?P<text>.*)$")  # srun --label
 
 
 def threads_per_rank(num_cpus: float) -> int:
@@ -145,6 +146,7 @@ def launcher_argv(
     agent: str | None = None,
     tag_output: bool = True,
     forward: Sequence[str] = FORWARDED_ENV,
+    extra: Sequence[str] = (),
 ) -> list[str]:
     """mpirun and its options, up to (not including) the program each rank runs.
 
@@ -155,9 +157,10 @@ def launcher_argv(
     it enters the slot's network namespace); its daemons are then all started by mpirun
     itself (no tree spawn), so the agent only ever runs here. `tag_output` prefixes every
     line with its rank and stream (what `parse_line` reads); `forward` names the variables
-    passed with -x, so they also cross ssh to other hosts.
+    passed with -x, so they also cross ssh to other hosts. `extra` are options the cluster
+    needs (the driver's `mpirun_options`, e.g. Slurm's `--leave-session-attached`).
     """
-    argv = [mpirun, "-n", str(ranks), "--bind-to", "none"]
+    argv = [mpirun, "-n", str(ranks), "--bind-to", "none", *extra]
     if tag_output:
         argv += ["--output", "tag"]
     if hosts:
@@ -178,19 +181,39 @@ def mpirun_argv(
     mpirun: str = "mpirun",
     python: str = "python",
     agent: str | None = None,
+    extra: Sequence[str] = (),
 ) -> list[str]:
     """The full mpirun command for `run`; `hosts` empty means every rank on this machine:
     `launcher_argv` (tagged output, FORWARDED_ENV) followed by `worker_argv`."""
-    launcher = launcher_argv(rank_count(run), hosts, mpirun=mpirun, agent=agent)
+    launcher = launcher_argv(rank_count(run), hosts, mpirun=mpirun, agent=agent, extra=extra)
     return launcher + worker_argv(run, python=python, hosts=hosts)
 
 
 def driver_argv(driver: ClusterDriver, run: RunSpec, hosts: list[str] | None) -> list[str]:
     """The mpirun command for `run` on the `hosts` that `driver.prepare` returned, with that
-    driver's mpirun, Python and launch agent (what the job launches)."""
+    driver's mpirun, Python, launch agent and options (what the job launches)."""
     return mpirun_argv(
-        run, hosts, mpirun=driver.mpirun, python=driver.python, agent=driver.launch_agent
+        run,
+        hosts,
+        mpirun=driver.mpirun,
+        python=driver.python,
+        agent=driver.launch_agent,
+        extra=driver.mpirun_options,
     )
+
+
+def srun_argv(
+    run: RunSpec, *, srun: str = "srun", mpi: str = "pmi2", python: str = "python"
+) -> list[str]:
+    """`run` started by Slurm's srun inside its allocation instead of mpirun (the Slurm
+    driver with MLBENCH_SLURM_LAUNCHER=srun): one task a node, never bound to cores (as
+    `--bind-to none`), the ranks wired up by Slurm's PMI plugin `mpi` (pmi2, pmix: the
+    site's MPI must support it), output labelled by rank (`parse_labelled_line`), and the
+    whole step killed when one rank fails (as mpirun does). The environment reaches the
+    ranks as it does the batch script (srun exports it), so nothing needs forwarding."""
+    argv = [srun, f"--mpi={mpi}", "--label", f"--ntasks={rank_count(run)}"]
+    argv += ["--ntasks-per-node=1", "--cpu-bind=none", "--kill-on-bad-exit=1"]
+    return argv + worker_argv(run, python=python)
 
 
 def rank_environment(run: RunSpec, master_url: str, token: str) -> dict[str, str]:
@@ -215,6 +238,15 @@ def parse_line(line: str, stream: str = "stdout") -> OutputLine:
     match = _TAG.match(line)
     if match:
         return OutputLine(int(match["rank"]), match["stream"], match["text"])
+    return OutputLine(None, stream, line)
+
+
+def parse_labelled_line(line: str, stream: str = "stdout") -> OutputLine:
+    """Attribute one line of `srun --label` output (`RANK: text`); others are srun's own."""
+    line = line.rstrip("\r\n").replace("\x00", "")
+    match = _LABEL.match(line)
+    if match:
+        return OutputLine(int(match["rank"]), stream, match["text"])
     return OutputLine(None, stream, line)
 
 

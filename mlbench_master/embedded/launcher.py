@@ -75,6 +75,8 @@ def _start_detached(port: int) -> int:
         if state and state.get("pid") == proc.pid and state.get("ready"):
             if http_ok(state["url"] + "/"):
                 print(f"mlbench master running: dashboard {state['url']}/")
+                for problem in state.get("problems") or []:
+                    print(f"cluster problem ({state.get('cluster')}): {problem}")
                 print(f"sign in (once) at {login_link()}")
                 print(f"logs in {log_dir()}; stop it with `mlbench down`")
                 return 0
@@ -130,6 +132,9 @@ def status() -> int:
         return 3
     answering = http_ok(state["url"] + "/")
     print(f"mlbench master running at {state['url']}/ (pid {state['pid']})")
+    print(f"  cluster: {state.get('cluster', 'local')}")
+    for problem in state.get("problems") or []:
+        print(f"  cluster problem at start: {problem}")
     print(f"  web server: {'answering' if answering else 'NOT answering'}")
     for name, pid in sorted((state.get("processes") or {}).items()):
         print(f"  {name}: pid {pid} {'running' if pid_alive(pid) else 'NOT running'}")

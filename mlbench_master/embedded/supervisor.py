@@ -165,6 +165,16 @@ class Supervisor:
         for note in reconcile():
             print(f"reconciled {note}", flush=True)
 
+    def check_cluster(self) -> None:
+        """Say what keeps the cluster driver from running workers (bad settings, a
+        scheduler that does not answer): the master starts all the same, serves every run
+        it has, and the Workers page says it too."""
+        from mlbench_master.cluster.drivers import driver_problems
+
+        self.problems = driver_problems()
+        for problem in self.problems:
+            print(f"cluster problem ({self.env['MLBENCH_CLUSTER']}): {problem}", flush=True)
+
     def start_services(self) -> None:
         specs = {
             "rq-runs": self._python("rqworker", "runs"),
@@ -188,6 +198,8 @@ class Supervisor:
                 "ready": ready,
                 "processes": {n: c.pid for n, c in self.children.items() if c.pid},
                 "logs": str(log_dir()),
+                "cluster": self.env.get("MLBENCH_CLUSTER", "local"),
+                "problems": list(getattr(self, "problems", [])),
                 "started_at": time.time(),
             }
         )
@@ -203,6 +215,7 @@ class Supervisor:
             self.start_redis()
             self.record(ready=False)
             self.setup_database()
+            self.check_cluster()
             self.reconcile()
             self.start_services()
             self.record(ready=True)

@@ -276,7 +276,7 @@ def _check_ranges(fields: dict[str, Any], errors: Errors) -> None:
             errors.add("num_workers", _range("num_workers", "1", str(lim["workers"]),
                                              "MLBENCH_MAX_WORKERS"))  # fmt: skip
         else:
-            _check_cluster_room(workers, errors)
+            _check_cluster_room(workers, fields.get("num_cpus"), errors)
     checks = {
         "num_cpus": (lambda v: math.isfinite(v) and 0 < v <= lim["cpus"],
                      _range("num_cpus", "more than 0", f"{lim['cpus']:g}", "MLBENCH_MAX_CPUS")),
@@ -318,7 +318,7 @@ def _check_ranges(fields: dict[str, Any], errors: Errors) -> None:
                        "with a backslash")  # fmt: skip
 
 
-def _check_cluster_room(workers: int, errors: Errors) -> None:
+def _check_cluster_room(workers: int, cpus: float | None, errors: Errors) -> None:
     """A cluster that cannot grow (the local one) refuses more ranks now, not in the job. A
     driver that cannot even be set up is not the client's fault: the job says why."""
     from mlbench_master.cluster.drivers import get_driver
@@ -331,6 +331,11 @@ def _check_cluster_room(workers: int, errors: Errors) -> None:
         driver.check_workers(workers)
     except ClusterError as exc:
         errors.add("num_workers", str(exc))
+    if cpus is not None:
+        try:
+            driver.check_cpus(cpus)
+        except ClusterError as exc:
+            errors.add("num_cpus", str(exc))
 
 
 def _measured_backends(gpu: bool) -> str:

@@ -57,6 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument(
         "--port", type=int, help="web server port on 127.0.0.1 (default 8000, or a free one)"
     )
+    up.add_argument(
+        "--cluster",
+        choices=("local", "kubernetes", "slurm"),
+        help="where the workers run (default: MLBENCH_CLUSTER, else local); slurm submits "
+        "each run as a job to the cluster SLURM_CONF (or Slurm's default) names",
+    )
     sub.add_parser("down", help="stop the embedded master and everything it started")
     sub.add_parser("status", help="is the embedded master running, and where")
 

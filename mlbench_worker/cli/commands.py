@@ -54,6 +54,8 @@ def cmd_launcher(args: argparse.Namespace) -> int:
             argv.append("--detach")
         if args.port:
             argv += ["--port", str(args.port)]
+        if getattr(args, "cluster", None):
+            argv += ["--cluster", args.cluster]
     return subprocess.call(argv)
 
 

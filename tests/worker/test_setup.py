@@ -41,9 +41,14 @@ def test_build_run_sets_up_with_the_tasks_module_then_chooses_the_exchange(monke
         comm = types.SimpleNamespace(size=2)
 
         def set_algorithm(
-            self, name: str, options: dict, enabled: bool, bucket_mb: float | None = None
+            self,
+            name: str,
+            options: dict,
+            enabled: bool,
+            bucket_mb: float | None = None,
+            implementation: str = "reference",
         ) -> None:
-            calls.append(("exchange", name, options, enabled, bucket_mb))
+            calls.append(("exchange", name, options, enabled, bucket_mb, implementation))
 
     def build(args, comm, task, say, open_reporter):
         calls.append(("build", task.name))
@@ -55,10 +60,10 @@ def test_build_run_sets_up_with_the_tasks_module_then_chooses_the_exchange(monke
     task = types.SimpleNamespace(name="probe", setup="probe_setup")
     args = argparse.Namespace(no_overlap=False, bucket_mb=0.5)
     built = setup.build_run(args, None, task, print, lambda: None)
-    # No --algorithm (an older caller): the default, with its defaults filled in.
+    # No --algorithm nor --implementation (an older caller): the defaults, filled in.
     assert calls == [
         ("build", "probe"),
-        ("exchange", "allreduce", {"precision": "fp32"}, True, 0.5),
+        ("exchange", "allreduce", {"precision": "fp32"}, True, 0.5, "reference"),
     ]
     assert built.dataset == "synthetic" and built.results(built.trainer) == {}
 

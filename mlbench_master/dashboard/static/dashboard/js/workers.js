@@ -49,8 +49,31 @@ function makeRow(pod) {
 
 function showPod(w, pod) {
   w.cells.phase.replaceChildren(el("span", { class: `phase phase-${(pod.phase || "unknown").toLowerCase()}`, text: pod.phase || "Unknown" }));
-  const where = [pod.node, pod.ip].filter(Boolean).join(" · ");
+  const where = [pod.node, pod.ip, ...slurmFields(pod.labels || {})].filter(Boolean).join(" · ");
   w.cells.where.textContent = where || "—";
+}
+
+// A Slurm node's own fields (its labels): Slurm's state, CPUs, memory, GPUs, its job.
+function slurmFields(labels) {
+  if (labels.cluster !== "slurm") return [];
+  return [
+    labels.slurm_state && `Slurm: ${labels.slurm_state}`,
+    labels.cpus && `${labels.cpus} CPUs`,
+    labels.memory_mb && `${labels.memory_mb} MB`,
+    labels.gpus && labels.gpus !== "0" && `${labels.gpus} GPUs`,
+    labels.job && `job ${labels.job}`,
+    labels.slurm_reason && `(${labels.slurm_reason})`,
+  ];
+}
+
+// What keeps the cluster driver from running workers (bad settings), as the master says.
+async function showProblems() {
+  const box = document.getElementById("cluster-problems");
+  const health = await api("/api/health/?cluster=1");
+  const problems = (health && health.cluster_problems) || [];
+  document.getElementById("cluster-name").textContent = health.cluster || "cluster";
+  box.querySelector("ul").replaceChildren(...problems.map((p) => el("li", { text: p })));
+  box.hidden = problems.length === 0;
 }
 
 async function refreshMetrics(w) {
@@ -69,6 +92,7 @@ async function refreshMetrics(w) {
 }
 
 async function refresh() {
+  await showProblems().catch(() => {});
   const pods = rows(await api("/api/pods/"));
   const seen = new Set();
   for (const pod of pods) {

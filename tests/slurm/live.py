@@ -1,0 +1,184 @@
+"""The local Slurm and a master driving it, for tests/slurm: started for real, asked with
+Slurm's own tools, and the processes of a job found by the SLURM_JOB_ID they carry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from tests.e2e.live import ROOT, LiveMaster
+from tests.services import free_port
+
+SCRIPT = ROOT / "scripts" / "slurm" / "local-cluster.sh"
+# Open MPI across two slurmd of one host: TCP on loopback (its shared-memory transport
+# crashes there; docs/installation.rst says so too).
+SETUP = (
+    "export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo "
+    "OMPI_MCA_oob_tcp_if_include=lo OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
+)
+
+
+@dataclass
+class SlurmCluster:
+    directory: Path
+    conf: str
+
+    @classmethod
+    def up(cls, directory: Path) -> SlurmCluster:
+        done = subprocess.run(
+            ["bash", str(SCRIPT), "up", str(directory)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if done.returncode != 0:
+            subprocess.run(["bash", str(SCRIPT), "down", str(directory)], check=False, timeout=120)
+            raise RuntimeError(f"local Slurm did not start: {done.stdout}{done.stderr}")
+        conf = done.stdout.strip().splitlines()[-1].split("=", 1)[1]
+        return cls(directory, conf)
+
+    def down(self) -> None:
+        subprocess.run(
+            ["bash", str(SCRIPT), "down", str(self.directory)],
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+
+    def tool(self, *argv: str) -> str:
+        env = {**os.environ, "SLURM_CONF": self.conf}
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=30)
+        assert done.returncode == 0, f"{argv}: {done.stderr}"
+        return done.stdout
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return json.loads(self.tool("squeue", "--json", "--states=all"))["jobs"]
+
+    def active_jobs(self) -> list[dict[str, Any]]:
+        ended = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
+        return [j for j in self.jobs() if j["job_state"] not in ended]
+
+    def cancel_all(self) -> None:
+        ids = [str(j["job_id"]) for j in self.active_jobs()]
+        if ids:
+            self.tool("scancel", *ids)
+            wait_until(lambda: not self.active_jobs(), 30, f"jobs {ids} did not end")
+
+
+def slurm_env(cluster: SlurmCluster) -> dict[str, str]:
+    return {
+        "MLBENCH_CLUSTER": "slurm",
+        "SLURM_CONF": cluster.conf,
+        "MLBENCH_SLURM_SETUP": SETUP,
+        "MLBENCH_MAX_CPUS": "8",  # beyond the nodes' 2: the driver's own check answers
+    }
+
+
+def start_slurm_master(postgres_url: str, home: Path, extra: dict[str, str]) -> LiveMaster:
+    """A fresh database on the session's PostgreSQL and an embedded master driving Slurm."""
+    import psycopg
+
+    dbname = f"slurm_{secrets.token_hex(4)}"
+    server, _ = postgres_url.rsplit("/", 1)
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{dbname}"')
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("MLBENCH_", "DJANGO_", "SLURM_"))
+        and k not in ("REDIS_URL", "DATABASE_URL")
+    }
+    env.update(
+        MLBENCH_HOME=str(home),
+        DATABASE_URL=f"{server}/{dbname}",
+        MLBENCH_SECRET_KEY=secrets.token_urlsafe(32),
+        PATH=str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", ""),
+        OMPI_ALLOW_RUN_AS_ROOT="1",
+        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+        PYTHONPATH=str(ROOT),
+        **extra,
+    )
+    port = free_port()
+    master = LiveMaster(f"http://127.0.0.1:{port}", "", home, env, env["DATABASE_URL"], port)
+    master.up()
+    return master
+
+
+def wait_until(check, timeout: float, message: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{message} (after {timeout} s)")
+        time.sleep(0.2)
+
+
+def job_of(master: LiveMaster, run_id: int, timeout: float = 60) -> str:
+    """The Slurm job id the run's launch record holds, once it has one."""
+    found: list[str] = []
+
+    def recorded() -> bool:
+        metadata = master.run(run_id).get("job_metadata") or {}
+        job = (metadata.get("slurm") or {}).get("job_id")
+        if job:
+            found.append(str(job))
+        return bool(job)
+
+    wait_until(recorded, timeout, f"run {run_id} recorded no Slurm job")
+    return found[0]
+
+
+def job_processes(job_id: str) -> list[psutil.Process]:
+    """Every live process of Slurm job `job_id` (its environment names the job)."""
+    found = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if proc.environ().get("SLURM_JOB_ID") == str(job_id):
+                if proc.status() != psutil.STATUS_ZOMBIE:
+                    found.append(proc)
+    return found
+
+
+def rank_processes(job_id: str, want: int = 2, timeout: float = 60) -> dict[int, psutil.Process]:
+    """The job's rank processes by MPI rank, once `want` of them run."""
+    ranks: dict[int, psutil.Process] = {}
+
+    def started() -> bool:
+        ranks.clear()
+        for proc in job_processes(job_id):
+            with contextlib.suppress(psutil.Error):
+                env = proc.environ()
+                if "OMPI_COMM_WORLD_RANK" in env and "python" in proc.name():
+                    ranks[int(env["OMPI_COMM_WORLD_RANK"])] = proc
+        return len(ranks) >= want
+
+    wait_until(started, timeout, f"the ranks of Slurm job {job_id} did not start")
+    return dict(ranks)
+
+
+def kill_master(master: LiveMaster) -> None:
+    """What a crash does: the supervisor and every process it started die at once
+    (SIGKILL). The ranks live on: they are Slurm's processes, not the master's."""
+    state = master.state()
+    victims = [state["pid"], *state["processes"].values()]
+    for pid in list(victims):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            victims += [c.pid for c in psutil.Process(pid).children(recursive=True)]
+    procs = []
+    for pid in victims:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc = psutil.Process(pid)
+            proc.kill()
+            procs.append(proc)
+    psutil.wait_procs(procs, timeout=10)
