@@ -2,15 +2,19 @@
 `Schedule`, the SGD optimizer at linearly scaled rates (`momentum_sgd`), and the `Goal`.
 
 They live apart from the training loop so that every trainer of a task (the reference
-loop, and later other implementations of it) is given the same recipe.
+loop, torch-ddp, the TensorFlow implementation) is given the same recipe. Only
+`momentum_sgd` builds a torch object, and imports torch when called: the rest (the
+schedule, the goal, the rates of `scaled_rates`) is plain Python, so the TensorFlow
+implementation, which never imports torch, uses the same definitions.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass
@@ -29,14 +33,25 @@ class Schedule:
         return self.peak_lr * self.factor ** sum(step >= d for d in self.decay_steps)
 
 
+def scaled_rates(
+    task: Any, batch_size: int, workers: int, lr: float | None = None
+) -> tuple[float, float]:
+    """(start rate, peak rate), linearly scaled (Goyal et al. 2017): one worker's rate for
+    `batch_size` images to start the warm-up from, `workers` times it at the peak (or `lr`,
+    when given)."""
+    peak_lr = lr or task.base_lr * workers * batch_size / task.batch_size
+    start_lr = min(peak_lr, task.base_lr * batch_size / task.batch_size)
+    return start_lr, peak_lr
+
+
 def momentum_sgd(
     model: torch.nn.Module, task: Any, batch_size: int, workers: int, lr: float | None = None
 ) -> tuple[torch.optim.SGD, float, float]:
-    """SGD with the task's momentum and weight decay at linearly scaled rates (Goyal et al.
-    2017): one worker's rate for `batch_size` images to start the warm-up from, `workers`
-    times it at the peak (or `lr`, when given). Returns (optimizer, start rate, peak rate)."""
-    peak_lr = lr or task.base_lr * workers * batch_size / task.batch_size
-    start_lr = min(peak_lr, task.base_lr * batch_size / task.batch_size)
+    """SGD with the task's momentum and weight decay at the rates of `scaled_rates`.
+    Returns (optimizer, start rate, peak rate)."""
+    import torch
+
+    start_lr, peak_lr = scaled_rates(task, batch_size, workers, lr)
     optimizer = torch.optim.SGD(
         model.parameters(), lr=start_lr, momentum=task.momentum, weight_decay=task.weight_decay
     )

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 import traceback
 
@@ -24,6 +23,7 @@ from mlbench_worker.algorithm_catalogue import describe
 from mlbench_worker.comm import Communicator, local_rank
 from mlbench_worker.errors import WorkerError
 from mlbench_worker.report import Reporter, make_reporter
+from mlbench_worker.runinfo import default_threads  # torch-free there, shared
 from mlbench_worker.setup import build_run
 from mlbench_worker.tasks import get_task
 from mlbench_worker.train import Trainer
@@ -41,22 +41,6 @@ def pick_device(requested: str) -> torch.device:
     index = local_rank() % torch.cuda.device_count()
     torch.cuda.set_device(index)
     return torch.device("cuda", index)
-
-
-def default_threads() -> int:
-    """Cores this rank may use: its CPU binding, or this machine's cores shared by its ranks.
-
-    torch would otherwise start one thread per core in every rank, and ranks on one machine
-    would fight over the same cores (or, bound to one core, run several threads on it).
-    """
-    allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    allowed = allowed or 1
-    if allowed < (os.cpu_count() or 1):  # mpirun bound this rank: use what it was given
-        return allowed
-    local_ranks = int(
-        os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") or os.environ.get("MPI_LOCALNRANKS") or 1
-    )
-    return max(1, allowed // max(1, local_ranks))
 
 
 def run_main(args: argparse.Namespace) -> int:

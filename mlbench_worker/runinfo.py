@@ -1,4 +1,9 @@
-"""What a result must carry to be reproducible: versions, hardware, and the summary table."""
+"""What a result must carry to be reproducible: versions, hardware, and the summary table.
+
+torch is imported only by the functions that describe a torch run (`versions` without
+`frameworks`, `hardware` on CUDA): the TensorFlow implementation, which never imports
+torch, records its own framework through the same functions.
+"""
 
 from __future__ import annotations
 
@@ -6,28 +11,52 @@ import os
 import platform
 import socket
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 import mlbench_worker
 from mlbench_worker import catalogue
 
+if TYPE_CHECKING:
+    import torch
 
-def versions() -> dict:
+# The frameworks a summary's versions may name, in the order the table shows the first.
+FRAMEWORKS = ("torch", "tensorflow")
+
+
+def versions(frameworks: dict[str, str] | None = None) -> dict:
+    """Python, MPI and mlbench versions, and the framework's: `frameworks` (name ->
+    version, e.g. TensorFlow's and Keras's), or torch's when not given."""
     import mpi4py
     from mpi4py import MPI
 
+    if frameworks is None:
+        import torch
+
+        frameworks = {"torch": torch.__version__}
     library = MPI.Get_library_version().splitlines()[0].split(",")[0].strip()
     return {
         "python": platform.python_version(),
-        "torch": torch.__version__,
+        **frameworks,
         "mpi": f"{library} (mpi4py {mpi4py.__version__})",
         "mlbench": mlbench_worker.__version__,
     }
 
 
 def hardware(device: torch.device, threads: int, hostnames: list[str]) -> dict:
-    info = {
+    """The machine a torch run ran on (`host_hardware`), with its GPU when on CUDA."""
+    info = host_hardware(threads, hostnames)
+    if device.type == "cuda":
+        import torch
+
+        info["gpu"] = torch.cuda.get_device_name(device)
+        info["gpu_count"] = torch.cuda.device_count()
+    return info
+
+
+def host_hardware(threads: int, hostnames: list[str]) -> dict:
+    """The machines' CPU, memory and names, whatever the framework (no GPU: that is the
+    framework's to say)."""
+    return {
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "threads_per_rank": threads,
@@ -35,10 +64,23 @@ def hardware(device: torch.device, threads: int, hostnames: list[str]) -> dict:
         "hosts": sorted(set(hostnames)),
         "platform": platform.platform(),
     }
-    if device.type == "cuda":
-        info["gpu"] = torch.cuda.get_device_name(device)
-        info["gpu_count"] = torch.cuda.device_count()
-    return info
+
+
+def default_threads() -> int:
+    """Cores this rank may use: its CPU binding, or this machine's cores shared by its ranks.
+
+    A framework would otherwise start one thread per core in every rank, and ranks on one
+    machine would fight over the same cores (or, bound to one core, run several threads on
+    it).
+    """
+    allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    allowed = allowed or 1
+    if allowed < (os.cpu_count() or 1):  # mpirun bound this rank: use what it was given
+        return allowed
+    local_ranks = int(
+        os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") or os.environ.get("MPI_LOCALNRANKS") or 1
+    )
+    return max(1, allowed // max(1, local_ranks))
 
 
 def cpu_model() -> str:
@@ -104,6 +146,17 @@ def _algorithm_rows(summary: dict) -> list[tuple[str, str]]:
     ]
 
 
+def _percent(share: float | None) -> float | None:
+    return None if share is None else 100 * share
+
+
+def _framework_row(summary: dict) -> tuple[str, str]:
+    """ "python / torch" or "python / tensorflow": the framework the run trained with."""
+    v = summary["versions"]
+    name = next((f for f in FRAMEWORKS if f in v), "torch")
+    return f"python / {name}", f"{v['python']} / {v.get(name, '-')}"
+
+
 def summary_table(summary: dict) -> str:
     """The end-of-run table rank 0 prints (the same facts as the summary record).
 
@@ -129,6 +182,7 @@ def summary_table(summary: dict) -> str:
     size = _data_size(summary, unit)
     rows = [
         ("task", summary["task"]),
+        *([("implementation", summary["implementation"])] if "implementation" in summary else []),
         ("model", summary["model"]),
         ("dataset", dataset),
         *([("data", size)] if size else []),
@@ -143,11 +197,11 @@ def summary_table(summary: dict) -> str:
         ("epochs", fmt(summary["epochs"])),
         # Task 2 counts tens of thousands of samples per second: no exponent.
         (unit, f"{rate:.1f}" if isinstance(rate, int | float) else fmt(rate)),
-        ("comm share", fmt(100 * summary["comm_share"], " %")),
+        ("comm share", fmt(_percent(summary["comm_share"]), " %")),
         *_algorithm_rows(summary),
         ("elapsed", fmt(summary["elapsed"], " s")),
         ("stopped because", summary.get("stop_reason", "")),
-        ("python / torch", f"{v['python']} / {v['torch']}"),
+        _framework_row(summary),
         ("MPI", v["mpi"]),
     ]
     width = max(len(k) for k, _ in rows)

@@ -21,6 +21,7 @@ import torch
 
 from mlbench_worker.algorithm_catalogue import DEFAULT_ALGORITHM, check
 from mlbench_worker.comm import Communicator, broadcast_model
+from mlbench_worker.data import synthetic_banner  # noqa: F401 - torch-free there, shared
 from mlbench_worker.errors import WorkerError
 from mlbench_worker.implementation_catalogue import DEFAULT_IMPLEMENTATION
 from mlbench_worker.recipe import Goal
@@ -103,13 +104,3 @@ def place_model(
 def goal(args: argparse.Namespace, task: Task | LinearTask) -> Goal:
     """When the run stops: the task's accuracy for --target, --max-epochs, --time-budget."""
     return Goal(args.target, task.target_accuracy(args.target), args.max_epochs, args.time_budget)
-
-
-def synthetic_banner(say: Say, real_name: str, note: str) -> None:
-    """Said where nobody can miss it, so no result is taken for a `real_name` result."""
-    banner = "!" * 78
-    why = note or "--dataset synthetic was requested."
-    say(
-        f"{banner}\n!! SYNTHETIC DATA: this run does not train on {real_name} and its results are\n"
-        f"!! not {real_name} results. {why}\n{banner}"
-    )

@@ -8,13 +8,16 @@ code is installed:
 - mlbench_master/: the base install (install_requires) and the `master` extra;
 - mlbench_worker/: base and `worker`; its torch-free client (the package itself, `api`,
   `cli` and what they import, per grimp) base alone, as `pip install mlbench` gives;
-- tests/: anything declared (base, master, worker, dev).
+  the TensorFlow implementation (mlbench_worker/tensorflow_run/) base, `worker` and the
+  `tensorflow` extra that only its workers install;
+- tests/: anything declared (base, master, worker, dev, tensorflow).
 
 The other way round, every declared distribution is imported by the code it is declared
 for (base: the worker package or the master; master: mlbench_master; worker:
-mlbench_worker; dev: tests), or USED_OTHERWISE says how it is used. Entries of the two
-allow-lists that no longer apply fail too. The checks are plain functions, run once on
-the repository and once on a small planted tree with each kind of mistake.
+mlbench_worker; tensorflow: mlbench_worker/tensorflow_run; dev: tests), or
+USED_OTHERWISE says how it is used. Entries of the two allow-lists that no longer apply
+fail too. The checks are plain functions, run once on the repository and once on a small
+planted tree with each kind of mistake.
 """
 
 from __future__ import annotations
@@ -37,15 +40,19 @@ FIRST_PARTY = {"mlbench_master", "mlbench_worker", "tests", "__future__"}
 ALLOWED = {
     "master": ("base", "master"),
     "worker": ("base", "worker"),
+    "tensorflow": ("base", "worker", "tensorflow"),
     "client": ("base",),
-    "tests": ("base", "master", "worker", "dev"),
+    "tests": ("base", "master", "worker", "dev", "tensorflow"),
 }
 USERS = {
     "base": ("client", "worker", "master"),
     "master": ("master",),
     "worker": ("client", "worker"),
+    "tensorflow": ("tensorflow",),
     "dev": ("tests",),
 }
+# The worker package whose code is installed with the `tensorflow` extra (side "tensorflow").
+TENSORFLOW_PACKAGE = "mlbench_worker.tensorflow_run"
 # Declared, never imported: programs and plugins, and what uses them.
 USED_OTHERWISE = {
     "gunicorn": "the master image's web server (scripts/k8s/master-entrypoint.sh web)",
@@ -102,10 +109,11 @@ def declared(setup_py: Path) -> dict[str, set[str]]:
     for node in ast.walk(ast.parse(setup_py.read_text())):
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
             name = node.targets[0].id.lower()
-            if name in ("master", "worker", "dev"):
+            if name in ("master", "worker", "dev", "tensorflow"):
                 lists[name] = names(node.value)
         if isinstance(node, ast.keyword) and node.arg == "install_requires":
             lists["base"] = names(node.value)
+    lists.setdefault("tensorflow", set())  # an optional extra: a setup.py may have none
     assert set(lists) == set(USERS), f"setup.py: found {sorted(lists)}, expected {sorted(USERS)}"
     return lists
 
@@ -141,6 +149,8 @@ def third_party_uses(root: Path, client: set[str]) -> list[Use]:
             relative = path.relative_to(root)
             dotted = ".".join(relative.with_suffix("").parts).removesuffix(".__init__")
             side = {"mlbench_master": "master", "tests": "tests"}.get(top)
+            if side is None and dotted.startswith(TENSORFLOW_PACKAGE):
+                side = "tensorflow"
             side = side or ("client" if dotted in client else "worker")
             script = not (path.parent / "__init__.py").is_file()
             for line, module in sorted(_imported(ast.parse(path.read_text(), str(path)))):

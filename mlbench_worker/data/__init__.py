@@ -3,7 +3,8 @@
 All ranks must use the same data, so the decision is made together: rank 0 tries first
 (downloading if needed, while the others wait), then the others load (from the cache rank 0
 filled, or by themselves on another machine), and the outcomes are compared. With `auto`,
-if rank 0 cannot have CIFAR-10 every rank switches to synthetic data, said loudly.
+if rank 0 cannot have CIFAR-10 every rank switches to synthetic data, said loudly
+(`synthetic_banner`, which every task and implementation prints).
 """
 
 from __future__ import annotations
@@ -18,6 +19,16 @@ from mlbench_worker.data.cifar10 import Arrays, DataUnavailable
 from mlbench_worker.errors import WorkerError
 
 T = TypeVar("T")
+
+
+def synthetic_banner(say: Callable[[str], None], real_name: str, note: str) -> None:
+    """Said where nobody can miss it, so no result is taken for a `real_name` result."""
+    banner = "!" * 78
+    why = note or "--dataset synthetic was requested."
+    say(
+        f"{banner}\n!! SYNTHETIC DATA: this run does not train on {real_name} and its results are\n"
+        f"!! not {real_name} results. {why}\n{banner}"
+    )
 
 
 @dataclass

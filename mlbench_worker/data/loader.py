@@ -16,25 +16,15 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-# Per-channel mean and std of the CIFAR-10 training images (in 0..1 units).
-CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
-CIFAR10_STD = (0.2470, 0.2435, 0.2616)
-PAD = 4
-
-
-def shard_indices(n: int, rank: int, world: int, seed: int, epoch: int) -> np.ndarray:
-    """The indices rank `rank` trains on in `epoch`: disjoint across ranks, same size for all."""
-    perm = np.random.default_rng([seed, epoch]).permutation(n)
-    usable = n - n % world
-    return perm[rank:usable:world]
-
-
-def channel_stats(images: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """Per-channel mean and std (0..1 units) of a uint8 N x 3 x H x W array."""
-    x = images.reshape(images.shape[0], 3, -1)
-    mean = tuple(float(x[:, c].mean()) / 255.0 for c in range(3))
-    std = tuple(float(x[:, c].std()) / 255.0 for c in range(3))
-    return mean, std
+# Defined torch-free in images.py (the TensorFlow implementation shares them); still
+# importable from here.
+from mlbench_worker.data.images import (  # noqa: F401
+    CIFAR10_MEAN,
+    CIFAR10_STD,
+    PAD,
+    channel_stats,
+    shard_indices,
+)
 
 
 class Normalize:

@@ -3,7 +3,7 @@
 Depth 6n+2: a 3x3 stem with 16 filters, three stages of n basic blocks (16, 32, 64 filters,
 the last two halving the resolution), global average pooling and one linear layer. The
 shortcut that changes shape is "option A" of the paper: take every second pixel and pad the
-new channels with zeros, so shortcuts add no parameters (ResNet-20: 272,474 parameters).
+new channels with zeros, so shortcuts add no parameters (ResNet-20: 269,722 parameters).
 The pre-activation variant (He et al., "Identity Mappings in Deep Residual Networks") moves
 batch norm and ReLU in front of each convolution and adds one final BN-ReLU.
 """

@@ -58,3 +58,15 @@ def test_a_task_the_catalogue_does_not_know_is_read_by_its_metric():
     bare = _summary("svm-epsilon", "epsilon", "other_per_sec", "x", config={})
     rows = _rows(summary_table(bare))
     assert rows["samples/s"] == "-" and "data" not in rows
+
+
+def test_the_framework_and_implementation_are_the_runs_own():
+    tf_versions = {"python": "3.11.2", "tensorflow": "2.21.0", "keras": "3.15.1", "mpi": "x"}
+    summary = _summary("resnet20-cifar10", "synthetic", "images_per_sec", "images")
+    summary |= {"versions": tf_versions, "implementation": "tensorflow", "comm_share": None}
+    rows = _rows(summary_table(summary))
+    assert rows["python / tensorflow"] == "3.11.2 / 2.21.0" and "python / torch" not in rows
+    assert rows["implementation"] == "tensorflow"
+    assert rows["comm share"] == "-"  # not measured: said, never made up
+    reference = _rows(summary_table(_summary("resnet20-cifar10", "cifar10", "x", "images")))
+    assert reference["python / torch"] == "3.11.2 / 2.13.0" and "implementation" not in reference
