@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -32,49 +31,12 @@ import tensorflow as tf
 
 from mlbench_worker import catalogue
 from mlbench_worker.data.images import shard_indices
+from mlbench_worker.progress import IMAGES, LOG_SECONDS, REPORT, STOP, Progress
+from mlbench_worker.progress import Interval as _Interval
 from mlbench_worker.recipe import Goal, Schedule
 from mlbench_worker.report import Reporter
 from mlbench_worker.tensorflow_run.data import ImageBatches, epoch_generator
 from mlbench_worker.tensorflow_run.steps import Steps
-
-# The scalars that ride along with the gradients (train.py's slots, in the same order).
-LOSS, CORRECT, IMAGES, STOP, REPORT = range(5)
-LOG_SECONDS = 15.0  # report at least this often (decided by rank 0), as the reference
-
-
-@dataclass
-class Progress:
-    """What the run has done so far (the reference's Progress, without checkpoints)."""
-
-    epoch: int = 0
-    step: int = 0
-    epochs_done: float = 0.0
-    images: int = 0
-    train_seconds: float = 0.0
-    time_data: float = 0.0  # this rank's totals
-    time_compute: float = 0.0
-    time_comm: float = 0.0
-    comm_bytes: float = 0.0
-    val_accuracy: float | None = None
-    val_loss: float | None = None
-    best_val_accuracy: float | None = None
-    time_to_target: float | None = None
-    stop_reason: str = ""
-    history: list[dict] = field(default_factory=list)
-
-
-class _Interval:
-    """Sums over the steps since the last report (global loss/accuracy, local timings)."""
-
-    def __init__(self) -> None:
-        self.reset(time.perf_counter())
-
-    def reset(self, now: float) -> None:
-        self.start = now
-        self.steps = 0
-        self.sums = np.zeros(3)
-        self.data = self.compute = self.comm = 0.0
-        self.bytes = 0
 
 
 class Trainer:
