@@ -57,7 +57,8 @@ def two_ranks(home: Path, prefix: list[str], where: str, budget: float) -> list[
     """Each contender on 2 ranks started by `prefix`, for `budget` seconds."""
     results = []
     for label, implementation, backend in CONTENDERS:
-        metrics = home / f"{where}-{implementation}-{backend}.jsonl"
+        slug = "".join(c if c.isalnum() else "-" for c in where)
+        metrics = home / f"{slug}-{implementation}-{backend}.jsonl"
         argv = prefix + worker_argv(implementation, backend, 5120, budget, 1, metrics)
         s = worker_summary(argv, home, metrics, timeout=budget * 10 + 600)
         results.append({"label": label, "where": where, **_speed(s)})
@@ -187,7 +188,7 @@ def main() -> int:
             data["two_ranks"] += two_ranks(home, prefix, "slots at 100 Mbit/s", budget)
         finally:
             slots.close_slots(home)
-    data["one_rank"] = against_plain(home, 2 if args.quick else 4, 10 if args.quick else 20, 2)
+    data["one_rank"] = against_plain(home, 2 if args.quick else 4, 20 if args.quick else 40, 2)
     rows = [
         [f"2 ranks, {r['where']}", r["label"], f"{r['images_per_sec'] or 0:.0f} images/s",
          f"comm {_pct(r['comm_share'])} exposed"]
