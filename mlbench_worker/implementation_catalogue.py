@@ -37,6 +37,7 @@ class Implementation:
     # The training algorithms it can run; empty: every algorithm the task admits.
     algorithms: tuple[str, ...] = ()
     backends: tuple[str, ...] = ()  # empty: every backend; else the ones it runs on
+    checkpoints: bool = True  # writes checkpoints a later run may continue
 
     def admits(self, algorithm: str) -> bool:
         return not self.algorithms or algorithm in self.algorithms
@@ -78,6 +79,7 @@ IMPLEMENTATIONS: dict[str, Implementation] = {
             "tensorflow",
             extra="tensorflow",
             algorithms=("allreduce",),
+            checkpoints=False,
         ),
     )
 }

@@ -300,7 +300,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         problem = _writable_dir(args.checkpoint_dir)
         if problem:
             parser.error(f"--checkpoint-dir {args.checkpoint_dir} cannot be written ({problem})")
-    if args.resume_from and launch_rank() == 0:
+    writes = implementation_catalogue.IMPLEMENTATIONS[args.implementation].checkpoints
+    if args.resume_from and launch_rank() == 0 and writes:  # else refused where it runs
         # Only rank 0 reads the checkpoint (and broadcasts it), so only it needs the copy.
         problem = checkpoint.adopt(args.resume_from, args.checkpoint_dir)
         if problem:

@@ -46,7 +46,7 @@ def check_implementation(fields: dict[str, Any], asked: Mapping[str, Any],
         errors.add("implementation", f"implementation {name} runs algorithm "
                    f"{', '.join(impl.algorithms)} only, not {fields['algorithm']!r}")  # fmt: skip
     _backend_for(impl, fields, asked, errors)
-    if impl.extra and fields.get("resume_from") is not None:
+    if not impl.checkpoints and fields.get("resume_from") is not None:
         errors.add("resume_from", f"implementation {name} writes no checkpoints, so a run of "
                    "it cannot resume one; start a fresh run")  # fmt: skip
     missing = _workers_lack(impl.module)
