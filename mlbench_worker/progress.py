@@ -6,8 +6,10 @@ TensorFlow process imports it too.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -52,3 +54,21 @@ class Interval:
         self.sums = np.zeros(3)  # loss, correct, images (global)
         self.data = self.compute = self.comm = self.comm_total = 0.0
         self.bytes = 0
+
+
+def outcome(progress: Progress, target_accuracy: float) -> dict[str, Any]:
+    """The summary's entries about the goal and how far the run got, the same for every
+    implementation (run.py, tensorflow_run/session.py)."""
+    return {
+        "target_accuracy": target_accuracy,
+        "reached": progress.time_to_target is not None,
+        "time_to_target": progress.time_to_target,
+        "final_val_accuracy": progress.val_accuracy,
+        "best_val_accuracy": progress.best_val_accuracy,
+        "epochs": round(progress.epochs_done, 4),
+    }
+
+
+def finite(x: float) -> float | None:
+    """`x`, or None for a rate that could not be measured (JSON has no NaN)."""
+    return x if math.isfinite(x) else None

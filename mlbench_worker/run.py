@@ -12,7 +12,6 @@ MPI job, so no rank is left waiting in a collective for a partner that died.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import traceback
 
@@ -22,6 +21,7 @@ from mlbench_worker import checkpoint, runinfo
 from mlbench_worker.algorithm_catalogue import describe
 from mlbench_worker.comm import Communicator, local_rank
 from mlbench_worker.errors import WorkerError
+from mlbench_worker.progress import finite, outcome
 from mlbench_worker.report import Reporter, make_reporter
 from mlbench_worker.runinfo import default_threads  # torch-free there, shared
 from mlbench_worker.setup import build_run
@@ -158,13 +158,8 @@ def _run(args: argparse.Namespace, comm: Communicator) -> int:
             "backend": comm.backend,
             "device": str(device),
             "target": args.target,
-            "target_accuracy": goal.accuracy,
-            "reached": progress.time_to_target is not None,
-            "time_to_target": progress.time_to_target,
-            "final_val_accuracy": progress.val_accuracy,
-            "best_val_accuracy": progress.best_val_accuracy,
-            "epochs": round(progress.epochs_done, 4),
-            trainer.throughput_metric: _finite(trainer.throughput()),
+            **outcome(progress, goal.accuracy),
+            trainer.throughput_metric: finite(trainer.throughput()),
             "comm_share": float(totals[2] / step_total) if step_total > 0 else 0.0,
             "comm_share_total": float(totals[3] / step_total) if step_total > 0 else 0.0,
             "algorithm": trainer.algorithm,
@@ -198,7 +193,3 @@ def _run(args: argparse.Namespace, comm: Communicator) -> int:
     finally:
         reporter.close()
     return 0
-
-
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None

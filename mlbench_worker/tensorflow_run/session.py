@@ -11,7 +11,6 @@ the same model). The summary has the keys of the reference's (mlbench_worker/run
 from __future__ import annotations
 
 import argparse
-import math
 
 import numpy as np
 import tensorflow as tf
@@ -20,6 +19,7 @@ from tensorflow import keras
 from mlbench_worker import catalogue, runinfo
 from mlbench_worker.data import load_dataset, synthetic_banner
 from mlbench_worker.data.images import CIFAR10_MEAN, CIFAR10_STD, channel_stats
+from mlbench_worker.progress import finite, outcome
 from mlbench_worker.recipe import Goal, Schedule, scaled_rates
 from mlbench_worker.report import make_reporter
 from mlbench_worker.tasks import get_task
@@ -137,13 +137,8 @@ def run(args: argparse.Namespace, control: cluster.Control) -> int:
             "backend": collective,
             "device": device,
             "target": args.target,
-            "target_accuracy": goal.accuracy,
-            "reached": progress.time_to_target is not None,
-            "time_to_target": progress.time_to_target,
-            "final_val_accuracy": progress.val_accuracy,
-            "best_val_accuracy": progress.best_val_accuracy,
-            "epochs": round(progress.epochs_done, 4),
-            info.throughput_metric: _finite(trainer.throughput()),
+            **outcome(progress, goal.accuracy),
+            info.throughput_metric: finite(trainer.throughput()),
             "comm_share": share,
             "comm_share_total": share,  # never overlapped: all of it is exposed
             "algorithm": "allreduce",
@@ -189,7 +184,3 @@ def run(args: argparse.Namespace, control: cluster.Control) -> int:
     finally:
         reporter.close()
     return 0
-
-
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None

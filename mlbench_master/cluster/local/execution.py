@@ -8,20 +8,15 @@ checkpointed (after the lines were stored), so no line is lost or stored twice.
 
 from __future__ import annotations
 
-import json
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-from mlbench_master.cluster.base import Execution, OutputLine
+from mlbench_master.cluster.followed import FollowedExecution
 from mlbench_master.cluster.local import slots
 from mlbench_master.cluster.local.processes import is_alive, kill_processes, launch_processes
-from mlbench_master.cluster.mpirun import parse_line
-
-STREAMS = ("stdout", "stderr")
 
 
 def launch_session(info: dict[str, Any]) -> tuple[int | None, float | None]:
@@ -29,7 +24,7 @@ def launch_session(info: dict[str, Any]) -> tuple[int | None, float | None]:
     return info.get("sid"), info.get("create_time")
 
 
-class LocalExecution(Execution):
+class LocalExecution(FollowedExecution):
     """A launched (or re-attached) mpirun whose output is tailed from files."""
 
     def __init__(
@@ -37,12 +32,8 @@ class LocalExecution(Execution):
     ) -> None:
         self.info = info
         self._notes = dict(notes or {})
-        self.dir = Path(info["dir"])
+        super().__init__(Path(info["dir"]))
         self.popen = popen
-        self._offsets = self._load_offsets()
-        self._handed = dict(self._offsets)  # bytes up to the last complete line handed out
-        self._partial = {"stdout": b"", "stderr": b""}
-        self._exited_code: int | None = None
         # False when mpirun ended unwatched and its wrapper recorded no exit code (killed).
         self._exit_known = True
 
@@ -54,30 +45,15 @@ class LocalExecution(Execution):
     def exit_known(self) -> bool:
         return self._exit_known
 
-    # offsets survive the reader so a re-attached master does not store lines twice
-    def _load_offsets(self) -> dict[str, int]:
-        try:
-            data = json.loads((self.dir / "offsets.json").read_text())
-            return {"stdout": int(data["stdout"]), "stderr": int(data["stderr"])}
-        except (OSError, ValueError, KeyError):
-            return {"stdout": 0, "stderr": 0}
-
-    def checkpoint(self) -> None:
-        """Record that every line handed out so far is stored (the job calls it after a
-        successful write), so a re-attached reader starts after them and misses none."""
-        tmp = self.dir / "offsets.json.tmp"
-        tmp.write_text(json.dumps(self._handed))
-        tmp.replace(self.dir / "offsets.json")
-
     def _exited(self) -> bool:
-        if self._exited_code is not None:
+        if self._code is not None:
             return True
         if self.popen is not None:
             code = self.popen.poll()
             if code is None:
                 return False
             # Killed by a signal: report it the way a shell does (128 + signal number).
-            self._exited_code = 128 - code if code < 0 else code
+            self._code = 128 - code if code < 0 else code
             return True
         try:
             proc = psutil.Process(self.info["pid"])
@@ -88,7 +64,7 @@ class LocalExecution(Execution):
             pass
         recorded = self._recorded_code()
         self._exit_known = recorded is not None
-        self._exited_code = 128 + signal.SIGKILL if recorded is None else recorded
+        self._code = 128 + signal.SIGKILL if recorded is None else recorded
         return True
 
     def _recorded_code(self) -> int | None:
@@ -97,52 +73,6 @@ class LocalExecution(Execution):
             return int((self.dir / "exit_code").read_text().strip())
         except (OSError, ValueError):
             return None
-
-    def _pending(self) -> bool:
-        for stream in STREAMS:
-            try:
-                size = (self.dir / f"{stream}.log").stat().st_size
-            except OSError:
-                size = 0
-            if size > self._offsets[stream] or self._partial[stream]:
-                return True
-        return False
-
-    def _read_new(self, final: bool) -> list[OutputLine]:
-        lines: list[OutputLine] = []
-        for stream in STREAMS:
-            path = self.dir / f"{stream}.log"
-            try:
-                with open(path, "rb") as fh:
-                    fh.seek(self._offsets[stream])
-                    data = fh.read(4 * 1024 * 1024)
-            except OSError:
-                data = b""
-            self._offsets[stream] += len(data)
-            buf = self._partial[stream] + data
-            *complete, rest = buf.split(b"\n")
-            if final and rest:
-                complete.append(rest)
-                rest = b""
-            self._partial[stream] = rest
-            self._handed[stream] = self._offsets[stream] - len(rest)
-            for raw in complete:
-                lines.append(parse_line(raw.decode("utf-8", "replace"), stream))
-        return lines
-
-    def read(self, timeout: float) -> list[OutputLine]:
-        deadline = time.monotonic() + timeout
-        while True:
-            exited = self._exited()
-            lines = self._read_new(final=exited)
-            if lines or time.monotonic() >= deadline or (exited and not self._pending()):
-                return lines
-            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
-
-    def poll(self) -> int | None:
-        if not self._exited() or self._pending():
-            return None
-        return self._exited_code
 
     def kill(self) -> None:
         """Stop every process of the launch, then remove its worker slots' network (the job

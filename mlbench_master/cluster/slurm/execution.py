@@ -10,22 +10,21 @@ master reads on from the offsets checkpointed after the lines were stored.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
 
-from mlbench_master.cluster.base import ClusterError, Execution, OutputLine
+from mlbench_master.cluster.base import ClusterError, OutputLine
+from mlbench_master.cluster.followed import FollowedExecution
 from mlbench_master.cluster.mpirun import parse_labelled_line, parse_line
 from mlbench_master.cluster.slurm import commands, states
 from mlbench_master.cluster.slurm.config import SlurmConfig
 
-STREAMS = ("stdout", "stderr")
 QUERY_SECONDS = 1.0  # how often squeue is asked while the job runs
 KILL_PATIENCE = 30.0  # how long kill() waits for Slurm to end the job's processes
 
 
-class SlurmExecution(Execution):
+class SlurmExecution(FollowedExecution):
     """A submitted (or re-attached) Slurm job whose output is tailed from files."""
 
     def __init__(
@@ -34,19 +33,15 @@ class SlurmExecution(Execution):
         self.info = info
         self.config = config
         self._notes = dict(notes or {})
-        self.dir = Path(info["dir"])
-        self._offsets = self._load_offsets()
-        self._handed = dict(self._offsets)
-        self._partial = {"stdout": b"", "stderr": b""}
-        self._code: int | None = None
+        # mpirun tags each line with its rank; srun --label prefixes it.
+        labelled = info.get("launcher") == "srun"
+        super().__init__(Path(info["dir"]), parse_labelled_line if labelled else parse_line)
         self._exit_known = True
         self._end_reason: str | None = None
         self._waiting: str | None = None
         self._asked = 0.0
         self._job: commands.JobInfo | None = None
         self._answered = False  # whether squeue answered since the job was last seen
-        # mpirun tags each line with its rank; srun --label prefixes it.
-        self._parse = parse_labelled_line if info.get("launcher") == "srun" else parse_line
 
     @property
     def job_id(self) -> str:
@@ -66,19 +61,6 @@ class SlurmExecution(Execution):
 
     def end_reason(self) -> str | None:
         return self._end_reason
-
-    # -- offsets (so a re-attached reader neither loses nor repeats a line)
-    def _load_offsets(self) -> dict[str, int]:
-        try:
-            data = json.loads((self.dir / "offsets.json").read_text())
-            return {"stdout": int(data["stdout"]), "stderr": int(data["stderr"])}
-        except (OSError, ValueError, KeyError):
-            return {"stdout": 0, "stderr": 0}
-
-    def checkpoint(self) -> None:
-        tmp = self.dir / "offsets.json.tmp"
-        tmp.write_text(json.dumps(self._handed))
-        tmp.replace(self.dir / "offsets.json")
 
     # -- Slurm's view
     def _query(self) -> commands.JobInfo | None:
@@ -140,51 +122,12 @@ class SlurmExecution(Execution):
         )
         return True
 
-    # -- output
-    def _pending_output(self) -> bool:
-        for stream in STREAMS:
-            try:
-                size = (self.dir / f"{stream}.log").stat().st_size
-            except OSError:
-                size = 0
-            if size > self._offsets[stream] or self._partial[stream]:
-                return True
-        return False
-
+    # -- output (followed.py reads it)
     def _read_new(self, final: bool) -> list[OutputLine]:
-        lines: list[OutputLine] = []
-        for stream in STREAMS:
-            try:
-                with open(self.dir / f"{stream}.log", "rb") as fh:
-                    fh.seek(self._offsets[stream])
-                    data = fh.read(4 * 1024 * 1024)
-            except OSError:
-                data = b""
-            self._offsets[stream] += len(data)
-            *complete, rest = (self._partial[stream] + data).split(b"\n")
-            if final and rest:
-                complete.append(rest)
-                rest = b""
-            self._partial[stream] = rest
-            self._handed[stream] = self._offsets[stream] - len(rest)
-            lines += [self._parse(raw.decode("utf-8", "replace"), stream) for raw in complete]
+        lines = super()._read_new(final)
         if lines:
             self._waiting = None  # output: the job runs, whatever squeue said a moment ago
         return lines
-
-    def read(self, timeout: float) -> list[OutputLine]:
-        deadline = time.monotonic() + timeout
-        while True:
-            exited = self._exited()
-            lines = self._read_new(final=exited)
-            if lines or time.monotonic() >= deadline or (exited and not self._pending_output()):
-                return lines
-            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
-
-    def poll(self) -> int | None:
-        if not self._exited() or self._pending_output():
-            return None
-        return self._code
 
     def kill(self) -> None:
         """scancel the job, and return once Slurm has ended its every process."""
