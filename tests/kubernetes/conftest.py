@@ -222,6 +222,16 @@ def launch_processes(state_dir: Path) -> list[psutil.Process]:
     return found
 
 
+def kill_launches(state_dir: Path) -> None:
+    """SIGKILL every launch process under `state_dir`; one may end by itself meanwhile (a
+    wrapper's child dies with it), which is what was wanted."""
+    for proc in launch_processes(state_dir):
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+
+
 @pytest.fixture
 def pod_state(tmp_path):
     """The "state" directory of the emulated pods (here, on this machine); every process a
@@ -229,11 +239,7 @@ def pod_state(tmp_path):
     state = tmp_path / "pod-state"
     state.mkdir()
     yield state
-    for proc in launch_processes(state):
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
+    kill_launches(state)
     deadline = time.monotonic() + 10
     while launch_processes(state):  # zombies do not count: their parent may never reap them
         assert time.monotonic() < deadline, "processes of a launch survived SIGKILL"

@@ -10,7 +10,7 @@ import pytest
 
 from mlbench_master.cluster.base import CannotAttach
 from mlbench_master.cluster.kubernetes import detach
-from tests.kubernetes.conftest import STS, Run, launch_processes
+from tests.kubernetes.conftest import STS, Run, kill_launches
 from tests.kubernetes.emulator import wait_for
 from tests.kubernetes.reattach.helpers import (
     EVERY_LINE,
@@ -100,8 +100,7 @@ def test_a_launch_killed_while_no_master_watched_says_its_exit_code_is_unknown(
     assert by_stream(triples(read_until(first, 2))) == by_stream(EVERY_LINE[:2])
     record = as_stored(run, first)
     die(pods_exec)
-    for proc in launch_processes(pod_state):  # the OOM killer takes the wrapper too
-        proc.kill()
+    kill_launches(pod_state)  # the OOM killer takes the wrapper too
     wait_for(lambda: not alive(pod_state), "the killed launch")
 
     second = restarted_driver(emulator, pods_exec, pod_state).attach(record)
@@ -208,8 +207,7 @@ def test_the_job_of_a_restarted_master_ends_the_run_by_what_happened_unwatched(
     runs.record_launch(row, execution.record)
     die(pods_exec)  # the master goes away before reading anything
     if how == "killed":
-        for proc in launch_processes(pod_state):
-            proc.kill()
+        kill_launches(pod_state)
     else:
         (gates / "gate-1").touch()
         (gates / "gate-2").touch()
