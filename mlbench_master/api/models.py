@@ -27,12 +27,17 @@ def _token_salt() -> str:
 class Run(models.Model):
     """One benchmark run: what was asked for, where it stands, and what came out."""
 
+    QUEUED = "QUEUED"
     INITIALIZED = "INITIALIZED"
     STARTED = "STARTED"
     FINISHED = "FINISHED"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
-    STATES = [(s, s.capitalize()) for s in (INITIALIZED, STARTED, FINISHED, FAILED, CANCELLED)]
+    STATES = [
+        (s, s.capitalize()) for s in (QUEUED, INITIALIZED, STARTED, FINISHED, FAILED, CANCELLED)
+    ]
+    # A QUEUED run waits its turn in the master's queue: neither active (it holds no
+    # workers, so it does not count against the one-active-run rule) nor final.
     ACTIVE_STATES = (INITIALIZED, STARTED)
     FINAL_STATES = (FINISHED, FAILED, CANCELLED)
 
@@ -82,6 +87,13 @@ class Run(models.Model):
     exit_code = models.IntegerField(null=True, blank=True)
     summary = models.JSONField(default=dict, blank=True)
     manifest = models.JSONField(default=dict, blank=True)
+    # The seed every rank starts from (the worker's --seed); runs made before seeds were
+    # chosen per run used the worker's default, 42.
+    seed = models.PositiveIntegerField(default=42)
+    # The series this run belongs to, if any; a series' runs go when it is deleted.
+    series = models.ForeignKey(
+        "Series", null=True, blank=True, on_delete=models.CASCADE, related_name="runs"
+    )
     # The run whose last checkpoint this one continued (manifest["resumed_from"] says from
     # which epoch). A plain id, not a foreign key: deleting the parent must not erase the
     # fact that this result did not start from scratch.
@@ -119,6 +131,29 @@ class Run(models.Model):
     @property
     def is_active(self) -> bool:
         return self.state in self.ACTIVE_STATES
+
+
+class Series(models.Model):
+    """One benchmark repeated over seeds and/or worker counts; its runs are queued and run
+    one after another, and its statistics are computed from their stored results."""
+
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    seeds = models.JSONField(default=list, help_text="the seeds, in the order they run")
+    worker_counts = models.JSONField(default=list, help_text="num_workers of its runs")
+    # The run fields every run of the series shares (the request less seeds and workers).
+    settings = models.JSONField(default=dict, blank=True)
+    cancelled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name_plural = "series"
+
+    def __str__(self) -> str:
+        return f"Series {self.pk} {self.name!r}"
 
 
 class Pod(models.Model):
