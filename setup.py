@@ -24,6 +24,8 @@ MASTER = [
     "whitenoise",
     "kubernetes",
     "psutil",
+    "mlperf-logging",  # writes and checks MLPerf-format result logs (results/mllog.py)
+    "matplotlib",  # the charts of runs and series (mlbench_worker/plots.py, shared)
 ]
 WORKER = [
     "torch==2.13.0",
@@ -72,6 +74,7 @@ setup(
             "*/static/**/*",
             "**/templates/**/*",
             "**/static/**/*",
+            "results/mlperf_rules/*.yaml",
         ],
     },
     install_requires=["requests"],

@@ -87,8 +87,8 @@ def run_job(run_id: int) -> str:
     run = Run.objects.filter(pk=run_id).first()
     if run is None:
         return "deleted"
-    if run.state in Run.FINAL_STATES:
-        return run.state
+    if run.state in Run.FINAL_STATES or run.state == Run.QUEUED:
+        return run.state  # ended, or not its turn yet (runs.start_next enqueues it then)
     driver = None
     try:
         driver = get_driver()

@@ -36,6 +36,8 @@ def reconcile(lost: str = LOST, min_age: float = 0.0, wait_for_redis: bool = Fal
       replaced): its ranks are stopped and the run is FAILED with `lost` and why.
     - Redis refuses the job: the ranks are stopped and the run FAILED (never an exception).
 
+    Then, when no run is active, the first queued run is started (runs.start_next).
+
     Returns a line per run handled (for the launcher's log).
     """
     setup_django()
@@ -78,6 +80,9 @@ def reconcile(lost: str = LOST, min_age: float = 0.0, wait_for_redis: bool = Fal
         what = "ranks still running" if driver.is_running(runs.run_spec(run)) else "ranks ended"
         notes.append(f"run {run.pk}: {what}; its output is read again to end it truthfully")
     notes += _release_leftovers(driver or get_driver())
+    started = runs.start_next()  # the queue moves on when the active run ended unseen
+    if started is not None:
+        notes.append(f"run {started.pk}: started from the queue")
     return notes
 
 

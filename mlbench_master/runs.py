@@ -1,5 +1,8 @@
 """The run lifecycle: the ONLY module that changes `Run.state`, and the one place that
-creates, cancels, deletes a run and stores what its job and workers report about it.
+creates, queues, cancels, deletes a run and stores what its job and workers report about it.
+
+The master's queue is the QUEUED runs, first asked first run (`queued_runs`); whenever the
+active run ends, whichever way, `start_next` starts the first of them.
 
 Every transition is one conditional UPDATE (`WHERE state IN (...)`), so it is atomic and
 idempotent against races: two callers cannot both move a run, and a run in a final state
@@ -19,10 +22,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-import platform
-import subprocess
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -31,7 +31,9 @@ from django.utils import timezone
 
 from mlbench_master import jobqueue, run_rules
 from mlbench_master.api.models import Run
-from mlbench_master.cluster.base import ClusterError, RunSpec
+from mlbench_master.api.run_queue import queued_runs
+from mlbench_master.cluster.base import RunSpec
+from mlbench_master.manifest import build_manifest
 from mlbench_worker import catalogue
 
 log = logging.getLogger(__name__)
@@ -40,12 +42,20 @@ TOKEN_PREFIX = "mlbr"
 
 
 class RunConflict(Exception):
-    """Another run is active (the API answers 409)."""
+    """Another run is active, or runs wait in the queue (the API answers 409)."""
 
-    def __init__(self, active: Run | None) -> None:
+    def __init__(self, active: Run | None, queued: int = 0) -> None:
         self.active = active
-        name = f"run {active.pk} ({active.name!r}, {active.state})" if active else "another run"
-        super().__init__(f"{name} is active; wait for it to end or delete it first")
+        if active is not None:
+            what = f"run {active.pk} ({active.name!r}, {active.state}) is active"
+        elif queued:
+            what = f"{queued} run(s) wait in the queue"
+        else:
+            what = "another run is active"
+        super().__init__(
+            f"{what}; wait for it to end, delete it, or ask to queue behind it "
+            '("queue": true; mlbench run --queue)'
+        )
 
 
 class QueueUnavailable(Exception):
@@ -57,137 +67,114 @@ def active_run() -> Run | None:
     return Run.objects.filter(state__in=Run.ACTIVE_STATES).order_by("created_at").first()
 
 
-def create_run(request: dict[str, Any], user: Any = None) -> Run:
-    """Store a new run for `request` (the parsed fields of POST /api/runs/) and enqueue its
-    job.
+def new_run(fields: dict[str, Any], user: Any, state: str, series: Any = None) -> Run:
+    """Store a run with `fields` (what run_rules.resolve returned for its request) in
+    `state`, its manifest built, as a member of `series` if given.
 
-    Its fields come from run_rules.resolve (RunRefused, StaffOnly when a rule is broken).
-    Raises RunConflict when a run is already active (a unique index makes this safe
-    against simultaneous requests) and QueueUnavailable when Redis cannot be reached;
-    in that case the run is kept, FAILED, with the reason.
+    Called inside the transaction that checks the queue: a resumed parent is read again
+    there (it may have been deleted since it was resolved: ResumeRefused).
     """
-    fields = run_rules.resolve(request, user)
+    fields = dict(fields)
     parent_id = fields.pop("resume_from", None)
     created_by = user if getattr(user, "is_authenticated", False) and user.pk else None
+    resumed = None
+    if parent_id is not None:
+        resumed = run_rules.resume_point(
+            parent_id,
+            task=fields.get("task"),
+            num_workers=int(fields["num_workers"]),
+            dataset=fields.get("dataset"),
+            algorithm=fields.get("algorithm") or None,
+            algorithm_options=fields.get("algorithm_options"),
+        )
+        fields["resumed_from"] = resumed.run_id
+        # "auto" could pick another data set now; the checkpoint's is the experiment.
+        fields["dataset"] = resumed.identity.get("dataset") or fields.get("dataset")
+    run = Run(**fields, state=state, series=series, created_by=created_by)
+    run.manifest = build_manifest(run, resumed)
+    run.save()
+    return run
+
+
+def create_run(request: dict[str, Any], user: Any = None, queue: bool = False) -> Run:
+    """Store a new run for `request` (the parsed fields of POST /api/runs/) and start it:
+    at once, or with `queue` after the runs before it in the master's queue (it is
+    QUEUED until then).
+
+    Its fields come from run_rules.resolve (RunRefused, StaffOnly when a rule is broken).
+    Without `queue`, raises RunConflict when a run is active or runs are queued (a unique
+    index makes this safe against simultaneous requests), and QueueUnavailable when Redis
+    cannot be reached; in that case the run is kept, FAILED, with the reason.
+    """
+    fields = run_rules.resolve(request, user)
     try:
         with transaction.atomic():
-            if active_run() is not None:
-                raise RunConflict(active_run())
-            resumed = None
-            if parent_id is not None:
-                # Read again here: the parent may have been deleted since it was resolved.
-                resumed = run_rules.resume_point(
-                    parent_id,
-                    task=fields.get("task"),
-                    num_workers=int(fields["num_workers"]),
-                    dataset=fields.get("dataset"),
-                    algorithm=fields.get("algorithm") or None,
-                    algorithm_options=fields.get("algorithm_options"),
-                )
-                fields["resumed_from"] = resumed.run_id
-                # "auto" could pick another data set now; the checkpoint's is the experiment.
-                fields["dataset"] = resumed.identity.get("dataset") or fields.get("dataset")
-            run = Run(**fields, state=Run.INITIALIZED, created_by=created_by)
-            run.manifest = build_manifest(run, resumed)
-            run.save()
+            if not queue:
+                waiting = queued_runs().count()
+                if active_run() is not None or waiting:
+                    raise RunConflict(active_run(), waiting)
+            run = new_run(fields, user, Run.QUEUED if queue else Run.INITIALIZED)
     except IntegrityError as exc:
         if "run_one_active" in str(exc):
             raise RunConflict(active_run()) from exc
         raise
-    enqueue_run(run)
+    if queue:
+        start_next()
+        run.refresh_from_db()
+    else:
+        enqueue_run(run)
     return run
 
 
-def build_manifest(run: Run, resumed: run_rules.ResumePoint | None = None) -> dict[str, Any]:
-    """What is needed to reproduce the run, as known on the master at creation time.
+def start_next() -> Run | None:
+    """When no run is active, the first queued run becomes INITIALIZED and its job is
+    enqueued; that run, or None when there was nothing to start.
 
-    The worker adds what only it knows (seed, torch and MPI versions, hardware) in its
-    summary; this records the full requested configuration, the time budget the worker
-    will get, the code revision and, for a resumed run, which checkpoint it continues
-    (`resumed_from`): its result is not that of a run trained from scratch.
+    Called whenever a run ends (mark_finished, mark_failed, cancel_run), after a run is
+    queued, and by every reconciliation (a master restart, the collector's rounds), so the
+    queue moves whichever way the active run ended. When Redis refuses the job the run goes
+    back to QUEUED with the reason, and the next reconciliation tries again: a Redis blip
+    does not fail every queued run.
     """
-    config_fields = [
-        "name", "task", "algorithm", "algorithm_options", "implementation", "backend",
-        "num_workers", "num_cpus",
-        "max_bandwidth", "latency", "gpu_enabled",
-        "light_target", "target", "time_budget", "max_epochs", "dataset", "image",
-        "custom_image_name", "custom_image_command", "custom_backend", "run_all_nodes",
-        "time_limit",
-    ]  # fmt: skip
     try:
-        from importlib.metadata import version
-
-        mlbench_version = version("mlbench")
-    except Exception:  # not installed as a distribution
-        mlbench_version = "unknown"
-    manifest: dict[str, Any] = {
-        "config": {
-            **{f: getattr(run, f) for f in config_fields},
-            "effective_time_budget": run_rules.effective_time_budget(run),
-            "time_budget_source": run_rules.budget_source(
-                run.task, run.time_budget, run.time_limit, run.open_division
-            ),
-        },
-        "setup": run_rules.setup_of(run),
-        "framework": run_rules.framework_of(run),
-        "mlbench": mlbench_version,
-        "git_revision": _git_revision(),
-        "master": {"python": platform.python_version(), "cluster": settings.MLBENCH_CLUSTER},
-    }
-    if settings.MLBENCH_CLUSTER == "local":
-        # Whether the slots can be hosts of their own is known now (the master's rights,
-        # the kernel's qdiscs); the launch record says what was really applied.
-        from mlbench_master.cluster.local import slots
-
-        try:
-            plan = slots.plan(
-                RunSpec(id=0, max_bandwidth=int(run.max_bandwidth), latency_ms=run.latency)
-            )
-        except ClusterError as exc:  # MLBENCH_LOCAL_NETWORK=namespaces and it cannot be
-            plan = {"max_bandwidth": {"applied": False, "why": str(exc)}}
-        manifest["network"] = plan
-        not_applied = {
-            name: f"not applied: {note['why']}"
-            for name, note in plan.items()
-            if not note.get("applied") and note.get("why")
-        }
-        if not_applied:
-            manifest["not_applied"] = not_applied
-    if settings.MLBENCH_CLUSTER == "slurm":
-        from mlbench_master.cluster.slurm.driver import NOT_SHAPED
-
-        shaped = {"max_bandwidth": True, "latency": bool(run.latency)}
-        manifest["not_applied"] = {
-            k: f"not applied: {NOT_SHAPED}" for k, on in shaped.items() if on
-        }
-    if resumed is not None:
-        manifest["resumed_from"] = resumed.record()
-    return manifest
-
-
-def _git_revision() -> str:
-    root = Path(__file__).resolve().parent.parent
-    if not (root / ".git").exists():
-        return ""
+        with transaction.atomic():
+            if Run.objects.filter(state__in=Run.ACTIVE_STATES).exists():
+                return None
+            run = queued_runs().first()
+            if run is None or not _transition(run, (Run.QUEUED,), state=Run.INITIALIZED, reason=""):
+                return None
+    except IntegrityError:  # another caller started a run first
+        return None
     try:
-        out = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
-        )
-        return out.stdout.strip() if out.returncode == 0 else ""
-    except (OSError, subprocess.SubprocessError):
-        return ""
+        run.job_id = _enqueue_job(run)
+    except jobqueue.QueueError as exc:
+        _transition(
+            run, (Run.INITIALIZED,), state=Run.QUEUED,
+            reason=f"its job could not be enqueued ({exc}); the master tries again at its "
+            "next reconciliation (every 30 s)",
+        )  # fmt: skip
+        return None
+    Run.objects.filter(pk=run.pk).update(job_id=run.job_id)
+    return run
+
+
+def _after_end(run: Run) -> None:
+    """A run left the active states: the queue moves on. Never fails the caller's ending
+    (the next reconciliation starts the next run when this could not)."""
+    try:
+        start_next()
+    except Exception as exc:  # noqa: BLE001 - the database may be what failed
+        log.warning("run %s ended; the next queued run could not be started: %s", run.pk, exc)
 
 
 def enqueue_run(run: Run) -> str:
     """Put ONE job `mlbench_master.jobs.run_job(run.id)` on the "runs" queue; return its id.
 
-    The job may take the run's time limit plus a margin for preparing workers and cleaning
-    up. When Redis fails the run is marked FAILED with the reason and QueueUnavailable
+    When Redis fails the run is marked FAILED with the reason and QueueUnavailable
     is raised, so a run is never silently lost.
     """
-    timeout = int(run.time_limit) + settings.MLBENCH_JOB_TIMEOUT_MARGIN
     try:
-        job_id = jobqueue.enqueue_run_job(run.pk, timeout, f"run {run.pk}: {run.name}")
+        job_id = _enqueue_job(run)
     except jobqueue.QueueError as exc:
         reason = f"could not enqueue the run: {exc}"
         mark_failed(run, reason)
@@ -195,6 +182,13 @@ def enqueue_run(run: Run) -> str:
     Run.objects.filter(pk=run.pk).update(job_id=job_id)
     run.job_id = job_id
     return job_id
+
+
+def _enqueue_job(run: Run) -> str:
+    """The job may take the run's time limit plus a margin for preparing workers and
+    cleaning up; jobqueue.QueueError when Redis fails."""
+    timeout = int(run.time_limit) + settings.MLBENCH_JOB_TIMEOUT_MARGIN
+    return jobqueue.enqueue_run_job(run.pk, timeout, f"run {run.pk}: {run.name}")
 
 
 def run_spec(run: Run, checkpoints: Callable[[int], str] | None = None) -> RunSpec:
@@ -233,6 +227,7 @@ def run_spec(run: Run, checkpoints: Callable[[int], str] | None = None) -> RunSp
         algorithm=run.algorithm or "",
         algorithm_options=dict(run.algorithm_options or {}),
         implementation=run.implementation or "",
+        seed=int(run.seed),
         checkpoint_dir=checkpoint_dir,
         resume_dir=resume_dir,
         launch=dict(run.job_metadata or {}) if isinstance(run.job_metadata, dict) else {},
@@ -296,14 +291,17 @@ def mark_finished(run: Run, exit_code: int) -> bool:
     """Active → FINISHED, only for exit code 0; any other code makes the run FAILED."""
     if exit_code != 0:
         return mark_failed(run, f"mpirun exited with code {exit_code}", exit_code=exit_code)
-    return _transition(
+    moved = _transition(
         run, Run.ACTIVE_STATES, state=Run.FINISHED, finished_at=timezone.now(), exit_code=0
     )
+    if moved:
+        _after_end(run)
+    return moved
 
 
 def mark_failed(run: Run, reason: str, exit_code: int | None = None) -> bool:
     """Active → FAILED with a reason a person can act on."""
-    return _transition(
+    moved = _transition(
         run,
         Run.ACTIVE_STATES,
         state=Run.FAILED,
@@ -311,6 +309,9 @@ def mark_failed(run: Run, reason: str, exit_code: int | None = None) -> bool:
         finished_at=timezone.now(),
         exit_code=exit_code,
     )
+    if moved:
+        _after_end(run)
+    return moved
 
 
 def cancel_run(run: Run, reason: str = "cancelled by a user") -> bool:
@@ -320,9 +321,13 @@ def cancel_run(run: Run, reason: str = "cancelled by a user") -> bool:
     mpirun dies is a no-op. A job that is executing is NOT stopped: its watch loop notices
     the state within a second, kills the ranks and stores their last output, and right
     after a launch it re-checks the state, so an mpirun started just after driver.cancel()
-    is killed too (stopping the job's process would lose both). Returns False when the
-    run was not active (nothing to do).
+    is killed too (stopping the job's process would lose both). A QUEUED run has no job
+    and no processes: it only leaves the queue. Returns False when the run was neither
+    active nor queued (nothing to do).
     """
+    now = timezone.now()
+    if _transition(run, (Run.QUEUED,), state=Run.CANCELLED, reason=reason, finished_at=now):
+        return True
     if not _transition(
         run, Run.ACTIVE_STATES, state=Run.CANCELLED, reason=reason, finished_at=timezone.now()
     ):
@@ -336,6 +341,7 @@ def cancel_run(run: Run, reason: str = "cancelled by a user") -> bool:
         Run.objects.filter(pk=run.pk).update(reason=f"{reason}; cancel failed: {exc}")
         run.refresh_from_db()
     jobqueue.drop_if_queued(run.job_id)
+    _after_end(run)
     return True
 
 

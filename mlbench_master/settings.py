@@ -232,6 +232,8 @@ MLBENCH_MAX_LATENCY = _env_int("MLBENCH_MAX_LATENCY", 1000)  # ms each way on a 
 MLBENCH_MAX_GPUS = _env_int("MLBENCH_MAX_GPUS", 0)
 MLBENCH_MAX_TIME_LIMIT = _env_int("MLBENCH_MAX_TIME_LIMIT", 7 * 24 * 3600)
 MLBENCH_DEFAULT_TIME_LIMIT = _env_int("MLBENCH_DEFAULT_TIME_LIMIT", 7200)
+# Most runs one series (seeds x worker counts) may queue with one request.
+MLBENCH_SERIES_MAX_RUNS = _env_int("MLBENCH_SERIES_MAX_RUNS", 30)
 # Tasks this master offers: a subset of the catalogue (mlbench_worker/catalogue.py), all of it
 # by default.
 MLBENCH_TASKS = _env_list("MLBENCH_TASKS", ",".join(catalogue.TASKS))

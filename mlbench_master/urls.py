@@ -8,6 +8,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.shortcuts import redirect
+from django.templatetags.static import static
 from django.urls import include, path, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views import defaults
@@ -80,6 +81,9 @@ urlpatterns: list = [
     path("admin/", RedirectView.as_view(pattern_name="django_rq:home")),
     path("admin/login/", admin_login),
     path("admin/", admin.site.urls),
+    # Browsers ask every page's site for /favicon.ico; the admin's (queue) pages name no
+    # icon of their own, so without this each of them logged a 404.
+    path("favicon.ico", RedirectView.as_view(url=static("dashboard/favicon.svg"), permanent=True)),
     # The dashboard's pages (/, /runs/, /compare/, /login/ ...); they read data from /api/.
     path("", include("mlbench_master.dashboard.urls")),
 ]

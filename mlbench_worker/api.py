@@ -216,6 +216,8 @@ class ApiClient:
         algorithm: str | None = None,
         algorithm_options: dict[str, Any] | None = None,
         implementation: str | None = None,
+        seed: int | None = None,
+        queue: bool = False,
     ) -> Future:
         """Start a run. The keyword-only arguments are this version's additions.
 
@@ -235,6 +237,10 @@ class ApiClient:
 
         `implementation` (reference, torch-ddp, tensorflow): which code trains it; the
         original client's DDP and TensorFlow image names choose theirs by themselves.
+
+        `seed` (default 42) is what every rank seeds from: the same seed gives the same
+        curve. `queue`: while another run is active, wait in the master's queue (the run
+        is QUEUED, with its `queue_position`) instead of the master's 409.
 
         `resume_from` (a run id) continues that FAILED or CANCELLED run from its last
         checkpoint; the master refuses (400) a run it could not continue.
@@ -299,9 +305,47 @@ class ApiClient:
             "algorithm": algorithm,
             "algorithm_options": algorithm_options,
             "implementation": implementation,
+            "seed": seed,
+            "queue": queue or None,
         }
         body.update({k: v for k, v in optional.items() if v is not None})
         return self._submit("POST", "runs/", json=body)
+
+    # ------------------------------------------------------------------ series
+    def create_series(
+        self,
+        name: str,
+        *,
+        seeds: list[int] | None = None,
+        repeats: int | None = None,
+        workers: list[int] | None = None,
+        **fields: Any,
+    ) -> Future:
+        """Queue a series: the same run over `seeds` (or seeds 1..`repeats`) and each of
+        the worker counts `workers`, run one after another. `fields` are the run fields
+        of POST /api/runs/ (task, time_budget, dataset, ...; None: the master's default).
+        The master refuses (400, naming the field, nothing stored) empty or repeated
+        seeds, worker counts over its limit, or more runs than MLBENCH_SERIES_MAX_RUNS."""
+        body = {"name": name, "seeds": seeds, "repeats": repeats, "workers": workers, **fields}
+        return self._submit(
+            "POST", "series/", json={k: v for k, v in body.items() if v is not None}
+        )
+
+    def list_series(self) -> Future:
+        """Every series, newest first, with its runs' states."""
+        return self._submit("GET", "series/")
+
+    def get_series(self, series_id: int | str) -> Future:
+        """A series with its runs and its statistics per worker count."""
+        return self._submit("GET", f"series/{series_id}/")
+
+    def cancel_series(self, series_id: int | str) -> Future:
+        """Drop the series' queued runs and cancel its active one (its ended runs stay)."""
+        return self._submit("POST", f"series/{series_id}/cancel/")
+
+    def delete_series(self, series_id: int | str) -> Future:
+        """Delete a series with its runs (an active one is cancelled first)."""
+        return self._submit("DELETE", f"series/{series_id}/")
 
     def run_defaults(self) -> Future:
         """What a run gets for each field it leaves out, and the master's limits."""

@@ -103,7 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--lr-schedule",
         help="task 1b: after the warm-up, step (divide by 10 at epochs 30, 60, 80; the "
-        "default) or cosine (to zero at the last epoch)",
+        "default), cosine (to zero at the last epoch) or poly (MLPerf's closed ResNet "
+        "schedule: warm-up from 0, then polynomial decay of power 2 to 1e-4 at the last "
+        "epoch)",
     )
     g.add_argument(
         "--label-smoothing",

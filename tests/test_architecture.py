@@ -36,6 +36,7 @@ SHARED_WORKER_MODULES = {
     "mlbench_worker.localhost",
     "mlbench_worker.catalogue",
     "mlbench_worker.home",
+    "mlbench_worker.plots",
 }
 # Calls that write a model's fields from keyword arguments.
 WRITING_CALLS = {"update", "create", "get_or_create", "update_or_create", "bulk_update", "save"}

@@ -64,11 +64,15 @@ USED_OTHERWISE = {
     "pytest-asyncio": "kmock's pytest plugin imports it: without it pytest cannot start",
     "ruff": "the linter and formatter (make lint, make format)",
     "sphinx": "builds docs/ (make docs: sphinx-build)",
+    "matplotlib": "the master draws its charts through mlbench_worker.plots, the module it "
+    "shares with the client's `mlbench report --plot`",
 }
 # Imported, not declared for that side: (side, module) and why.
 UNDECLARED_ON_PURPOSE = {
     ("client", "kubernetes"): "optional: ApiClient finds a master in Kubernetes with it, and "
     "says 'pip install kubernetes, or pass url=' when it is missing",
+    ("client", "matplotlib"): "optional: only `mlbench report --plot` draws (mlbench_worker/"
+    "plots.py), and says 'pip install matplotlib' when it is missing",
     ("tests", "mlbench_core"): "the original client, installed only in .venv-seed (make "
     "test-deps); tests/api/scripts/original_client.py runs there",
 }

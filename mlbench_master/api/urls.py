@@ -5,7 +5,7 @@ canonical form."""
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from mlbench_master.api import views
+from mlbench_master.api import result_urls, series_views, views
 
 
 def both(route: str, view, name: str) -> list:  # noqa: ANN001
@@ -23,6 +23,12 @@ urlpatterns = [
     *both(r"runs/(?P<pk>[0-9]{1,18})", views.RunDetail.as_view(), "run-detail"),
     *both(r"runs/(?P<pk>[0-9]{1,18})/summary", views.RunSummary.as_view(), "run-summary"),
     *both(r"runs/(?P<pk>[0-9]{1,18})/logs", views.RunLogs.as_view(), "run-logs"),
+    *both("series", series_views.SeriesList.as_view(), "series"),
+    *both(r"series/(?P<pk>[0-9]{1,18})", series_views.SeriesDetail.as_view(), "series-detail"),
+    *both(
+        r"series/(?P<pk>[0-9]{1,18})/cancel", series_views.SeriesCancel.as_view(), "series-cancel"
+    ),
+    *result_urls.urlpatterns,
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="api:schema"), name="redoc"),

@@ -291,18 +291,23 @@ class RunList(APIView):
 
     @extend_schema(summary="List runs", responses={200: RunSerializer(many=True), **READ_ERRORS})
     def get(self, request: Request) -> Response:
-        return Response(RunSerializer(Run.objects.select_related("created_by"), many=True).data)
+        return Response(
+            RunSerializer(Run.objects.select_related("created_by"), many=True, context={}).data
+        )
 
     @extend_schema(
-        summary="Create and start a run",
+        summary="Create and start a run (with queue=true: wait in the queue when another "
+        "run is active)",
         request=RunCreateSerializer,
         responses={201: RunSerializer, **_errors(400, 401, 403, 409, 503)},
     )
     def post(self, request: Request) -> Response:
         serializer = RunCreateSerializer(data=bodies.body(request))
         serializer.is_valid(raise_exception=True)
+        fields = dict(serializer.validated_data)
+        queue = bool(fields.pop("queue", False))
         try:
-            run = runs.create_run(serializer.validated_data, request.user)
+            run = runs.create_run(fields, request.user, queue=queue)
         except run_rules.RunRefused as exc:
             raise exceptions.ValidationError(exc.errors) from exc
         except run_rules.StaffOnly as exc:

@@ -60,6 +60,7 @@ class RunSpec:
     algorithm: str = ""  # empty: the worker's default (allreduce); see mpirun.worker_argv
     algorithm_options: dict[str, Any] = field(default_factory=dict, compare=False)
     implementation: str = ""  # empty: the reference loop; see mpirun.worker_argv
+    seed: int = 42  # what every rank seeds from (the worker's --seed; its default 42)
     launch: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property

@@ -24,6 +24,7 @@ import shlex
 from collections.abc import Sequence
 
 from mlbench_master.cluster.base import ClusterDriver, OutputLine, RunSpec
+from mlbench_worker import catalogue
 from mlbench_worker.algorithm_catalogue import ALGORITHMS, DEFAULT_ALGORITHM
 from mlbench_worker.implementation_catalogue import DEFAULT_IMPLEMENTATION
 
@@ -92,7 +93,8 @@ def _numeric(value: object) -> bool:
 def worker_argv(run: RunSpec, python: str = "python", hosts: list[str] | None = None) -> list[str]:
     """The command each rank runs: the reference worker, or the open-division command.
 
-    The reference worker gets the run's resolved time budget (accuracy after time: it stops
+    The reference worker gets the run's seed (always written, so the command says what the
+    curves were drawn from), its resolved time budget (accuracy after time: it stops
     training when the budget is spent and evaluates the final model), its checkpoint folder
     and, for a resumed run, the folder of the checkpoint it continues from.
     """
@@ -114,6 +116,8 @@ def worker_argv(run: RunSpec, python: str = "python", hosts: list[str] | None = 
         "--dataset",
         run.dataset or "auto",
     ]
+    if not catalogue.is_measurement(run.task):  # a measurement draws nothing at random
+        argv += ["--seed", str(int(run.seed))]
     argv += algorithm_argv(run)
     if run.implementation and run.implementation != DEFAULT_IMPLEMENTATION:
         argv += ["--implementation", run.implementation]

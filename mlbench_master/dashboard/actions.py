@@ -17,10 +17,12 @@ from mlbench_master.api.serializers import RunSerializer
 
 
 class RunCancel(APIView):
-    """POST /runs/<id>/cancel/: an active run becomes CANCELLED; 409 when it is not active."""
+    """POST /runs/<id>/cancel/: an active or queued run becomes CANCELLED; 409 otherwise."""
 
     def post(self, request: Request, run_id: int) -> Response:
         run = get_object_or_404(Run, pk=run_id)
         if not runs.cancel_run(run, reason=f"cancelled by {request.user} in the dashboard"):
-            raise Conflict(f"run {run.pk} is {run.state}; only an active run can be cancelled")
+            raise Conflict(
+                f"run {run.pk} is {run.state}; only an active or queued run can be cancelled"
+            )
         return Response(RunSerializer(run).data)

@@ -1,3 +1,4 @@
+# Over 400 lines: one field per option of POST /api/runs/ and /api/series/, each with its help.
 """The "New run" form: one field per option POST /api/runs/ takes, with the operator's limits
 and the run defaults (both from mlbench_master/run_rules/, the table GET
 /api/runs/defaults/ serves), so a run started from the form without changing anything is the
@@ -164,6 +165,53 @@ def _task_budgets(served: dict[str, Any]) -> str:
 
 def _choices(values: list[str]) -> list[tuple[str, str]]:
     return [(v, v) for v in values]
+
+
+def _series_fields(default: dict[str, Any]) -> list[Field]:
+    """Seeds, repeats and worker counts: one of each is one run; several make a series
+    (POST /api/series/), its runs queued one after another."""
+    most = int(settings.MLBENCH_SERIES_MAX_RUNS)
+    return [
+        Field(
+            "seeds",
+            "Seeds",
+            "text",
+            "",
+            f"The seed every rank starts from (empty: "
+            f"{default['seed']}). Several, e.g. 1,2,3, make a series: one run per seed.",
+            group="series",
+        ),  # fmt: skip
+        Field(
+            "repeats",
+            "Repeats",
+            "number",
+            "",
+            "Instead of seeds: N runs, seeds 1 to N.",
+            min=1,
+            max=most,
+            step=1,
+            group="series",
+        ),  # fmt: skip
+        Field(
+            "workers",
+            "Worker counts",
+            "text",
+            "",
+            "Several, e.g. 1,2,4, make a series over "
+            "them (instead of Workers above), for the speed-up.",
+            group="series",
+        ),  # fmt: skip
+        Field(
+            "queue",
+            "Queue behind the active run",
+            "checkbox",
+            False,
+            "Wait in the "
+            "master's queue while another run is active instead of being refused; a series "
+            f"always queues (at most {most} runs in one).",
+            group="series",
+        ),  # fmt: skip
+    ]
 
 
 def run_form_spec() -> dict[str, Any]:
@@ -361,6 +409,7 @@ def run_form_spec() -> dict[str, Any]:
             group="advanced",
         ),
     ]
+    fields += _series_fields(default)
     return {
         "limits": lim,
         "cluster": cluster,

@@ -47,9 +47,25 @@ def runs(request: HttpRequest) -> HttpResponse:
     return _page(request, "runs.html", {"nav": "runs", "form": forms_spec.run_form_spec()})
 
 
+# The charts the results API draws as files (/api/runs|series/<id>/plots/<chart>.png|svg).
+RUN_CHARTS = [("accuracy", "Accuracy against time"), ("time-split", "Where the time goes")]
+SERIES_CHARTS = [
+    ("accuracy", "Accuracy against time, every seed with the band"),
+    ("speedup", "Speed-up against workers"),
+    ("time-split", "Where the time goes, per worker count"),
+]
+
+
 @require_GET
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
-    return _page(request, "run_detail.html", {"nav": "runs", "run_id": run_id})
+    context = {"nav": "runs", "run_id": run_id, "result_charts": RUN_CHARTS}
+    return _page(request, "run_detail.html", context)
+
+
+@require_GET
+def series_detail(request: HttpRequest, series_id: int) -> HttpResponse:
+    context = {"nav": "runs", "series_id": series_id, "result_charts": SERIES_CHARTS}
+    return _page(request, "series_detail.html", context)
 
 
 @require_GET

@@ -1,3 +1,4 @@
+# Over 400 lines: the table, the limits and the checks of `resolve` read as one set of rules.
 """The rules of a run: what a request may ask for, what it gets for what it leaves out, and
 what follows from it (its time budget and limit, the checkpoint it resumes, its set-up).
 
@@ -71,8 +72,7 @@ __all__ = [
     "LOCAL_IMAGE_REFUSED", "RESUMABLE_STATES", "SETUP_FIELDS", "TIME_LIMIT_MARGIN",
     "ResumePoint", "ResumeRefused", "RunRefused", "StaffOnly", "budget_source",
     "default_time_limit", "defaults", "effective_time_budget", "fitting_budget", "framework_of",
-    "limits",
-    "minimum_time_limit", "resolve", "resume_point", "served", "setup_of",
+    "limits", "MAX_SEED", "minimum_time_limit", "resolve", "resume_point", "served", "setup_of",
     "task_time_budget", "time_budget_for", "time_budget_source",
 ]  # fmt: skip
 
@@ -99,12 +99,13 @@ DEFAULTS: dict[str, Any] = {
     "algorithm": DEFAULT_ALGORITHM,
     "algorithm_options": {},  # the algorithm's own defaults (algorithm_catalogue.py)
     "implementation": DEFAULT_IMPLEMENTATION,
+    "seed": 42,  # the worker's --seed default, so runs from before seeds were chosen agree
 }
 # The fields a resumed run takes from its parent when its request leaves them out.
 INHERITED = (
     "task", "num_workers", "num_cpus", "max_bandwidth", "latency", "backend", "gpu_enabled",
     "light_target", "target", "dataset", "max_epochs", "image", "run_all_nodes", "algorithm",
-    "algorithm_options", "implementation",
+    "algorithm_options", "implementation", "seed",
 )  # fmt: skip
 # The dimensions of a run's set-up, recorded in every manifest as `setup` so a result says
 # what it was measured under. The comparison rule (comparable.js, cli/report.py, held to
@@ -114,6 +115,7 @@ SETUP_FIELDS = (
     "task", "dataset", "target", "backend", "num_cpus", "gpu_enabled", "max_bandwidth",
     "latency", "custom_image_command", "algorithm", "algorithm_options", "implementation",
 )  # fmt: skip
+MAX_SEED = 2**31 - 1  # the largest seed a run may have: what its database column holds
 STAFF_ONLY = {
     "custom_image_command": "runs code of your choice on the workers",
     "custom_image_name": "runs its own entry point in the worker pods",
@@ -291,6 +293,7 @@ def _check_ranges(fields: dict[str, Any], errors: Errors) -> None:
         "time_budget": (lambda v: math.isfinite(v) and v > 0,
                         "time_budget must be a positive number of seconds"),
         "max_epochs": (lambda v: 1 <= v <= 100000, _range("max_epochs", "1", "100000", None)),
+        "seed": (lambda v: 0 <= v <= MAX_SEED, _range("seed", "0", str(MAX_SEED), None)),
     }  # fmt: skip
     for name, (ok, message) in checks.items():
         if fields.get(name) is not None and not ok(fields[name]):
@@ -387,7 +390,7 @@ def _check_resume(fields: dict[str, Any], errors: Errors) -> None:
     try:
         resume_point(fields["resume_from"], task=fields["task"],
                      num_workers=fields["num_workers"], dataset=fields["dataset"],
-                     algorithm=fields["algorithm"] or None,
+                     algorithm=fields["algorithm"] or None, seed=fields.get("seed"),
                      algorithm_options=fields["algorithm_options"],
                      implementation=fields["implementation"] or None)  # fmt: skip
     except ResumeRefused as exc:

@@ -52,6 +52,7 @@ def resume_point(
     algorithm: str | None = None,
     algorithm_options: dict[str, Any] | None = None,
     implementation: str | None = None,
+    seed: int | None = None,
 ) -> ResumePoint:
     """The checkpoint of run `parent_id` that a new run with this set-up would continue.
 
@@ -103,6 +104,8 @@ def resume_point(
         wanted.update(algorithm=algorithm, algorithm_options=algorithm_options or {})
     if implementation is not None:
         wanted["implementation"] = implementation
+    if seed is not None and "seed" in identity:  # the worker refuses another seed too
+        wanted["seed"] = seed
     for key, value in wanted.items():
         if compared.get(key) != value:
             raise ResumeRefused(

@@ -13,6 +13,7 @@ This module holds the command line (`build_parser`) and the entry point (`main`,
 - `progress`: the progress line of `mlbench run --wait`;
 - `clock`: the benchmark clock (the same rule as the dashboard's clock.js);
 - `report`: the `mlbench report` table and which runs may be compared (comparable.js);
+- `results`: `mlbench report --series` / `--plot` and `mlbench download --mllog`;
 - `formatting`: tables, durations, percentages, API dates.
 """
 
@@ -23,17 +24,18 @@ import os
 import sys
 
 from mlbench_worker import catalogue
+from mlbench_worker.cli import results
 from mlbench_worker.cli.commands import (
     cmd_delete,
     cmd_download,
     cmd_launcher,
     cmd_logs,
-    cmd_report,
     cmd_run,
     cmd_runs,
     cmd_show,
 )
 from mlbench_worker.cli.master import EXIT_USAGE, CliError, Master
+from mlbench_worker.cli.series import cmd_series, number_list
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -66,10 +68,35 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("down", help="stop the embedded master and everything it started")
     sub.add_parser("status", help="is the embedded master running, and where")
 
-    run = sub.add_parser("run", help="start a benchmark run")
+    run = sub.add_parser(
+        "run", help="start a benchmark run, or a series of them over seeds and worker counts"
+    )
     run.add_argument("name", help="a name for the run")
     run.add_argument(
-        "--workers", type=int, help="number of worker ranks (default: the master's, 2)"
+        "counts",
+        nargs="*",
+        type=int,
+        metavar="WORKERS",
+        help="worker counts as the original CLI took them (run NAME 1 2 4: a series)",
+    )
+    run.add_argument(
+        "--workers",
+        dest="worker_counts",
+        type=number_list,
+        metavar="N[,N...]",
+        help="number of worker ranks (default: the master's, 2); several (1,2,4): a series",
+    )
+    run.add_argument(
+        "--seeds",
+        type=number_list,
+        metavar="S[,S...]",
+        help="the seed every rank starts from (default 42); several (1,2,3): a series",
+    )
+    run.add_argument("--repeats", type=int, metavar="N", help="a series over seeds 1 to N")
+    run.add_argument(
+        "--queue",
+        action="store_true",
+        help="when another run is active, wait in the master's queue instead of an error",
     )
     run.add_argument(
         "--task",
@@ -155,7 +182,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--wait", action="store_true", help="show progress until it ends, then the results"
     )
 
-    sub.add_parser("runs", help="list the runs")
+    sub.add_parser("runs", help="list the runs (a queued run with its place: QUEUED #2)")
+    series = sub.add_parser("series", help="list run series, show one, or cancel one")
+    series.add_argument("series", type=int, nargs="?", metavar="ID")
+    series.add_argument(
+        "--cancel", action="store_true", help="drop its queued runs, cancel its active one"
+    )
     show = sub.add_parser("show", help="details and summary of a run")
     show.add_argument("run", type=int, metavar="RUN")
     show.add_argument("--json", action="store_true", help="print the run as JSON")
@@ -164,13 +196,42 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument(
         "--follow", "-f", action="store_true", help="keep printing until the run ends"
     )
-    download = sub.add_parser("download", help="a run's metrics as a zip file")
-    download.add_argument("run", type=int, metavar="RUN")
-    download.add_argument("--output", "-o", help="file to write (default run-RUN-metrics.zip)")
+    download = sub.add_parser(
+        "download", help="a run's metrics as a zip file, or its MLPerf-format log (--mllog)"
+    )
+    download.add_argument("run", type=int, nargs="?", metavar="RUN")
+    download.add_argument(
+        "--output",
+        "-o",
+        help="file to write (default run-RUN-metrics.zip, run-RUN-mllog.txt, series-ID-mllog.zip)",
+    )
+    download.add_argument(
+        "--mllog",
+        action="store_true",
+        help="the result log in MLPerf Training's format (:::MLLOG lines) instead",
+    )
+    download.add_argument(
+        "--series", type=int, metavar="ID", help="with --mllog: a series' logs (result_N.txt)"
+    )
     delete = sub.add_parser("delete", help="delete a run (an active run is stopped first)")
     delete.add_argument("run", type=int, metavar="RUN")
-    report = sub.add_parser("report", help="compare runs: time to target, accuracy, speed-up")
-    report.add_argument("runs", type=int, nargs="+", metavar="RUN")
+    report = sub.add_parser(
+        "report", help="compare runs or a series' statistics: time to target, speed-up, charts"
+    )
+    report.add_argument("runs", type=int, nargs="*", metavar="RUN")
+    report.add_argument(
+        "--series", type=int, metavar="ID", help="a series' statistics per worker count"
+    )
+    report.add_argument(
+        "--plot", metavar="FILE", help="draw a chart into FILE.png or FILE.svg instead"
+    )
+    report.add_argument(
+        "--chart",
+        choices=("accuracy", "speedup", "time-split"),
+        default="accuracy",
+        help="which chart --plot draws (default accuracy; speedup needs --series)",
+    )
+    report.add_argument("--json", action="store_true", help="with --series: the statistics")
     report.add_argument(
         "--across-implementations",
         action="store_true",
@@ -185,9 +246,10 @@ COMMANDS = {
     "runs": cmd_runs,
     "show": cmd_show,
     "logs": cmd_logs,
+    "series": cmd_series,
     "download": cmd_download,
     "delete": cmd_delete,
-    "report": cmd_report,
+    "report": results.cmd_report,
 }
 
 

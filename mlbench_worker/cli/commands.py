@@ -35,7 +35,7 @@ from mlbench_worker.cli.master import (
     Master,
 )
 from mlbench_worker.cli.progress import wait_for
-from mlbench_worker.cli.report import report_table
+from mlbench_worker.cli.series import is_series, queue_text, start_series, targets
 
 
 def cmd_launcher(args: argparse.Namespace) -> int:
@@ -90,7 +90,15 @@ def cmd_run(args: argparse.Namespace, master: Master) -> int:
         "resume_from": args.resume_from,
         "latency": args.latency,
     }
-    workers, cpus, bandwidth = args.workers, args.cpus, args.max_bandwidth
+    seeds, repeats, counts = targets(args)
+    if is_series(seeds, repeats, counts):
+        if args.resume_from is not None:
+            raise CliError("--resume-from continues one run; it cannot start a series", EXIT_USAGE)
+        fields.update(num_cpus=args.cpus, max_bandwidth=args.max_bandwidth)
+        fields["run_all_nodes"] = bool(args.custom_command and args.all_ranks) or None
+        return start_series(args, master, fields, counts)
+    fields["seed"] = seeds[0] if seeds else (1 if repeats else None)  # --repeats 1: seed 1
+    workers, cpus, bandwidth = (counts or [None])[0], args.cpus, args.max_bandwidth
     missing = None in (workers, cpus, bandwidth)
     if missing and args.resume_from is None:  # a resumed run takes the rest from its parent
         table = master_defaults(master)
@@ -104,10 +112,11 @@ def cmd_run(args: argparse.Namespace, master: Master) -> int:
         cpus,
         bandwidth,
         run_all_nodes=bool(args.custom_command and args.all_ranks),
+        queue=args.queue,
         **{k: v for k, v in fields.items() if v is not None},
     )
     run_id = run["id"]
-    print(f"run {run_id} {run['name']!r} created ({run.get('state', 'INITIALIZED')})")
+    print(f"run {run_id} {run['name']!r} created ({queue_text(run)}, seed {run.get('seed')})")
     if run.get("resumed_from") is not None:
         print(resumed_line(run))
     if not args.wait:
@@ -180,7 +189,7 @@ def cmd_runs(args: argparse.Namespace, master: Master) -> int:
         [
             r["id"],
             short(r.get("name"), 24),
-            r.get("state"),
+            queue_text(r),
             r.get("num_workers"),
             "command" if r.get("custom_image_command") else (r.get("task") or "-"),
             algorithm_text(r) or "-",
@@ -217,8 +226,8 @@ def cmd_show(args: argparse.Namespace, master: Master) -> int:
         print(json.dumps(run, indent=2, sort_keys=True))
         return EXIT_OK
     keys = [
-        "id", "name", "state", "reason", "task", "algorithm", "implementation", "backend",
-        "num_workers",
+        "id", "name", "state", "queue_position", "series", "seed", "reason", "task", "algorithm",
+        "implementation", "backend", "num_workers",
         "num_cpus",
         "target", "light_target", "dataset", "dataset_used", "time_budget",
         "effective_time_budget", "time_budget_source", "max_epochs", "time_limit", "exit_code",
@@ -291,6 +300,16 @@ def _print_chunk(chunk: dict) -> None:
 
 
 def cmd_download(args: argparse.Namespace, master: Master) -> int:
+    if args.series is not None and not args.mllog:
+        raise CliError("--series downloads a series' MLPerf logs: add --mllog", EXIT_USAGE)
+    if args.mllog:
+        if (args.run is None) == (args.series is None):
+            raise CliError("--mllog: give a RUN or --series ID (one of the two)", EXIT_USAGE)
+        from mlbench_worker.cli.results import download_mllog
+
+        return download_mllog(args, master)
+    if args.run is None:
+        raise CliError("give the RUN whose metrics to download", EXIT_USAGE)
     response = master.call("download_run_metrics", args.run)
     path = args.output or f"run-{args.run}-metrics.zip"
     size = 0
@@ -309,10 +328,4 @@ def cmd_delete(args: argparse.Namespace, master: Master) -> int:
         print(f"run {args.run} cancelled and deleted (its worker processes were stopped)")
     else:
         print(f"run {args.run} deleted")
-    return EXIT_OK
-
-
-def cmd_report(args: argparse.Namespace, master: Master) -> int:
-    runs = [master.json("get_run", r) for r in args.runs]
-    print(report_table(master, runs, args.across_implementations))
     return EXIT_OK

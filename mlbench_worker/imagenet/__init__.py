@@ -12,7 +12,7 @@ The modules, in the order data flows:
   for training; resize and centre crop for evaluation);
 - pipeline.py: batches for the Trainer, decoded by DataLoader worker processes;
 - data.py: the choice between real and synthetic, agreed by all ranks;
-- train.py: the Trainer with top-5 accuracy and the cosine schedule;
+- train.py: the Trainer with top-5 accuracy, and the cosine and poly (MLPerf) schedules;
 - setup.py: one run's pieces.
 
 This top level imports neither torch nor Pillow.

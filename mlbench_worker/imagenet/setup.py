@@ -3,7 +3,10 @@
 The learning rate is the task's rate for its batch times B / (the task's batch) for B
 images per worker, times K workers (linear scaling: 0.1 x 256K / 256 at the defaults),
 reached by a linear warm-up over the task's warm-up epochs from the one-worker rate, then
-step or cosine decay (tasks/resnet_imagenet.py). `--lr` replaces the peak.
+step or cosine decay, or MLPerf's polynomial schedule with its warm-up from 0
+(tasks/resnet_imagenet.py). `--lr` replaces the peak. The summary's config records the
+momentum, the weight decay and the schedule's own parameters, which the run's MLPerf log
+states.
 
 Loader processes per rank (`--data-workers`, default): on CUDA every core the rank has,
 since the GPU does the arithmetic and decoding JPEG files is the CPU's whole job; on CPU
@@ -22,7 +25,7 @@ from mlbench_worker.errors import WorkerError
 from mlbench_worker.imagenet import CROP, NUM_CLASSES, RESIZE
 from mlbench_worker.imagenet.data import load
 from mlbench_worker.imagenet.pipeline import ImageBatches
-from mlbench_worker.imagenet.train import CosineSchedule, ImageNetTrainer
+from mlbench_worker.imagenet.train import CosineSchedule, ImageNetTrainer, poly_schedule
 from mlbench_worker.models import build_imagenet_model
 from mlbench_worker.recipe import Schedule, momentum_sgd
 from mlbench_worker.report import Reporter
@@ -99,20 +102,9 @@ def build(
     if args.amp and args.amp_dtype == "bfloat16":
         trainer.amp_dtype, trainer.scaler = torch.bfloat16, None  # float32's range: no scaler
     trainer.label_smoothing = args.label_smoothing
-    steps = trainer.steps_per_epoch
-    warmup = round(task.warmup_epochs * steps)
-    if args.lr_schedule == "cosine":
-        trainer.schedule = CosineSchedule(
-            start_lr, peak_lr, warmup, (), 1.0, total_steps=args.max_epochs * steps
-        )
-    else:
-        trainer.schedule = Schedule(
-            start_lr,
-            peak_lr,
-            warmup,
-            tuple(round(e * steps) for e in task.decay_epochs),
-            task.decay_factor,
-        )
+    trainer.schedule, schedule_config = schedule_for(
+        args, task, start_lr, peak_lr, trainer.steps_per_epoch
+    )
     config = {
         "train_images": len(train_data),
         "test_images": len(test_data),
@@ -121,6 +113,9 @@ def build(
         "smoke_test_crop": crop != CROP,
         "lr_schedule": args.lr_schedule,
         "warmup_epochs": task.warmup_epochs,
+        **schedule_config,
+        "momentum": task.momentum,
+        "weight_decay": task.weight_decay,
         "label_smoothing": args.label_smoothing,
         "zero_init_residual": args.zero_init_residual,
         "amp": args.amp,
@@ -150,6 +145,35 @@ def build(
         results=_results,
         footer=_footer,
     )
+
+
+def schedule_for(
+    args: argparse.Namespace, task: ImageNetTask, start_lr: float, peak_lr: float, steps: int
+) -> tuple[Schedule, dict]:
+    """The `--lr-schedule` for this run's steps, and its parameters for the summary's
+    config, under the names mlbench_master/results/mllog.py logs as MLPerf's keys (a
+    decay's boundaries and factor; an end rate, a power and a decay length in steps), for
+    `steps` steps per epoch."""
+    warmup = round(task.warmup_epochs * steps)
+    total = args.max_epochs * steps
+    if args.lr_schedule == "poly":
+        poly = poly_schedule(peak_lr, warmup, total, task.poly_end_lr, task.poly_power)
+        return poly, {
+            "end_lr": poly.end_lr,
+            "poly_power": poly.power,
+            "decay_steps": poly.poly_steps,
+        }
+    if args.lr_schedule == "cosine":
+        cosine = CosineSchedule(start_lr, peak_lr, warmup, (), 1.0, total_steps=total)
+        return cosine, {"end_lr": 0.0, "decay_steps": max(1, total - warmup)}
+    step = Schedule(
+        start_lr,
+        peak_lr,
+        warmup,
+        tuple(round(e * steps) for e in task.decay_epochs),
+        task.decay_factor,
+    )
+    return step, {"decay_epochs": list(task.decay_epochs), "decay_factor": task.decay_factor}
 
 
 def _results(trainer: Trainer) -> dict:

@@ -6,7 +6,7 @@ Everything that makes the benchmark (clock, time split, all-reduce, goal trackin
 - its `hits` also count top-5 hits (the label among the five highest scores), ImageNet's
   second customary measure; `evaluate_and_track` posts it as `val_top5_accuracy` with the
   same epoch, step and clock as `val_accuracy`, and keeps it in the run's history;
-- `CosineSchedule`, the schedule `--lr-schedule cosine` selects.
+- `CosineSchedule` and `PolySchedule`, the schedules `--lr-schedule cosine` and `poly` select.
 
 Label smoothing is the Trainer's own `label_smoothing` (set by setup.py).
 """
@@ -37,6 +37,46 @@ class CosineSchedule(Schedule):
         span = max(1, self.total_steps - self.warmup_steps)
         t = min(1.0, (step - self.warmup_steps) / span)
         return self.peak_lr * 0.5 * (1.0 + math.cos(math.pi * t))
+
+
+@dataclass
+class PolySchedule(Schedule):
+    """MLPerf's ResNet-50 schedule, as its reference defines it (mlcommons/training,
+    image_classification/tensorflow2/lars_util.py, `PolynomialDecayWithWarmup`, which
+    common.py's `get_optimizer` uses for SGD and LARS alike under `lr_schedule
+    polynomial`): the rate rises linearly from 0 to `peak_lr` over `warmup_steps`
+    (`peak_lr * step / warmup_steps` while `step <= warmup_steps`), then follows Keras'
+    `PolynomialDecay` from `peak_lr` to `end_lr` with `power` over `decay_steps =
+    total_steps - warmup_steps + 1` steps: `(peak_lr - end_lr) * (1 - min(s, decay_steps)
+    / decay_steps) ** power + end_lr` at `s = step - warmup_steps`. MLPerf's closed rules
+    fix `end_lr` at 1e-4 and the reference fixes `power` at 2.
+
+    It warms up from 0, not from `start_lr` as the step schedule does: the schedule is
+    MLPerf's, and the run's log states its keys. Build it with `poly_schedule`."""
+
+    end_lr: float = 1e-4
+    power: float = 2.0
+    total_steps: int = 1
+
+    @property
+    def poly_steps(self) -> int:
+        """MLPerf's `decay_steps` (logged as sgd_opt_learning_rate_decay_steps)."""
+        return max(1, self.total_steps - self.warmup_steps + 1)
+
+    def __call__(self, step: int) -> float:
+        if step < self.warmup_steps:  # start_lr is 0: peak_lr * step / warmup_steps
+            return super().__call__(step)
+        s = min(step - self.warmup_steps, self.poly_steps)
+        return (self.peak_lr - self.end_lr) * (1 - s / self.poly_steps) ** self.power + self.end_lr
+
+
+def poly_schedule(
+    peak_lr: float, warmup_steps: int, total_steps: int, end_lr: float, power: float
+) -> PolySchedule:
+    """MLPerf's schedule for a run of `total_steps` steps (see PolySchedule)."""
+    return PolySchedule(
+        0.0, peak_lr, warmup_steps, (), 1.0, end_lr=end_lr, power=power, total_steps=total_steps
+    )
 
 
 class ImageNetTrainer(Trainer):

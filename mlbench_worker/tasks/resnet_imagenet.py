@@ -8,6 +8,10 @@ warm-up over the first 5 epochs from the rate of one worker, then divided by 10 
 worker trains with the classic rate 0.1 and K workers with 0.1K. `--lr-schedule cosine`
 replaces the steps with a cosine decay from the peak to zero at the last epoch, the other
 schedule in common use since (it needs no decay epochs tuned to the run's length).
+`--lr-schedule poly` is MLPerf's closed ResNet-50 schedule (imagenet/train.py's
+PolySchedule): a linear warm-up from 0 over the 5 warm-up epochs, then a polynomial decay
+of power 2 to 1e-4 at the last step (of `--max-epochs`); a task-1b run trained with it logs
+every key MLPerf's closed ResNet rules require (docs/checking.rst).
 
 The data set, model, goals, batch, rate and epochs are the catalogue's
 (mlbench_worker/catalogue.py); the data pipeline is mlbench_worker/imagenet/.
@@ -22,7 +26,7 @@ from mlbench_worker import catalogue
 from mlbench_worker.models import IMAGENET_MODELS
 from mlbench_worker.tasks.base import Task, catalogue_fields
 
-LR_SCHEDULES = ("step", "cosine")
+LR_SCHEDULES = ("step", "cosine", "poly")
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,9 @@ class ImageNetTask(Task):
     lr_schedule: str = "step"
     label_smoothing: float = 0.0  # Goyal et al. train without it; MLPerf allows 0.1
     zero_init_residual: bool = True  # Goyal et al. section 5.1
+    # `poly`: the rate it ends at and the power of its decay (MLPerf's closed values).
+    poly_end_lr: float = 1e-4
+    poly_power: float = 2.0
 
 
 def _task(info: catalogue.TaskInfo) -> ImageNetTask:

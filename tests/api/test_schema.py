@@ -34,7 +34,7 @@ def _api_routes() -> set[str]:
             elif isinstance(p, URLPattern):
                 full = "/" + prefix + route
                 if full.startswith("/api/") and full.endswith("/"):
-                    full = re.sub(r"\(\?P<(\w+)>[^)]*\)", r"{\1}", full)
+                    full = re.sub(r"\(\?P<(\w+)>[^)]*\)", r"{\1}", full).replace("\\.", ".")
                     out.add(full.replace("{pk}", "{id}"))  # spectacular names pk "id"
 
     walk(get_resolver().url_patterns, "")
@@ -55,6 +55,13 @@ def test_every_route_is_in_the_schema(api):
         "/api/runs/{id}/": {"get", "delete"},
         "/api/runs/{id}/summary/": {"post"},
         "/api/runs/{id}/logs/": {"get"},
+        "/api/series/": {"get", "post"},
+        "/api/series/{id}/": {"get", "delete"},
+        "/api/series/{id}/cancel/": {"post"},
+        "/api/runs/{id}/mllog/": {"get"},
+        "/api/series/{id}/mllog/": {"get"},
+        "/api/runs/{id}/plots/{chart}.{fmt}/": {"get"},
+        "/api/series/{id}/plots/{chart}.{fmt}/": {"get"},
     }
     assert {p: set(ops) - {"parameters"} for p, ops in schema["paths"].items()} == expected
     detail = schema["paths"]["/api/metrics/{pod_name_or_run_id}/"]["get"]

@@ -14,8 +14,11 @@ def master(postgres_url, tmp_path_factory):
 
 @pytest.fixture
 def idle_master(master):
-    """The master with no active run (a test that failed half-way may have left one)."""
-    for run in master.get("/api/runs/").json():
-        if run["state"] in ("INITIALIZED", "STARTED"):
-            master.delete(f"/api/runs/{run['id']}/")
+    """The master with no active or queued run (a test that failed half-way may have left
+    one); the queued ones go first, or deleting the active one would start them."""
+    listed = master.get("/api/runs/").json()
+    for states in (("QUEUED",), ("INITIALIZED", "STARTED")):
+        for run in listed:
+            if run["state"] in states:
+                master.delete(f"/api/runs/{run['id']}/")
     return master

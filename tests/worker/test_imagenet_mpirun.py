@@ -39,6 +39,9 @@ def test_two_ranks_train_resnet50_on_synthetic_jpegs_labelled_as_such(two_ranks)
     assert (c["crop"], c["eval_resize"], c["smoke_test_crop"]) == (64, 73, True)
     assert (c["train_images"], c["test_images"], c["label_smoothing"]) == (48, 24, 0.1)
     assert c["zero_init_residual"] is True and c["lr_schedule"] == "step"
+    # What the MLPerf log states: the SGD settings and the step schedule's own parameters.
+    assert (c["momentum"], c["weight_decay"]) == (0.9, 1e-4)
+    assert (c["decay_epochs"], c["decay_factor"]) == ([30, 60, 80], 0.1)
     assert 0 <= s["final_val_accuracy"] <= s["final_val_top5_accuracy"] <= 1
     # The files were written once into the data directory and read from there.
     assert len(list((tmp / "data" / "imagenet-synthetic" / "train").rglob("*.JPEG"))) == 48

@@ -85,7 +85,7 @@ def test_imagenet_requested_but_missing_says_where_to_put_it(tmp_path):
         (["resnet20-cifar10", "--crop", "96"], "--crop applies to task 1b"),
         (["resnet50-imagenet", "--crop", "32"], "--crop must be at least 64"),
         (["resnet50-imagenet", "--label-smoothing", "1"], "at least 0 and below 1"),
-        (["resnet50-imagenet", "--lr-schedule", "poly"], "choose one of: step, cosine"),
+        (["resnet50-imagenet", "--lr-schedule", "linear"], "choose one of: step, cosine, poly"),
         (["resnet50-imagenet", "--amp-dtype", "bfloat16"], "--amp-dtype needs --amp"),
         (["resnet50-imagenet", "--amp", "--amp-dtype", "float16", "--device", "cpu"], "CUDA"),
         (["resnet50-imagenet", "--model", "resnet20"], "resnet18, resnet34, resnet50, resnet101"),

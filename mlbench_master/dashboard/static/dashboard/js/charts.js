@@ -16,7 +16,8 @@ function aligned(list) {
 }
 
 // A line chart. opts: {title, id, xTime: bool, xLabel, xFmt (legend), xTickFmt (axis), yLabel,
-// yFmt, height, xLog / yLog: the base of a logarithmic axis (e.g. 2 for message sizes)}.
+// yFmt, height, xLog / yLog: the base of a logarithmic axis (e.g. 2 for message sizes),
+// xRange / yRange: (dataMin, dataMax) => [min, max] and xIncrs: the tick steps (axes.js)}.
 // A series may carry `dash` (uPlot's dash pattern) to set it apart from its neighbours.
 export class LineChart {
   constructor(container, opts) {
@@ -66,6 +67,7 @@ export class LineChart {
         grid: { stroke: "#e2e8f0" },
         // A log axis leaves its minor ticks unlabelled (null).
         values: o.xTickFmt && !o.xTime ? (u, vals) => vals.map((v) => (v == null ? "" : o.xTickFmt(v))) : undefined,
+        ...(o.xIncrs ? { incrs: o.xIncrs } : {}),
       },
       { label: o.yLabel, stroke: "#334155", grid: { stroke: "#e2e8f0" }, size: 84, values: (u, vals) => vals.map((v) => (v == null ? "" : yFmt(v))) },
     ];
@@ -74,8 +76,8 @@ export class LineChart {
         width: this.width(),
         height: o.height || 220,
         scales: {
-          x: o.xLog ? { time: false, distr: 3, log: o.xLog } : { time: !!o.xTime },
-          ...(o.yLog ? { y: { distr: 3, log: o.yLog } } : {}),
+          x: o.xLog ? { time: false, distr: 3, log: o.xLog } : { time: !!o.xTime, ...(o.xRange ? { range: (u, lo, hi) => o.xRange(lo, hi) } : {}) },
+          ...(o.yLog ? { y: { distr: 3, log: o.yLog } } : o.yRange ? { y: { range: (u, lo, hi) => o.yRange(lo, hi) } } : {}),
         },
         series,
         axes,

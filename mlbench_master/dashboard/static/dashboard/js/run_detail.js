@@ -5,17 +5,20 @@
 // charts: bus bandwidth against message size and the table of its cells (backend_benchmark.js).
 
 import { api, every } from "./api.js";
+import { CLOCK_INCRS, clockRange, fractionRange } from "./axes.js";
 import { LineChart } from "./charts.js";
 import { PROGRESS, elapsed, epochs, runClock } from "./clock.js";
 import { MetricFeed } from "./feed.js";
-import { algorithmText, clock, datasetBadge, duration, el, implementationText, num, pct, sentPerStep, stateBadge, when } from "./format.js";
+import { algorithmText, clock, datasetBadge, duration, el, implementationText, num, pct, sentPerStep, stateBadge } from "./format.js";
 import { LogFollower } from "./logs.js";
+import { CONFIG, kv } from "./run_info.js";
 import { perSecond, taskInfo, throughputMetrics, throughputOf } from "./tasks.js";
 import { OP_TITLES, chartOptions, sizeLabel, curves, fetchCells, isMeasurement, linkNotes, tableRows } from "./backend_benchmark.js";
 
 const root = document.getElementById("run-detail");
 const runId = root.dataset.runId;
 const ACTIVE = new Set(["INITIALIZED", "STARTED"]);
+const LIVE = new Set([...ACTIVE, "QUEUED"]); // still to change: the page keeps polling
 const RESUMABLE = new Set(["FAILED", "CANCELLED"]);
 const SPLIT = [
   ["time_data", "data"],
@@ -24,7 +27,7 @@ const SPLIT = [
 ];
 const CHARTS = [
   { id: "loss", title: "Training loss", series: [["train_loss", "train loss"], ["val_loss", "validation loss"]], fmt: (v) => num(v) },
-  { id: "accuracy", title: "Validation accuracy", series: [["val_accuracy", "validation"], ["train_accuracy", "training"]], fmt: pct },
+  { id: "accuracy", title: "Validation accuracy", series: [["val_accuracy", "validation"], ["train_accuracy", "training"]], fmt: pct, range: fractionRange },
   { id: "lr", title: "Learning rate", series: [["learning_rate", "learning rate"]], fmt: (v) => num(v) },
 ];
 // The throughput chart counts what the run's task counts (tasks.js): images for task 1a,
@@ -71,7 +74,9 @@ function buildCharts() {
       xLabel: mode === "epoch" ? "epoch" : "benchmark clock (min:s)",
       xFmt: mode === "epoch" ? (v) => num(v, 3) : duration,
       xTickFmt: mode === "epoch" ? (v) => num(v, 3) : clock,
+      ...(mode === "epoch" ? {} : { xRange: clockRange, xIncrs: CLOCK_INCRS }),
       yFmt: c.fmt,
+      yRange: c.range,
     }),
   }));
 }
@@ -90,6 +95,8 @@ const splitChart = new LineChart(document.getElementById("split-chart"), {
   xLabel: "benchmark clock (min:s)",
   xFmt: duration,
   xTickFmt: clock,
+  xRange: clockRange,
+  xIncrs: CLOCK_INCRS,
   yFmt: (v) => num(v),
   height: 180,
 });
@@ -114,36 +121,6 @@ function drawSplitTable() {
 }
 
 // ---- run info ----
-const CONFIG = [
-  ["task", "Task"],
-  ["algorithm", "Algorithm"],
-  ["implementation", "Implementation"],
-  ["backend", "Backend"],
-  ["num_workers", "Workers"],
-  ["num_cpus", "CPUs per worker"],
-  ["max_bandwidth", "Bandwidth (Mbit/s)"],
-  ["latency", "Network latency (ms)"],
-  ["gpu_enabled", "GPUs"],
-  ["target", "Target"],
-  ["light_target", "Light target"],
-  ["dataset", "Dataset requested"],
-  ["time_budget", "Time budget asked for (s)"],
-  ["effective_time_budget", "Time budget in effect (s)"],
-  ["time_budget_source", "Time budget from"],
-  ["max_epochs", "Max epochs"],
-  ["time_limit", "Time limit (s)"],
-  ["custom_image_name", "Custom image"],
-  ["custom_image_command", "Custom command"],
-  ["custom_backend", "Custom backend"],
-  ["run_all_nodes", "Run on all nodes"],
-  ["resumed_from", "Resumed from run"],
-  ["job_id", "Job"],
-  ["exit_code", "Exit code"],
-  ["created_at", "Created"],
-  ["started_at", "Started"],
-  ["finished_at", "Finished"],
-];
-
 // Fields shown in words rather than as stored (time_budget_source: where the time budget
 // in effect comes from).
 const BUDGET_SOURCES = { asked: "asked for", task: "the task's budget", time_limit: "what fits in the time limit (shorter than the task's budget)" };
@@ -152,19 +129,8 @@ const SHOWN = {
   algorithm: (r) => algorithmText(r),
   implementation: (r) => implementationText(r), // "torch-ddp (PyTorch 2.3.1)"; none stored: reference
   time_budget_source: (r) => BUDGET_SOURCES[r.time_budget_source] ?? r.time_budget_source,
+  series: (r) => (r.series ? el("a", { href: `/series/${r.series}/`, id: "series-link", text: `series ${r.series}` }) : null),
 };
-
-function show(value) {
-  if (value === null || value === undefined || value === "") return "—";
-  if (typeof value === "boolean") return value ? "yes" : "no";
-  if (typeof value === "string" && /^\d{4}-\d\d-\d\dT/.test(value)) return when(value);
-  if (typeof value === "object") return JSON.stringify(value);
-  return String(value);
-}
-
-function kv(dl, pairs) {
-  dl.replaceChildren(...pairs.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", {}, v instanceof Node ? v : show(v))]));
-}
 
 function taskLabel() {
   const info = taskInfo(run);
@@ -238,7 +204,7 @@ function showRun() {
   document.getElementById("run-manifest").textContent = JSON.stringify(run.manifest || {}, null, 2);
   showResumed();
   const cancel = document.getElementById("cancel-run");
-  if (cancel) cancel.hidden = !ACTIVE.has(run.state);
+  if (cancel) cancel.hidden = !ACTIVE.has(run.state) && run.state !== "QUEUED"; // a queued one leaves the queue
 }
 
 // A resumed run says so where its state is shown: its result continues another run's
@@ -308,7 +274,7 @@ async function resumeRun() {
 let stopPolling = () => {};
 
 async function refresh() {
-  if (run && !ACTIVE.has(run.state) && finalFetch) return;
+  if (run && !LIVE.has(run.state) && finalFetch) return;
   try {
     run = await api(`/api/runs/${runId}/`);
   } catch (err) {
@@ -320,7 +286,7 @@ async function refresh() {
   }
   showRun();
   await showResume();
-  if (!ACTIVE.has(run.state)) finalFetch = true; // one last fetch of metrics and logs, then stop
+  if (!LIVE.has(run.state)) finalFetch = true; // one last fetch of metrics and logs, then stop
   if (isMeasurement(run)) {
     await Promise.all([drawMeasurement(), logs.refresh()]);
     document.body.dataset.loaded = "1";

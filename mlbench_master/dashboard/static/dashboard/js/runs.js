@@ -15,14 +15,19 @@ function runRow(run) {
   return el(
     "tr",
     { dataset: { runId: run.id } },
-    el("td", {}, el("a", { href: `/runs/${run.id}/`, class: "run-link" }, run.name || `run ${run.id}`)),
+    el(
+      "td",
+      {},
+      el("a", { href: `/runs/${run.id}/`, class: "run-link" }, run.name || `run ${run.id}`),
+      ...(run.series ? [el("div", {}, el("a", { href: `/series/${run.series}/`, class: "series-link", text: `series ${run.series}, seed ${run.seed}` }))] : []),
+    ),
     el(
       "td",
       { text: run.task || "—" },
       ...(algorithmText(run) ? [el("div", { class: "algorithm", text: algorithmText(run) })] : []),
       ...(implementationText(run) ? [el("div", { class: "implementation", text: implementationText(run) })] : []),
     ),
-    el("td", { class: "state-cell" }, stateBadge(run.state), reason),
+    el("td", { class: "state-cell" }, stateBadge(run.state), run.queue_position ? el("span", { class: "queue-position", text: ` #${run.queue_position} in the queue` }) : "", reason),
     el("td", { text: `${run.num_workers ?? "—"}${cpus}` }),
     el("td", {}, isMeasurement(run) ? "—" : datasetBadge(run)), // a measurement reads no data
     el("td", { text: timeToTarget(run) }),
@@ -75,6 +80,23 @@ function requestBody() {
   );
 }
 
+// Several seeds, repeats or several worker counts make a series (POST /api/series/, which
+// reads "1,2,3" itself); otherwise one run, with its seed and whether it may queue.
+function target(body) {
+  const many = (text) => typeof text === "string" && text.split(/[\s,]+/).filter(Boolean).length > 1;
+  if (many(body.seeds) || many(body.workers) || body.repeats > 1) {
+    if (body.workers) delete body.num_workers;
+    delete body.queue; // a series always queues
+    return { path: "/api/series/", body };
+  }
+  const { seeds, repeats, workers, ...run } = body;
+  if (seeds !== undefined) run.seed = Number(seeds);
+  else if (repeats) run.seed = 1; // repeats 1: seed 1, as the series' seeds 1..N
+  if (workers !== undefined) run.num_workers = Number(workers);
+  if (!run.queue) delete run.queue;
+  return { path: "/api/runs/", body: run };
+}
+
 async function submit(event) {
   event.preventDefault();
   clearFieldErrors(form);
@@ -89,17 +111,23 @@ async function submit(event) {
   const button = document.getElementById("new-run-submit");
   button.disabled = true;
   try {
-    const run = await api("/api/runs/", { method: "POST", body: requestBody() });
+    const { path, body: sent } = target(requestBody());
+    const made = await api(path, { method: "POST", body: sent });
     form.reset();
     openForm(false);
-    status.replaceChildren("Run ", el("a", { href: `/runs/${run.id}/`, text: run.name || `#${run.id}` }), " was created.");
+    const [what, href] = path === "/api/series/" ? ["Series ", `/series/${made.id}/`] : ["Run ", `/runs/${made.id}/`];
+    status.replaceChildren(what, el("a", { href, text: made.name || `#${made.id}` }), made.runs ? ` was created: ${made.runs.length} runs, one after another.` : " was created.");
     await refresh();
   } catch (err) {
     if (err.status === 409) {
-      showFormError(`Another run is still active, and only one run can use the workers at a time. Wait for it to finish or cancel it, then start this one. (${err.message})`);
+      showFormError(`Another run is still active (or runs wait in the queue), and only one run can use the workers at a time. Tick “Queue behind the active run” to start this one after them. (${err.message})`);
     } else if (err.status === 400 && err.data && typeof err.data === "object") {
       // A refused option is said under the algorithm, where its fields are.
       const errors = { ...(err.data.errors || err.data) };
+      if (errors.seed) {
+        errors.seeds = errors.seed; // one run's seed is typed in Seeds
+        delete errors.seed;
+      }
       if (errors.algorithm_options) {
         errors.algorithm = [...(errors.algorithm || []), ...errors.algorithm_options];
         delete errors.algorithm_options;

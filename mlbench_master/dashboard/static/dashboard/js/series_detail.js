@@ -1,0 +1,152 @@
+// A series: its statistics per worker count, the accuracy curve of every run with each
+// worker count's band, its runs with their places in the queue, and cancelling it.
+// Every number shown is one the API computed (GET /api/series/<id>/, `statistics`): this
+// page formats them and computes none.
+
+import { api, every } from "./api.js";
+import { CLOCK_INCRS, clockRange, fractionRange } from "./axes.js";
+import { LineChart } from "./charts.js";
+import { clock, duration, el, num, pct, stateBadge } from "./format.js";
+
+const root = document.getElementById("series-detail");
+const seriesId = root.dataset.seriesId;
+const statusLine = document.getElementById("series-status");
+const ENDED = new Set(["ended", "cancelled"]);
+// How a statistic is shown: fractions as percentages, times as durations.
+const FORMATS = { accuracy_after_time: pct, communication_share: pct, time_to_target: duration, efficiency: pct };
+const TITLES = {
+  time_to_target: "Time to target",
+  accuracy_after_time: "Accuracy after time",
+  images_per_second: "Throughput",
+  communication_share: "Communication share",
+  speedup: "Speed-up vs 1 worker",
+  efficiency: "Efficiency",
+};
+
+let series = null;
+let chart = null;
+
+// A STAT object ({n, median, mean, sd, cv, min, max, olympic_mean}) in one cell.
+function statCell(stat, fmt) {
+  if (!stat || stat.median === null || stat.median === undefined) return el("td", { text: "—" });
+  const f = fmt || ((v) => num(v));
+  const spread = stat.sd !== null && stat.sd !== undefined ? ` ± ${f(stat.sd)}` : "";
+  const lines = [
+    el("div", { class: "median", text: `median ${f(stat.median)}` }),
+    el("div", { class: "hint", text: `mean ${f(stat.mean)}${spread}${stat.cv !== null && stat.cv !== undefined ? `, CV ${pct(stat.cv)}` : ""}` }),
+    el("div", { class: "hint", text: `min ${f(stat.min)}, max ${f(stat.max)}, n ${stat.n}` }),
+  ];
+  if (stat.olympic_mean !== null && stat.olympic_mean !== undefined) lines.push(el("div", { class: "hint", text: `olympic mean ${f(stat.olympic_mean)}` }));
+  return el("td", {}, ...lines);
+}
+
+function isStat(value) {
+  return value === null || (typeof value === "object" && !Array.isArray(value) && "median" in value);
+}
+
+function drawStats(stats) {
+  const groups = stats?.groups || [];
+  const keys = [...new Set(groups.flatMap((g) => Object.keys(g).filter((k) => isStat(g[k]))))];
+  const head = document.querySelector("#series-stats thead");
+  head.replaceChildren(
+    el("tr", {}, ...["Workers", "Reached / runs", "Valid", ...keys.map((k) => TITLES[k] || k)].map((t) => el("th", { scope: "col", text: t }))),
+  );
+  document.querySelector("#series-stats tbody").replaceChildren(
+    ...groups.map((g) =>
+      el(
+        "tr",
+        { dataset: { workers: g.num_workers } },
+        el("th", { scope: "row", text: String(g.num_workers) }),
+        el("td", { class: "reached", text: `${g.reached} / ${g.runs}` }),
+        el("td", { class: "valid", text: g.valid ? "yes" : `no: ${g.invalid_reason || ""}` }),
+        ...keys.map((k) => statCell(g[k], FORMATS[k])),
+      ),
+    ),
+  );
+  const t = stats?.target || {};
+  document.getElementById("series-target").textContent = t.task ? `Target: ${t.task}, goal ${t.goal}${t.value !== null && t.value !== undefined ? ` (${t.metric} ${pct(t.value)})` : ""}${t.synthetic ? "; on generated (synthetic) data" : ""}.` : "";
+}
+
+// The curves and bands as the API gives them: [[seconds, accuracy], ...] per run and
+// [[seconds, low, median, high], ...] per worker count.
+function drawCurves(stats) {
+  if (!chart) {
+    chart = new LineChart(document.getElementById("series-charts"), {
+      id: "chart-series",
+      title: "Validation accuracy against the benchmark clock",
+      xLabel: "benchmark clock (min:s)",
+      xFmt: duration,
+      xTickFmt: clock,
+      xRange: clockRange,
+      xIncrs: CLOCK_INCRS,
+      yFmt: pct,
+      yRange: fractionRange,
+      height: 280,
+    });
+  }
+  const list = [];
+  for (const c of stats?.curves || []) {
+    const pts = c.points || [];
+    list.push({ label: `run ${c.run}: seed ${c.seed}, ${c.num_workers} w`, t: pts.map((p) => p[0]), v: pts.map((p) => p[1]) });
+  }
+  for (const b of stats?.bands || []) {
+    const pts = b.points || [];
+    [["low", 1, [2, 4]], ["median", 2, [8, 4]], ["high", 3, [2, 4]]].forEach(([name, i, dash]) =>
+      list.push({ label: `${b.num_workers} w ${name}`, t: pts.map((p) => p[0]), v: pts.map((p) => p[i]), dash }),
+    );
+  }
+  chart.setSeries(list);
+}
+
+function drawRuns() {
+  document.querySelector("#series-runs tbody").replaceChildren(
+    ...series.runs.map((r) =>
+      el(
+        "tr",
+        { dataset: { runId: r.id } },
+        el("td", {}, el("a", { href: `/runs/${r.id}/`, text: r.name || `run ${r.id}` })),
+        el("td", { text: String(r.seed) }),
+        el("td", { text: String(r.num_workers) }),
+        el("td", {}, stateBadge(r.state), r.reason ? el("div", { class: "reason", text: r.reason }) : ""),
+        el("td", { class: "queue-position", text: r.queue_position ? `#${r.queue_position}` : "—" }),
+      ),
+    ),
+  );
+}
+
+let stopPolling = () => {};
+
+async function refresh() {
+  try {
+    series = await api(`/api/series/${seriesId}/`);
+  } catch (err) {
+    if (err.status !== 404) throw err;
+    stopPolling();
+    statusLine.textContent = `There is no series ${seriesId}: it may have been deleted.`;
+    document.body.dataset.loaded = "1";
+    return;
+  }
+  document.getElementById("series-name").textContent = series.name || `Series ${series.id}`;
+  document.title = `${series.name || "Series " + series.id} · mlbench`;
+  document.getElementById("series-state").replaceChildren(stateBadge(series.state));
+  document.getElementById("series-what").textContent = `seeds ${series.seeds.join(", ")} × workers ${series.worker_counts.join(", ")}: ${series.runs.length} runs, one after another`;
+  const cancel = document.getElementById("cancel-series");
+  if (cancel) cancel.hidden = ENDED.has(series.state);
+  drawRuns();
+  drawStats(series.statistics);
+  drawCurves(series.statistics);
+  document.body.dataset.loaded = "1";
+  if (ENDED.has(series.state)) stopPolling();
+}
+
+document.getElementById("cancel-series")?.addEventListener("click", async () => {
+  try {
+    await api(`/api/series/${seriesId}/cancel/`, { method: "POST" });
+    statusLine.textContent = "The series was cancelled: its queued runs were dropped and its active run stopped.";
+    await refresh();
+  } catch (err) {
+    statusLine.textContent = `Could not cancel: ${err.message}`;
+  }
+});
+
+stopPolling = every(5000, refresh);

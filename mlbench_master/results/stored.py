@@ -1,0 +1,178 @@
+"""What the master stored about a run, read once for the statistics, the MLPerf logs and
+the plots: the worker's summary where it posted one, its metric points otherwise.
+
+Why both: the summary is the published result of a run that finished, but a run that
+failed or was cancelled never posts one, and its metric points are all there is. Each
+value is read from the same points the dashboard and the API show (`val_accuracy` with the
+benchmark clock in its metadata, `time_to_target` posted when the goal was reached, the
+throughput metric of the task, the `time_*` timings), so a reader can redo any number from
+`GET /api/metrics/<run>/`.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mlbench_master.api.models import Metric, Run
+from mlbench_master.results.run_result import RunResult
+from mlbench_worker import catalogue
+
+TIMINGS = ("time_data", "time_compute", "time_comm")
+SPLIT_NAMES = {"time_data": "data", "time_compute": "compute", "time_comm": "communication"}
+
+
+@dataclass
+class Evaluation:
+    """One validation the worker reported: when (benchmark clock), where in training."""
+
+    seconds: float
+    accuracy: float
+    epoch: float | None
+    step: int | None
+
+
+@dataclass
+class StoredRun:
+    """A run with the metric points the results need, grouped by name."""
+
+    run: Run
+    points: dict[str, list[tuple[float, dict]]] = field(default_factory=dict)
+
+    @property
+    def summary(self) -> dict:
+        return self.run.summary or {}
+
+    def throughput_metric(self) -> tuple[str | None, str]:
+        return catalogue.throughput_of(
+            self.run.task, lambda m: self.summary.get(m) is not None, lambda m: m in self.points
+        )
+
+    def evaluations(self) -> list[Evaluation]:
+        out = []
+        for value, meta in self.points.get("val_accuracy", []):
+            if meta.get("elapsed") is None:
+                continue  # not placed on the benchmark clock: cannot be drawn or logged
+            step = meta.get("step")
+            out.append(
+                Evaluation(
+                    float(meta["elapsed"]),
+                    float(value),
+                    meta.get("epoch"),
+                    int(step) if step is not None else None,
+                )
+            )
+        return out
+
+    def time_to_target(self) -> float | None:
+        if self.summary:
+            ttt = self.summary.get("time_to_target")
+            return float(ttt) if ttt is not None else None
+        posted = self.points.get("time_to_target") or []
+        return float(posted[0][0]) if posted else None
+
+    def accuracy_after_time(self) -> float | None:
+        if self.summary.get("final_val_accuracy") is not None:
+            return float(self.summary["final_val_accuracy"])
+        evals = self.evaluations()
+        return evals[-1].accuracy if evals else None
+
+    def throughput(self) -> float | None:
+        metric, _ = self.throughput_metric()
+        if metric is None:
+            return None
+        if self.summary.get(metric) is not None:
+            return float(self.summary[metric])
+        values = [v for v, _ in self.points.get(metric, [])]
+        return statistics.fmean(values) if values else None
+
+    def time_split(self) -> dict[str, float]:
+        """Seconds per step in data loading, compute and exposed communication: the
+        reported interval means (over ranks) weighted by the steps of each interval."""
+        sums: dict[str, float] = {}
+        for name in TIMINGS:
+            total = steps = 0.0
+            previous = 0
+            for value, meta in self.points.get(name, []):
+                step = int(meta.get("step") or 0)
+                weight = max(step - previous, 1)
+                previous = step
+                total += value * weight
+                steps += weight
+            if steps:
+                sums[SPLIT_NAMES[name]] = total / steps
+        return sums
+
+    def communication_share(self) -> float | None:
+        if self.summary.get("comm_share") is not None:
+            return float(self.summary["comm_share"])
+        split = self.time_split()
+        whole = sum(split.values())
+        return split["communication"] / whole if whole > 0 and "communication" in split else None
+
+    def result(self) -> RunResult:
+        return RunResult(
+            run=self.run.pk,
+            seed=self.run.seed,
+            num_workers=self.run.num_workers,
+            state=self.run.state,
+            time_to_target=self.time_to_target(),
+            accuracy_after_time=self.accuracy_after_time(),
+            throughput=self.throughput(),
+            communication_share=self.communication_share(),
+            curve=tuple((e.seconds, e.accuracy) for e in self.evaluations()),
+            time_split=self.time_split(),
+        )
+
+
+# Every throughput metric some task posts (images_per_sec, samples_per_sec, ...).
+THROUGHPUT_METRICS = tuple(dict.fromkeys(t.throughput_metric for t in catalogue.TASKS.values()))
+NEEDED = ("val_accuracy", "time_to_target", *TIMINGS, *THROUGHPUT_METRICS)
+
+
+def load(runs: Iterable[Run]) -> list[StoredRun]:
+    """The runs with their needed metric points, in one query for all of them."""
+    runs = list(runs)
+    by_id = {r.pk: StoredRun(r) for r in runs}
+    rows = (
+        Metric.objects.filter(run_id__in=list(by_id), name__in=NEEDED)
+        .order_by("run_id", "name", "date", "id")
+        .values_list("run_id", "name", "value", "metadata")
+    )
+    grouped: dict[int, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for run_id, name, value, metadata in rows:
+        grouped[run_id][name].append((value, metadata if isinstance(metadata, dict) else {}))
+    for run_id, stored in by_id.items():
+        stored.points = dict(grouped.get(run_id, {}))
+    return [by_id[r.pk] for r in runs]
+
+
+def results_of(runs: Iterable[Run]) -> list[RunResult]:
+    return [s.result() for s in load(runs)]
+
+
+def target_of(series: Any) -> dict[str, Any]:
+    """What the series' runs aim at: the task, the goal and its metric, the data sets used."""
+    runs = list(series.runs.all())
+    settings = series.settings or {}
+    task_name = settings.get("task") or (runs[0].task if runs else catalogue.DEFAULT_TASK)
+    goal_name = settings.get("target") or (runs[0].target if runs else "standard")
+    return target_for(task_name, goal_name, [r.dataset_used for r in runs if r.dataset_used])
+
+
+def target_for(task_name: str, goal_name: str, datasets: Iterable[str] = ()) -> dict[str, Any]:
+    info = catalogue.TASKS.get(task_name)
+    goal = info.goals.get(goal_name) if info else None
+    return {
+        "task": task_name,
+        "goal": goal_name,
+        "metric": goal.metric if goal else "val_accuracy",
+        "value": goal.value if goal else None,
+        "direction": goal.direction if goal else catalogue.UP,
+        "throughput_unit": info.throughput_unit if info else catalogue.NEUTRAL_UNIT,
+        "datasets": sorted(set(datasets)),
+        "synthetic": "synthetic" in set(datasets),
+    }

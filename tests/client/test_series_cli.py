@@ -1,0 +1,104 @@
+"""`mlbench run NAME --seeds 1,2 --workers 1,2` (and the original `mlbench run NAME 1 2`)
+queue a series on a live master, `mlbench runs` shows each queued run's place, `mlbench
+series` lists, shows and cancels it, and the ApiClient does the same; bad input is a usage
+error that stores nothing."""
+
+import pytest
+
+from mlbench_worker.cli.master import EXIT_USAGE
+
+pytestmark = pytest.mark.mpi
+
+# A command that waits, so the series' first run stays active while the test looks.
+SLOW = ["--command", "sleep 60", "--cpus", "1"]
+
+
+def _idle(master):
+    listed = master.get("/api/runs/").json()
+    for states in (("QUEUED",), ("INITIALIZED", "STARTED")):
+        for run in listed:
+            if run["state"] in states:
+                master.delete(f"/api/runs/{run['id']}/")
+
+
+def _series_id(stdout: str) -> int:
+    line = next(x for x in stdout.splitlines() if x.startswith("series "))
+    return int(line.split()[1])
+
+
+def test_a_series_from_the_command_line_is_listed_shown_and_cancelled(master):
+    _idle(master)
+    done = master.cli("run", "cli series", "--seeds", "1,2", "--workers", "1,2", *SLOW)
+    assert done.returncode == 0, done.stdout + done.stderr
+    series_id = _series_id(done.stdout)
+    body = master.get(f"/api/series/{series_id}/").json()
+    assert (body["seeds"], body["worker_counts"]) == ([1, 2], [1, 2])
+    assert "QUEUED #1" in done.stdout and "QUEUED #3" in done.stdout
+    listed = master.cli("runs")
+    assert "QUEUED #3" in listed.stdout, listed.stdout
+    assert f"{series_id} " in master.cli("series").stdout
+    shown = master.cli("series", str(series_id))
+    assert shown.returncode == 0 and "SEED" in shown.stdout and "QUEUED #2" in shown.stdout
+    cancelled = master.cli("series", str(series_id), "--cancel")
+    assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+    states = [r["state"] for r in master.get(f"/api/series/{series_id}/").json()["runs"]]
+    assert states == ["CANCELLED"] * 4, states
+    again = master.cli("series", str(series_id), "--cancel")
+    assert again.returncode != 0
+    assert "no queued or active run" in again.stderr
+
+
+def test_the_original_form_and_the_queue_flag(master):
+    _idle(master)
+    done = master.cli("run", "original", "1", "2", *SLOW)
+    assert done.returncode == 0, done.stdout + done.stderr
+    series_id = _series_id(done.stdout)
+    assert master.get(f"/api/series/{series_id}/").json()["worker_counts"] == [1, 2]
+    plain = master.cli("run", "plain", "--workers", "1", *SLOW)
+    assert plain.returncode != 0 and "queue" in plain.stderr
+    queued = master.cli("run", "waits", "--workers", "1", "--seeds", "7", "--queue", *SLOW)
+    assert queued.returncode == 0 and "QUEUED #2, seed 7" in queued.stdout, queued.stdout
+    master.post(f"/api/series/{series_id}/cancel/", {})
+    _idle(master)
+
+
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        (["--seeds", "1,1", "--workers", "1"], "--seeds: give each value once"),
+        (["--seeds", "1,x"], "not a comma-separated list"),
+        (["--seeds", "1,2", "--repeats", "2"], "not both"),
+        (["--workers", "1,9"], "9 workers"),
+        (["--repeats", "0"], "at least 1"),
+        (["3", "--workers", "1,2"], "give the worker counts once"),
+    ],
+)
+def test_bad_series_input_is_a_usage_error_and_stores_nothing(master, options, words):
+    _idle(master)
+    before = len(master.get("/api/runs/").json()), len(master.get("/api/series/").json())
+    done = master.cli("run", "refused", *options, *SLOW)
+    assert done.returncode == EXIT_USAGE, done.stdout + done.stderr
+    assert words in done.stderr
+    after = len(master.get("/api/runs/").json()), len(master.get("/api/series/").json())
+    assert after == before
+
+
+def test_the_client_creates_lists_gets_and_cancels_a_series(master):
+    from mlbench_worker.api import ApiClient
+
+    _idle(master)
+    client = ApiClient(url=master.url, token=master.token, in_cluster=False)
+    created = client.create_series(
+        "client series", repeats=2, workers=[1], custom_image_command="sleep 60", num_cpus=1
+    ).result()
+    assert created.status_code == 201, created.text
+    body = created.json()
+    assert body["seeds"] == [1, 2]
+    assert body["id"] in [s["id"] for s in client.list_series().result().json()]
+    detail = client.get_series(body["id"]).result().json()
+    assert [g["num_workers"] for g in detail["statistics"]["groups"]] == [1]
+    assert client.cancel_series(body["id"]).result().status_code == 200
+    refused = client.create_series("bad", seeds=[], workers=[1]).result()
+    assert refused.status_code == 400 and "seeds" in refused.json()["errors"]
+    assert client.get_series(99999).result().status_code == 404
+    assert client.delete_series(body["id"]).result().status_code == 204
