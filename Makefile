@@ -96,18 +96,33 @@ clean:
 	find . -name __pycache__ -prune -exec rm -rf {} +
 
 # --- Kubernetes (docs/installation.rst) ----------------------------------------------------
-# Build and push an image: make publish-docker component=master|worker docker_registry=REGISTRY
+# Both images, tagged REGISTRY/mlbench_master:VERSION and :latest (VERSION: setup.py's):
+#   make images [BASE=hub|local|IMAGE] [ASSETS=npm|context] [device=cpu|cuda]
+#               [PIP_CONF=host|FILE] [CA_BUNDLE=FILE] [docker_registry=REGISTRY]
+# BASE=local makes a Debian base here with debootstrap (no Docker Hub); PIP_CONF and
+# CA_BUNDLE reach the build as BuildKit secrets, never as a layer. Without a running
+# engine, as root: scripts/images/engine.sh start (a private one; see its header).
+# Build and push one image: make publish-docker component=master|worker docker_registry=REGISTRY
 # [docker_tag=latest] [device=cpu|cuda] (device: the worker's torch build).
 docker_tag ?= latest
 device ?= cpu
-.PHONY: publish-docker e2e-kind
+BASE ?= hub
+ASSETS ?=
+PIP_CONF ?=
+CA_BUNDLE ?=
+IMAGE_BUILD = $(PYTHON) scripts/images/build.py --base $(BASE) --device $(device) \
+  $(if $(ASSETS),--assets $(ASSETS)) $(if $(PIP_CONF),--pip-conf $(PIP_CONF)) \
+  $(if $(CA_BUNDLE),--ca $(CA_BUNDLE)) $(if $(docker_registry),--registry $(docker_registry))
+.PHONY: images publish-docker e2e-kind
+images:
+	$(IMAGE_BUILD)
+
 publish-docker:
 	@case "$(component)" in master|worker) ;; *) \
 	  echo "usage: make publish-docker component=master|worker docker_registry=REGISTRY"; exit 2;; esac
 	@test -n "$(docker_registry)" || { \
 	  echo "set docker_registry=REGISTRY (e.g. gcr.io/PROJECT or localhost:5000)"; exit 2; }
-	docker build -f Dockerfile.$(component) $(if $(filter worker,$(component)),--build-arg DEVICE=$(device)) \
-	  -t $(docker_registry)/mlbench_$(component):$(docker_tag) .
+	$(IMAGE_BUILD) --tag $(docker_tag) $(component)
 	docker push $(docker_registry)/mlbench_$(component):$(docker_tag)
 
 # On a machine with Docker, kind, kubectl and helm: a throwaway cluster, both images, the

@@ -84,7 +84,9 @@ def jobs_in_progress(fresh_seconds: float = FRESH_HEARTBEAT) -> set[str]:
     A worker that died without saying so stays registered until its key expires; one whose
     last heartbeat (every 30 s while it works) is older than `fresh_seconds` is not live,
     nor is one on this machine whose process no longer exists (a fresh heartbeat says
-    nothing when the worker was SIGKILLed a second ago).
+    nothing when the worker was SIGKILLed a second ago), or whose pid now belongs to a
+    process born after the worker registered: a restarted container's new worker is pid 1
+    again, and taking the dead one for it kept its run's job "in progress" for 90 s.
     """
     try:
         from rq import Worker
@@ -98,7 +100,9 @@ def jobs_in_progress(fresh_seconds: float = FRESH_HEARTBEAT) -> set[str]:
                 beat = beat.replace(tzinfo=dt.UTC)
             if not job_id or beat is None or (now - beat).total_seconds() >= fresh_seconds:
                 continue
-            if worker.hostname == socket.gethostname() and not _pid_alive(worker.pid):
+            if worker.hostname == socket.gethostname() and not _pid_alive(
+                worker.pid, worker.birth_date
+            ):
                 continue
             busy.add(job_id)
         return busy
@@ -126,12 +130,27 @@ def job_waiting(job_id: str) -> bool:
         return False
 
 
-def _pid_alive(pid: int | None) -> bool:
+# A worker registers a moment after its process starts; a process at its pid that started
+# later than this after the registration is another one. Generous: a process's start time
+# is counted from the boot time, which can be a second or two off the wall clock.
+BIRTH_SLACK_SECONDS = 5.0
+
+
+def _pid_alive(pid: int | None, registered: dt.datetime | None = None) -> bool:
+    """Whether the process `pid` lives and, given when the worker registered, is old enough
+    to be that worker (not a newer process that got its pid)."""
     if not pid:
         return False
     try:
         import psutil
 
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
     except Exception:  # noqa: BLE001 - no such process (or not readable: assume gone)
         return False
+    if registered is None:
+        return True
+    if registered.tzinfo is None:
+        registered = registered.replace(tzinfo=dt.UTC)
+    return proc.create_time() <= registered.timestamp() + BIRTH_SLACK_SECONDS

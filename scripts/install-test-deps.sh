@@ -18,8 +18,11 @@ for prog in slurmctld slurmd sbatch; do
   command -v "$prog" >/dev/null || [ -x "/usr/sbin/$prog" ] || { need+=(slurm-wlm); break; }
 done
 command -v munged >/dev/null || [ -x /usr/sbin/munged ] || need+=(munge)
+command -v dockerd >/dev/null || [ -x /usr/sbin/dockerd ] || need+=(docker.io)
+command -v debootstrap >/dev/null || [ -x /usr/sbin/debootstrap ] || need+=(debootstrap)
+command -v openssl >/dev/null || need+=(openssl)
 
 if [ ${#need[@]} -gt 0 ]; then
   bash "$(dirname "$0")/apt-install.sh" "${need[@]}"
 fi
-echo "test dependencies ready: postgres in $(pg_bindir), chromium at $(command -v chromium || echo /usr/bin/chromium), slurm $(slurmctld -V 2>/dev/null || /usr/sbin/slurmctld -V)"
+echo "test dependencies ready: postgres in $(pg_bindir), chromium at $(command -v chromium || echo /usr/bin/chromium), slurm $(slurmctld -V 2>/dev/null || /usr/sbin/slurmctld -V), $(/usr/sbin/dockerd --version 2>/dev/null || dockerd --version)"

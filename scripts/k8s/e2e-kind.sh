@@ -14,6 +14,18 @@
 #      each exactly once in its log
 #   8. delete the cluster (KEEP_CLUSTER=1 keeps it for a look around)
 # Needs docker (with a running engine), kind, kubectl, helm (3.8+), curl, python3.
+#
+# What has run, and where: steps 2, 5 and 7 have a counterpart without a cluster in
+# tests/images (`make test`): both images built (on a debootstrap base, with the host's pip
+# configuration as build secrets), the master's containers (web, rq-runs, collector, the
+# migrate init step) and two worker containers configured as the chart's pods, the
+# Kubernetes API served by an emulator whose pod exec goes into the containers; a 2-worker
+# ResNet-20 run FINISHED over ssh + mpirun between the containers with its metrics posted to
+# the master container, a master kill and restart mid-run re-attached, cancel leaving no rank.
+# Only this script (a real cluster) shows: the kubelet, the container runtime applying the
+# chart's sysctls and probes, cluster DNS, RBAC enforced by an API server, scheduling and
+# rolling updates, image pulls, and a master pod replaced by a new pod (new hostname).
+# This script itself has not been run on this project's machines (no kind, no helm there).
 set -euo pipefail
 
 cluster="${KIND_CLUSTER:-mlbench-e2e}"
@@ -60,8 +72,10 @@ nodes:
 KIND
 
 echo "== 2. images (tag $tag)"
-docker build -f Dockerfile.master -t "mlbench/mlbench_master:$tag" .
-docker build -f Dockerfile.worker -t "mlbench/mlbench_worker:$tag" .
+# BuildKit (the Dockerfiles mount pip's configuration as secrets); IMAGE_BUILD_ARGS adds e.g.
+# "--base local --pip-conf host" where Docker Hub or PyPI cannot be reached directly.
+# shellcheck disable=SC2086
+python3 scripts/images/build.py --registry mlbench --tag "$tag" ${IMAGE_BUILD_ARGS:-}
 custom="mlbench/e2e-custom-worker:$tag"
 docker tag "mlbench/mlbench_worker:$tag" "$custom"
 kind load docker-image --name "$cluster" "mlbench/mlbench_master:$tag" \

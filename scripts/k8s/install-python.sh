@@ -4,33 +4,54 @@
 # virtualenv of `make install`: torch==2.13.0 first (workers only), then the component's
 # extra of setup.py, every version pinned by constraints.txt.
 #
-# usage: install-python.sh VENV master|worker [cpu|cuda]   (run in the source directory)
+# pip is not quiet: its notes on indexes it could not reach (refused certificates,
+# connection errors) are what scripts/images/build.py reads to say what to fix.
+# usage: install-python.sh VENV master|worker|torch [cpu|cuda]   (run in the source directory)
+#   torch: only torch (Dockerfile.worker installs it in a layer of its own, before the
+#   sources are copied, so a changed source file does not download torch again)
 set -eu
 
 venv="$1"
 component="$2"
 device="${3:-cpu}"
 
-python3 -m venv "$venv"
+# A CA bundle given to the build as a secret (Dockerfile.*) is used for every download.
+if [ -s /run/secrets/ca ]; then
+    export PIP_CERT=/run/secrets/ca
+fi
+
 pip="$venv/bin/python -m pip"
-$pip install -q --upgrade pip
-case "$component" in
-master)
-    $pip install -q -c constraints.txt '.[master]'
-    ;;
-worker)
+if [ ! -x "$venv/bin/python" ]; then
+    python3 -m venv "$venv"
+    $pip install --progress-bar off --upgrade pip
+fi
+
+install_torch() {
     case "$device" in
     # PyPI's Linux torch is the CUDA build (several GB); the CPU build has its own index.
-    cpu) torch_index="--extra-index-url ${TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}" ;;
+    # An empty TORCH_CPU_INDEX leaves it to pip's configuration (a local wheel folder).
+    cpu) cpu_index="${TORCH_CPU_INDEX-https://download.pytorch.org/whl/cpu}"
+         torch_index="${cpu_index:+--extra-index-url $cpu_index}" ;;
     cuda) torch_index="" ;;
     *) echo "device must be cpu or cuda, not $device" >&2; exit 2 ;;
     esac
     # shellcheck disable=SC2086
-    $pip install -q -c constraints.txt $torch_index torch==2.13.0
-    $pip install -q -c constraints.txt '.[worker]'
+    $pip install --progress-bar off -c constraints.txt $torch_index torch==2.13.0
+}
+
+case "$component" in
+master)
+    $pip install --progress-bar off -c constraints.txt '.[master]'
+    ;;
+torch)
+    install_torch
+    ;;
+worker)
+    install_torch
+    $pip install --progress-bar off -c constraints.txt '.[worker]'
     ;;
 *)
-    echo "component must be master or worker, not $component" >&2
+    echo "component must be master, worker or torch, not $component" >&2
     exit 2
     ;;
 esac

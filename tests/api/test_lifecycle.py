@@ -1,5 +1,7 @@
 """mlbench_master.runs: the only place Run.state changes; transitions are idempotent."""
 
+import time
+
 import pytest
 
 from mlbench_master import runs
@@ -135,6 +137,16 @@ def test_a_dead_rq_worker_with_a_fresh_heartbeat_is_not_busy(redis_settings):
     worker.heartbeat()
     prepare_execution(worker, job)
     assert jobqueue.jobs_in_progress() == {job.id}
+    # Its pid now taken by a process born after it registered (a restarted container's new
+    # worker is pid 1 again): that is not the worker, whose job is no longer in progress.
+    time.sleep(jobqueue.BIRTH_SLACK_SECONDS + 1.5)
+    newcomer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        queue.connection.hset(worker.key, "pid", newcomer.pid)
+        assert jobqueue.jobs_in_progress() == set()
+    finally:
+        newcomer.kill()
+        newcomer.wait()
 
 
 @pytest.mark.mpi
