@@ -218,6 +218,7 @@ class ApiClient:
         implementation: str | None = None,
         seed: int | None = None,
         queue: bool = False,
+        lr_schedule: str | None = None,
     ) -> Future:
         """Start a run. The keyword-only arguments are this version's additions.
 
@@ -241,6 +242,10 @@ class ApiClient:
         `seed` (default 42) is what every rank seeds from: the same seed gives the same
         curve. `queue`: while another run is active, wait in the master's queue (the run
         is QUEUED, with its `queue_position`) instead of the master's 409.
+
+        `lr_schedule` (task 1b only: step, the default; cosine; poly, MLPerf's closed
+        ResNet schedule, the one whose MLPerf log passes the closed rules) is the learning
+        rate's schedule after the warm-up; the master refuses (400) it for other tasks.
 
         `resume_from` (a run id) continues that FAILED or CANCELLED run from its last
         checkpoint; the master refuses (400) a run it could not continue.
@@ -306,6 +311,7 @@ class ApiClient:
             "algorithm_options": algorithm_options,
             "implementation": implementation,
             "seed": seed,
+            "lr_schedule": lr_schedule,
             "queue": queue or None,
         }
         body.update({k: v for k, v in optional.items() if v is not None})

@@ -65,6 +65,10 @@ class TaskInfo:
     # first is its default. torch-ddp needs a model trained by autograd; tensorflow has
     # the ResNets of task 1a only.
     implementations: tuple[str, ...] = (DEFAULT_IMPLEMENTATION,)
+    # The learning-rate schedules its worker offers (`--lr-schedule`, the run's
+    # `lr_schedule`); the first is its default. Empty: the task has one fixed schedule and
+    # a run of it takes no lr_schedule.
+    lr_schedules: tuple[str, ...] = ()
 
     @property
     def measurement(self) -> bool:
@@ -162,6 +166,12 @@ _IMAGENET_SOURCE = {
 }
 
 
+# Task 1b's schedules after the warm-up: Goyal et al.'s steps (the default), a cosine to
+# zero, and MLPerf's closed ResNet schedule (poly), the one whose MLPerf log passes the
+# closed rules (mlbench_worker/tasks/resnet_imagenet.py says what each does).
+IMAGENET_LR_SCHEDULES = ("step", "cosine", "poly")
+
+
 def _resnet_imagenet(depth: int) -> TaskInfo:
     source = _IMAGENET_SOURCE[depth]
     return TaskInfo(
@@ -182,6 +192,7 @@ def _resnet_imagenet(depth: int) -> TaskInfo:
         throughput_metric="images_per_sec",
         description=f"Task 1b: ResNet-{depth} (v1.5) on ImageNet, synchronous SGD",
         implementations=("reference", "torch-ddp"),
+        lr_schedules=IMAGENET_LR_SCHEDULES,
     )
 
 

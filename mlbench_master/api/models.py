@@ -62,6 +62,10 @@ class Run(models.Model):
     # Which code trains (mlbench_worker/implementation_catalogue.py): our reference loop,
     # torch-ddp or tensorflow; empty where algorithm is (nothing of ours trains).
     implementation = models.CharField(max_length=32, default="reference", blank=True)
+    # The learning-rate schedule asked for (the worker's --lr-schedule; the catalogue's
+    # TaskInfo.lr_schedules say which tasks have one), stored as given: empty means the
+    # task's default (task 1b: step), and is all a task without schedules may have.
+    lr_schedule = models.CharField(max_length=16, default="", blank=True)
     # Defaults for rows made in code; a run made through the API gets run_rules.DEFAULTS
     # (tests/api/test_run_defaults.py keeps these equal to that table).
     num_workers = models.PositiveIntegerField(default=2)

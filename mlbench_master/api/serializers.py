@@ -24,7 +24,7 @@ RUN_OUTPUT_FIELDS = [
     "max_epochs", "dataset", "dataset_used", "image",
     "custom_image_name", "custom_image_command", "custom_backend", "run_all_nodes",
     "time_limit", "resumed_from", "exit_code", "summary", "manifest", "created_by",
-    "seed", "series", "queue_position",
+    "seed", "lr_schedule", "series", "queue_position",
 ]  # fmt: skip
 
 
@@ -126,6 +126,15 @@ class RunCreateSerializer(serializers.Serializer):
         help_text="which code trains: reference (our loop, default), torch-ddp (PyTorch "
         "DistributedDataParallel), tensorflow (Keras, MultiWorkerMirroredStrategy); those the "
         "task has",
+    )
+    lr_schedule = serializers.CharField(
+        max_length=100,
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        help_text="task 1b only: the learning-rate schedule after the warm-up, step (the "
+        "default), cosine or poly (MLPerf's closed ResNet schedule: the one whose MLPerf log "
+        "passes the closed rules); empty or left out: the task's default",
     )
     resume_from = serializers.IntegerField(
         required=False,
@@ -278,7 +287,12 @@ class RunDefaultsSerializer(serializers.Serializer):
     )
     tasks = serializers.DictField(
         help_text="task -> its backend, target, goals, data sets, time budget and time limit "
-        "without options, and the algorithms and implementations it admits"
+        "without options, and the algorithms, implementations and learning-rate schedules "
+        "(lr_schedules, the first the default; empty: none to choose) it admits"
+    )
+    lr_schedules = serializers.DictField(
+        help_text="task -> the lr_schedule values it takes (the first its default), for the "
+        "offered tasks that have any"
     )
     algorithms = serializers.DictField(
         help_text="algorithm -> title, paper, summary and options (name, type, default, "

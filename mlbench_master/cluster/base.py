@@ -61,6 +61,7 @@ class RunSpec:
     algorithm_options: dict[str, Any] = field(default_factory=dict, compare=False)
     implementation: str = ""  # empty: the reference loop; see mpirun.worker_argv
     seed: int = 42  # what every rank seeds from (the worker's --seed; its default 42)
+    lr_schedule: str = ""  # empty: the task's default; see mpirun.worker_argv
     launch: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property

@@ -121,6 +121,8 @@ def worker_argv(run: RunSpec, python: str = "python", hosts: list[str] | None = 
     argv += algorithm_argv(run)
     if run.implementation and run.implementation != DEFAULT_IMPLEMENTATION:
         argv += ["--implementation", run.implementation]
+    if run.lr_schedule:  # empty: the task's default, which the worker takes by itself
+        argv += ["--lr-schedule", run.lr_schedule]
     if run.time_budget:
         argv += ["--time-budget", _number(run.time_budget)]
     if run.max_epochs:

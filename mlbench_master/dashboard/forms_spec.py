@@ -107,6 +107,27 @@ def _implementation_field(served: dict[str, Any]) -> Field:
     )
 
 
+def _lr_schedule_field(served: dict[str, Any]) -> Field:
+    """The learning-rate schedule select: empty (the task's default) or one of the
+    schedules of the tasks that have any (served `lr_schedules`); the API refuses one for
+    another task, naming the tasks that take it."""
+    offered = served["lr_schedules"]
+    names = list(dict.fromkeys(s for schedules in offered.values() for s in schedules))
+    tasks = ", ".join(offered) or "none offered here"
+    return Field(
+        "lr_schedule",
+        "Learning-rate schedule",
+        "select",
+        served["defaults"]["lr_schedule"],
+        f"Only for tasks with a choice ({tasks}): after the warm-up, step divides the rate "
+        "by 10 at epochs 30, 60 and 80, cosine lowers it to zero at the last epoch, poly is "
+        "MLPerf's closed ResNet schedule (the run's MLPerf log then passes the closed "
+        "rules). Empty: the task's default (step).",
+        choices=[("", "task default"), *_choices(names)],
+        group="benchmark",
+    )
+
+
 def cluster_name() -> str:
     """Which driver runs the workers (MLBENCH_CLUSTER), "local" or "kubernetes": what the
     open division's fields do differs between the two, and the form says which applies."""
@@ -283,6 +304,7 @@ def run_form_spec() -> dict[str, Any]:
             disabled=lim["gpus"] < 1,
         ),
         _implementation_field(served),
+        _lr_schedule_field(served),
         *_algorithm_fields(served),
         Field(
             "backend",

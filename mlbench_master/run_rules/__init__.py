@@ -51,6 +51,7 @@ from mlbench_master.run_rules.resume import (
     ResumePoint,
     resume_point,
 )
+from mlbench_master.run_rules.schedules import check_lr_schedule, schedule_choices
 from mlbench_master.run_rules.timing import (
     TIME_LIMIT_MARGIN,
     budget_source,
@@ -100,12 +101,13 @@ DEFAULTS: dict[str, Any] = {
     "algorithm_options": {},  # the algorithm's own defaults (algorithm_catalogue.py)
     "implementation": DEFAULT_IMPLEMENTATION,
     "seed": 42,  # the worker's --seed default, so runs from before seeds were chosen agree
+    "lr_schedule": "",  # the task's default (TaskInfo.lr_schedules[0]; task 1b: step)
 }
 # The fields a resumed run takes from its parent when its request leaves them out.
 INHERITED = (
     "task", "num_workers", "num_cpus", "max_bandwidth", "latency", "backend", "gpu_enabled",
     "light_target", "target", "dataset", "max_epochs", "image", "run_all_nodes", "algorithm",
-    "algorithm_options", "implementation", "seed",
+    "algorithm_options", "implementation", "seed", "lr_schedule",
 )  # fmt: skip
 # The dimensions of a run's set-up, recorded in every manifest as `setup` so a result says
 # what it was measured under. The comparison rule (comparable.js, cli/report.py, held to
@@ -114,6 +116,7 @@ INHERITED = (
 SETUP_FIELDS = (
     "task", "dataset", "target", "backend", "num_cpus", "gpu_enabled", "max_bandwidth",
     "latency", "custom_image_command", "algorithm", "algorithm_options", "implementation",
+    "lr_schedule",
 )  # fmt: skip
 MAX_SEED = 2**31 - 1  # the largest seed a run may have: what its database column holds
 STAFF_ONLY = {
@@ -166,6 +169,7 @@ def served() -> dict[str, Any]:
             "time_limit": default_time_limit(budget),
             "algorithms": list(info.algorithms),
             "implementations": list(info.implementations),
+            "lr_schedules": list(info.lr_schedules),
         }
     return {
         "defaults": defaults(),
@@ -175,6 +179,9 @@ def served() -> dict[str, Any]:
         "tasks": tasks,
         "algorithms": algorithms_served(),
         "implementations": catalogue_served(list(settings.MLBENCH_TASKS)),
+        "lr_schedules": {
+            t: s for t, s in schedule_choices().items() if t in settings.MLBENCH_TASKS
+        },
     }
 
 
@@ -207,6 +214,7 @@ def resolve(request: Mapping[str, Any], user: Any = None) -> dict[str, Any]:
     _check_ranges(fields, errors)
     check_algorithm(fields, asked, info, measurement or open_division, errors)
     check_implementation(fields, asked, info, measurement or open_division, errors)
+    check_lr_schedule(fields, asked, info, measurement or open_division, errors)
     if fields["gpu_enabled"] and limits()["gpus"] < 1:
         errors.add("gpu_enabled", "this cluster offers no GPUs (MLBENCH_MAX_GPUS=0); set "
                    "gpu_enabled to false")  # fmt: skip
@@ -391,6 +399,7 @@ def _check_resume(fields: dict[str, Any], errors: Errors) -> None:
         resume_point(fields["resume_from"], task=fields["task"],
                      num_workers=fields["num_workers"], dataset=fields["dataset"],
                      algorithm=fields["algorithm"] or None, seed=fields.get("seed"),
+                     lr_schedule=fields["lr_schedule"],
                      algorithm_options=fields["algorithm_options"],
                      implementation=fields["implementation"] or None)  # fmt: skip
     except ResumeRefused as exc:

@@ -8,6 +8,7 @@ from typing import Any
 
 from mlbench_master.api.models import Metric, Run
 from mlbench_master.run_rules.errors import ResumeRefused
+from mlbench_master.run_rules.schedules import effective_schedule
 from mlbench_worker import catalogue
 
 # What a new run may continue from: a run that ended before it could finish.
@@ -53,6 +54,7 @@ def resume_point(
     algorithm_options: dict[str, Any] | None = None,
     implementation: str | None = None,
     seed: int | None = None,
+    lr_schedule: str | None = None,
 ) -> ResumePoint:
     """The checkpoint of run `parent_id` that a new run with this set-up would continue.
 
@@ -106,6 +108,9 @@ def resume_point(
         wanted["implementation"] = implementation
     if seed is not None and "seed" in identity:  # the worker refuses another seed too
         wanted["seed"] = seed
+    if lr_schedule is not None:  # the rate the checkpoint continues depends on it
+        compared["lr_schedule"] = effective_schedule(parent.task, parent.lr_schedule)
+        wanted["lr_schedule"] = effective_schedule(task, lr_schedule)
     for key, value in wanted.items():
         if compared.get(key) != value:
             raise ResumeRefused(

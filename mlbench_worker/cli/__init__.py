@@ -139,6 +139,12 @@ def build_parser() -> argparse.ArgumentParser:
         "pip install 'mlbench[tensorflow]'); those the task has",
     )
     run.add_argument(
+        "--lr-schedule",
+        choices=list(dict.fromkeys(s for t in catalogue.TASKS.values() for s in t.lr_schedules)),
+        help="task 1b only: the learning rate after the warm-up, step (default), cosine or "
+        "poly (MLPerf's closed ResNet schedule: its MLPerf log passes the closed rules)",
+    )
+    run.add_argument(
         "--backend",
         type=str.lower,
         choices=["mpi", "gloo", "nccl"],

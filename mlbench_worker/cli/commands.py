@@ -79,6 +79,7 @@ def cmd_run(args: argparse.Namespace, master: Master) -> int:
         "algorithm": args.algorithm,
         "algorithm_options": options or None,
         "implementation": args.implementation,
+        "lr_schedule": args.lr_schedule,
         "task": task,
         "backend": args.backend,
         "target": args.target,
@@ -227,7 +228,7 @@ def cmd_show(args: argparse.Namespace, master: Master) -> int:
         return EXIT_OK
     keys = [
         "id", "name", "state", "queue_position", "series", "seed", "reason", "task", "algorithm",
-        "implementation", "backend", "num_workers",
+        "implementation", "lr_schedule", "backend", "num_workers",
         "num_cpus",
         "target", "light_target", "dataset", "dataset_used", "time_budget",
         "effective_time_budget", "time_budget_source", "max_epochs", "time_limit", "exit_code",

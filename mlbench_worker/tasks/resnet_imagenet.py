@@ -26,7 +26,9 @@ from mlbench_worker import catalogue
 from mlbench_worker.models import IMAGENET_MODELS
 from mlbench_worker.tasks.base import Task, catalogue_fields
 
-LR_SCHEDULES = ("step", "cosine", "poly")
+# The schedules --lr-schedule offers, as the catalogue lists them for the master too (the
+# API's lr_schedule); the first is the default.
+LR_SCHEDULES = catalogue.IMAGENET_LR_SCHEDULES
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,7 @@ class ImageNetTask(Task):
     )
     synthetic_on_disk: ClassVar[bool] = True
 
-    lr_schedule: str = "step"
+    lr_schedule: str = LR_SCHEDULES[0]
     label_smoothing: float = 0.0  # Goyal et al. train without it; MLPerf allows 0.1
     zero_init_residual: bool = True  # Goyal et al. section 5.1
     # `poly`: the rate it ends at and the power of its decay (MLPerf's closed values).

@@ -42,6 +42,7 @@ const SETUP = [
   ["command", (r) => (r.custom_image_command || "").trim()],
   ["algorithm", algorithmOf],
   ["implementation", implementationOf],
+  ["learning-rate schedule", (r) => r.lr_schedule || ""],
 ];
 
 // The names of the set-up fields in which `a` and `b` differ ([] means comparable). An

@@ -128,6 +128,7 @@ const SHOWN = {
   task: () => taskLabel(),
   algorithm: (r) => algorithmText(r),
   implementation: (r) => implementationText(r), // "torch-ddp (PyTorch 2.3.1)"; none stored: reference
+  lr_schedule: (r) => r.lr_schedule || "the task's default", // task 1b: step
   time_budget_source: (r) => BUDGET_SOURCES[r.time_budget_source] ?? r.time_budget_source,
   series: (r) => (r.series ? el("a", { href: `/series/${r.series}/`, id: "series-link", text: `series ${r.series}` }) : null),
 };
@@ -138,7 +139,7 @@ function taskLabel() {
 }
 
 // What a measurement has no use for: accuracy goals, data, epochs, checkpoints.
-const TRAINING_ONLY = new Set(["target", "light_target", "dataset", "max_epochs", "resumed_from", "algorithm", "implementation"]);
+const TRAINING_ONLY = new Set(["target", "light_target", "dataset", "max_epochs", "resumed_from", "algorithm", "implementation", "lr_schedule"]);
 
 function showMeasurementSummary(s) {
   const top = s.peak;

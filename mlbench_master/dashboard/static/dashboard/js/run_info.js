@@ -6,6 +6,7 @@ export const CONFIG = [
   ["task", "Task"],
   ["algorithm", "Algorithm"],
   ["implementation", "Implementation"],
+  ["lr_schedule", "Learning-rate schedule"],
   ["backend", "Backend"],
   ["num_workers", "Workers"],
   ["seed", "Seed"],
