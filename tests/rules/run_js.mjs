@@ -92,6 +92,8 @@ for (const c of comparison.baseline) {
 for (const c of clock.cases) {
   const feed = new MetricFeed(c.run?.id ?? 1, { names: null });
   feed.absorb({ ...(c.other_series || {}), elapsed: c.elapsed });
+  // A since= refresh serves the points of the newest date again (the page's next poll).
+  if (c.served_again) feed.absorb({ elapsed: c.served_again });
   const at = Date.parse(c.at) / 1000;
   const clk = runClock(feed, c.run ?? null);
   const [x] = elapsed({ t: [at], v: [null], meta: [{}] }, clk);

@@ -19,7 +19,7 @@ export class MetricFeed {
   }
 
   reset() {
-    this.series = new Map(); // name -> {t: [sec], v: [], meta: [], lastMs, lastRaw}
+    this.series = new Map(); // name -> {t: [sec], v: [], meta: [], lastMs, atLast: values held at lastMs}
     this.since = null; // the newest date string the server gave us
     this.sinceMs = -Infinity;
     this.loaded = false;
@@ -63,7 +63,7 @@ export class MetricFeed {
       if (this.names && !this.names.includes(name)) continue;
       let s = this.series.get(name);
       if (!s) {
-        s = { t: [], v: [], meta: [], lastMs: -Infinity, lastRaw: "" };
+        s = { t: [], v: [], meta: [], lastMs: -Infinity, atLast: new Set() };
         this.series.set(name, s);
       }
       const sorted = points
@@ -71,12 +71,16 @@ export class MetricFeed {
         .filter((x) => !Number.isNaN(x.ms))
         .sort((a, b) => a.ms - b.ms);
       for (const { p, ms } of sorted) {
-        if (ms < s.lastMs || (ms === s.lastMs && p.date === s.lastRaw)) continue;
+        // A since= request serves the points at the newest date again: skip those held
+        // already (the same value at that date), but keep another point of that date.
+        const key = `${p.value}`;
+        if (ms < s.lastMs || (ms === s.lastMs && s.atLast.has(key))) continue;
         s.t.push(ms / 1000);
         s.v.push(p.value === null ? null : Number(p.value));
         s.meta.push(p.metadata || {});
+        if (ms > s.lastMs) s.atLast = new Set();
+        s.atLast.add(key);
         s.lastMs = ms;
-        s.lastRaw = p.date;
         changed.add(name);
         if (ms > this.sinceMs) {
           this.sinceMs = ms;
