@@ -261,11 +261,18 @@ def test_is_running_asks_the_pods(driver, controller, pods_exec):
     assert driver.is_running(Run()) is False
 
 
-def test_pod_metrics_without_metrics_server_are_empty_and_said_once(driver, controller, caplog):
+def test_pod_metrics_without_metrics_server_are_empty_and_said_once(
+    driver, controller, caplog, emulator, pods_exec, pod_state
+):
     controller.make_ready(controller.create_pods(STS))
+    # The collector makes a new driver every round: said once for them all.
+    again = KubernetesCluster(api_client=emulator.client, namespace=NAMESPACE, release=RELEASE,
+                              open_channel=pods_exec, master_url="http://127.0.0.1:8000",
+                              state_dir=str(pod_state))  # fmt: skip
     with caplog.at_level(logging.WARNING):
         assert driver.samples(None) == []
         assert driver.samples(None) == []
+        assert again.samples(None) == []
     assert driver.metrics_available is False
     said = [r for r in caplog.records if "no resource metrics" in r.getMessage()]
     assert len(said) == 1

@@ -59,6 +59,11 @@ NO_FILES = (
 )
 
 
+# The clusters (API server and namespace) whose missing metrics API was already logged: the
+# collector makes a new driver every round, and once per process is enough to say it.
+_METRICS_MISSING_SAID: set[str] = set()
+
+
 class KubernetesCluster(WorkerPods, ClusterDriver):
     """The worker pods of one helm release, in one namespace."""
 
@@ -436,7 +441,9 @@ class KubernetesCluster(WorkerPods, ClusterDriver):
         try:
             items = usage.metrics_items(self.api_client, self.namespace, selector)
         except usage.MetricsUnavailable as missing:
-            if self.metrics_available is not False:
+            said = f"{self.api_client.configuration.host} {self.namespace}"
+            if said not in _METRICS_MISSING_SAID:
+                _METRICS_MISSING_SAID.add(said)
                 log.warning(
                     "no resource metrics: the metrics API (%s) is not served in this cluster; "
                     "install metrics-server to see CPU and memory of the workers",
@@ -447,6 +454,7 @@ class KubernetesCluster(WorkerPods, ClusterDriver):
         except ApiException as error:
             raise self._api_error("reading pod metrics", error) from error
         self.metrics_available = True
+        _METRICS_MISSING_SAID.discard(f"{self.api_client.configuration.host} {self.namespace}")
         # Pod i runs rank i of the active run.
         ranks = {}
         if active is not None:
