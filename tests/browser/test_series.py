@@ -47,6 +47,13 @@ def test_the_series_page_shows_what_the_api_computed(page):
     bands = [b for b in api["statistics"]["bands"] if b["points"]]
     drawn = page.evaluate("document.getElementById('chart-series').lineChart.plot.series.length")
     assert drawn == 1 + len(curves) + 3 * len(bands)
+    # Each band shaded from its high line down to its low line (uPlot numbers series from 1).
+    shaded = page.evaluate(
+        "(() => { const u = document.getElementById('chart-series').lineChart.plot;"
+        " return (u.bands || []).map((b) => b.series.map((i) => u.series[i].label)); })()"
+    )
+    assert shaded == [[f"{b['num_workers']} w high", f"{b['num_workers']} w low"] for b in bands]
+    assert bands, "the test's series must have a band to draw"
     queued_row = page.locator(f"#series-runs tr[data-run-id='{queued.pk}']")
     assert queued_row.locator(".queue-position").inner_text() == "#1"
     links = page.locator("#series-downloads a")
@@ -87,7 +94,11 @@ def test_the_form_starts_a_series(page):
     page.get_by_label("Seeds").fill("1,2")
     page.get_by_label("Worker counts").fill("1, 2")
     page.get_by_role("button", name="Start run").click()
-    page.locator("#runs-status a").wait_for()
+    # The notice with its link stays once the list has been refreshed under it.
+    page.wait_for_function(
+        "(() => { const s = document.querySelector('#runs-status');"
+        " return s.querySelector('a') && s.textContent.includes('4 runs.'); })()"
+    )
     series = Series.objects.get(name="form series")
     assert (series.seeds, series.worker_counts) == ([1, 2], [1, 2])
     assert Run.objects.filter(series=series).count() == 4

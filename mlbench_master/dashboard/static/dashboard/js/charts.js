@@ -18,7 +18,8 @@ function aligned(list) {
 // A line chart. opts: {title, id, xTime: bool, xLabel, xFmt (legend), xTickFmt (axis), yLabel,
 // yFmt, height, xLog / yLog: the base of a logarithmic axis (e.g. 2 for message sizes),
 // xRange / yRange: (dataMin, dataMax) => [min, max] and xIncrs: the tick steps (axes.js)}.
-// A series may carry `dash` (uPlot's dash pattern) to set it apart from its neighbours.
+// A series may carry `dash` (uPlot's dash pattern) to set it apart from its neighbours, and
+// `fillTo` (the label of another series): the area between the two is shaded, a band.
 export class LineChart {
   constructor(container, opts) {
     this.opts = opts;
@@ -44,7 +45,7 @@ export class LineChart {
     return Math.max(200, Math.floor(this.box.clientWidth || 400));
   }
 
-  build(labels, dashes = []) {
+  build(labels, dashes = [], bands = []) {
     const o = this.opts;
     const yFmt = o.yFmt || ((v) => v);
     const series = [{ label: o.xLabel || (o.xTime ? "time" : "x"), value: o.xFmt ? (u, v) => (v == null ? "—" : o.xFmt(v)) : undefined }];
@@ -81,6 +82,7 @@ export class LineChart {
         },
         series,
         axes,
+        ...(bands.length ? { bands } : {}),
         legend: { show: true },
       },
       [[]],
@@ -102,7 +104,12 @@ export class LineChart {
     const labels = present.map((s) => s.label);
     if (!this.plot || this.labels !== labels.join("|")) {
       if (this.plot) this.plot.destroy();
-      this.build(labels, present.map((s) => s.dash || null));
+      // uPlot numbers the series from 1 (0 is x); a band goes from its upper series down.
+      const bands = present
+        .map((s, i) => [i + 1, labels.indexOf(s.fillTo) + 1])
+        .filter(([, to]) => to > 0)
+        .map(([from, to]) => ({ series: [from, to], fill: `${color(from - 1)}33` }));
+      this.build(labels, present.map((s) => s.dash || null), bands);
     }
     this.plot.setData(aligned(present));
   }

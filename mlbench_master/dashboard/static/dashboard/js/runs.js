@@ -35,11 +35,16 @@ function runRow(run) {
   );
 }
 
+// What the form last created ("Run <link> was created."): kept in the status line by every
+// refresh, which would otherwise replace it with the count a moment after it appeared.
+let created = [];
+
 async function refresh() {
   const runs = rows(await api("/api/runs/"));
   runs.sort((a, b) => (b.created_at || "").localeCompare(a.created_at || "") || b.id - a.id);
   body.replaceChildren(...runs.map(runRow));
-  status.textContent = runs.length ? `${runs.length} run${runs.length === 1 ? "" : "s"}.` : "No runs yet. Start one with “New run”.";
+  const count = runs.length ? `${runs.length} run${runs.length === 1 ? "" : "s"}.` : "No runs yet. Start one with “New run”.";
+  status.replaceChildren(...created, created.length ? ` ${count}` : count);
   document.body.dataset.loaded = "1";
 }
 
@@ -116,7 +121,8 @@ async function submit(event) {
     form.reset();
     openForm(false);
     const [what, href] = path === "/api/series/" ? ["Series ", `/series/${made.id}/`] : ["Run ", `/runs/${made.id}/`];
-    status.replaceChildren(what, el("a", { href, text: made.name || `#${made.id}` }), made.runs ? ` was created: ${made.runs.length} runs, one after another.` : " was created.");
+    created = [what, el("a", { href, text: made.name || `#${made.id}` }), made.runs ? ` was created: ${made.runs.length} runs, one after another.` : " was created."];
+    status.replaceChildren(...created);
     await refresh();
   } catch (err) {
     if (err.status === 409) {

@@ -91,8 +91,11 @@ function drawCurves(stats) {
   }
   for (const b of stats?.bands || []) {
     const pts = b.points || [];
+    // The band is shaded between its high and low lines; the median is dashed.
+    const label = (name) => `${b.num_workers} w ${name}`;
     [["low", 1, [2, 4]], ["median", 2, [8, 4]], ["high", 3, [2, 4]]].forEach(([name, i, dash]) =>
-      list.push({ label: `${b.num_workers} w ${name}`, t: pts.map((p) => p[0]), v: pts.map((p) => p[i]), dash }),
+      list.push({ label: label(name), t: pts.map((p) => p[0]), v: pts.map((p) => p[i]), dash,
+                  ...(name === "high" ? { fillTo: label("low") } : {}) }),
     );
   }
   chart.setSeries(list);
