@@ -19,7 +19,7 @@ SETTINGS = (
     "light_target", "target", "time_budget", "effective_time_budget", "time_budget_source",
     "max_epochs", "dataset", "time_limit", "image", "custom_image_name",
     "custom_image_command", "custom_backend", "run_all_nodes", "algorithm", "algorithm_options",
-    "implementation", "seed",
+    "implementation", "seed", "lr_schedule",
 )  # fmt: skip
 
 

@@ -7,8 +7,13 @@ from mlbench_master.dashboard.forms_spec import run_form_spec
 def test_form_has_every_api_option():
     # An algorithm's options are fields of their own (algorithm_options.<algorithm>.<option>).
     form_fields = {f["name"].split(".")[0] for f in run_form_spec()["fields"]}
-    # image_name is the original client's name for `image`, which the form has.
-    assert form_fields == set(RunCreateSerializer().fields) - {"image_name"}
+    # image_name is the original client's name for `image`, which the form has. A run's
+    # `seed` is the form's Seeds field with one value (several, or Repeats, or several
+    # Worker counts make a series: runs.js `target`), so the form has POST /api/series/'s
+    # seeds, repeats and workers in its place.
+    series_fields = {"seeds", "repeats", "workers"}
+    assert form_fields - series_fields == set(RunCreateSerializer().fields) - {"image_name", "seed"}
+    assert series_fields <= form_fields
 
 
 def test_limits_come_from_settings(settings):
