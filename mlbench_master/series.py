@@ -114,9 +114,8 @@ def create_series(request: dict[str, Any], user: Any = None) -> Series:
             settings={k: v for k, v in shared.items() if k != "name"},
         )
         for fields in members:
-            label = (
-                f"{name[:RUN_NAME_ROOM]} (seed {fields['seed']}, {fields['num_workers']} workers)"
-            )
+            n = fields["num_workers"]
+            label = f"{name[:RUN_NAME_ROOM]} (seed {fields['seed']}, {n} worker{'s' * (n != 1)})"
             runs.new_run(dict(fields, name=label), user, Run.QUEUED, series=series)
     runs.start_next()
     return series

@@ -28,6 +28,9 @@ def test_a_series_queues_its_runs_and_starts_the_first(api, redis_settings, seri
     assert [(r["num_workers"], r["seed"]) for r in members] == [
         (1, 1), (1, 2), (1, 3), (2, 1), (2, 2), (2, 3),
     ]  # fmt: skip
+    names = [Run.objects.get(pk=r["id"]).name for r in (members[0], members[3])]
+    assert names == [f"{series_body['name']} (seed 1, 1 worker)",
+                     f"{series_body['name']} (seed 1, 2 workers)"]  # fmt: skip
     assert members[0]["state"] == Run.INITIALIZED and members[0]["queue_position"] is None
     assert [r["queue_position"] for r in members[1:]] == [1, 2, 3, 4, 5]
     assert all(r["state"] == Run.QUEUED for r in members[1:])
