@@ -76,7 +76,7 @@ def series_table(series: dict) -> str:
     legend = (
         "olympic: MLPerf's mean without the fastest and the slowest run, a run that missed "
         "the target counting as the slowest; speed-up: the 1-worker median time over each "
-        "run's (docs/results.rst)"
+        "run's (docs/checking.rst)"
     )
     return "\n".join([head, table(headers, rows), *notes, legend])
 

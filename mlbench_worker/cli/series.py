@@ -15,6 +15,7 @@ from typing import Any
 
 from mlbench_worker.cli.formatting import short, table
 from mlbench_worker.cli.master import EXIT_OK, EXIT_USAGE, CliError, Master
+from mlbench_worker.cli.results import series_table
 
 
 def number_list(text: str) -> list[int]:
@@ -98,13 +99,6 @@ def runs_table(members: list[dict[str, Any]]) -> str:
     return table(["RUN", "SEED", "WORKERS", "STATE", "REASON"], rows)
 
 
-def _stat(value: Any) -> str:
-    if not isinstance(value, dict) or value.get("median") is None:
-        return "-"
-    spread = f" ± {value['sd']:.3g}" if value.get("sd") is not None else ""
-    return f"{value['median']:.4g} (mean {value['mean']:.4g}{spread})"
-
-
 def cmd_series(args: argparse.Namespace, master: Master) -> int:
     """`mlbench series`: every series; `mlbench series ID`: its runs and statistics;
     `--cancel`: drop its queued runs and cancel its active one."""
@@ -131,18 +125,9 @@ def cmd_series(args: argparse.Namespace, master: Master) -> int:
     body = master.json("get_series", args.series)
     print(f"series {body['id']} {body['name']!r} ({body['state']})")
     print(runs_table(body["runs"]))
-    groups = (body.get("statistics") or {}).get("groups") or []
-    if groups:
-        rows = [
-            [g.get("num_workers"), f"{g.get('reached')}/{g.get('runs')}",
-             "yes" if g.get("valid") else f"no: {g.get('invalid_reason')}",
-             _stat(g.get("time_to_target")), _stat(g.get("accuracy_after_time")),
-             _stat(g.get("speedup"))]
-            for g in groups
-        ]  # fmt: skip
+    if (body.get("statistics") or {}).get("groups"):
         print()
-        headers = ["WORKERS", "REACHED", "VALID", "TIME TO TARGET s", "ACCURACY", "SPEED-UP"]
-        print(table(headers, rows))
+        print(series_table(body))  # the table of `mlbench report --series ID`
     took = [r for r in body["runs"] if r.get("started_at")]
     print(f"\n{len(took)} of {len(body['runs'])} runs started; dashboard: "
           f"{master.url}/series/{body['id']}/")  # fmt: skip
