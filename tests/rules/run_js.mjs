@@ -49,11 +49,13 @@ const { baselineFor, datasetOf, setupDifferences, speedup } = await import(
 const { elapsed, runClock } = await import(new URL("clock.js", js).href);
 const { MetricFeed } = await import(new URL("feed.js", js).href);
 const { throughputOf } = await import(new URL("tasks.js", js).href);
+const { clockRange, fractionRange } = await import(new URL("axes.js", js).href);
 
 const load = (name) => JSON.parse(readFileSync(new URL(name, here), "utf8"));
 const comparison = load("comparison_cases.json");
 const clock = load("clock_cases.json");
 const throughput = load("throughput_cases.json");
+const axes = load("axes_cases.json");
 
 // The reason compare.js gives, in the cases' words (see comparison_cases.json).
 function why(reason) {
@@ -71,7 +73,7 @@ function measured(run) {
   return { ttt: s.time_to_target ?? null, throughput: metric ? (s[metric] ?? null) : null, unit };
 }
 
-const out = { dataset_of: {}, setup_differences: {}, baseline: {}, clock: {}, throughput: {} };
+const out = { dataset_of: {}, setup_differences: {}, baseline: {}, clock: {}, throughput: {}, axes: {} };
 
 for (const c of comparison.dataset_of) out.dataset_of[c.name] = datasetOf(c.run);
 for (const c of comparison.setup_differences) {
@@ -103,6 +105,10 @@ for (const c of clock.cases) {
 for (const c of throughput.cases) {
   const series = new Set(c.series || []);
   out.throughput[c.name] = throughputOf(c.run, { has: (m) => series.has(m) });
+}
+
+for (const [kind, range] of [["clock", clockRange], ["fraction", fractionRange]]) {
+  for (const c of axes[kind]) out.axes[`${kind}: ${c.name}`] = range(c.min, c.max);
 }
 
 process.stdout.write(JSON.stringify(out));

@@ -39,6 +39,7 @@ HERE = Path(__file__).resolve().parent
 COMPARISON = json.loads((HERE / "comparison_cases.json").read_text())
 CLOCK = json.loads((HERE / "clock_cases.json").read_text())
 THROUGHPUT = json.loads((HERE / "throughput_cases.json").read_text())
+AXES = json.loads((HERE / "axes_cases.json").read_text())
 TOLERANCE = 1e-3  # seconds: JavaScript dates have milliseconds, Python's microseconds
 
 
@@ -207,3 +208,15 @@ def test_throughput_python(case):
 @pytest.mark.parametrize("case", THROUGHPUT_CASES, ids=_ids(THROUGHPUT_CASES))
 def test_throughput_javascript(case, js):
     assert js["throughput"][case["name"]] == case["expected"]
+
+
+# ------------------------------------------------------------------- axis ranges (JS only)
+
+
+AXES_CASES = [(f"{kind}: {c['name']}", c["expected"]) for kind in ("clock", "fraction")
+              for c in AXES[kind]]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "expected"), AXES_CASES, ids=[n for n, _ in AXES_CASES])
+def test_axis_ranges_javascript(name, expected, js):
+    assert js["axes"][name] == pytest.approx(expected), name

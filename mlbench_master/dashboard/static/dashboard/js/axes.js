@@ -5,7 +5,7 @@
 
 // Seconds between ticks of a clock axis: whole seconds, then minutes and hours.
 export const CLOCK_INCRS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 28800, 86400];
-const MIN_CLOCK_SPAN = 10; // seconds a clock axis shows at least
+const MIN_CLOCK_SPAN = 10; // seconds a clock axis shows while its data spans under 1 s
 
 const finite = (v) => v !== null && v !== undefined && Number.isFinite(v);
 
@@ -18,10 +18,13 @@ export function fractionRange(min, max) {
   return [lo, hi];
 }
 
-// Seconds on the benchmark clock: from 0 (or the data's start) and at least 10 s wide.
+// Seconds on the benchmark clock: from 0 (or the data's start) to its end in whole
+// seconds; 10 s wide while the data spans under a second (one point, a run just started),
+// but no wider once it spans more, so runs of a few seconds fill the chart.
 export function clockRange(min, max) {
   if (!finite(min) || !finite(max)) return [0, MIN_CLOCK_SPAN];
   const lo = Math.max(0, Math.floor(Math.min(min, max)));
-  const hi = Math.max(Math.ceil(Math.max(min, max)), lo + MIN_CLOCK_SPAN);
-  return [lo, hi];
+  const end = Math.ceil(Math.max(min, max));
+  const span = Math.abs(max - min) < 1 ? MIN_CLOCK_SPAN : 1;
+  return [lo, Math.max(end, lo + span)];
 }
