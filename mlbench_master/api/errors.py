@@ -19,6 +19,27 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 log = logging.getLogger(__name__)
 
+# What each error status means in the schema; an endpoint may say it more exactly (`text`).
+ERROR_TEXT = {
+    400: "invalid input (the message names the field)",
+    401: "no or invalid token",
+    403: "not allowed with these credentials",
+    404: "no such object",
+    409: "conflict with the current state",
+    413: "too many points in one request",
+    503: "Redis unreachable",
+}
+
+
+def error_responses(*codes: int, text: dict[int, str] | None = None) -> dict:
+    """The schema's responses for these error statuses, all in the one error shape."""
+    from drf_spectacular.utils import OpenApiResponse
+
+    from mlbench_master.api.serializers import ErrorSerializer
+
+    words = {**ERROR_TEXT, **(text or {})}
+    return {c: OpenApiResponse(ErrorSerializer, description=words[c]) for c in codes}
+
 
 class Conflict(exceptions.APIException):
     status_code = status.HTTP_409_CONFLICT

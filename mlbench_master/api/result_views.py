@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from mlbench_master.api.errors import Conflict
+from mlbench_master.api.errors import Conflict, error_responses
 from mlbench_master.api.models import Run, Series
-from mlbench_master.api.serializers import ErrorSerializer
 from mlbench_master.results import mllog, statistics, stored
 from mlbench_worker import catalogue, plots
 
@@ -26,16 +25,14 @@ RUN_CHARTS = ("accuracy", "time-split")
 SERIES_CHARTS = plots.CHARTS
 CONTENT_TYPES = {"png": "image/png", "svg": "image/svg+xml"}
 
-_ERRORS = {
-    401: "no or invalid token",
-    403: "not allowed with these credentials",
+_TEXT = {
     404: "no such run, series, chart or format (the message says which)",
     409: "the chart cannot be drawn from the data yet (the message says why)",
 }
 
 
 def _errors(*codes: int) -> dict:
-    return {c: OpenApiResponse(ErrorSerializer, description=_ERRORS[c]) for c in codes}
+    return error_responses(*codes, text=_TEXT)
 
 
 def _run(pk: int) -> Run:

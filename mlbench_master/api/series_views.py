@@ -18,10 +18,9 @@ from rest_framework.views import APIView
 from mlbench_master import run_rules
 from mlbench_master import series as series_rules
 from mlbench_master.api import bodies
-from mlbench_master.api.errors import Conflict
+from mlbench_master.api.errors import Conflict, error_responses
 from mlbench_master.api.models import Run, Series
 from mlbench_master.api.serializers import (
-    ErrorSerializer,
     SeriesCreateSerializer,
     SeriesDetailSerializer,
     SeriesSerializer,
@@ -29,15 +28,13 @@ from mlbench_master.api.serializers import (
 
 _TEXT = {
     400: "invalid input (the message names the field); nothing is stored",
-    401: "no or invalid token",
-    403: "not allowed with these credentials",
     404: "no such series",
     409: "nothing of the series is queued or active",
 }
 
 
 def _errors(*codes: int) -> dict:
-    return {c: OpenApiResponse(ErrorSerializer, description=_TEXT[c]) for c in codes}
+    return error_responses(*codes, text=_TEXT)
 
 
 def _with_runs() -> Prefetch:

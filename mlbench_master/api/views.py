@@ -23,7 +23,7 @@ from rest_framework.views import APIView
 from mlbench_master import metrics_store, run_rules, runs
 from mlbench_master.api import bodies, ingest, params
 from mlbench_master.api.auth import ended_past_grace
-from mlbench_master.api.errors import Conflict, ServiceUnavailable, invalid
+from mlbench_master.api.errors import Conflict, ServiceUnavailable, error_responses, invalid
 from mlbench_master.api.export import zip_response
 from mlbench_master.api.logs import STREAMS, read_logs
 from mlbench_master.api.models import Pod, Run
@@ -36,7 +36,6 @@ from mlbench_master.api.permissions import (
 from mlbench_master.api.pods import refresh_if_stale
 from mlbench_master.api.queries import SeriesQuery, iso, series
 from mlbench_master.api.serializers import (
-    ErrorSerializer,
     LogPageSerializer,
     MetricBatchResultSerializer,
     MetricPointInSerializer,
@@ -47,20 +46,9 @@ from mlbench_master.api.serializers import (
     RunSummarySerializer,
 )
 
-ERR = ErrorSerializer
-
 
 def _errors(*codes: int) -> dict:
-    text = {
-        400: "invalid input (the message names the field)",
-        401: "no or invalid token",
-        403: "not allowed with these credentials",
-        404: "no such object",
-        409: "conflict with the current state",
-        413: "too many points in one request",
-        503: "Redis unreachable",
-    }
-    return {c: OpenApiResponse(ERR, description=text[c]) for c in codes}
+    return error_responses(*codes)
 
 
 READ_ERRORS = _errors(400, 401, 403)
