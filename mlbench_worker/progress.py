@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,3 +73,65 @@ def outcome(progress: Progress, target_accuracy: float) -> dict[str, Any]:
 def finite(x: float) -> float | None:
     """`x`, or None for a rate that could not be measured (JSON has no NaN)."""
     return x if math.isfinite(x) else None
+
+
+def run_epochs(
+    p: Progress,
+    max_epochs: int,
+    train_one_epoch: Callable[[int], bool],
+    evaluate: Callable[[], None],
+    after_epoch: Callable[[], None] | None = None,
+) -> Progress:
+    """The benchmark's epoch loop, shared by every implementation so they stop alike: an
+    evaluation after each epoch (or after a budget-stopped part of one), `after_epoch` after
+    each whole one (a checkpoint), and always one of the final model, also when resumed
+    from a checkpoint of the last epoch."""
+    evaluated_at = -1
+    while p.epoch < max_epochs and not p.stop_reason:
+        finished_epoch = train_one_epoch(p.epoch)
+        if finished_epoch:
+            p.epoch += 1
+        p.epochs_done = p.epoch if finished_epoch else p.epochs_done
+        evaluate()
+        evaluated_at = p.step
+        if finished_epoch and after_epoch is not None:
+            after_epoch()
+    if not p.stop_reason:
+        p.stop_reason = "max epochs done"
+    if evaluated_at != p.step:
+        evaluate()
+    return p
+
+
+def record_evaluation(
+    p: Progress,
+    val_loss: float,
+    val_acc: float,
+    elapsed: float,
+    goal: Any,
+    reporter: Any,
+    rank: int,
+    say: Callable[[str], None],
+) -> None:
+    """After an evaluation, the same for every implementation: the progress, rank 0's
+    epoch metrics, the first time the `goal` (recipe.Goal) was reached, and a line."""
+    p.val_loss, p.val_accuracy = val_loss, val_acc
+    p.best_val_accuracy = max(val_acc, p.best_val_accuracy or 0.0)
+    meta = {"epoch": round(p.epochs_done, 4), "step": p.step, "elapsed": round(elapsed, 3)}
+    p.history.append({"val_accuracy": val_acc, "val_loss": val_loss, **meta})
+    if rank == 0:
+        reporter.metric("val_loss", val_loss, **meta)
+        reporter.metric("val_accuracy", val_acc, **meta)
+        reporter.metric("epoch", p.epochs_done, **meta)
+        reporter.metric("elapsed", elapsed, **meta)
+    if p.time_to_target is None and val_acc >= goal.accuracy:
+        p.time_to_target = elapsed
+        p.stop_reason = p.stop_reason or "target reached"  # a spent budget came first
+        if rank == 0:
+            reporter.metric("time_to_target", elapsed, **meta)
+    say(
+        f"epoch {p.epochs_done:7.3f}  val_loss {val_loss:.4f}  val_acc {val_acc:.4f}  "
+        f"(target {goal.name} {goal.accuracy:.2f}"
+        f"{', REACHED' if p.time_to_target is not None else ''})  elapsed {elapsed:8.1f}s"
+    )
+    reporter.flush()

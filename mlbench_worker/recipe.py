@@ -32,6 +32,18 @@ class Schedule:
             return self.start_lr + (self.peak_lr - self.start_lr) * step / self.warmup_steps
         return self.peak_lr * self.factor ** sum(step >= d for d in self.decay_steps)
 
+    @classmethod
+    def of_task(cls, task: Any, start_lr: float, peak_lr: float, steps_per_epoch: int) -> Schedule:
+        """The task's warm-up and decay epochs turned into steps (the step schedule of
+        tasks 1a and 1b, shared by their implementations)."""
+        return cls(
+            start_lr=start_lr,
+            peak_lr=peak_lr,
+            warmup_steps=round(task.warmup_epochs * steps_per_epoch),
+            decay_steps=tuple(round(e * steps_per_epoch) for e in task.decay_epochs),
+            factor=task.decay_factor,
+        )
+
 
 def scaled_rates(
     task: Any, batch_size: int, workers: int, lr: float | None = None

@@ -64,13 +64,7 @@ def build(
         log_every=args.log_every,
     )
     steps = trainer.steps_per_epoch
-    trainer.schedule = Schedule(
-        start_lr=start_lr,
-        peak_lr=peak_lr,
-        warmup_steps=round(task.warmup_epochs * steps),
-        decay_steps=tuple(round(e * steps) for e in task.decay_epochs),
-        factor=task.decay_factor,
-    )
+    trainer.schedule = Schedule.of_task(task, start_lr, peak_lr, steps)
     return Built(
         trainer=trainer,
         dataset=data.name,

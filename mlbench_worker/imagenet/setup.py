@@ -166,13 +166,7 @@ def schedule_for(
     if args.lr_schedule == "cosine":
         cosine = CosineSchedule(start_lr, peak_lr, warmup, (), 1.0, total_steps=total)
         return cosine, {"end_lr": 0.0, "decay_steps": max(1, total - warmup)}
-    step = Schedule(
-        start_lr,
-        peak_lr,
-        warmup,
-        tuple(round(e * steps) for e in task.decay_epochs),
-        task.decay_factor,
-    )
+    step = Schedule.of_task(task, start_lr, peak_lr, steps)
     return step, {"decay_epochs": list(task.decay_epochs), "decay_factor": task.decay_factor}
 
 

@@ -102,13 +102,7 @@ def run(args: argparse.Namespace, control: cluster.Control) -> int:
         log_every=args.log_every,
     )
     per_epoch = trainer.steps_per_epoch
-    trainer.schedule = Schedule(
-        start_lr=start_lr,
-        peak_lr=peak_lr,
-        warmup_steps=round(task.warmup_epochs * per_epoch),
-        decay_steps=tuple(round(e * per_epoch) for e in task.decay_epochs),
-        factor=task.decay_factor,
-    )
+    trainer.schedule = Schedule.of_task(task, start_lr, peak_lr, per_epoch)
     steps.warm_up()
 
     say(

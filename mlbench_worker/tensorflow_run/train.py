@@ -31,7 +31,15 @@ import tensorflow as tf
 
 from mlbench_worker import catalogue
 from mlbench_worker.data.images import shard_indices
-from mlbench_worker.progress import IMAGES, LOG_SECONDS, REPORT, STOP, Progress
+from mlbench_worker.progress import (
+    IMAGES,
+    LOG_SECONDS,
+    REPORT,
+    STOP,
+    Progress,
+    record_evaluation,
+    run_epochs,
+)
 from mlbench_worker.progress import Interval as _Interval
 from mlbench_worker.recipe import Goal, Schedule
 from mlbench_worker.report import Reporter
@@ -89,22 +97,11 @@ class Trainer:
 
     def fit(self) -> Progress:
         """Train until the goal; always ends with an evaluation of the final model."""
-        p = self.progress
         self.control.barrier()
         self.clock_start = time.perf_counter()
-        evaluated_at = -1
-        while p.epoch < self.goal.max_epochs and not p.stop_reason:
-            finished_epoch = self.train_one_epoch(p.epoch)
-            if finished_epoch:
-                p.epoch += 1
-            p.epochs_done = p.epoch if finished_epoch else p.epochs_done
-            self.evaluate_and_track()
-            evaluated_at = p.step
-        if not p.stop_reason:
-            p.stop_reason = "max epochs done"
-        if evaluated_at != p.step:
-            self.evaluate_and_track()
-        return p
+        return run_epochs(
+            self.progress, self.goal.max_epochs, self.train_one_epoch, self.evaluate_and_track
+        )
 
     def train_one_epoch(self, epoch: int) -> bool:
         """One pass over this rank's shard; False when the time budget stopped it early."""
@@ -215,29 +212,11 @@ class Trainer:
 
     def evaluate_and_track(self) -> None:
         """Evaluate, post epoch metrics, and record the first time the target is reached."""
-        p = self.progress
         val_loss, val_acc = self.evaluate()
-        elapsed = self.elapsed()
-        p.val_loss, p.val_accuracy = val_loss, val_acc
-        p.best_val_accuracy = max(val_acc, p.best_val_accuracy or 0.0)
-        meta = {"epoch": round(p.epochs_done, 4), "step": p.step, "elapsed": round(elapsed, 3)}
-        p.history.append({"val_accuracy": val_acc, "val_loss": val_loss, **meta})
-        if self.control.rank == 0:
-            self.reporter.metric("val_loss", val_loss, **meta)
-            self.reporter.metric("val_accuracy", val_acc, **meta)
-            self.reporter.metric("epoch", p.epochs_done, **meta)
-            self.reporter.metric("elapsed", elapsed, **meta)
-        if p.time_to_target is None and val_acc >= self.goal.accuracy:
-            p.time_to_target = elapsed
-            p.stop_reason = p.stop_reason or "target reached"
-            if self.control.rank == 0:
-                self.reporter.metric("time_to_target", elapsed, **meta)
-        self.print(
-            f"epoch {p.epochs_done:7.3f}  val_loss {val_loss:.4f}  val_acc {val_acc:.4f}  "
-            f"(target {self.goal.name} {self.goal.accuracy:.2f}"
-            f"{', REACHED' if p.time_to_target is not None else ''})  elapsed {elapsed:8.1f}s"
-        )
-        self.reporter.flush()
+        record_evaluation(
+            self.progress, val_loss, val_acc, self.elapsed(), self.goal, self.reporter,
+            self.control.rank, self.print,
+        )  # fmt: skip
 
     def throughput(self) -> float:
         """Training images per second of all ranks together (evaluation excluded)."""
