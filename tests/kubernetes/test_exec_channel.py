@@ -36,8 +36,9 @@ def _status_exit(code: int) -> dict:
 class ExecServer:
     """Serves GET .../pods/<name>/exec as a websocket; records each request's query."""
 
-    def __init__(self, exit_code: int | None) -> None:
+    def __init__(self, exit_code: int | None, abort: bool = False) -> None:
         self.exit_code = exit_code
+        self.abort = abort  # drop the TCP connection after the first frame, no close frame
         self.queries: list[list[tuple[str, str]]] = []
         self.stdin = ""
         self._ready = threading.Event()
@@ -66,6 +67,9 @@ class ExecServer:
             self.stdin += data[1:]
         await ws.send_bytes(b"\x01[1,0]<stdout>: epoch 1\n[1,0]<std")
         await asyncio.sleep(0.05)
+        if self.abort:
+            request.transport.abort()
+            return ws
         await ws.send_bytes(b"\x01out>: epoch 2\n")
         await ws.send_bytes(b"\x02[1,1]<stderr>: rank 1 says hello\n")
         await ws.send_bytes(b"\x01caf\xc3")  # "café": its last character split in two
@@ -165,3 +169,17 @@ def test_a_dropped_exec_session_is_a_failure_with_a_reason():
         code, output = run_to_completion(channel, 10)
     assert code == 255
     assert output.endswith("the exec session ended without an exit status (connection lost?)")
+
+
+def test_a_connection_broken_under_the_session_ends_it_as_lost():
+    """A reset or broken pipe under the websocket (a master's stream to a restarted pod, a
+    proxy dropping it) ends the session as LOST with the reason, never raises from read:
+    the launch's reader then re-attaches from its offsets instead of failing the run."""
+    with ExecServer(exit_code=0, abort=True) as server:
+        channel = WebSocketChannel(_core_api(server.url), "bench", "p-0", "worker", ["true"])
+        channel.write("\n")
+        chunks = _collect(channel)
+        code, reason = channel.status()
+        channel.close()
+    assert _joined(chunks, "stdout") == "[1,0]<stdout>: epoch 1\n[1,0]<std"
+    assert code == 255 and reason, reason

@@ -82,12 +82,21 @@ class WebSocketChannel:
             reason = str(error.reason or error).split(" -+-+- ")[0][:300]
             raise ClusterError(f"cannot exec in pod {pod}: {reason}") from error
         self._status: tuple[int, str] | None = None
+        # Why the connection broke under the session (reset, broken pipe), if it did: the
+        # session is then over, as one that ended without a status (LOST), so the reader
+        # re-attaches from its offsets instead of the error ending the run's job.
+        self._broken: str | None = None
 
     def read(self, timeout: float) -> list[tuple[str, Any]]:
         from kubernetes.stream.ws_client import STDERR_CHANNEL, STDOUT_CHANNEL
+        from websocket import WebSocketException
 
-        if self._ws.is_open():
-            self._ws.update(timeout=timeout)
+        try:
+            if self._ws.is_open():
+                self._ws.update(timeout=timeout)
+        except (OSError, WebSocketException) as error:
+            self._broken = f"the exec session's connection broke: {type(error).__name__}: {error}"
+            self.close()
         chunks = []
         for channel, name in ((STDOUT_CHANNEL, "stdout"), (STDERR_CHANNEL, "stderr")):
             text = self._ws.read_channel(channel)
@@ -101,13 +110,15 @@ class WebSocketChannel:
     def done(self) -> bool:
         from kubernetes.stream.ws_client import STDERR_CHANNEL, STDOUT_CHANNEL
 
-        if self._ws.is_open():
+        if self._ws.is_open() and self._broken is None:
             return False
         return not (self._ws.peek_channel(STDOUT_CHANNEL) or self._ws.peek_channel(STDERR_CHANNEL))
 
     def status(self) -> tuple[int, str]:
         from kubernetes.stream.ws_client import ERROR_CHANNEL
 
+        if self._status is None and self._broken is not None:
+            self._status = (LOST, self._broken)
         if self._status is None:
             payload = self._ws.read_channel(ERROR_CHANNEL)
             if isinstance(payload, bytes):
@@ -116,7 +127,10 @@ class WebSocketChannel:
         return self._status
 
     def close(self) -> None:
-        self._ws.close()
+        try:
+            self._ws.close()
+        except Exception:  # noqa: BLE001 - closing a broken connection may fail too
+            pass
 
 
 def exit_status(payload: str) -> tuple[int, str]:
