@@ -88,13 +88,16 @@ class WebSocketChannel:
         self._broken: str | None = None
 
     def read(self, timeout: float) -> list[tuple[str, Any]]:
-        from kubernetes.stream.ws_client import STDERR_CHANNEL, STDOUT_CHANNEL
-        from websocket import WebSocketException
+        from kubernetes.stream.ws_client import (  # the client's own websocket errors
+            STDERR_CHANNEL,
+            STDOUT_CHANNEL,
+            WebSocketConnectionClosedException,
+        )
 
         try:
             if self._ws.is_open():
                 self._ws.update(timeout=timeout)
-        except (OSError, WebSocketException) as error:
+        except (OSError, WebSocketConnectionClosedException) as error:
             self._broken = f"the exec session's connection broke: {type(error).__name__}: {error}"
             self.close()
         chunks = []
