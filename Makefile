@@ -75,7 +75,8 @@ run: install
 stop:
 	@if [ -x $(VENV)/bin/mlbench ]; then $(VENV)/bin/mlbench down; else echo "nothing to stop"; fi
 
-bench: install
+# bench_frameworks.py measures the tensorflow implementation too.
+bench: install $(TF_STAMP)
 	@mkdir -p bench-results
 	@set -e; for f in tests/benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f; done
 	@$(PY) tests/benchmarks/common.py --collect bench-results

@@ -242,8 +242,12 @@ def record_launch(run: Run, record: dict[str, Any]) -> None:
 
 
 def store_summary(run: Run, summary: dict[str, Any], dataset_used: str) -> None:
-    """The worker's final summary of `run` and the data set it really used."""
-    Run.objects.filter(pk=run.pk).update(summary=summary, dataset_used=dataset_used)
+    """The worker's final summary of `run` and the data set it really used; the manifest
+    takes the framework version the workers reported where it had none."""
+    manifest = run_rules.framework_reported(run.manifest or {}, summary)
+    Run.objects.filter(pk=run.pk).update(
+        summary=summary, dataset_used=dataset_used, manifest=manifest
+    )
     run.refresh_from_db()
 
 

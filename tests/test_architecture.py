@@ -330,6 +330,16 @@ def test_client_and_cli_never_import_torch(graph):
     assert not chains, "the client or the CLI reaches torch:\n" + "\n".join(chains)
 
 
+def test_only_the_tensorflow_implementation_imports_tensorflow(graph):
+    # The worker's entry point hands a tensorflow run to mlbench_worker.tensorflow_run; the
+    # master, the client, the CLI, the tasks and the torch loop never load TensorFlow.
+    allowed = {"mlbench_worker.__main__", "mlbench_worker.tensorflow_run"}
+    importers = sorted({"mlbench_master"} | graph.find_children("mlbench_worker") - allowed)
+    assert "mlbench_worker.run" in importers and "mlbench_worker.cli" in importers
+    chains = forbidden_chains(graph, importers, "tensorflow")
+    assert not chains, "TensorFlow is reached outside its implementation:\n" + "\n".join(chains)
+
+
 @pytest.mark.parametrize("forbidden", ["mlbench_master.api", "mlbench_master.runs"])
 def test_cluster_never_imports_api_or_runs(graph, forbidden):
     chains = forbidden_chains(graph, ["mlbench_master.cluster"], forbidden)

@@ -123,6 +123,7 @@ class RunCreateSerializer(serializers.Serializer):
         max_length=32,
         required=False,
         allow_null=True,
+        allow_blank=True,  # blank is left out, as a form sends it
         help_text="which code trains: reference (our loop, default), torch-ddp (PyTorch "
         "DistributedDataParallel), tensorflow (Keras, MultiWorkerMirroredStrategy); those the "
         "task has",

@@ -225,6 +225,10 @@ class ClusterDriver(ABC):
         this driver cannot tell from the master, and the worker then says so itself."""
         return None
 
+    def modules_checked_with(self) -> str:
+        """Which Python has_module asked, as a refusal names it."""
+        return self.python
+
     def release_leftovers(self, active_run_ids: set[str]) -> list[str]:
         """Remove what the driver set up for runs that are no longer active (a crash left it
         behind); called at master start and by the reconcile rounds. Returns what it removed.

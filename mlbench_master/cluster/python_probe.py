@@ -15,7 +15,8 @@ import os
 import subprocess
 import sys
 
-_PROBE = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec(sys.argv[1]) else 3)"
+# Exits 0 when the module can be imported, 3 when not (any other code: it could not ask).
+PROBE = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec(sys.argv[1]) else 3)"
 
 
 @functools.lru_cache(maxsize=32)
@@ -25,10 +26,15 @@ def python_has_module(python: str, module: str) -> bool | None:
         return importlib.util.find_spec(module) is not None
     try:
         done = subprocess.run(
-            [python, "-c", _PROBE, module], capture_output=True, timeout=30, check=False
+            [python, "-c", PROBE, module], capture_output=True, timeout=30, check=False
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    if done.returncode in (0, 3):
-        return done.returncode == 0
+    return answer(done.returncode)
+
+
+def answer(code: int) -> bool | None:
+    """What PROBE's exit code says, wherever it ran (here, in a pod)."""
+    if code in (0, 3):
+        return code == 0
     return None

@@ -44,6 +44,7 @@ from mlbench_master.run_rules.implementations import (
     catalogue_served,
     check_implementation,
     framework_of,
+    framework_reported,
 )
 from mlbench_master.run_rules.resume import (
     CHECKPOINT_METRIC,
@@ -73,7 +74,7 @@ __all__ = [
     "LOCAL_IMAGE_REFUSED", "RESUMABLE_STATES", "SETUP_FIELDS", "TIME_LIMIT_MARGIN",
     "ResumePoint", "ResumeRefused", "RunRefused", "StaffOnly", "budget_source",
     "default_time_limit", "defaults", "effective_time_budget", "fitting_budget", "framework_of",
-    "limits", "MAX_SEED", "minimum_time_limit", "resolve", "resume_point", "served", "setup_of",
+    "framework_reported", "limits", "MAX_SEED", "minimum_time_limit", "resolve", "resume_point", "served", "setup_of",
     "task_time_budget", "time_budget_for", "time_budget_source",
 ]  # fmt: skip
 

@@ -37,9 +37,13 @@ def check_implementation(fields: dict[str, Any], asked: Mapping[str, Any],
         return
     admitted = info.implementations if info is not None else ()
     impl = implementation_catalogue.get(name)
-    if impl is None or name not in admitted:
-        known = "is not known" if impl is None else "is not one"
-        errors.add("implementation", f"implementation {name!r} {known} of task "
+    if impl is None:
+        errors.add("implementation", f"implementation {name!r} is not known (there are "
+                   f"{', '.join(IMPLEMENTATIONS)}); task {fields['task']} has "
+                   f"{', '.join(admitted) or 'none'}")  # fmt: skip
+        return
+    if name not in admitted:
+        errors.add("implementation", f"implementation {name!r} is not one of task "
                    f"{fields['task']}'s: {', '.join(admitted) or 'none'}")  # fmt: skip
         return
     if fields.get("algorithm") and not impl.admits(fields["algorithm"]):
@@ -84,7 +88,7 @@ def _workers_lack(module: str) -> str:
     except ClusterError:
         return ""  # a misconfigured master is said by the run's job, not blamed on the client
     if driver.has_module(module) is False:
-        return f"checked with {driver.python}"
+        return f"checked with {driver.modules_checked_with()}"
     return ""
 
 
@@ -141,3 +145,23 @@ def framework_of(run: Any) -> dict[str, Any] | None:
                 continue
     return {"name": impl.framework, "version": version,
             "version_from": "master" if version else "worker summary"}  # fmt: skip
+
+
+# The key of a worker summary's `versions` that holds a framework's version.
+REPORTED_AS = {"pytorch": "torch", "tensorflow": "tensorflow"}
+
+
+def framework_reported(manifest: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
+    """`manifest` with its framework's version as the workers reported it in `summary`, where
+    the master could not tell it at creation (its workers' Python is not its own: Kubernetes,
+    Slurm), so a downloaded manifest says what the run ran on."""
+    framework = manifest.get("framework")
+    if not isinstance(framework, dict) or framework.get("version"):
+        return manifest
+    versions = summary.get("versions")
+    reported = versions.get(REPORTED_AS.get(framework.get("name"), "")) if isinstance(
+        versions, dict) else None  # fmt: skip
+    if not isinstance(reported, str) or not reported:
+        return manifest
+    return {**manifest, "framework": {**framework, "version": reported,
+                                      "version_from": "worker summary"}}  # fmt: skip

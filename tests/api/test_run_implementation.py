@@ -74,8 +74,11 @@ def test_the_seed_clients_images_run_their_implementation(
     "fields, field, words",
     [
         ({"implementation": "jax"}, "implementation",
-         "implementation 'jax' is not known of task resnet20-cifar10's: reference, torch-ddp, "
-         "tensorflow"),
+         "implementation 'jax' is not known (there are reference, torch-ddp, tensorflow); task "
+         "resnet20-cifar10 has reference, torch-ddp, tensorflow"),
+        ({"task": "logreg-epsilon", "implementation": "JAX"}, "implementation",
+         "implementation 'JAX' is not known (there are reference, torch-ddp, tensorflow); task "
+         "logreg-epsilon has reference"),
         ({"task": "logreg-epsilon", "implementation": "torch-ddp"}, "implementation",
          "implementation 'torch-ddp' is not one of task logreg-epsilon's: reference"),
         ({"task": "preact-resnet20-cifar10", "implementation": "tensorflow"}, "implementation",
@@ -100,6 +103,11 @@ def test_bad_implementations_are_a_400_naming_the_field(
     assert response.status_code == 400, response.json()
     assert words in " ".join(response.json()["errors"][field])
     assert not Run.objects.exists()
+
+
+def test_a_blank_implementation_is_left_out_as_a_form_sends_it(api, redis_settings):
+    body = create(api, implementation="").json()
+    assert body["implementation"] == "reference"
 
 
 def test_workers_without_tensorflow_refuse_it_with_the_fix(api, redis_settings, monkeypatch):

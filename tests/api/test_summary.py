@@ -56,3 +56,31 @@ def test_unknown_run(staff_api):
 
 def test_anonymous(anon, run):
     assert anon.post(f"/api/runs/{run.pk}/summary/", {}, format="json").status_code == 401
+
+
+@pytest.mark.parametrize(
+    "framework, versions, recorded",
+    [
+        # The master could not tell (Kubernetes, Slurm): the workers' word is kept.
+        ({"name": "pytorch", "version": None, "version_from": "worker summary"},
+         {"torch": "2.3.1+cpu"}, "2.3.1+cpu"),
+        ({"name": "tensorflow", "version": None, "version_from": "worker summary"},
+         {"tensorflow": "2.16.1", "keras": "3.3.3"}, "2.16.1"),
+        # Known at creation: the master's reading stays.
+        ({"name": "pytorch", "version": "2.3.1", "version_from": "master"},
+         {"torch": "9.9"}, "2.3.1"),
+        # Nothing usable reported: still unknown, nothing invented.
+        ({"name": "pytorch", "version": None, "version_from": "worker summary"},
+         {"python": "3.11"}, None),
+    ],
+)  # fmt: skip
+def test_the_summary_gives_the_manifest_the_framework_version_it_lacked(
+    run, framework, versions, recorded
+):
+    Run.objects.filter(pk=run.pk).update(manifest={"seed": 1, "framework": framework})
+    body = {**SUMMARY, "versions": versions}
+    r = worker_client(run).post(f"/api/runs/{run.pk}/summary/", body, format="json")
+    assert r.status_code == 200, r.json()
+    manifest = Run.objects.get(pk=run.pk).manifest
+    assert manifest["framework"]["version"] == recorded and manifest["seed"] == 1
+    assert manifest["framework"]["name"] == framework["name"]

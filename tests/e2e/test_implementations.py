@@ -9,7 +9,8 @@ import psutil
 import pytest
 
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
-IMPLEMENTATIONS = ["torch-ddp", "tensorflow"]  # the reference's own runs: test_runs.py
+# The reference too, as a task run asks for it (test_runs.py drives it by custom commands).
+IMPLEMENTATIONS = ["reference", "torch-ddp", "tensorflow"]
 ENDED = ("FINISHED", "FAILED", "CANCELLED")
 
 

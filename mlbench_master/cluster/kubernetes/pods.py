@@ -11,7 +11,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from mlbench_master.cluster import python_probe
 from mlbench_master.cluster.base import ClusterError, PodInfo
+from mlbench_master.cluster.kubernetes import images
 from mlbench_master.cluster.kubernetes.config import (
     load_api_client,
     namespace_from_environment,
@@ -35,6 +37,12 @@ log = logging.getLogger(__name__)
 
 # Seconds a short command in a pod (tc, pkill, pgrep) may take before it counts as failed.
 COMMAND_TIMEOUT = 30.0
+# Seconds the module probe may take: an API request waits for it.
+PROBE_TIMEOUT = 10.0
+
+# has_module's answers by (worker image digest, module). A pod's image cannot change under
+# it, and the API and the collector make a new driver for every request and round.
+_MODULE_ANSWERS: dict[tuple[str, str], bool] = {}
 
 
 class WorkerPods:
@@ -52,6 +60,7 @@ class WorkerPods:
         self._namespace = namespace
         self._release = release
         self._open_channel = open_channel
+        self._probed_image = ""  # the worker image has_module asked last
 
     # -- configuration ----------------------------------------------------------------------
 
@@ -128,14 +137,7 @@ class WorkerPods:
         ]
 
     def _running_pods(self) -> list[str]:
-        # A pod being deleted is stopping everything in it already.
-        return [
-            p.metadata.name
-            for p in self._worker_pods()
-            if p.status is not None
-            and p.status.phase == "Running"
-            and p.metadata.deletion_timestamp is None
-        ]
+        return [p.metadata.name for p in self._worker_pods() if _running(p)]
 
     def _read_statefulset(self) -> Any:
         from kubernetes.client.exceptions import ApiException
@@ -215,3 +217,56 @@ class WorkerPods:
                 channel.close()
                 raise ClusterError(f"cannot write to a command in pod {pod}: {error}") from error
         return run_to_completion(channel, timeout)
+
+    # -- what the worker image has ----------------------------------------------------------
+
+    def has_module(self, module: str) -> bool | None:
+        """Asked in a running worker pod of the chart's image (the image, not the master,
+        decides what a run can import), with the probe the other drivers run; None while
+        no such pod runs or the probe cannot answer (the worker then says it itself)."""
+        try:
+            sts = self._statefulset_json()
+            annotations = (sts.get("metadata") or {}).get("annotations")
+            current = self._worker_container(sts).get("image") or ""
+            chart_image = images.plan(current, annotations, "").original
+            pods = self._worker_pods()
+            self._probed_image = chart_image
+        except ClusterError:
+            return None
+        for pod in pods:
+            if not _running(pod) or images.pod_image(pod) != chart_image:
+                continue
+            key = (_image_digest(pod) or chart_image, module)
+            if key not in _MODULE_ANSWERS:
+                command = [self.python, "-c", python_probe.PROBE, module]
+                try:
+                    code, _ = self.run_in_pod(pod.metadata.name, command, timeout=PROBE_TIMEOUT)
+                except Exception as error:  # noqa: BLE001 - a probe that fails cannot tell
+                    log.info("cannot ask pod %s for %s: %s", pod.metadata.name, module, error)
+                    return None
+                found = python_probe.answer(code)
+                if found is None:
+                    return None
+                _MODULE_ANSWERS[key] = found
+            return _MODULE_ANSWERS[key]
+        return None
+
+    def modules_checked_with(self) -> str:
+        return f"{self.python} of the worker image {self._probed_image}".strip()
+
+
+def _running(pod: Any) -> bool:
+    # A pod being deleted is stopping everything in it already.
+    return (
+        pod.status is not None
+        and pod.status.phase == "Running"
+        and pod.metadata.deletion_timestamp is None
+    )
+
+
+def _image_digest(pod: Any) -> str:
+    """The digest of the image the pod's worker container runs ("" before it started)."""
+    for status in (pod.status.container_statuses or []) if pod.status else []:
+        if status.name == WORKER_CONTAINER:
+            return status.image_id or ""
+    return ""
