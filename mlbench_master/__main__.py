@@ -1,6 +1,6 @@
 """`python -m mlbench_master COMMAND`: the embedded master and its service processes.
 
-User commands: `up [--detach] [--port N] [--cluster local|kubernetes|slurm]`, `down`, `status` (mlbench_master/embedded/).
+User commands: `up [--detach] [--port N] [--host ADDR] [--cluster local|kubernetes|slurm]`, `down`, `status` (mlbench_master/embedded/).
 The others are what `up` starts (and what the Kubernetes master's containers start the same
 way; mlbench_master/processes.py): `web`, `rqworker QUEUE...` (django-rq's command),
 `collector`, `reconcile`.
@@ -19,7 +19,12 @@ def main(argv: list[str] | None = None) -> int:
     sub.required = True
     up = sub.add_parser("up", help="start the embedded master (Ctrl-C stops it)")
     up.add_argument("--detach", action="store_true", help="run in the background")
-    up.add_argument("--port", type=int, help="web server port on 127.0.0.1")
+    up.add_argument("--port", type=int, help="web server port (default 8000, or a free one)")
+    up.add_argument(
+        "--host",
+        help="address the web server listens on (default 127.0.0.1; 0.0.0.0 or this host's "
+        "address when workers on other hosts post to it, e.g. a Slurm cluster's nodes)",
+    )
     up.add_argument("--quiet", action="store_true", help=argparse.SUPPRESS)
     up.add_argument(
         "--cluster",
@@ -43,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mlbench_master.settings")
     if args.command in ("up", "down", "status"):
         from mlbench_master.embedded import launcher, supervisor
+        from mlbench_master.embedded.procs import LISTEN_HOST_ENV
 
         if args.command == "down":
             return launcher.down()
@@ -50,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
             return launcher.status()
         if args.cluster:  # the detached child inherits it
             os.environ["MLBENCH_CLUSTER"] = args.cluster
+        if args.host:  # likewise
+            os.environ[LISTEN_HOST_ENV] = args.host
         if args.port is not None and not 0 < args.port < 65536:
             parser.error("--port must be between 1 and 65535")
         if args.quiet:  # the detached child: the parent announces

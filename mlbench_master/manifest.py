@@ -21,7 +21,9 @@ def build_manifest(run: Run, resumed: run_rules.ResumePoint | None = None) -> di
     The worker adds what only it knows (seed, torch and MPI versions, hardware) in its
     summary; this records the full requested configuration, the time budget the worker
     will get, the code revision and, for a resumed run, which checkpoint it continues
-    (`resumed_from`): its result is not that of a run trained from scratch.
+    (`resumed_from`): its result is not that of a run trained from scratch. The one later
+    change: the framework's version, when the master could not read it here, is taken from
+    the summary (runs.store_summary).
     """
     config_fields = [
         "name", "task", "algorithm", "algorithm_options", "implementation", "backend",

@@ -129,18 +129,25 @@ def _lr_schedule_field(served: dict[str, Any]) -> Field:
 
 
 def cluster_name() -> str:
-    """Which driver runs the workers (MLBENCH_CLUSTER), "local" or "kubernetes": what the
-    open division's fields do differs between the two, and the form says which applies."""
-    return "kubernetes" if settings.MLBENCH_CLUSTER == "kubernetes" else "local"
+    """Which driver runs the workers (MLBENCH_CLUSTER: local, kubernetes or slurm): what the
+    open division's fields do differs between them, and the form says which applies."""
+    cluster = settings.MLBENCH_CLUSTER
+    return cluster if cluster in _COMMAND_HELP else "local"
 
 
 # What the open division's fields do on each cluster, said where they are filled in: on the
 # local cluster the ranks are plain processes (no containers, so no image can be run and the
 # API refuses custom_image_name); on Kubernetes the run's worker pods use the custom image.
-_LOCAL_IMAGE_REASON = (
-    "Not available on this cluster (local): the workers are processes on this machine, "
-    "with no containers to run an image in. A custom command runs without one."
-)
+_IMAGE_REASON = {
+    "local": (
+        "Not available on this cluster (local): the workers are processes on this machine, "
+        "with no containers to run an image in. A custom command runs without one."
+    ),
+    "slurm": (
+        "Not available on this cluster (Slurm): the ranks run in the nodes' shared Python "
+        "environment, with no containers to run an image in. A custom command runs without one."
+    ),
+}
 _KUBERNETES_IMAGE_HELP = (
     "Open division: the worker pods run this image for this run instead of the installed "
     "worker image; the custom command runs in it."
@@ -156,18 +163,23 @@ _COMMAND_HELP = {
         f"Open division (staff only): runs under mpirun in the worker pods (in the custom "
         f"image when one is given) instead of the reference worker, {_RANKS}."
     ),
+    "slurm": (
+        f"Open division (staff only): runs under mpirun in the run's Slurm job, on its "
+        f"nodes, instead of the reference worker, {_RANKS}. Each rank starts in the job's "
+        f"folder on the shared filesystem (MLBENCH_SLURM_DIR): give absolute paths."
+    ),
 }
 
 
 def _custom_image(cluster: str) -> Field:
-    """Disabled on the local cluster, with the reason as its help: a field the API refuses
-    there should not look fillable."""
-    if cluster == "local":
+    """Disabled on a cluster without containers (local, Slurm), with the reason as its
+    help: a field the API refuses there should not look fillable."""
+    if cluster in _IMAGE_REASON:
         return Field(
             "custom_image_name",
             "Custom image",
             "text",
-            help=_LOCAL_IMAGE_REASON,
+            help=_IMAGE_REASON[cluster],
             group="advanced",
             disabled=True,
         )

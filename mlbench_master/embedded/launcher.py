@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from mlbench_master.embedded.procs import http_ok, pid_alive, port_free, stop_pid
+from mlbench_master.embedded.procs import http_ok, listen_host, pid_alive, port_free, stop_pid
 from mlbench_master.embedded.state import home, log_dir, read_state, running_state, state_path
 from mlbench_master.embedded.supervisor import Supervisor, login_link
 from mlbench_worker.localhost import free_port
@@ -42,7 +42,7 @@ def up(port: int | None, detach: bool) -> int:
         port = DEFAULT_PORT if port_free(DEFAULT_PORT) else free_port()
     elif not port_free(port):
         print(
-            f"port {port} on 127.0.0.1 is in use: pick another with --port, "
+            f"port {port} on {listen_host()} is in use: pick another with --port, "
             "or leave --port out to get a free one",
             file=sys.stderr,
         )

@@ -67,29 +67,54 @@ def stop_pid(pid: int, proc: subprocess.Popen | None = None, timeout: float = 10
             proc.wait(timeout=5)
 
 
+# The address the embedded master's web server listens on (`up --host`): loopback unless
+# workers on other hosts must reach it (a Slurm cluster's nodes). The detached master
+# started by `up --detach` inherits it from the environment.
+LISTEN_HOST_ENV = "MLBENCH_LISTEN_HOST"
+
+
+def listen_host() -> str:
+    return os.environ.get(LISTEN_HOST_ENV) or LOOPBACK
+
+
+def reach_host() -> str:
+    """The address this machine reaches the web server at (loopback when it listens on
+    every address)."""
+    host = listen_host()
+    return {"0.0.0.0": LOOPBACK, "::": "::1"}.get(host, host)
+
+
+def url_host(host: str) -> str:
+    """`host` as a URL writes it (an IPv6 address in brackets)."""
+    return f"[{host}]" if ":" in host else host
+
+
 def port_free(port: int) -> bool:
-    """Whether `port` on 127.0.0.1 can be listened on now."""
-    with socket.socket() as s:
+    """Whether `port` on the listen address can be listened on now."""
+    host = listen_host()
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            s.bind((LOOPBACK, port))
+            s.bind((host, port))
         except OSError:
             return False
     return True
 
 
-def wait_port(port: int, timeout: float, proc: subprocess.Popen | None = None) -> None:
-    """Return once something listens on 127.0.0.1:`port`; raise if `proc` exits first."""
+def wait_port(
+    port: int, timeout: float, proc: subprocess.Popen | None = None, host: str = LOOPBACK
+) -> None:
+    """Return once something listens on `host`:`port`; raise if `proc` exits first."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"process exited with code {proc.returncode} before listening")
         try:
-            with socket.create_connection((LOOPBACK, port), timeout=0.3):
+            with socket.create_connection((host, port), timeout=0.3):
                 return
         except OSError:
             time.sleep(0.1)
-    raise RuntimeError(f"nothing listens on {LOOPBACK}:{port} after {timeout:.0f} s")
+    raise RuntimeError(f"nothing listens on {host}:{port} after {timeout:.0f} s")
 
 
 def http_ok(url: str, timeout: float = 3.0) -> bool:

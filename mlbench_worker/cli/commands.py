@@ -56,6 +56,8 @@ def cmd_launcher(args: argparse.Namespace) -> int:
             argv += ["--port", str(args.port)]
         if getattr(args, "cluster", None):
             argv += ["--cluster", args.cluster]
+        if getattr(args, "host", None):
+            argv += ["--host", args.host]
     return subprocess.call(argv)
 
 

@@ -5,6 +5,7 @@ import pytest
 
 from mlbench_master.api.models import Run
 from mlbench_master.run_rules import LOCAL_IMAGE_REFUSED
+from mlbench_master.run_rules.images import SLURM_IMAGE_REFUSED
 
 pytestmark = pytest.mark.django_db
 
@@ -65,6 +66,15 @@ def test_the_local_cluster_refuses_an_image_but_runs_a_command(staff_api, redis_
     assert r.json()["errors"]["custom_image_name"] == [LOCAL_IMAGE_REFUSED]
     r = _create(staff_api, image_name="custom_image", custom_image_command="true")
     assert r.status_code == 201, r.content
+
+
+def test_the_slurm_cluster_refuses_an_image_as_it_has_no_containers(staff_api, settings):
+    settings.MLBENCH_CLUSTER = "slurm"
+    r = _create(staff_api, image_name="custom_image", custom_image_name="me/mine:1",
+                custom_image_command="true")  # fmt: skip
+    assert r.status_code == 400
+    assert r.json()["errors"]["custom_image_name"] == [SLURM_IMAGE_REFUSED]
+    assert not Run.objects.exists()
 
 
 def test_on_kubernetes_an_image_never_runs_without_its_command(staff_api, settings):

@@ -67,6 +67,14 @@ def test_open_division_fields_follow_the_cluster(settings):
     assert "worker pods run this image" in fields["custom_image_name"]["help"]
     assert "in the worker pods" in fields["custom_image_command"]["help"]
 
+    settings.MLBENCH_CLUSTER = "slurm"
+    spec = run_form_spec()
+    fields = {f["name"]: f for f in spec["fields"]}
+    assert spec["cluster"] == "slurm"
+    image = fields["custom_image_name"]
+    assert image["disabled"] and "Not available on this cluster (Slurm)" in image["help"]
+    assert "in the run's Slurm job" in fields["custom_image_command"]["help"]
+
 
 def test_pages_embed_the_task_catalogue(client, django_user_model, settings):
     """Every task of the catalogue, MLBENCH_TASKS or not: old runs of a task no longer

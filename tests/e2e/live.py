@@ -32,6 +32,7 @@ class LiveMaster:
     env: dict[str, str]
     database_url: str
     port: int
+    host: str = ""  # `up --host`; "" listens on loopback, the default
 
     # -- processes
     def launcher(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -46,7 +47,8 @@ class LiveMaster:
         )
 
     def up(self) -> None:
-        done = self.launcher("up", "--detach", "--port", str(self.port), check=False)
+        listen = ("--host", self.host) if self.host else ()
+        done = self.launcher("up", "--detach", "--port", str(self.port), *listen, check=False)
         if done.returncode != 0:
             logs = ""
             for log in sorted((self.home / "logs").glob("*.log")):
@@ -140,8 +142,11 @@ class LiveMaster:
         return ranks
 
 
-def start_master(postgres_url: str, home: Path) -> LiveMaster:
-    """A fresh database on the session's PostgreSQL and an embedded master on it."""
+def start_master(
+    postgres_url: str, home: Path, host: str = "", env_extra: dict[str, str] | None = None
+) -> LiveMaster:
+    """A fresh database on the session's PostgreSQL and an embedded master on it, listening
+    on `host` (default loopback), with `env_extra` in its environment."""
     import psycopg
 
     dbname = f"e2e_{secrets.token_hex(4)}"
@@ -163,15 +168,17 @@ def start_master(postgres_url: str, home: Path) -> LiveMaster:
         OMPI_ALLOW_RUN_AS_ROOT="1",
         OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
         PYTHONPATH=str(ROOT),
+        **(env_extra or {}),
     )
     port = free_port()
     master = LiveMaster(
-        url=f"http://127.0.0.1:{port}",
+        url=f"http://{host or '127.0.0.1'}:{port}",
         token="",
         home=home,
         env=env,
         database_url=database_url,
         port=port,
+        host=host,
     )
     master.up()
     return master

@@ -127,3 +127,23 @@ def test_cancel_leaves_no_rank_in_any_container(pods):
         )
         time.sleep(0.5)
     assert api.get(f"/api/runs/{run_id}/").json()["state"] == "CANCELLED"
+
+
+def test_an_implementation_the_worker_image_lacks_is_refused_naming_it(pods):
+    """The worker image has no TensorFlow: the master asks a worker container (pod exec,
+    the probe the other drivers run) and refuses a tensorflow run before storing it."""
+    _, api, front = pods
+    served = api.get("/api/runs/defaults/").json()["implementations"]
+    assert served["tensorflow"]["available"] is False, served["tensorflow"]
+    assert "mlbench[tensorflow]" in served["tensorflow"]["install"]
+    assert served["torch-ddp"]["available"] is True and served["reference"]["available"] is True
+    assert any("find_spec" in " ".join(command) for _, command in front.execs), front.execs
+    before = api.get("/api/runs/").json()
+    response = api.post("/api/runs/", {
+        "name": "images-tf", "num_workers": 2, "num_cpus": 1, "implementation": "tensorflow",
+    })  # fmt: skip
+    assert response.status_code == 400, response.text
+    words = " ".join(response.json()["errors"]["implementation"])
+    assert "needs tensorflow, which the workers' Python cannot import" in words
+    assert "worker image" in words and "choose one of reference, torch-ddp" in words
+    assert api.get("/api/runs/").json() == before
