@@ -86,3 +86,27 @@ def test_compare_gives_cross_implementation_ratios_only_when_asked(page):
     assert "a run of implementation reference on mpi" in title
     assert cells(page, two)[0] == "1.80×"  # within one implementation: unlabelled
     assert "across=1" in page.url  # a link to the page shows the same table
+
+
+def test_the_gpu_box_decides_whether_nccl_can_be_picked(page, settings, monkeypatch):
+    from mlbench_master.cluster.local import LocalCluster
+
+    settings.MLBENCH_MAX_GPUS = 1
+    monkeypatch.setattr(LocalCluster, "has_module", lambda self, module: True)
+    open_form(page)
+    backend = page.get_by_label("Communication backend")
+    nccl = backend.locator("option[value='nccl']")
+    gpus = page.get_by_label("Use GPUs")
+    assert not gpus.is_checked() and nccl.is_disabled()  # the API refuses nccl without GPUs
+    page.get_by_label("Implementation", exact=True).select_option("torch-ddp")
+    assert backend.input_value() == "gloo"
+    gpus.check()  # DDP on GPUs: nccl, as the API would give it
+    assert not nccl.is_disabled() and backend.input_value() == "nccl"
+    gpus.uncheck()
+    assert nccl.is_disabled() and backend.input_value() == "gloo"
+    # A backend picked by hand stays while it is allowed.
+    gpus.check()
+    backend.select_option("gloo")
+    gpus.uncheck()
+    gpus.check()
+    assert backend.input_value() == "gloo"

@@ -219,7 +219,8 @@ if (form) {
   // combination the API refuses: its algorithms only (torch-ddp and tensorflow: allreduce),
   // its backends only (torch-ddp: gloo, or nccl when picked), and for an implementation on
   // another framework than PyTorch (tensorflow: its own collective ops) no backend at all (a
-  // disabled field is not sent). A backend the user picked is kept while it is allowed.
+  // disabled field is not sent); nccl only with "Use GPUs" ticked, and ticking it gives DDP
+  // nccl. A backend the user picked is kept while it is allowed.
   const implementation = form.elements.namedItem("implementation");
   const gpu = form.elements.namedItem("gpu_enabled");
   const backendHelp = document.getElementById("h-backend");
@@ -256,13 +257,17 @@ if (form) {
       if (backendHelp) backendHelp.textContent = `${implementation.value} all-reduces with ${impl.framework}'s own collective ops: no backend is sent.`;
       return;
     }
-    const allowed = (name) => !impl.backends.length || impl.backends.includes(name);
+    const allowed = (name) => (!impl.backends.length || impl.backends.includes(name)) && (name !== "nccl" || !!gpu?.checked);
     for (const option of backend.options) option.disabled = !allowed(option.value);
     if (backendPicked && !backend.selectedOptions[0]?.disabled) return;
     const ddp = gpu?.checked && allowed("nccl") ? "nccl" : impl.backends.find((b) => b !== "nccl");
     backend.value = impl.backends.length ? ddp : (own?.backend ?? served?.defaults?.backend ?? "mpi");
   };
   implementation?.addEventListener("change", () => fitImplementation(false));
+  gpu?.addEventListener("change", () => {
+    backendPicked = backendPicked && !backend?.selectedOptions[0]?.disabled && backend?.value !== "nccl";
+    fitImplementation(catalogue()[task.value]?.kind === "measurement");
+  });
   const fitTask = () => {
     const info = catalogue()[task.value];
     if (!info) return;
