@@ -112,3 +112,29 @@ def test_failed_run_without_summary_is_read_from_its_points(maker):
     assert group["time_to_target"]["median"] == 5.0  # from its time_to_target point
     assert group["accuracy_after_time"]["n"] == 0  # a failed run's numbers are not a result
     assert {c["run"] for c in out["curves"]} == {failed.pk, queued.pk}
+
+
+def test_an_ended_runs_result_is_read_once_an_active_runs_every_time(maker):
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from mlbench_master.results import stored
+    from tests.results.conftest import START
+
+    ended = maker.run(None, 1, 1, [(10.0, 0.6, 1)])
+    Run.objects.filter(pk=ended.pk).update(finished_at=timezone.now())
+    active = maker.run(None, 2, 1, [(10.0, 0.6, 1)], state=Run.STARTED)
+
+    def results():
+        return stored.results_of(Run.objects.filter(pk__in=[ended.pk, active.pk]).order_by("pk"))
+
+    first = results()
+    # A later evaluation of each (none comes after an end: planted to see which is read).
+    late = START + dt.timedelta(seconds=60)
+    points = [maker._point(r, "val_accuracy", 0.9, late, {"elapsed": 30.0, "step": 99})
+              for r in (ended, active)]  # fmt: skip
+    assert maker.client.post("/api/metrics/", points, format="json").status_code in (200, 201)
+    second = results()
+    assert second[0] == first[0] and len(first[0].curve) == 1
+    assert len(second[1].curve) == 2 and second[1].curve[-1] == (30.0, 0.9)
