@@ -1,5 +1,6 @@
 """The local Slurm and a master driving it, for tests/slurm: started for real, asked with
-Slurm's own tools, and the processes of a job found by the SLURM_JOB_ID they carry.
+Slurm's own tools, the processes of a job found by the SLURM_JOB_ID they carry, and the
+master's Workers page opened in Chromium.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ SETUP = (
 class SlurmCluster:
     directory: Path
     conf: str
+    munged_pid: int = 0
 
     @classmethod
     def up(cls, directory: Path) -> SlurmCluster:
@@ -47,7 +49,7 @@ class SlurmCluster:
             subprocess.run(["bash", str(SCRIPT), "down", str(directory)], check=False, timeout=120)
             raise RuntimeError(f"local Slurm did not start: {done.stdout}{done.stderr}")
         conf = done.stdout.strip().splitlines()[-1].split("=", 1)[1]
-        return cls(directory, conf)
+        return cls(directory, conf, int((directory / "munge" / "munged.pid").read_text()))
 
     def down(self) -> None:
         subprocess.run(
@@ -56,6 +58,22 @@ class SlurmCluster:
             timeout=120,
             check=False,
         )
+
+    def leftovers(self) -> list[str]:
+        """What of this cluster still lives: munged (by the pid it had at start) and every
+        process whose environment names this cluster's slurm.conf (the daemons, their
+        slurmstepd and every job process inherit it)."""
+        found = []
+        with contextlib.suppress(psutil.NoSuchProcess):
+            munged = psutil.Process(self.munged_pid)
+            if munged.status() != psutil.STATUS_ZOMBIE:
+                found.append(f"munged (pid {self.munged_pid})")
+        for proc in psutil.process_iter():
+            with contextlib.suppress(psutil.Error):
+                if proc.environ().get("SLURM_CONF") == self.conf:
+                    if proc.status() != psutil.STATUS_ZOMBIE:
+                        found.append(f"{proc.name()} (pid {proc.pid}): {proc.cmdline()}")
+        return found
 
     def tool(self, *argv: str) -> str:
         env = {**os.environ, "SLURM_CONF": self.conf}
@@ -78,15 +96,36 @@ class SlurmCluster:
 
 
 def slurm_env(cluster: SlurmCluster) -> dict[str, str]:
+    """The master's settings for the local cluster. No MLBENCH_CLUSTER: SlurmMaster picks
+    the driver with `mlbench up --cluster slurm`, as a user on a login node does."""
     return {
-        "MLBENCH_CLUSTER": "slurm",
         "SLURM_CONF": cluster.conf,
         "MLBENCH_SLURM_SETUP": SETUP,
         "MLBENCH_MAX_CPUS": "8",  # beyond the nodes' 2: the driver's own check answers
     }
 
 
-def start_slurm_master(postgres_url: str, home: Path, extra: dict[str, str]) -> LiveMaster:
+@dataclass
+class SlurmMaster(LiveMaster):
+    """A master started the way docs/installation.rst tells a Slurm user to:
+    `mlbench up --detach --cluster slurm` (which runs `python -m mlbench_master up
+    --cluster slurm`), with no MLBENCH_CLUSTER in its environment."""
+
+    def up(self) -> str:  # type: ignore[override]
+        """Start it (again); what `mlbench up` printed."""
+        done = self.cli("up", "--detach", "--port", str(self.port), "--cluster", "slurm")
+        if done.returncode != 0:
+            logs = ""
+            for log in sorted((self.home / "logs").glob("*.log")):
+                logs += f"\n== {log.name}\n" + log.read_text(errors="replace")[-3000:]
+            raise RuntimeError(
+                f"mlbench up --cluster slurm failed: {done.stdout}{done.stderr}{logs}"
+            )
+        self.token = (self.home / "token").read_text().strip()
+        return done.stdout
+
+
+def start_slurm_master(postgres_url: str, home: Path, extra: dict[str, str]) -> SlurmMaster:
     """A fresh database on the session's PostgreSQL and an embedded master driving Slurm."""
     import psycopg
 
@@ -111,7 +150,7 @@ def start_slurm_master(postgres_url: str, home: Path, extra: dict[str, str]) -> 
         **extra,
     )
     port = free_port()
-    master = LiveMaster(f"http://127.0.0.1:{port}", "", home, env, env["DATABASE_URL"], port)
+    master = SlurmMaster(f"http://127.0.0.1:{port}", "", home, env, env["DATABASE_URL"], port)
     master.up()
     return master
 
@@ -182,3 +221,21 @@ def kill_master(master: LiveMaster) -> None:
             proc.kill()
             procs.append(proc)
     psutil.wait_procs(procs, timeout=10)
+
+
+def workers_page(browser: Any, master: LiveMaster) -> Any:
+    """The master's Workers page in a new Chromium context, signed in with the one-time
+    link `up` wrote (each start writes a fresh one), once its script has filled it. The
+    page's console errors, failed requests and HTTP errors are collected in `page.watch`
+    (tests/browser's Watch): the caller asserts there are none."""
+    from tests.browser.conftest import Watch
+
+    context = browser.new_context(base_url=master.url, viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(30000)
+    page.watch = Watch()
+    page.watch.attach(page)
+    page.goto((master.home / "login_link").read_text().strip())
+    assert page.url.rstrip("/") == master.url, f"the sign-in link did not sign in: {page.url}"
+    page.wait_for_selector("body[data-loaded='1']", state="attached")
+    return page

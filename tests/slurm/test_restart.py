@@ -18,12 +18,14 @@ pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 END = ("FINISHED", "FAILED", "CANCELLED")
 COMMAND = (
     "python -m mlbench_worker resnet20-cifar10 --dataset synthetic --train-images 256"
-    " --test-images 128 --max-epochs 1000 --time-budget 14 --target paper --threads 1"
+    " --test-images 128 --max-epochs 1000 --time-budget 24 --target paper --threads 1"
     " --log-every 1 --metrics-file {points}"
 )
 
 
-def test_master_killed_mid_run_and_restarted_loses_no_point_and_no_line(master, tmp_path):
+def test_master_killed_mid_run_and_restarted_loses_no_point_and_no_line(
+    master, slurm_cluster, tmp_path
+):
     points = tmp_path / "points.jsonl"
     run = master.create_run(
         name="restart", custom_image_command=COMMAND.format(points=points),
@@ -35,6 +37,10 @@ def test_master_killed_mid_run_and_restarted_loses_no_point_and_no_line(master, 
     assert rank_processes(job_id, timeout=5), "the ranks live on without the master"
     time.sleep(3)  # the ranks write and post while no master listens
     master.up()
+    # The job outlived the master (its time budget leaves room for the restart), so the
+    # new master re-attaches to a RUNNING job rather than settling an ended one.
+    job = next(j for j in slurm_cluster.jobs() if str(j["job_id"]) == job_id)
+    assert job["job_state"] == "RUNNING", f"job {job_id} ended before the master was back: {job}"
     done = master.wait_state(run["id"], END, timeout=180)
     assert done["state"] == "FINISHED", f"{done['reason']}\n{master.log_text(run['id'])[-2000:]}"
     _assert_stored_exactly_once(master, run, points)

@@ -57,6 +57,17 @@ def test_resnet20_on_two_nodes_finishes_with_metrics_per_rank_output_and_nodes(
     )
     assert "not applied" in done["manifest"]["not_applied"]["max_bandwidth"]
 
+    # What was asked of Slurm, as squeue reports it: the run's 300 s as 5 minutes, one CPU
+    # a task (squeue's cpus_per_task is empty in Slurm 22.05: the per-node minimum says it).
+    assert job["name"] == record["slurm"]["job_name"] and job["partition"] == "debug"
+    assert (job["time_limit"], job["tasks"], job["tasks_per_node"]) == (5, 2, 1)
+    assert (job["minimum_cpus_per_node"], job["cpus"]) == (1, 2)
+
+    # Node use is kept as pod metrics (the collector's readings of what slurmd reports).
+    for node in ("n1", "n2"):
+        use = master.get(f"/api/metrics/{node}/", params={"metric_type": "pod"}).json()
+        assert use.get("cpu_cores") and use.get("allocated_cpus"), f"{node}: {sorted(use)}"
+
     pods = {p["name"]: p for p in master.get("/api/pods/").json()}
     assert set(pods) == {"n1", "n2"}
     labels = pods["n1"]["labels"]
@@ -69,8 +80,14 @@ def test_task_2_runs_on_two_nodes_by_its_task_name(master):
     run = master.create_run(
         name="slurm-logreg", task="logreg-epsilon", backend="GLOO", time_budget=20
     )
+    # The master cannot import the nodes' PyTorch: the version comes with the summary.
+    assert run["manifest"]["framework"] == {
+        "name": "pytorch", "version": None, "version_from": "worker summary",
+    }  # fmt: skip
     done = master.wait_state(run["id"], END, timeout=180)
     assert done["state"] == "FINISHED", done["reason"]
+    reported = done["summary"]["versions"]["torch"]
+    assert reported and done["manifest"]["framework"]["version"] == reported
     summary = done["summary"]
     assert (summary["task"], summary["dataset"], summary["num_workers"]) == (
         "logreg-epsilon", "synthetic", 2,
@@ -86,6 +103,9 @@ def test_delete_mid_run_cancels_the_job_and_leaves_no_process(master, slurm_clus
     rank_processes(job_id)
     response = master.delete(f"/api/runs/{run['id']}/")
     assert response.status_code == 204, response.text
+    # DELETE removes the run once cancelled (docs/api.rst); test_workers_page.py cancels
+    # one and keeps it, to see it CANCELLED.
+    assert master.get(f"/api/runs/{run['id']}/").status_code == 404
     assert _job(slurm_cluster, job_id)["job_state"] == "CANCELLED"
     assert not slurm_cluster.active_jobs(), "Slurm still has a job of the run"
     assert job_processes(job_id) == [], "a process of the run's job is still alive"

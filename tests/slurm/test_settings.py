@@ -1,17 +1,19 @@
-"""Bad Slurm settings: the master says so when it starts and where the Workers page reads
-it (/api/health/?cluster=1), starts all the same, and loses no run: one is refused with the
+"""Bad Slurm settings: the master says so when it starts and on the Workers page (Chromium,
+from /api/health/?cluster=1), starts all the same, and loses no run: one is refused with the
 reason (400) or ends FAILED with it, never left waiting.
 
-One master, restarted with each bad setting in turn: SLURM_CONF that cannot be read, a
-partition Slurm does not have, Slurm's tools missing.
+One master (started, like every master here, by `mlbench up --cluster slurm` with no
+MLBENCH_CLUSTER set), restarted with each bad setting in turn: SLURM_CONF that cannot be
+read, a partition Slurm does not have, Slurm's tools missing, and sbatch options no node
+can satisfy (Slurm takes the job, which can never start).
 """
 
 from __future__ import annotations
 
 import pytest
-import requests
 
-from tests.slurm.live import slurm_env, start_slurm_master
+from tests.e2e.live import script
+from tests.slurm.live import job_of, slurm_env, start_slurm_master, workers_page
 
 pytestmark = [pytest.mark.slow]
 END = ("FINISHED", "FAILED", "CANCELLED")
@@ -29,24 +31,29 @@ def _restart(master, **env) -> str:
     """Restart the master with `env` changed; what `up` printed."""
     master.down()
     master.env.update(env)
-    done = master.launcher("up", "--detach", "--port", str(master.port), check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    master.token = (master.home / "token").read_text().strip()
-    return done.stdout
+    assert "MLBENCH_CLUSTER" not in master.env, "the --cluster flag alone picks the driver"
+    return master.up()
 
 
-def _said(master, words: str) -> None:
+def _said(master, browser, words: str) -> None:
     health = master.get("/api/health/", params={"cluster": "1"})
     assert health.status_code == 200, "the master serves despite the problem"
     body = health.json()
     assert body["cluster"] == "slurm"
     assert any(words in p for p in body["cluster_problems"]), body
-    # The Workers page (signed in with the one-time link) holds the box its script fills
-    # from the answer above.
-    with requests.Session() as browser:
-        browser.get((master.home / "login_link").read_text().strip(), timeout=30)
-        page = browser.get(master.url + "/", timeout=30)
-    assert page.status_code == 200 and 'id="cluster-problems"' in page.text, page.text[:300]
+    # The Workers page shows the problem, as the master said it.
+    from playwright.sync_api import expect
+
+    page = workers_page(browser, master)
+    try:
+        box = page.locator("#cluster-problems")
+        expect(box).to_be_visible()
+        expect(box.locator("#cluster-name")).to_have_text("slurm")
+        expect(box.locator("li")).to_have_text(body["cluster_problems"])
+        assert words in box.inner_text()
+    finally:
+        page.context.close()
+    assert not page.watch.problems, "\n".join(page.watch.problems)
 
 
 def _not_lost(master, words: str) -> None:
@@ -59,24 +66,49 @@ def _not_lost(master, words: str) -> None:
     assert done["state"] == "FAILED" and words in done["reason"], done["reason"]
 
 
-def test_slurm_conf_unreadable(bad_master, slurm_cluster):
+@pytest.mark.browser
+def test_slurm_conf_unreadable(bad_master, slurm_cluster, chromium):
     said = _restart(bad_master)
     assert "cluster problem (slurm): SLURM_CONF=/nonexistent/slurm.conf does not exist" in said
-    _said(bad_master, "SLURM_CONF=/nonexistent/slurm.conf does not exist")
+    _said(bad_master, chromium, "SLURM_CONF=/nonexistent/slurm.conf does not exist")
     _not_lost(bad_master, "slurm.conf")
 
 
-def test_no_such_partition(bad_master, slurm_cluster):
+@pytest.mark.browser
+def test_no_such_partition(bad_master, slurm_cluster, chromium):
     said = _restart(bad_master, SLURM_CONF=slurm_cluster.conf, MLBENCH_SLURM_PARTITION="gpu9")
     assert "MLBENCH_SLURM_PARTITION='gpu9': Slurm has no such partition; it has debug" in said
-    _said(bad_master, "no such partition")
+    _said(bad_master, chromium, "no such partition")
     _not_lost(bad_master, "no such partition")
 
 
-def test_slurm_tools_missing(bad_master, slurm_cluster, tmp_path):
+@pytest.mark.browser
+def test_slurm_tools_missing(bad_master, slurm_cluster, tmp_path, chromium):
     said = _restart(
         bad_master, MLBENCH_SLURM_PARTITION="", MLBENCH_SLURM_BIN=str(tmp_path / "no-slurm")
     )
     assert "Slurm's tools are not installed here" in said
-    _said(bad_master, "not installed")
+    _said(bad_master, chromium, "not installed")
     _not_lost(bad_master, "not installed")
+
+
+def test_a_job_slurm_can_never_start_fails_the_run_with_slurms_reason(bad_master, slurm_cluster):
+    """The site's sbatch options reach Slurm (after the driver's own, so they win) and ask
+    for 4 CPUs a task where nodes have 2: Slurm takes the job and keeps it PENDING
+    (PartitionConfig) for ever; the run fails with that reason and its job is cancelled."""
+    _restart(
+        bad_master, SLURM_CONF=slurm_cluster.conf, MLBENCH_SLURM_PARTITION="",
+        MLBENCH_SLURM_BIN="", MLBENCH_SLURM_SBATCH_OPTIONS="--mem=64 --cpus-per-task=4",
+    )  # fmt: skip
+    health = bad_master.get("/api/health/", params={"cluster": "1"}).json()
+    assert health["cluster_problems"] == [], "these settings are not a problem by themselves"
+    run = bad_master.create_run(
+        custom_image_command=script("sleeper.py") + " 1", run_all_nodes=True
+    )
+    job_id = job_of(bad_master, run["id"])
+    done = bad_master.wait_state(run["id"], END, timeout=60)
+    assert done["state"] == "FAILED", done
+    assert f"Slurm can never start job {job_id} (PartitionConfig)" in done["reason"], done
+    job = next(j for j in slurm_cluster.jobs() if str(j["job_id"]) == job_id)
+    assert (job["memory_per_node"], job["minimum_cpus_per_node"]) == (64, 4), job
+    assert job["job_state"] == "CANCELLED" and not slurm_cluster.active_jobs()
