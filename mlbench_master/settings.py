@@ -150,7 +150,7 @@ MLBENCH_SLURM_QOS = os.environ.get("MLBENCH_SLURM_QOS", "")
 MLBENCH_SLURM_SBATCH_OPTIONS = os.environ.get("MLBENCH_SLURM_SBATCH_OPTIONS", "")  # shell words
 MLBENCH_SLURM_GRES = os.environ.get("MLBENCH_SLURM_GRES", "")  # per worker with GPUs: gpu:1
 MLBENCH_SLURM_LAUNCHER = os.environ.get("MLBENCH_SLURM_LAUNCHER", "")  # mpirun | srun
-MLBENCH_SLURM_MPI = os.environ.get("MLBENCH_SLURM_MPI", "")  # srun --mpi=; pmi2
+MLBENCH_SLURM_MPI = os.environ.get("MLBENCH_SLURM_MPI", "")  # srun --mpi=; pmix
 MLBENCH_SLURM_PYTHON = os.environ.get("MLBENCH_SLURM_PYTHON", "")  # the nodes' Python
 MLBENCH_SLURM_MPIRUN = os.environ.get("MLBENCH_SLURM_MPIRUN", "")  # the nodes' mpirun
 # Unset: --leave-session-attached (Open MPI); set: these shell words instead (" ": none).

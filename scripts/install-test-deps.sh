@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the system programs the test suite starts for itself: PostgreSQL server binaries
 # (a throwaway cluster per test session), Chromium (dashboard tests) and Slurm with munge
-# (tests/slurm starts a real two-node Slurm: scripts/slurm/local-cluster.sh). Redis and MPI
-# come from the virtualenv. Only what is missing is installed, so a second run takes no time.
+# (tests/slurm starts a real two-node Slurm: scripts/slurm/local-cluster.sh), with PMIx for
+# srun --mpi=pmix. Redis and MPI come from the virtualenv. Only what is missing is
+# installed, so a second run takes no time.
 set -euo pipefail
 
 need=()
@@ -18,6 +19,9 @@ for prog in slurmctld slurmd sbatch; do
   command -v "$prog" >/dev/null || [ -x "/usr/sbin/$prog" ] || { need+=(slurm-wlm); break; }
 done
 command -v munged >/dev/null || [ -x /usr/sbin/munged ] || need+=(munge)
+# srun --mpi=pmix (the Slurm driver's srun launcher): Slurm's mpi/pmix plugin dlopens
+# pmix2/lib/libpmix.so, the unversioned name that only libpmix-dev ships (libpmix2 has .so.2).
+compgen -G "/usr/lib/*/pmix2/lib/libpmix.so" >/dev/null || need+=(libpmix-dev)
 command -v dockerd >/dev/null || [ -x /usr/sbin/dockerd ] || need+=(docker.io)
 command -v debootstrap >/dev/null || [ -x /usr/sbin/debootstrap ] || need+=(debootstrap)
 command -v openssl >/dev/null || need+=(openssl)

@@ -1,8 +1,8 @@
-"""FAILED reasons read from mpirun's own output.
+"""FAILED reasons read from mpirun's own output (or srun's, on Slurm with its launcher).
 
 This sits beside the mpirun builder (mpirun.py) because it parses what that command line
 makes Open MPI print: its per-rank exit report, and the ranks' stderr tagged by
-`--output tag`. A reason names the rank, the exit code with a hint ("killed: out of
+`--output tag`; srun's "task N: Exited with exit code C" lines likewise. A reason names the rank, the exit code with a hint ("killed: out of
 memory?") and quotes the last lines the ranks wrote to stderr, so a person can act on it.
 """
 
@@ -22,6 +22,11 @@ _SIGNAL_EXIT = re.compile(
     r"process rank (?P<rank>\d+) with PID \d+ on node \S+ exited on\s+signal (?P<sig>\d+)"
 )
 _CODE_EXIT = re.compile(r"Process name:\s*\[[^\]]*?,(?P<rank>\d+)\]\s+Exit code:\s+(?P<code>\d+)")
+# srun (--label, --kill-on-bad-exit) names the first task that failed, by its rank.
+_SRUN_EXIT = re.compile(
+    r"srun: error: \S+: tasks? (?P<rank>\d+)[-,\d]*: "
+    r"(?:Exited with exit code (?P<code>\d+)|(?P<killed>Killed))"
+)
 _SIGNAL_HINTS = {
     9: "killed: out of memory?",
     15: "terminated",
@@ -47,8 +52,13 @@ def bounded(reason: str) -> str:
 def failure_reason(exit_code: int, mpirun_lines: Iterable[str], stderr_tail: Iterable[str]) -> str:
     """A FAILED reason a person can act on, from mpirun's report and the ranks' stderr."""
     report = " ".join(" ".join(mpirun_lines).split())
+    launcher = "srun" if "srun: " in report else "mpirun"
     match = _SIGNAL_EXIT.search(report)
-    if match:
+    srun = _SRUN_EXIT.search(report)
+    if srun:
+        code = f"{srun['code']}" if srun["code"] else f"137 ({_SIGNAL_HINTS[9]})"
+        head = f"rank {srun['rank']} exited with code {code}"
+    elif match:
         sig = int(match["sig"])
         hint = _SIGNAL_HINTS.get(sig, f"signal {sig}")
         head = f"rank {match['rank']} exited with code {128 + sig} ({hint})"
@@ -59,10 +69,11 @@ def failure_reason(exit_code: int, mpirun_lines: Iterable[str], stderr_tail: Ite
         elif exit_code > 128:
             sig = exit_code - 128
             head = (
-                f"mpirun exited with code {exit_code} ({_SIGNAL_HINTS.get(sig, f'signal {sig}')})"
+                f"{launcher} exited with code {exit_code} "
+                f"({_SIGNAL_HINTS.get(sig, f'signal {sig}')})"
             )
         else:
-            head = f"mpirun exited with code {exit_code}"
+            head = f"{launcher} exited with code {exit_code}"
     tail = list(stderr_tail)
     if tail:
         head += "; last lines of stderr:\n" + "\n".join(tail)

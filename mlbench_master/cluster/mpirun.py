@@ -38,6 +38,9 @@ FORWARDED_ENV = (
     "PYTHONUNBUFFERED",
 )
 
+MPIRUN_RANK = "OMPI_COMM_WORLD_RANK"  # each rank's number, as mpirun sets it
+SRUN_RANK = "SLURM_PROCID"  # as srun sets it, whatever its --mpi plugin
+
 _TAG = re.compile(r"^\[(?P<job>\d+),(?P<rank>\d+)\]<(?P<stream>stdout|stderr)>:\s?(?P<text>.*)$")
 _LABEL = re.compile(r"^\s*(?P<rank>\d+): ?(?P<text>.*)$")  # srun --label
 
@@ -47,7 +50,9 @@ def threads_per_rank(num_cpus: float) -> int:
     return max(1, int(num_cpus))
 
 
-def custom_argv(run: RunSpec, hosts: list[str] | None = None) -> list[str]:
+def custom_argv(
+    run: RunSpec, hosts: list[str] | None = None, rank_variable: str = MPIRUN_RANK
+) -> list[str]:
     """The open-division command, with the original platform's placeholders filled in.
 
     Commands written for the original platform say `{run_id}`, `{hosts}`, `{backend}` and
@@ -55,7 +60,9 @@ def custom_argv(run: RunSpec, hosts: list[str] | None = None) -> list[str]:
     --backend {backend}`), so they are filled in here: hosts as a comma-separated list (of
     "localhost" on the local cluster), backend the custom backend when there is one. The
     rank differs per process, so a command with `{rank}` runs through `sh -c`, which reads
-    it from mpirun's OMPI_COMM_WORLD_RANK. Other braces are left alone.
+    it from `rank_variable`, the variable the launcher sets in each rank: mpirun's
+    OMPI_COMM_WORLD_RANK, or srun's SLURM_PROCID (Open MPI does not set OMPI_COMM_WORLD_RANK
+    in ranks srun starts). Other braces are left alone.
     """
     values = {
         "run_id": str(run.id),
@@ -66,7 +73,7 @@ def custom_argv(run: RunSpec, hosts: list[str] | None = None) -> list[str]:
     for name, value in values.items():
         text = text.replace("{" + name + "}", shlex.quote(value))
     if "{rank}" in text:
-        return ["sh", "-c", text.replace("{rank}", '"$OMPI_COMM_WORLD_RANK"')]
+        return ["sh", "-c", text.replace("{rank}", f'"${rank_variable}"')]
     return shlex.split(text)
 
 
@@ -90,16 +97,22 @@ def _numeric(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def worker_argv(run: RunSpec, python: str = "python", hosts: list[str] | None = None) -> list[str]:
+def worker_argv(
+    run: RunSpec,
+    python: str = "python",
+    hosts: list[str] | None = None,
+    rank_variable: str = MPIRUN_RANK,
+) -> list[str]:
     """The command each rank runs: the reference worker, or the open-division command.
 
     The reference worker gets the run's seed (always written, so the command says what the
     curves were drawn from), its resolved time budget (accuracy after time: it stops
     training when the budget is spent and evaluates the final model), its checkpoint folder
-    and, for a resumed run, the folder of the checkpoint it continues from.
+    and, for a resumed run, the folder of the checkpoint it continues from. `rank_variable`:
+    where an open-division command's `{rank}` is read from (see custom_argv).
     """
     if run.open_division:
-        return custom_argv(run, hosts)
+        return custom_argv(run, hosts, rank_variable)
     argv = [
         python,
         "-m",
@@ -208,18 +221,44 @@ def driver_argv(driver: ClusterDriver, run: RunSpec, hosts: list[str] | None) ->
     )
 
 
+def mca_environment(options: Sequence[str]) -> dict[str, str]:
+    """Open MPI's `--mca NAME VALUE` options (as in MLBENCH_SLURM_MPIRUN_OPTIONS) as the
+    OMPI_MCA_NAME variables that say the same to ranks mpirun does not start: srun's ranks
+    read their MCA parameters from the environment only, so the transport chosen for
+    mpirun (e.g. `--mca btl self,tcp`) holds under srun too. Other options are mpirun's
+    own and mean nothing to srun's ranks."""
+    env: dict[str, str] = {}
+    words = list(options)
+    for i, word in enumerate(words[:-2]):
+        if word in ("--mca", "-mca", "--gmca", "-gmca"):
+            env[f"OMPI_MCA_{words[i + 1]}"] = words[i + 2]
+    return env
+
+
 def srun_argv(
-    run: RunSpec, *, srun: str = "srun", mpi: str = "pmi2", python: str = "python"
+    run: RunSpec,
+    *,
+    srun: str = "srun",
+    mpi: str = "pmix",
+    python: str = "python",
+    cpus_per_task: int = 1,
+    mpirun_options: Sequence[str] = (),
 ) -> list[str]:
     """`run` started by Slurm's srun inside its allocation instead of mpirun (the Slurm
-    driver with MLBENCH_SLURM_LAUNCHER=srun): one task a node, never bound to cores (as
-    `--bind-to none`), the ranks wired up by Slurm's PMI plugin `mpi` (pmi2, pmix: the
-    site's MPI must support it), output labelled by rank (`parse_labelled_line`), and the
-    whole step killed when one rank fails (as mpirun does). The environment reaches the
-    ranks as it does the batch script (srun exports it), so nothing needs forwarding."""
-    argv = [srun, f"--mpi={mpi}", "--label", f"--ntasks={rank_count(run)}"]
-    argv += ["--ntasks-per-node=1", "--cpu-bind=none", "--kill-on-bad-exit=1"]
-    return argv + worker_argv(run, python=python)
+    driver with MLBENCH_SLURM_LAUNCHER=srun): one task a node with `cpus_per_task` CPUs
+    (Slurm 22.05's srun no longer takes the job's --cpus-per-task by itself), never bound
+    to cores (as `--bind-to none`), the ranks wired up by Slurm's PMI plugin `mpi` (pmix for
+    Open MPI 5, which has no PMI-2: under pmi2 each of its ranks is a world of one), output
+    labelled by rank (`parse_labelled_line`), and the whole step killed when one rank fails
+    (as mpirun does). The environment reaches the ranks as it does the batch script (srun
+    exports it), so nothing needs forwarding; the MCA options meant for mpirun are set as
+    variables in front of srun (`mca_environment`), and `{rank}` reads srun's SLURM_PROCID."""
+    mca = mca_environment(mpirun_options)
+    argv = ["env", *(f"{k}={v}" for k, v in mca.items())] if mca else []
+    argv += [srun, f"--mpi={mpi}", "--label", f"--ntasks={rank_count(run)}"]
+    argv += ["--ntasks-per-node=1", f"--cpus-per-task={max(1, int(cpus_per_task))}"]
+    argv += ["--cpu-bind=none", "--kill-on-bad-exit=1"]
+    return argv + worker_argv(run, python=python, rank_variable=SRUN_RANK)
 
 
 def rank_environment(run: RunSpec, master_url: str, token: str) -> dict[str, str]:

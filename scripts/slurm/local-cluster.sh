@@ -10,7 +10,9 @@
 # `up` made (down, remembered in ${TMPDIR:-/tmp}/mlbench-slurm-last). Needs slurm-wlm and
 # munge (make test-deps) and root (the daemons run as the invoking user: SlurmUser=root).
 # Several slurmd on one host work because Debian builds Slurm with multiple-slurmd support:
-# each node has NodeHostname=localhost, a Port of its own and `slurmd -N NAME`.
+# each node has NodeHostname=localhost, a Port of its own and `slurmd -N NAME`, and a TmpFS of
+# its own (srun --mpi=pmix keeps each step's PMIx directory there, named by job and step
+# only: with two nodes sharing /tmp, task launch fails).
 set -euo pipefail
 
 cmd="${1:-}"
@@ -71,6 +73,7 @@ up() {
     echo "AuthInfo=socket=$dir/munge/munge.socket"
     echo "StateSaveLocation=$dir/state"
     echo "SlurmdSpoolDir=$dir/spool/%n"
+    echo "TmpFS=$dir/tmp/%n"
     echo "SlurmctldPidFile=$dir/run/slurmctld.pid"
     echo "SlurmdPidFile=$dir/run/slurmd-%n.pid"
     echo "SlurmctldLogFile=$dir/log/slurmctld.log"
@@ -94,7 +97,7 @@ up() {
     done
     echo "PartitionName=debug Nodes=$(IFS=,; echo "${nodes[*]}") Default=YES MaxTime=INFINITE State=UP"
   } >"$conf"
-  for n in "${nodes[@]}"; do mkdir -p "$dir/spool/$n"; done
+  for n in "${nodes[@]}"; do mkdir -p "$dir/spool/$n" "$dir/tmp/$n"; done
 
   export SLURM_CONF="$conf"
   slurmctld -f "$conf" -i

@@ -172,6 +172,19 @@ def test_failure_reasons_read_mpiruns_report():
     assert failure_reason(2, [], ["x"]) == "mpirun exited with code 2; last lines of stderr:\nx"
 
 
+@pytest.mark.parametrize(
+    "srun_says, reason",
+    [
+        (["srun: error: n2: task 1: Exited with exit code 3"], "rank 1 exited with code 3"),
+        (["srun: error: n1: task 0: Killed"], "rank 0 exited with code 137 (killed: out of memory?)"),
+        (["srun: error: n1: tasks 0-1: Exited with exit code 2"], "rank 0 exited with code 2"),
+        (["srun: Job step aborted: Waiting up to 32 seconds"], "srun exited with code 143 (terminated)"),
+    ],
+)  # fmt: skip
+def test_failure_reasons_read_sruns_report(srun_says, reason):
+    assert failure_reason(143, srun_says, []) == reason
+
+
 def test_no_mpirun_is_a_clear_error(driver, monkeypatch):
     import mlbench_master.cluster.local.driver as local
 

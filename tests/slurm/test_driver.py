@@ -9,7 +9,12 @@ from dataclasses import replace
 import pytest
 
 from mlbench_master.cluster.base import ClusterError, RunSpec
-from mlbench_master.cluster.mpirun import parse_labelled_line, srun_argv
+from mlbench_master.cluster.mpirun import (
+    mca_environment,
+    mpirun_argv,
+    parse_labelled_line,
+    srun_argv,
+)
 from mlbench_master.cluster.slurm import SlurmCluster, states
 from mlbench_master.cluster.slurm.commands import JobInfo, NodeInfo
 from mlbench_master.cluster.slurm.config import SlurmConfig
@@ -76,11 +81,22 @@ def test_states_say_what_slurm_decided():
 
 def test_srun_launcher_command_and_its_labelled_output():
     run = RunSpec(id=3, num_workers=2, task="resnet20-cifar10")
-    argv = srun_argv(run, mpi="pmix", python="/opt/py/bin/python")
+    argv = srun_argv(run, python="/opt/py/bin/python", cpus_per_task=2)
     assert argv[:4] == ["srun", "--mpi=pmix", "--label", "--ntasks=2"]
+    assert "--cpus-per-task=2" in argv and "--kill-on-bad-exit=1" in argv
     assert argv[argv.index("/opt/py/bin/python") :][:3] == [
         "/opt/py/bin/python", "-m", "mlbench_worker",
     ]  # fmt: skip
+    # mpirun's MCA options become the variables srun's ranks read; its other options go.
+    options = ("--leave-session-attached", "--mca", "btl", "self,tcp", "-x", "FOO")
+    assert srun_argv(run, mpi="pmi2", mpirun_options=options)[:3] == [
+        "env", "OMPI_MCA_btl=self,tcp", "srun",
+    ]  # fmt: skip
+    assert mca_environment(("--mca", "btl")) == {}  # an incomplete option says nothing
+    # {rank}: srun's SLURM_PROCID (Open MPI sets no OMPI_COMM_WORLD_RANK under srun).
+    custom = replace(run, custom_image_command="tool --rank {rank}", run_all_nodes=True)
+    assert srun_argv(custom)[-3:] == ["sh", "-c", 'tool --rank "$SLURM_PROCID"']
+    assert mpirun_argv(custom)[-1] == 'tool --rank "$OMPI_COMM_WORLD_RANK"'
     line = parse_labelled_line("1: epoch 3 done\n", "stderr")
     assert (line.rank, line.stream, line.text) == (1, "stderr", "epoch 3 done")
     assert parse_labelled_line("srun: error: n2: task 1").rank is None

@@ -30,9 +30,13 @@ class SlurmConfig:
     the master. `mpirun_options` go before the worker command: by default Open MPI's
     `--leave-session-attached`, which keeps mpirun's daemons in the job's process tree (a
     daemon that detaches escapes Slurm's process tracking on clusters that track by
-    parent process, and outlives a cancel by seconds). `setup` is shell text run at the top of every batch script (module loads,
-    a virtualenv, Open MPI's transport on one host). `slurm_conf` empty: Slurm's own rule
-    (the SLURM_CONF of the environment, else its compiled-in default).
+    parent process, and outlives a cancel by seconds); with the srun launcher their `--mca`
+    options become OMPI_MCA_* variables (mpirun.mca_environment), the rest do not apply.
+    `srun_mpi` is srun's --mpi plugin: pmix by default, because Open MPI 5 (the worker
+    extra's MPI) has no PMI-2 and under pmi2 each of its ranks is a world of one. `setup` is
+    shell text run at the top of every batch script (module loads, a virtualenv, Open MPI's
+    transport on one host). `slurm_conf` empty: Slurm's own rule (the SLURM_CONF of the
+    environment, else its compiled-in default).
     """
 
     partition: str = ""
@@ -41,7 +45,7 @@ class SlurmConfig:
     extra_options: tuple[str, ...] = ()
     gres_per_gpu: str = "gpu:1"
     launcher: str = "mpirun"
-    srun_mpi: str = "pmi2"
+    srun_mpi: str = "pmix"
     python: str = ""
     mpirun: str = ""
     mpirun_options: tuple[str, ...] = ("--leave-session-attached",)
@@ -108,7 +112,8 @@ def load_config() -> SlurmConfig:
         extra_options=extra_options,
         gres_per_gpu=(setting("MLBENCH_SLURM_GRES") or "gpu:1").strip(),
         launcher=launcher,
-        srun_mpi=(setting("MLBENCH_SLURM_MPI") or "pmi2").strip(),
+        # pmix: the worker extra's Open MPI 5 speaks only PMIx (under pmi2 each rank is alone)
+        srun_mpi=(setting("MLBENCH_SLURM_MPI") or "pmix").strip(),
         python=setting("MLBENCH_SLURM_PYTHON") or sys.executable,
         mpirun=mpirun,
         mpirun_options=mpirun_options if mpirun_options is not None else SlurmConfig.mpirun_options,

@@ -148,7 +148,12 @@ class SlurmCluster(ClusterDriver):
         config = self.config
         if config.launcher == "srun":
             argv = srun_argv(
-                run, srun=config.program("srun"), mpi=config.srun_mpi, python=self.python
+                run,
+                srun=config.program("srun"),
+                mpi=config.srun_mpi,
+                python=self.python,
+                cpus_per_task=batch.cpus_per_task(run),
+                mpirun_options=config.mpirun_options,
             )
         launch_id = uuid.uuid4().hex[:12]
         directory = Path(config.directory) / f"run-{run.id}-{launch_id}"
