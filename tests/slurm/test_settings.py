@@ -56,8 +56,12 @@ def _said(master, browser, words: str) -> None:
     assert not page.watch.problems, "\n".join(page.watch.problems)
 
 
-def _not_lost(master, words: str) -> None:
+def _not_lost(master, words: str, refused: bool | None = None) -> None:
+    """A run asked for is refused with `words`, or stored and FAILED with them (`refused`
+    says which must happen; None: either)."""
     response = master.post("/api/runs/", {"name": "bad", "num_workers": 2, "num_cpus": 1})
+    if refused is not None:
+        assert (response.status_code == 400) is refused, response.text
     if response.status_code == 400:
         assert words in response.text, response.text
         return
@@ -79,7 +83,8 @@ def test_no_such_partition(bad_master, slurm_cluster, chromium):
     said = _restart(bad_master, SLURM_CONF=slurm_cluster.conf, MLBENCH_SLURM_PARTITION="gpu9")
     assert "MLBENCH_SLURM_PARTITION='gpu9': Slurm has no such partition; it has debug" in said
     _said(bad_master, chromium, "no such partition")
-    _not_lost(bad_master, "no such partition")
+    # The master's setting, not the request's fields: stored, and FAILED by its job.
+    _not_lost(bad_master, "no such partition", refused=False)
 
 
 @pytest.mark.browser

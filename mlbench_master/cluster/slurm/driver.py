@@ -43,6 +43,11 @@ NOT_SHAPED = (
 )
 
 
+class PartitionUnusable(ClusterError):
+    """The settings name no partition Slurm has (or Slurm has no default one): the master's
+    problem, said at start and on the Workers page, and by every run's job."""
+
+
 class SlurmCluster(ClusterDriver):
     """`MLBENCH_CLUSTER=slurm`: one Slurm job a run."""
 
@@ -71,16 +76,17 @@ class SlurmCluster(ClusterDriver):
 
     # -- the partition
     def _partition(self) -> tuple[str, list[commands.NodeInfo]]:
-        """The partition runs go to and its nodes; ClusterError when it cannot be used."""
+        """The partition runs go to and its nodes; PartitionUnusable when the settings name
+        none Slurm has."""
         parts = commands.partitions(self.config)
         name = self.config.partition or parts.get("*", "")
         if not name:
-            raise ClusterError(
+            raise PartitionUnusable(
                 "Slurm has no default partition: set MLBENCH_SLURM_PARTITION to one of "
                 + (", ".join(sorted(p for p in parts if p != "*")) or "(none)")
             )
         if name not in parts:
-            raise ClusterError(
+            raise PartitionUnusable(
                 f"MLBENCH_SLURM_PARTITION={name!r}: Slurm has no such partition; it has "
                 + (", ".join(sorted(p for p in parts if p != "*")) or "none")
             )
@@ -102,13 +108,15 @@ class SlurmCluster(ClusterDriver):
     def check_workers(self, num_workers: int) -> None:
         try:
             self._check_size(num_workers, None)
-        except commands.SlurmUnavailable:
-            return  # unreachable now: the run's job says why if it stays so
+        except (commands.SlurmUnavailable, PartitionUnusable):
+            # Unreachable now, or the master's settings: not the request's fault (no 400 on
+            # num_workers); the run's job says why if it stays so.
+            return
 
     def check_cpus(self, num_cpus: float) -> None:
         try:
             self._check_size(None, num_cpus)
-        except commands.SlurmUnavailable:
+        except (commands.SlurmUnavailable, PartitionUnusable):
             return
 
     def _check_size(self, num_workers: int | None, num_cpus: float | None) -> None:
