@@ -22,11 +22,16 @@ _SIGNAL_EXIT = re.compile(
     r"process rank (?P<rank>\d+) with PID \d+ on node \S+ exited on\s+signal (?P<sig>\d+)"
 )
 _CODE_EXIT = re.compile(r"Process name:\s*\[[^\]]*?,(?P<rank>\d+)\]\s+Exit code:\s+(?P<code>\d+)")
-# srun (--label, --kill-on-bad-exit) names the first task that failed, by its rank.
+# srun as the launcher (--label, --kill-on-bad-exit) names the first task that failed, by
+# its rank: its exit code, or the signal's name. Under mpirun on Slurm the same lines name
+# Open MPI's daemons (prterun's tasks), not ranks, so they are read only without prterun.
 _SRUN_EXIT = re.compile(
     r"srun: error: \S+: tasks? (?P<rank>\d+)[-,\d]*: "
-    r"(?:Exited with exit code (?P<code>\d+)|(?P<killed>Killed))"
+    r"(?:Exited with exit code (?P<code>\d+)|(?P<signal>Killed|Terminated|Aborted|"
+    r"Segmentation fault|Bus error|Interrupt))"
 )
+_SIGNAL_NAMES = {"Killed": 9, "Terminated": 15, "Aborted": 6, "Segmentation fault": 11,
+                 "Bus error": 7, "Interrupt": 2}  # fmt: skip
 _SIGNAL_HINTS = {
     9: "killed: out of memory?",
     15: "terminated",
@@ -52,12 +57,15 @@ def bounded(reason: str) -> str:
 def failure_reason(exit_code: int, mpirun_lines: Iterable[str], stderr_tail: Iterable[str]) -> str:
     """A FAILED reason a person can act on, from mpirun's report and the ranks' stderr."""
     report = " ".join(" ".join(mpirun_lines).split())
-    launcher = "srun" if "srun: " in report else "mpirun"
+    launcher = "srun" if "srun: " in report and "prte" not in report.lower() else "mpirun"
     match = _SIGNAL_EXIT.search(report)
-    srun = _SRUN_EXIT.search(report)
+    srun = _SRUN_EXIT.search(report) if launcher == "srun" else None
     if srun:
-        code = f"{srun['code']}" if srun["code"] else f"137 ({_SIGNAL_HINTS[9]})"
-        head = f"rank {srun['rank']} exited with code {code}"
+        if srun["code"]:
+            head = f"rank {srun['rank']} exited with code {srun['code']}"
+        else:
+            sig = _SIGNAL_NAMES[srun["signal"]]
+            head = f"rank {srun['rank']} exited with code {128 + sig} ({_SIGNAL_HINTS[sig]})"
     elif match:
         sig = int(match["sig"])
         hint = _SIGNAL_HINTS.get(sig, f"signal {sig}")

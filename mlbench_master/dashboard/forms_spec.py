@@ -164,8 +164,9 @@ _COMMAND_HELP = {
         f"image when one is given) instead of the reference worker, {_RANKS}."
     ),
     "slurm": (
-        f"Open division (staff only): runs under mpirun in the run's Slurm job, on its "
-        f"nodes, instead of the reference worker, {_RANKS}. Each rank starts in the job's "
+        f"Open division (staff only): runs in the run's Slurm job on its nodes (started by "
+        f"mpirun, or srun with MLBENCH_SLURM_LAUNCHER=srun) instead of the reference worker, "
+        f"{_RANKS}. Each rank starts in the job's "
         f"folder on the shared filesystem (MLBENCH_SLURM_DIR): give absolute paths."
     ),
 }

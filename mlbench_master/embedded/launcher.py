@@ -19,7 +19,14 @@ import sys
 import time
 from pathlib import Path
 
-from mlbench_master.embedded.procs import http_ok, listen_host, pid_alive, port_free, stop_pid
+from mlbench_master.embedded.procs import (
+    NotAnAddressHere,
+    http_ok,
+    listen_host,
+    pid_alive,
+    port_free,
+    stop_pid,
+)
 from mlbench_master.embedded.state import home, log_dir, read_state, running_state, state_path
 from mlbench_master.embedded.supervisor import Supervisor, login_link
 from mlbench_worker.localhost import free_port
@@ -38,8 +45,17 @@ def up(port: int | None, detach: bool) -> int:
         )
         return 0
     _clean_stale()
+    try:
+        port_free(0)
+    except NotAnAddressHere as error:
+        print(f"{error}: give one it has (ip -brief address), or 0.0.0.0 for all", file=sys.stderr)
+        return 2
     if port is None:
-        port = DEFAULT_PORT if port_free(DEFAULT_PORT) else free_port()
+        port = (
+            DEFAULT_PORT
+            if port_free(DEFAULT_PORT)
+            else free_port("" if listen_host() in ("0.0.0.0", "::") else listen_host())
+        )
     elif not port_free(port):
         print(
             f"port {port} on {listen_host()} is in use: pick another with --port, "

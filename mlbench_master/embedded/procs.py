@@ -9,6 +9,7 @@ something answer there. Standard library only; no Django.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import socket
@@ -74,6 +75,7 @@ LISTEN_HOST_ENV = "MLBENCH_LISTEN_HOST"
 
 
 def listen_host() -> str:
+    """Where the web server listens: `up --host`, else loopback (only this machine)."""
     return os.environ.get(LISTEN_HOST_ENV) or LOOPBACK
 
 
@@ -89,15 +91,24 @@ def url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
+class NotAnAddressHere(Exception):
+    """The listen address is not one of this machine's (a typo, another host's address)."""
+
+
 def port_free(port: int) -> bool:
-    """Whether `port` on the listen address can be listened on now."""
+    """Whether `port` (0: any) on the listen address can be listened on now; raises
+    NotAnAddressHere when nothing can be listened on at that address."""
     host = listen_host()
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             s.bind((host, port))
-        except OSError:
+    except OSError as error:
+        if error.errno == errno.EADDRINUSE:
             return False
+        raise NotAnAddressHere(
+            f"--host {host} is not an address of this machine ({error})"
+        ) from error
     return True
 
 

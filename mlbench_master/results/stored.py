@@ -12,11 +12,13 @@ throughput metric of the task, the `time_*` timings), so a reader can redo any n
 from __future__ import annotations
 
 import statistics
+import threading
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mlbench_master.api.auth import ended_past_grace
 from mlbench_master.api.models import Metric, Run
 from mlbench_master.results.run_result import RunResult
 from mlbench_worker import catalogue
@@ -150,23 +152,31 @@ def load(runs: Iterable[Run]) -> list[StoredRun]:
     return [by_id[r.pk] for r in runs]
 
 
-# The results of ended runs, by (run, state, end): their points no longer change, and a
-# series page asks for every member's every 5 s; only active runs are read again.
-_ENDED_RESULTS: dict[tuple[int, str, Any], RunResult] = {}
-_ENDED_KEPT = 1024
+# The results of runs whose record is final (ended, and past the grace in which their last
+# points and summary may still arrive: api.auth.ended_past_grace), by (run, state, end): a
+# series page asks for every member's every 5 s, and only the others are read again. Shared
+# by the web server's threads, hence the lock.
+_FINAL_RESULTS: dict[tuple[int, str, Any], RunResult] = {}
+_FINAL_KEPT = 1024
+_FINAL_LOCK = threading.Lock()
+
+
+def _key(run: Run) -> tuple[int, str, Any]:
+    return (run.pk, run.state, run.finished_at)
 
 
 def results_of(runs: Iterable[Run]) -> list[RunResult]:
     runs = list(runs)
-    key = lambda r: (r.pk, r.state, r.finished_at)  # noqa: E731
-    unread = [r for r in runs if key(r) not in _ENDED_RESULTS]
-    fresh = {s.run.pk: s.result() for s in load(unread)}
-    for run in unread:
-        if run.state in Run.FINAL_STATES and run.finished_at is not None:
-            if len(_ENDED_RESULTS) >= _ENDED_KEPT:
-                _ENDED_RESULTS.pop(next(iter(_ENDED_RESULTS)))
-            _ENDED_RESULTS[key(run)] = fresh[run.pk]
-    return [fresh[r.pk] if r.pk in fresh else _ENDED_RESULTS[key(r)] for r in runs]
+    with _FINAL_LOCK:
+        known = {r.pk: _FINAL_RESULTS[_key(r)] for r in runs if _key(r) in _FINAL_RESULTS}
+    fresh = {s.run.pk: s.result() for s in load(r for r in runs if r.pk not in known)}
+    with _FINAL_LOCK:
+        for run in runs:
+            if run.pk in fresh and run.state in Run.FINAL_STATES and ended_past_grace(run):
+                while len(_FINAL_RESULTS) >= _FINAL_KEPT:
+                    _FINAL_RESULTS.pop(next(iter(_FINAL_RESULTS)))
+                _FINAL_RESULTS[_key(run)] = fresh[run.pk]
+    return [known.get(r.pk) or fresh[r.pk] for r in runs]
 
 
 def target_of(series: Any) -> dict[str, Any]:

@@ -110,3 +110,31 @@ def test_the_gpu_box_decides_whether_nccl_can_be_picked(page, settings, monkeypa
     gpus.uncheck()
     gpus.check()
     assert backend.input_value() == "gloo"
+
+
+def test_a_backend_the_form_chose_follows_the_gpu_box_and_measurements_keep_the_rule(
+    page, settings, monkeypatch
+):
+    from mlbench_master.cluster.local import LocalCluster
+
+    settings.MLBENCH_MAX_GPUS = 1
+    monkeypatch.setattr(LocalCluster, "has_module", lambda self, module: True)
+    open_form(page)
+    backend = page.get_by_label("Communication backend")
+    gpus = page.get_by_label("Use GPUs")
+    select = page.get_by_label("Implementation", exact=True)
+    backend.select_option("mpi")  # picked by hand for the reference loop ...
+    select.select_option("torch-ddp")  # ... which DDP cannot use: the form picks gloo
+    assert backend.input_value() == "gloo"
+    gpus.check()  # the form's own choice follows the GPUs
+    assert backend.input_value() == "nccl"
+    # The backend benchmark measures every backend; nccl only with GPUs, as the API says.
+    gpus.uncheck()
+    page.get_by_label("Benchmark task").select_option("backend-benchmark")
+    nccl = backend.locator("option[value='nccl']")
+    assert nccl.is_disabled() and backend.input_value() == ""
+    gpus.check()
+    assert not nccl.is_disabled()
+    backend.select_option("nccl")
+    gpus.uncheck()
+    assert nccl.is_disabled() and backend.input_value() == ""

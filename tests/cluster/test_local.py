@@ -178,7 +178,15 @@ def test_failure_reasons_read_mpiruns_report():
         (["srun: error: n2: task 1: Exited with exit code 3"], "rank 1 exited with code 3"),
         (["srun: error: n1: task 0: Killed"], "rank 0 exited with code 137 (killed: out of memory?)"),
         (["srun: error: n1: tasks 0-1: Exited with exit code 2"], "rank 0 exited with code 2"),
+        (["srun: error: n2: task 1: Segmentation fault (core dumped)"],
+         "rank 1 exited with code 139 (segmentation fault)"),
         (["srun: Job step aborted: Waiting up to 32 seconds"], "srun exited with code 143 (terminated)"),
+        # mpirun on Slurm starts its daemons with srun: their task numbers are not ranks.
+        (["prterun noticed that process rank 3 with PID 1 on node n2 exited on signal 9 (Killed).",
+          "srun: error: n2: task 1: Exited with exit code 1"],
+         "rank 3 exited with code 137 (killed: out of memory?)"),
+        (["srun: error: n2: task 1: Exited with exit code 1", "prterun: daemon lost"],
+         "mpirun exited with code 143 (terminated)"),
     ],
 )  # fmt: skip
 def test_failure_reasons_read_sruns_report(srun_says, reason):

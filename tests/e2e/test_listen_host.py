@@ -61,3 +61,15 @@ def test_a_port_in_use_on_that_address_is_said(tmp_path):
         )  # fmt: skip
     assert done.returncode == 2
     assert f"port {port} on {ADDRESS} is in use" in done.stderr
+
+
+def test_an_address_this_machine_lacks_is_said_as_such(tmp_path):
+    # TEST-NET-1 (RFC 5737): never an address of this machine.
+    env = {**os.environ, "MLBENCH_HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "mlbench_master", "up", "--host", "192.0.2.7"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "--host 192.0.2.7 is not an address of this machine" in done.stderr
+    assert "in use" not in done.stderr

@@ -114,7 +114,7 @@ def test_failed_run_without_summary_is_read_from_its_points(maker):
     assert {c["run"] for c in out["curves"]} == {failed.pk, queued.pk}
 
 
-def test_an_ended_runs_result_is_read_once_an_active_runs_every_time(maker):
+def test_a_final_runs_result_is_read_once_the_others_every_time(maker, settings):
     import datetime as dt
 
     from django.utils import timezone
@@ -122,19 +122,48 @@ def test_an_ended_runs_result_is_read_once_an_active_runs_every_time(maker):
     from mlbench_master.results import stored
     from tests.results.conftest import START
 
-    ended = maker.run(None, 1, 1, [(10.0, 0.6, 1)])
-    Run.objects.filter(pk=ended.pk).update(finished_at=timezone.now())
+    settings.MLBENCH_RUN_TOKEN_GRACE = 60
+    now = timezone.now()
+    final = maker.run(None, 1, 1, [(10.0, 0.6, 1)])
+    Run.objects.filter(pk=final.pk).update(finished_at=now - dt.timedelta(seconds=61))
+    # Ended within the grace: its last points and summary may still come.
+    recent = maker.run(None, 3, 1, [(10.0, 0.6, 1)])
+    Run.objects.filter(pk=recent.pk).update(finished_at=now - dt.timedelta(seconds=5))
     active = maker.run(None, 2, 1, [(10.0, 0.6, 1)], state=Run.STARTED)
+    order = [final, recent, active]
 
     def results():
-        return stored.results_of(Run.objects.filter(pk__in=[ended.pk, active.pk]).order_by("pk"))
+        by_pk = {r.pk: r for r in Run.objects.filter(pk__in=[r.pk for r in order])}
+        return stored.results_of([by_pk[r.pk] for r in order])
 
     first = results()
-    # A later evaluation of each (none comes after an end: planted to see which is read).
+    # A later evaluation of each (planted after the final run's grace to see which is read).
     late = START + dt.timedelta(seconds=60)
     points = [maker._point(r, "val_accuracy", 0.9, late, {"elapsed": 30.0, "step": 99})
-              for r in (ended, active)]  # fmt: skip
+              for r in order]  # fmt: skip
     assert maker.client.post("/api/metrics/", points, format="json").status_code in (200, 201)
     second = results()
     assert second[0] == first[0] and len(first[0].curve) == 1
-    assert len(second[1].curve) == 2 and second[1].curve[-1] == (30.0, 0.9)
+    for later in second[1:]:
+        assert len(later.curve) == 2 and later.curve[-1] == (30.0, 0.9)
+
+
+def test_the_kept_results_never_lose_a_hit_while_others_are_added(maker, settings, monkeypatch):
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from mlbench_master.results import stored
+
+    monkeypatch.setattr(stored, "_FINAL_RESULTS", {})
+    monkeypatch.setattr(stored, "_FINAL_KEPT", 2)
+    settings.MLBENCH_RUN_TOKEN_GRACE = 0
+    runs = [maker.run(None, seed, 1, [(10.0, 0.5 + seed / 10, 1)]) for seed in (1, 2, 3)]
+    ended = timezone.now() - dt.timedelta(seconds=1)
+    Run.objects.filter(pk__in=[r.pk for r in runs]).update(finished_at=ended)
+    runs = list(Run.objects.filter(pk__in=[r.pk for r in runs]).order_by("pk"))
+    stored.results_of(runs[:2])  # both kept
+    # The first (kept) and the third (new, which pushes out the oldest) in one call.
+    got = stored.results_of([runs[0], runs[2]])
+    assert [r.run for r in got] == [runs[0].pk, runs[2].pk]
+    assert len(stored._FINAL_RESULTS) == 2

@@ -230,7 +230,10 @@ if (form) {
   const freeBackend = () => {
     if (!backend) return;
     backend.disabled = false;
-    for (const option of backend.options) option.disabled = false;
+    for (const option of backend.options) option.disabled = option.value === "nccl" && !gpu?.checked;
+    if (backend.selectedOptions[0]?.disabled) {
+      backend.value = backend.querySelector("option[value='']") ? "" : (served?.defaults?.backend ?? "mpi");
+    }
     if (backendHelp) backendHelp.textContent = backendHelpText;
   };
   const fitImplementation = (measuring) => {
@@ -262,6 +265,7 @@ if (form) {
     if (backendPicked && !backend.selectedOptions[0]?.disabled) return;
     const ddp = gpu?.checked && allowed("nccl") ? "nccl" : impl.backends.find((b) => b !== "nccl");
     backend.value = impl.backends.length ? ddp : (own?.backend ?? served?.defaults?.backend ?? "mpi");
+    backendPicked = false; // the form chose it: a later change of GPUs or implementation may too
   };
   implementation?.addEventListener("change", () => fitImplementation(false));
   gpu?.addEventListener("change", () => {
