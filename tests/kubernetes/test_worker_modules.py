@@ -15,6 +15,7 @@ from tests.kubernetes.conftest import STS
 @pytest.fixture(autouse=True)
 def no_remembered_answers(monkeypatch):
     monkeypatch.setattr(worker_pods, "_MODULE_ANSWERS", {})
+    monkeypatch.setattr(worker_pods, "_UNANSWERED", {})
 
 
 def _probes(pods_exec):
@@ -47,7 +48,10 @@ def test_a_probe_that_cannot_answer_is_no_refusal(driver, controller, pods_exec,
     pods_exec.answers[python_probe.PROBE] = answer
     assert driver.has_module("tensorflow") is None
     pods_exec.answers[python_probe.PROBE] = (0, "")
-    assert driver.has_module("tensorflow") is True  # not remembered: asked again
+    assert driver.has_module("tensorflow") is None  # not asked again for a while ...
+    assert len(_probes(pods_exec)) == 1
+    worker_pods._UNANSWERED.clear()  # ... (UNANSWERED_FOR), then asked again
+    assert driver.has_module("tensorflow") is True
 
 
 def test_pods_of_a_runs_custom_image_are_not_asked(driver, controller, pods_exec, emulator):

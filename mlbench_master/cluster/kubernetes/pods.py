@@ -9,6 +9,7 @@ driver's preparing, launching, re-attaching and stopping alike.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from mlbench_master.cluster import python_probe
@@ -43,6 +44,10 @@ PROBE_TIMEOUT = 10.0
 # has_module's answers by (worker image digest, module). A pod's image cannot change under
 # it, and the API and the collector make a new driver for every request and round.
 _MODULE_ANSWERS: dict[tuple[str, str], bool] = {}
+# When a probe could not answer (exec hung or failed), by the same key: not asked again for
+# UNANSWERED_FOR seconds, so a stuck exec does not hold every form and defaults request.
+_UNANSWERED: dict[tuple[str, str], float] = {}
+UNANSWERED_FOR = 60.0
 
 
 class WorkerPods:
@@ -238,20 +243,27 @@ class WorkerPods:
                 continue
             key = (_image_digest(pod) or chart_image, module)
             if key not in _MODULE_ANSWERS:
-                command = [self.python, "-c", python_probe.PROBE, module]
-                try:
-                    code, _ = self.run_in_pod(pod.metadata.name, command, timeout=PROBE_TIMEOUT)
-                except Exception as error:  # noqa: BLE001 - a probe that fails cannot tell
-                    log.info("cannot ask pod %s for %s: %s", pod.metadata.name, module, error)
+                if time.monotonic() - _UNANSWERED.get(key, -UNANSWERED_FOR) < UNANSWERED_FOR:
                     return None
-                found = python_probe.answer(code)
+                found = self._probe(pod.metadata.name, module)
                 if found is None:
+                    _UNANSWERED[key] = time.monotonic()
                     return None
                 _MODULE_ANSWERS[key] = found
             return _MODULE_ANSWERS[key]
         return None
 
+    def _probe(self, pod: str, module: str) -> bool | None:
+        command = [self.python, "-c", python_probe.PROBE, module]
+        try:
+            code, _ = self.run_in_pod(pod, command, timeout=PROBE_TIMEOUT)
+        except Exception as error:  # noqa: BLE001 - a probe that fails cannot tell
+            log.info("cannot ask pod %s for %s: %s", pod, module, error)
+            return None
+        return python_probe.answer(code)
+
     def modules_checked_with(self) -> str:
+        """The worker image has_module asked last, for a refusal to name."""
         return f"{self.python} of the worker image {self._probed_image}".strip()
 
 
