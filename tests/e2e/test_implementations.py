@@ -24,7 +24,7 @@ def _start(master, implementation: str, budget: float) -> dict:
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 def test_each_implementation_finishes_through_the_api(idle_master, implementation):
     master = idle_master
-    run = _start(master, implementation, budget=20)
+    run = _start(master, implementation, budget=8)
     done = master.wait_state(run["id"], ENDED, timeout=300)
     assert done["state"] == "FINISHED", (done["reason"], master.log_text(run["id"])[-3000:])
     assert done["implementation"] == implementation
