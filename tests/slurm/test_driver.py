@@ -54,9 +54,14 @@ def test_partition_and_size_checks(driver):
         driver.check_workers(3)
     with pytest.raises(ClusterError, match="have at most 2 CPUs"):
         driver.check_cpus(3)
+    # A partition Slurm lacks is the master's setting, not the request's fault: the API's
+    # checks pass it, the master says it, and the run's job fails with it.
     wrong = SlurmCluster(replace(driver.config, partition="nosuch"))
+    wrong.check_workers(1)
+    wrong.check_cpus(1)
+    assert "no such partition; it has debug" in " ".join(wrong.problems())
     with pytest.raises(ClusterError, match="no such partition; it has debug"):
-        wrong.check_workers(1)
+        wrong.prepare(RunSpec(id=8, num_workers=1, num_cpus=1))
     assert driver.problems() == []
     assert (
         SlurmCluster(replace(driver.config, bin_dir="/nonexistent"))
