@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from mlbench_master.embedded.procs import (
+    EVERY_ADDRESS,
     NotAnAddressHere,
     http_ok,
     listen_host,
@@ -54,7 +55,7 @@ def up(port: int | None, detach: bool) -> int:
         port = (
             DEFAULT_PORT
             if port_free(DEFAULT_PORT)
-            else free_port("" if listen_host() in ("0.0.0.0", "::") else listen_host())
+            else free_port("" if listen_host() in EVERY_ADDRESS else listen_host())
         )
     elif not port_free(port):
         print(

@@ -79,11 +79,15 @@ def listen_host() -> str:
     return os.environ.get(LISTEN_HOST_ENV) or LOOPBACK
 
 
+# Listen addresses that mean "every address of this host", and where this host reaches them.
+EVERY_ADDRESS = {"0.0.0.0": LOOPBACK, "::": "::1"}
+
+
 def reach_host() -> str:
     """The address this machine reaches the web server at (loopback when it listens on
     every address)."""
     host = listen_host()
-    return {"0.0.0.0": LOOPBACK, "::": "::1"}.get(host, host)
+    return EVERY_ADDRESS.get(host, host)
 
 
 def url_host(host: str) -> str:

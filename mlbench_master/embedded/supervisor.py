@@ -28,7 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlbench_master.embedded.procs import listen_host, reach_host, stop_pid, url_host, wait_port
+from mlbench_master.embedded.procs import (
+    EVERY_ADDRESS,
+    listen_host,
+    reach_host,
+    stop_pid,
+    url_host,
+    wait_port,
+)
 from mlbench_master.embedded.state import home, log_dir, read_state, state_path, write_state
 from mlbench_worker.localhost import LOOPBACK, free_port
 
@@ -62,7 +69,7 @@ def allowed_hosts(master_url: str) -> str:
     named = urllib.parse.urlsplit(master_url).hostname
     if named:
         hosts.append(url_host(named))
-    if listen_host() != LOOPBACK and listen_host() not in ("0.0.0.0", "::"):
+    if listen_host() != LOOPBACK and listen_host() not in EVERY_ADDRESS:
         hosts.append(url_host(listen_host()))
     return ",".join(dict.fromkeys(hosts))
 

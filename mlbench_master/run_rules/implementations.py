@@ -147,10 +147,6 @@ def framework_of(run: Any) -> dict[str, Any] | None:
             "version_from": "master" if version else "worker summary"}  # fmt: skip
 
 
-# The key of a worker summary's `versions` that holds a framework's version.
-REPORTED_AS = {"pytorch": "torch", "tensorflow": "tensorflow"}
-
-
 def framework_reported(manifest: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
     """`manifest` with its framework's version as the workers reported it in `summary`, where
     the master could not tell it at creation (its workers' Python is not its own: Kubernetes,
@@ -159,8 +155,10 @@ def framework_reported(manifest: dict[str, Any], summary: dict[str, Any]) -> dic
     if not isinstance(framework, dict) or framework.get("version"):
         return manifest
     versions = summary.get("versions")
-    reported = versions.get(REPORTED_AS.get(framework.get("name"), "")) if isinstance(
-        versions, dict) else None  # fmt: skip
+    # The workers report a framework's version under its module's name (torch, tensorflow).
+    module = next((i.module for i in IMPLEMENTATIONS.values()
+                   if i.framework == framework.get("name")), "")  # fmt: skip
+    reported = versions.get(module) if isinstance(versions, dict) else None
     if not isinstance(reported, str) or not reported:
         return manifest
     return {**manifest, "framework": {**framework, "version": reported,

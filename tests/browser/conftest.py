@@ -8,6 +8,7 @@ Screenshots go to test-output/screenshots/ (and to docs/images/ with MLBENCH_DOC
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -61,6 +62,14 @@ def browser(django_db_setup):
     is left running in this thread for the ORM tests of the packages after it."""
     if not Path(CHROMIUM).exists():
         _missing(f"Chromium not found at {CHROMIUM}: run `make test-deps`")
+    with launched_chromium() as b:
+        yield b
+
+
+@contextlib.contextmanager
+def launched_chromium():
+    """Headless Chromium through Playwright's sync API, closed with its block (the browser
+    tests' and the Slurm Workers page's fixtures)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:

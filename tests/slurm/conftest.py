@@ -104,16 +104,12 @@ def slurm_master(slurm_cluster, postgres_url, tmp_path_factory):
 def chromium():
     """Chromium through Playwright for one module: closed with it, so no Playwright event
     loop is left in this thread for the ORM tests of other packages."""
-    from tests.browser.conftest import ARGS, CHROMIUM
+    from tests.browser.conftest import CHROMIUM, launched_chromium
 
     if not Path(CHROMIUM).exists():
         _unavailable(f"Chromium not found at {CHROMIUM}: make test-deps")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+    with launched_chromium() as browser:
         yield browser
-        browser.close()
 
 
 @pytest.fixture
