@@ -25,7 +25,7 @@ MASTER = [
     "kubernetes",
     "psutil",
     "mlperf-logging",  # writes and checks MLPerf-format result logs (results/mllog.py)
-    "matplotlib",  # the charts of runs and series (mlbench_worker/plots.py, shared)
+    "matplotlib",  # the charts of runs and series (mlbench_worker/shared/plots.py, shared)
 ]
 WORKER = [
     "torch==2.13.0",
@@ -36,7 +36,7 @@ WORKER = [
     "scipy",  # reads the ImageNet development kit's meta.mat (imagenet/sort_val.py)
     "pillow",  # decodes ImageNet's JPEG files (task 1b)
 ]
-# The tensorflow implementation of task 1a (mlbench_worker/tensorflow_run/), kept out of
+# The tensorflow implementation of task 1a (mlbench_worker/implementations/tensorflow/), kept out of
 # "all": 1.6 GB that only workers running that implementation need. The CPU build; a GPU
 # worker installs TensorFlow's own CUDA build instead (docs/installation.rst).
 TENSORFLOW = ["tensorflow-cpu"]
@@ -85,7 +85,7 @@ setup(
         "tensorflow": TENSORFLOW,
         "all": sorted(set(MASTER + WORKER + DEV)),
     },
-    entry_points={"console_scripts": ["mlbench=mlbench_worker.cli:main"]},
+    entry_points={"console_scripts": ["mlbench=mlbench_worker.client.cli:main"]},
     classifiers=[
         "Programming Language :: Python :: 3.11",
         "License :: OSI Approved :: Apache Software License",

@@ -34,7 +34,7 @@ from mlbench_master.api.models import Run
 from mlbench_master.api.run_queue import queued_runs
 from mlbench_master.cluster.base import RunSpec
 from mlbench_master.manifest import build_manifest
-from mlbench_worker import catalogue
+from mlbench_worker.shared import catalogue
 
 log = logging.getLogger(__name__)
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from mlbench_worker import catalogue
-from mlbench_worker.home import mlbench_home
+from mlbench_worker.shared import catalogue
+from mlbench_worker.shared.home import mlbench_home
 
 BASE_DIR = Path(__file__).resolve().parent
-# Unset, empty or blank: ~/.mlbench (one rule, mlbench_worker/home.py).
+# Unset, empty or blank: ~/.mlbench (one rule, mlbench_worker/shared/home.py).
 MLBENCH_HOME = mlbench_home()
 
 
@@ -234,7 +234,7 @@ MLBENCH_MAX_TIME_LIMIT = _env_int("MLBENCH_MAX_TIME_LIMIT", 7 * 24 * 3600)
 MLBENCH_DEFAULT_TIME_LIMIT = _env_int("MLBENCH_DEFAULT_TIME_LIMIT", 7200)
 # Most runs one series (seeds x worker counts) may queue with one request.
 MLBENCH_SERIES_MAX_RUNS = _env_int("MLBENCH_SERIES_MAX_RUNS", 30)
-# Tasks this master offers: a subset of the catalogue (mlbench_worker/catalogue.py), all of it
+# Tasks this master offers: a subset of the catalogue (mlbench_worker/shared/catalogue.py), all of it
 # by default.
 MLBENCH_TASKS = _env_list("MLBENCH_TASKS", ",".join(catalogue.TASKS))
 if _unknown := [t for t in MLBENCH_TASKS if t not in catalogue.TASKS]:

@@ -1,4 +1,4 @@
-"""`python -m mlbench_worker <task> [options]`: parse options, then train (see run.py) or, for
+"""`python -m mlbench_worker <task> [options]`: parse options, then train (training/run.py) or, for
 the backend benchmark, measure (see backend_benchmark/): a measurement has options of its own,
 so it is dispatched before the training option parser sees them."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 
 from mlbench_worker.backend_benchmark import TASK as BACKEND_BENCHMARK
-from mlbench_worker.options import parse_args
+from mlbench_worker.training.options import parse_args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,11 +23,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.implementation == "tensorflow":
         # A framework of its own: this process never imports torch.
-        from mlbench_worker.tensorflow_run import run_main as run_tensorflow
+        from mlbench_worker.implementations.tensorflow import run_main as run_tensorflow
 
         return run_tensorflow(args)
     # Imported only now: parsing must stay fast and torch-free.
-    from mlbench_worker.run import run_main
+    from mlbench_worker.training.run import run_main
 
     return run_main(args)
 

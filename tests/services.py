@@ -23,7 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from mlbench_worker.localhost import free_port  # tests and benchmarks import it from here too
+from mlbench_worker.shared.localhost import (
+    free_port,  # tests and benchmarks import it from here too
+)
 
 
 def pg_bindir() -> Path:

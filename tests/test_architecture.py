@@ -3,8 +3,8 @@
 
 - no import cycle among the modules of mlbench_master and mlbench_worker (imports inside
   functions count: grimp reads every import statement);
-- the master never imports torch, the worker never imports Django, and the master imports
-  of the worker package only the torch-free modules meant to be shared;
+- the master never imports torch, the worker never imports Django (the worker package's
+  rooms, and what the master may import of it: tests/test_worker_rooms.py);
 - cluster/ never imports api/ or runs (drivers are called, they do not call back);
 - `Run.state` is assigned only in mlbench_master/runs.py;
 - tests and benchmarks build no mpirun command by hand: they take it from
@@ -29,15 +29,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("mlbench_master", "mlbench_worker")
-# Worker modules the master may import: torch-free, Django-free, meant to be shared.
-SHARED_WORKER_MODULES = {
-    "mlbench_worker.algorithm_catalogue",
-    "mlbench_worker.implementation_catalogue",
-    "mlbench_worker.localhost",
-    "mlbench_worker.catalogue",
-    "mlbench_worker.home",
-    "mlbench_worker.plots",
-}
 # Calls that write a model's fields from keyword arguments.
 WRITING_CALLS = {"update", "create", "get_or_create", "update_or_create", "bulk_update", "save"}
 
@@ -109,17 +100,6 @@ def definitions(roots: list[Path], name: str) -> list[str]:
                 if isinstance(node, defined) and node.name == name:
                     found.append(f"{path.relative_to(root.parent)}:{node.lineno}")
     return found
-
-
-def worker_modules_imported_by_master(graph: grimp.ImportGraph) -> list[str]:
-    """Imports of the worker package by the master outside SHARED_WORKER_MODULES."""
-    problems = []
-    master = sorted(m for m in graph.modules if m.split(".")[0] == "mlbench_master")
-    for module in master:
-        for imported in sorted(graph.find_modules_directly_imported_by(module)):
-            if imported.split(".")[0] == "mlbench_worker" and imported not in SHARED_WORKER_MODULES:
-                problems.append(_where(graph, module, imported))
-    return problems
 
 
 def _writes_state(node: ast.AST) -> bool:
@@ -313,29 +293,19 @@ def test_the_master_never_imports_torch(graph):
     assert not chains, "the master reaches torch:\n" + "\n".join(chains)
 
 
-def test_the_master_imports_only_shared_worker_modules(graph):
-    problems = worker_modules_imported_by_master(graph)
-    assert not problems, "the master imports worker internals:\n" + "\n".join(problems)
-
-
 def test_the_worker_never_imports_django(graph):
     chains = forbidden_chains(graph, ["mlbench_worker"], "django")
     assert not chains, "the worker reaches Django:\n" + "\n".join(chains)
 
 
-def test_client_and_cli_never_import_torch(graph):
-    importers = [m for m in ("mlbench_worker.api", "mlbench_worker.cli") if m in graph.modules]
-    assert importers, "mlbench_worker.api and mlbench_worker.cli should exist"
-    chains = forbidden_chains(graph, importers, "torch")
-    assert not chains, "the client or the CLI reaches torch:\n" + "\n".join(chains)
-
-
 def test_only_the_tensorflow_implementation_imports_tensorflow(graph):
-    # The worker's entry point hands a tensorflow run to mlbench_worker.tensorflow_run; the
+    # The worker's entry point hands a tensorflow run to implementations.tensorflow; the
     # master, the client, the CLI, the tasks and the torch loop never load TensorFlow.
-    allowed = {"mlbench_worker.__main__", "mlbench_worker.tensorflow_run"}
-    importers = sorted({"mlbench_master"} | graph.find_children("mlbench_worker") - allowed)
-    assert "mlbench_worker.run" in importers and "mlbench_worker.cli" in importers
+    implementations = "mlbench_worker.implementations"
+    rooms = graph.find_children("mlbench_worker") - {"mlbench_worker.__main__", implementations}
+    others = graph.find_children(implementations) - {f"{implementations}.tensorflow"}
+    importers = sorted({"mlbench_master"} | rooms | others)
+    assert "mlbench_worker.training" in importers and "mlbench_worker.client" in importers
     chains = forbidden_chains(graph, importers, "tensorflow")
     assert not chains, "TensorFlow is reached outside its implementation:\n" + "\n".join(chains)
 
@@ -364,7 +334,7 @@ def test_serializers_import_no_lifecycle_or_driver_module(graph):
 def test_one_mlbench_home_for_master_client_and_worker():
     """MLBENCH_HOME's rule (unset or blank: ~/.mlbench) is written once: two copies drift."""
     found = definitions([ROOT / p for p in PACKAGES], "mlbench_home")
-    assert len(found) == 1 and found[0].startswith("mlbench_worker/home.py:"), (
+    assert len(found) == 1 and found[0].startswith("mlbench_worker/shared/home.py:"), (
         f"mlbench_home defined {len(found)} times: {found}"
     )
 

@@ -8,13 +8,13 @@ code is installed:
 - mlbench_master/: the base install (install_requires) and the `master` extra;
 - mlbench_worker/: base and `worker`; its torch-free client (the package itself, `api`,
   `cli` and what they import, per grimp) base alone, as `pip install mlbench` gives;
-  the TensorFlow implementation (mlbench_worker/tensorflow_run/) base, `worker` and the
+  the TensorFlow implementation (mlbench_worker/implementations/tensorflow/) base, `worker` and the
   `tensorflow` extra that only its workers install;
 - tests/: anything declared (base, master, worker, dev, tensorflow).
 
 The other way round, every declared distribution is imported by the code it is declared
 for (base: the worker package or the master; master: mlbench_master; worker:
-mlbench_worker; tensorflow: mlbench_worker/tensorflow_run; dev: tests), or
+mlbench_worker; tensorflow: mlbench_worker/implementations/tensorflow; dev: tests), or
 USED_OTHERWISE says how it is used. Entries of the two allow-lists that no longer apply
 fail too. The checks are plain functions, run once on the repository and once on a small
 planted tree with each kind of mistake.
@@ -52,7 +52,7 @@ USERS = {
     "dev": ("tests",),
 }
 # The worker package whose code is installed with the `tensorflow` extra (side "tensorflow").
-TENSORFLOW_PACKAGE = "mlbench_worker.tensorflow_run"
+TENSORFLOW_PACKAGE = "mlbench_worker.implementations.tensorflow"
 # Declared, never imported: programs and plugins, and what uses them.
 USED_OTHERWISE = {
     "gunicorn": "the master image's web server (scripts/k8s/master-entrypoint.sh web)",
@@ -64,7 +64,7 @@ USED_OTHERWISE = {
     "pytest-asyncio": "kmock's pytest plugin imports it: without it pytest cannot start",
     "ruff": "the linter and formatter (make lint, make format)",
     "sphinx": "builds docs/ (make docs: sphinx-build)",
-    "matplotlib": "the master draws its charts through mlbench_worker.plots, the module it "
+    "matplotlib": "the master draws its charts through mlbench_worker.shared.plots, the module it "
     "shares with the client's `mlbench report --plot`",
 }
 # Imported, not declared for that side: (side, module) and why.
@@ -211,8 +211,8 @@ def unused(uses: list[Use], lists: dict[str, set[str]], otherwise: dict[str, str
 def client_modules() -> set[str]:
     """mlbench_worker, its api and cli, and every worker module they import (grimp)."""
     graph = grimp.build_graph("mlbench_worker", cache_dir=None)
-    roots = {"mlbench_worker", "mlbench_worker.api"}
-    roots |= {m for m in graph.modules if m.startswith("mlbench_worker.cli")}
+    roots = {"mlbench_worker", "mlbench_worker.client.api"}
+    roots |= {m for m in graph.modules if m.startswith("mlbench_worker.client.cli")}
     assert roots <= graph.modules, f"no such module: {sorted(roots - graph.modules)}"
     closure = set(roots)
     for module in roots:
@@ -250,8 +250,8 @@ def test_the_checks_find_each_kind_of_mistake(tmp_path):
         "mlbench_master/__init__.py": "",
         "mlbench_master/a.py": "import yaml\nimport django.db\nimport json\n",
         "mlbench_worker/__init__.py": "",
-        "mlbench_worker/api.py": "import numpy\nimport requests\n",
-        "mlbench_worker/train.py": """\
+        "mlbench_worker/client/api.py": "import numpy\nimport requests\n",
+        "mlbench_worker/training/trainer.py": """\
             def f():
                 import torch
                 from scipy.io import loadmat
@@ -283,7 +283,7 @@ def test_the_checks_find_each_kind_of_mistake(tmp_path):
     )
     lists = declared(tmp_path / "setup.py")
     assert lists["master"] == {"django", "gunicorn"} and lists["dev"] == {"pytest", "pyyaml"}
-    uses = third_party_uses(tmp_path, client={"mlbench_worker", "mlbench_worker.api"})
+    uses = third_party_uses(tmp_path, client={"mlbench_worker", "mlbench_worker.client.api"})
     assert {u.module for u in uses if u.side == "tests"} == {
         "pytest",
         "no_such_module_for_mlbench",
@@ -293,8 +293,8 @@ def test_the_checks_find_each_kind_of_mistake(tmp_path):
     found = undeclared(uses, lists, on_purpose={("worker", "gone"): "stale"})
     assert [f.split(": ")[0] for f in found] == [
         "mlbench_master/a.py:1",  # yaml: declared for tests only
-        "mlbench_worker/api.py:1",  # numpy: the client gets the base alone
-        "mlbench_worker/train.py:3",  # scipy: declared nowhere
+        "mlbench_worker/client/api.py:1",  # numpy: the client gets the base alone
+        "mlbench_worker/training/trainer.py:3",  # scipy: declared nowhere
         "tests/test_x.py:2",  # not installed at all
         "tests/test_x.py:3",  # neither
         "UNDECLARED_ON_PURPOSE('worker', 'gone')",

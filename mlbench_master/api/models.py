@@ -17,7 +17,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from mlbench_worker import catalogue
+from mlbench_worker.shared import catalogue
 
 
 def _token_salt() -> str:
@@ -54,12 +54,12 @@ class Run(models.Model):
 
     task = models.CharField(max_length=100, default=catalogue.DEFAULT_TASK)
     backend = models.CharField(max_length=16, default="mpi")
-    # How ranks combine their work (mlbench_worker/algorithm_catalogue.py) and its options,
+    # How ranks combine their work (mlbench_worker/shared/algorithm_catalogue.py) and its options,
     # every default filled in; empty for a measurement or a custom command (no training of
     # ours to choose an algorithm for).
     algorithm = models.CharField(max_length=32, default="allreduce", blank=True)
     algorithm_options = models.JSONField(default=dict, blank=True)
-    # Which code trains (mlbench_worker/implementation_catalogue.py): our reference loop,
+    # Which code trains (mlbench_worker/shared/implementation_catalogue.py): our reference loop,
     # torch-ddp or tensorflow; empty where algorithm is (nothing of ours trains).
     implementation = models.CharField(max_length=32, default="reference", blank=True)
     # The learning-rate schedule asked for (the worker's --lr-schedule; the catalogue's

@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 from mlbench_master.api.errors import Conflict, error_responses
 from mlbench_master.api.models import Run, Series
 from mlbench_master.results import mllog, statistics, stored
-from mlbench_worker import catalogue, plots
+from mlbench_worker.shared import catalogue, plots
 
 RUN_CHARTS = ("accuracy", "time-split")
 SERIES_CHARTS = plots.CHARTS

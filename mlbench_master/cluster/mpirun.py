@@ -24,9 +24,9 @@ import shlex
 from collections.abc import Sequence
 
 from mlbench_master.cluster.base import ClusterDriver, OutputLine, RunSpec
-from mlbench_worker import catalogue
-from mlbench_worker.algorithm_catalogue import ALGORITHMS, DEFAULT_ALGORITHM
-from mlbench_worker.implementation_catalogue import DEFAULT_IMPLEMENTATION
+from mlbench_worker.shared import catalogue
+from mlbench_worker.shared.algorithm_catalogue import ALGORITHMS, DEFAULT_ALGORITHM
+from mlbench_worker.shared.implementation_catalogue import DEFAULT_IMPLEMENTATION
 
 # Variables every rank needs; passed with -x so they also cross ssh to other hosts.
 FORWARDED_ENV = (

@@ -16,7 +16,7 @@ from typing import Any
 from django.conf import settings
 
 from mlbench_master import run_rules
-from mlbench_worker import catalogue
+from mlbench_worker.shared import catalogue
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 Why: the pages draw throughput charts, results tables and goals for every task, and each
 task counts something different per second (task 1a images, task 2 samples). The catalogue
-(mlbench_worker/catalogue.py) is the only list of tasks, so the page templates embed the few
+(mlbench_worker/shared/catalogue.py) is the only list of tasks, so the page templates embed the few
 facts the scripts need from it (`json_script`, read by static/dashboard/js/tasks.js) rather
 than the scripts assuming images or keeping a list of their own. Every task of the catalogue
 is given, not only MLBENCH_TASKS: runs of a task the operator no longer offers still exist.
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlbench_worker import catalogue
+from mlbench_worker.shared import catalogue
 
 
 def task_catalogue() -> dict[str, dict[str, Any]]:

@@ -30,7 +30,7 @@ from mlbench_master.embedded.procs import (
 )
 from mlbench_master.embedded.state import home, log_dir, read_state, running_state, state_path
 from mlbench_master.embedded.supervisor import Supervisor, login_link
-from mlbench_worker.localhost import free_port
+from mlbench_worker.shared.localhost import free_port
 
 DEFAULT_PORT = 8000
 READY_TIMEOUT = 120.0

@@ -18,7 +18,7 @@ import time
 import urllib.error
 import urllib.request
 
-from mlbench_worker.localhost import LOOPBACK
+from mlbench_worker.shared.localhost import LOOPBACK
 
 
 def pid_alive(pid: int | None) -> bool:

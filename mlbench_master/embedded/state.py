@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from mlbench_master.embedded.procs import pid_alive
-from mlbench_worker.home import mlbench_home
+from mlbench_worker.shared.home import mlbench_home
 
 
 def home() -> Path:
-    """MLBENCH_HOME (unset or blank: ~/.mlbench; see mlbench_worker/home.py)."""
+    """MLBENCH_HOME (unset or blank: ~/.mlbench; see mlbench_worker/shared/home.py)."""
     return mlbench_home()
 
 

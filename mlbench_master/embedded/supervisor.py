@@ -37,7 +37,7 @@ from mlbench_master.embedded.procs import (
     wait_port,
 )
 from mlbench_master.embedded.state import home, log_dir, read_state, state_path, write_state
-from mlbench_worker.localhost import LOOPBACK, free_port
+from mlbench_worker.shared.localhost import LOOPBACK, free_port
 
 ADMIN_USER = "admin"
 # Stopped in this order (the reverse of their start): nothing is left to talk to Redis.

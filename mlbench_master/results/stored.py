@@ -21,7 +21,7 @@ from typing import Any
 from mlbench_master.api.auth import ended_past_grace
 from mlbench_master.api.models import Metric, Run
 from mlbench_master.results.run_result import RunResult
-from mlbench_worker import catalogue
+from mlbench_worker.shared import catalogue
 
 TIMINGS = ("time_data", "time_compute", "time_comm")
 SPLIT_NAMES = {"time_data": "data", "time_compute": "compute", "time_comm": "communication"}

@@ -65,9 +65,9 @@ from mlbench_master.run_rules.timing import (
     time_budget_for,
     time_budget_source,
 )
-from mlbench_worker import catalogue
-from mlbench_worker.algorithm_catalogue import DEFAULT_ALGORITHM
-from mlbench_worker.implementation_catalogue import DEFAULT_IMPLEMENTATION
+from mlbench_worker.shared import catalogue
+from mlbench_worker.shared.algorithm_catalogue import DEFAULT_ALGORITHM
+from mlbench_worker.shared.implementation_catalogue import DEFAULT_IMPLEMENTATION
 
 __all__ = [
     "CHECKPOINT_METRIC", "CUSTOM_BACKEND", "CUSTOM_IMAGE", "DEFAULTS", "INHERITED",

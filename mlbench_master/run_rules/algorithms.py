@@ -1,5 +1,5 @@
 """A run's training algorithm: one its task admits, with its options typed and completed
-(mlbench_worker/algorithm_catalogue.py holds the list, the defaults and the bounds; the
+(mlbench_worker/shared/algorithm_catalogue.py holds the list, the defaults and the bounds; the
 worker checks the same things with the same words)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mlbench_master.run_rules.errors import Errors
-from mlbench_worker import algorithm_catalogue, catalogue
+from mlbench_worker.shared import algorithm_catalogue, catalogue
 
 
 def check_algorithm(fields: dict[str, Any], asked: Mapping[str, Any],

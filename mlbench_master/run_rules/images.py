@@ -9,7 +9,7 @@ from django.conf import settings
 
 from mlbench_master.api.models import Run
 from mlbench_master.run_rules.errors import Errors
-from mlbench_worker import catalogue
+from mlbench_worker.shared import catalogue
 
 CUSTOM_IMAGE = catalogue.CUSTOM_IMAGE
 CUSTOM_BACKEND = catalogue.CUSTOM_BACKEND

@@ -1,4 +1,4 @@
-"""A run's implementation: which code trains it (mlbench_worker/implementation_catalogue.py
+"""A run's implementation: which code trains it (mlbench_worker/shared/implementation_catalogue.py
 holds the list, the framework each runs on, the algorithms and backends it can run; the
 worker checks the same things with the same words).
 
@@ -16,8 +16,8 @@ from typing import Any
 
 from mlbench_master.cluster.base import ClusterError
 from mlbench_master.run_rules.errors import Errors
-from mlbench_worker import catalogue, implementation_catalogue
-from mlbench_worker.implementation_catalogue import IMPLEMENTATIONS
+from mlbench_worker.shared import catalogue, implementation_catalogue
+from mlbench_worker.shared.implementation_catalogue import IMPLEMENTATIONS
 
 
 def check_implementation(fields: dict[str, Any], asked: Mapping[str, Any],

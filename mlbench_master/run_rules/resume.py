@@ -9,11 +9,11 @@ from typing import Any
 from mlbench_master.api.models import Metric, Run
 from mlbench_master.run_rules.errors import ResumeRefused
 from mlbench_master.run_rules.schedules import effective_schedule
-from mlbench_worker import catalogue
+from mlbench_worker.shared import catalogue
 
 # What a new run may continue from: a run that ended before it could finish.
 RESUMABLE_STATES = (Run.FAILED, Run.CANCELLED)
-# The point rank 0 posts after each checkpoint (mlbench_worker/checkpoint.py): value =
+# The point rank 0 posts after each checkpoint (mlbench_worker/training/checkpoint.py): value =
 # completed epochs; metadata = epoch, step, elapsed and the checkpoint's identity. The master
 # never reads the file (it may live in a worker pod): this is how it knows what one holds.
 CHECKPOINT_METRIC = "checkpoint"
@@ -60,7 +60,7 @@ def resume_point(
 
     Refused (ResumeRefused) when the run does not exist, did not end FAILED or CANCELLED, ran
     a custom command, wrote no checkpoint, or differs from the new run in what the worker's
-    identity check (mlbench_worker/checkpoint.py) refuses: the task (and with it the model
+    identity check (mlbench_worker/training/checkpoint.py) refuses: the task (and with it the model
     and the batch size per worker), the number of workers, the data set. Checking here
     answers 400 at once instead of a run that fails when its worker starts.
     """

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mlbench_master.run_rules.errors import Errors
-from mlbench_worker import catalogue
+from mlbench_worker.shared import catalogue
 
 
 def schedule_choices() -> dict[str, list[str]]:

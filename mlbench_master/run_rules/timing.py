@@ -15,7 +15,7 @@ from django.conf import settings
 
 from mlbench_master.api.models import Run
 from mlbench_master.run_rules.errors import Errors
-from mlbench_worker import catalogue
+from mlbench_worker.shared import catalogue
 
 # Seconds a run's time limit must leave beyond its time budget, for what the budget does not
 # count: start-up before the benchmark clock starts (mpirun, imports, getting the data: a

@@ -19,8 +19,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlbench_worker.algorithms.base import Parts
-from mlbench_worker.exchange import PRECISIONS, BucketedAllreduce, FlatAllreduce, choose
+from mlbench_worker.algorithms.allreduce_exchange import (
+    PRECISIONS,
+    BucketedAllreduce,
+    FlatAllreduce,
+    choose,
+)
+from mlbench_worker.algorithms.interface import Parts
 
 
 def build(

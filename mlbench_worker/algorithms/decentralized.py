@@ -34,9 +34,9 @@ from typing import Any
 
 import torch
 
-from mlbench_worker.algorithm_catalogue import torus_shape
-from mlbench_worker.algorithms.base import AveragedForEvaluation, Parts
-from mlbench_worker.errors import WorkerError
+from mlbench_worker.algorithms.interface import AveragedForEvaluation, Parts
+from mlbench_worker.shared.algorithm_catalogue import torus_shape
+from mlbench_worker.training.errors import WorkerError
 
 
 def neighbours(rank: int, size: int, topology: str) -> list[int]:

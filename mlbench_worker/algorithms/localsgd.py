@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlbench_worker.algorithms.base import AveragedForEvaluation, Parts
+from mlbench_worker.algorithms.interface import AveragedForEvaluation, Parts
 
 
 class LocalSgd(AveragedForEvaluation):

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from mlbench_worker.algorithms.base import Exchange, Parts
+from mlbench_worker.algorithms.interface import Exchange, Parts
 
 SHIFTS = torch.arange(7, -1, -1, dtype=torch.uint8)  # numpy.packbits' order: first bit high
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from mlbench_worker.algorithms.base import Exchange, Parts
+from mlbench_worker.algorithms.interface import Exchange, Parts
 
 
 class TopK(Exchange):

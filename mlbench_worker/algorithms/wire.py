@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from mlbench_worker.comm import Communicator
+from mlbench_worker.training.comm import Communicator
 
 TAG = 2117  # the tag of the algorithms' point-to-point messages (MPI)
 

@@ -2,7 +2,7 @@
 wait for the message to be complete on this rank.
 
 - ``mpi``: mpi4py on the tensor's numpy view (``Allreduce(IN_PLACE)``, ``Bcast``), the same
-  calls the training all-reduce makes (mlbench_worker/comm.py), on CPU memory;
+  calls the training all-reduce makes (mlbench_worker/training/comm.py), on CPU memory;
 - ``gloo`` (CPU) and ``nccl`` (this rank's GPU): ``torch.distributed``. One process group
   serves both when both are measured ("cpu:gloo,cuda:nccl": torch sends a CPU tensor through
   gloo and a CUDA tensor through nccl), set up with the training code's rendezvous: rank 0's
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 import torch
 
 from mlbench_worker.backend_benchmark.sizes import ELEMENT_BYTES
-from mlbench_worker.comm import rendezvous_address
-from mlbench_worker.errors import WorkerError
+from mlbench_worker.training.comm import rendezvous_address
+from mlbench_worker.training.errors import WorkerError
 
 
 @dataclass

@@ -2,19 +2,16 @@
 
 Errors a user can fix are raised on every rank together and printed once by rank 0; anything
 unexpected prints its traceback and aborts the MPI job, so no rank waits forever in a
-collective for a partner that died (the training entry point does the same, run.py).
+collective for a partner that died (training/entry.py, the one wrapper of every rank).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-import traceback
 
 import torch
 
-from mlbench_worker import runinfo
-from mlbench_worker.backend_benchmark import TASK, results
+from mlbench_worker.backend_benchmark import TASK, records
 from mlbench_worker.backend_benchmark.collectives import (
     close_backends,
     default_backends,
@@ -22,27 +19,31 @@ from mlbench_worker.backend_benchmark.collectives import (
 )
 from mlbench_worker.backend_benchmark.sizes import label
 from mlbench_worker.backend_benchmark.sweep import Plan, run_sweep
-from mlbench_worker.errors import WorkerError
-from mlbench_worker.report import make_reporter
-from mlbench_worker.run import default_threads, pick_device
+from mlbench_worker.training import environment
+from mlbench_worker.training.entry import World, run_rank
+from mlbench_worker.training.errors import WorkerError
+from mlbench_worker.training.metric_sink import make_reporter
+from mlbench_worker.training.run import default_threads, pick_device
 
 
 def run_main(args: argparse.Namespace) -> int:
     """Entry point after option parsing; returns the process exit code."""
     from mpi4py import MPI
 
-    world = MPI.COMM_WORLD
+    mpi_world = MPI.COMM_WORLD
     backends: dict = {}
-    try:
+
+    def body(world: World) -> int:
+        world.known(mpi_world.Get_rank(), mpi_world.Get_size(), mpi_world.Abort)
         torch.set_num_threads(args.threads or default_threads())
-        if world.Get_size() < 2:
+        if mpi_world.Get_size() < 2:
             raise WorkerError(
                 f"{TASK} measures communication between workers: start it with at least 2 "
                 "ranks (mpirun -n 2, or num_workers >= 2)"
             )
         device = pick_device(args.device)
         names = args.backends or default_backends(device)
-        backends = open_backends(names, world, device, max(args.sizes))
+        backends.update(open_backends(names, mpi_world, device, max(args.sizes)))
         plan = Plan(
             sizes=args.sizes,
             ops=args.ops,
@@ -53,19 +54,9 @@ def run_main(args: argparse.Namespace) -> int:
             size_time_cap=args.size_time_cap,
             time_budget=args.time_budget,
         )
-        return _run(args, world, plan, backends, device)
-    except WorkerError as exc:
-        if world.Get_rank() == 0:
-            print(f"mlbench-worker: error: {exc}", file=sys.stderr, flush=True)
-        return exc.exit_code
-    except Exception:
-        traceback.print_exc()
-        sys.stderr.flush()
-        if world.Get_size() > 1:
-            world.Abort(1)
-        return 1
-    finally:
-        close_backends(backends)
+        return _run(args, mpi_world, plan, backends, device)
+
+    return run_rank(body, cleanup=lambda: close_backends(backends))
 
 
 def _run(
@@ -73,7 +64,7 @@ def _run(
 ) -> int:
     rank0 = world.Get_rank() == 0
     workers = world.Get_size()
-    hostnames = world.allgather(runinfo.hostname())
+    hostnames = world.allgather(environment.hostname())
     threads = torch.get_num_threads()
     if rank0:
         reporter = make_reporter(args.master_url, args.run_id, args.token, args.metrics_file)
@@ -90,23 +81,23 @@ def _run(
 
     def on_row(row: dict, elapsed: float) -> None:
         if rank0:
-            results.post_row(reporter, row, elapsed)
+            records.post_row(reporter, row, elapsed)
 
     try:
         outcome = run_sweep(plan, world, backends, on_row)
         if rank0:
-            summary = results.summary_record(
+            summary = records.summary_record(
                 plan,
                 outcome,
                 workers=workers,
                 device=str(device),
                 threads=threads,
-                versions=runinfo.versions(),
-                hardware=runinfo.hardware(device, threads, hostnames),
+                versions=environment.versions(),
+                hardware=environment.hardware(device, threads, hostnames),
                 run_id=args.run_id,
             )
             reporter.summary(summary)
-            print(results.table(summary), flush=True)
+            print(records.table(summary), flush=True)
     finally:
         reporter.close()
     return 0

@@ -24,7 +24,7 @@ import os
 from mlbench_worker.backend_benchmark import TASK
 from mlbench_worker.backend_benchmark.sizes import parse_size, size_list
 from mlbench_worker.backend_benchmark.stats import OPS
-from mlbench_worker.commandline import (
+from mlbench_worker.training.option_parts import (
     BACKENDS,
     DEVICES,
     _choice,

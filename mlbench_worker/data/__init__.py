@@ -1,22 +1,22 @@
-"""Choosing the data set every rank trains on: CIFAR-10, or the synthetic stand-in.
+"""What every task's data shares: the real data set agreed by all ranks, or the synthetic
+stand-in said loudly; the error that lets `auto` fall back; the lock ranks take turns with.
 
-All ranks must use the same data, so the decision is made together: rank 0 tries first
-(downloading if needed, while the others wait), then the others load (from the cache rank 0
-filled, or by themselves on another machine), and the outcomes are compared. With `auto`,
-if rank 0 cannot have CIFAR-10 every rank switches to synthetic data, said loudly
-(`synthetic_banner`, which every task and implementation prints).
+All ranks must use the same data, so the decision is made together (`agree_on_real_data`):
+rank 0 tries first (downloading if needed, while the others wait), then the others load (from
+the cache rank 0 filled, or by themselves on another machine), and the outcomes are compared.
+With `auto`, if rank 0 cannot have the real set every rank switches to synthetic data, said
+loudly (`synthetic_banner`, which every task and implementation prints). Each task's own
+choice lives in its folder (mlbench_worker/tasks/<family>/data.py).
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from mlbench_worker.data import cifar10, synthetic
-from mlbench_worker.data.cifar10 import Arrays, DataUnavailable
-from mlbench_worker.errors import WorkerError
+from mlbench_worker.training.errors import WorkerError
 
 T = TypeVar("T")
 
@@ -31,47 +31,11 @@ def synthetic_banner(say: Callable[[str], None], real_name: str, note: str) -> N
     )
 
 
-@dataclass
-class Dataset:
-    name: str  # what was actually used: "cifar10" or "synthetic"
-    arrays: Arrays
-    note: str = ""  # why synthetic was used, when it was a fallback
+class DataUnavailable(WorkerError):
+    """The real data set could not be had (no files and no download); `auto` falls back."""
 
-
-def _try_cifar10(data_dir: Path, allow_download: bool) -> tuple[Arrays | None, str | None, bool]:
-    """(arrays, error message, whether the error means 'unavailable' rather than 'damaged')."""
-    try:
-        return cifar10.load(data_dir, allow_download=allow_download), None, False
-    except DataUnavailable as exc:
-        return None, str(exc), True
-    except WorkerError as exc:
-        return None, str(exc), False
-
-
-def load_dataset(
-    dataset: str,
-    data_dir: str | Path,
-    seed: int,
-    comm: object,
-    train_images: int | None = None,
-    test_images: int | None = None,
-) -> Dataset:
-    """The data set for `dataset` (auto | cifar10 | synthetic), agreed by all ranks."""
-
-    def generated(note: str = "") -> Dataset:
-        sizes = (train_images or synthetic.TRAIN_SIZE, test_images or synthetic.TEST_SIZE)
-        data = Dataset("synthetic", synthetic.generate(seed, *sizes), note)
-        return _limit(data, train_images, test_images)
-
-    if dataset == "synthetic":
-        return generated()
-    arrays, unavailable = agree_on_real_data(
-        comm, dataset, lambda _first: _try_cifar10(Path(data_dir), allow_download=True)
-    )
-    if unavailable is not None:
-        return generated(f"CIFAR-10 could not be had: {unavailable}")
-    assert arrays is not None
-    return _limit(Dataset("cifar10", arrays), train_images, test_images)
+    def __init__(self, message: str) -> None:
+        super().__init__(message, exit_code=1)
 
 
 def agree_on_real_data(
@@ -105,10 +69,23 @@ def agree_on_real_data(
     return outcome[0], None
 
 
-def _limit(ds: Dataset, train_images: int | None, test_images: int | None) -> Dataset:
-    a = ds.arrays
-    if train_images:
-        a.train_x, a.train_y = a.train_x[:train_images], a.train_y[:train_images]
-    if test_images:
-        a.test_x, a.test_y = a.test_x[:test_images], a.test_y[:test_images]
-    return ds
+class FolderLock:
+    """An exclusive flock on a file: ranks sharing a data folder take turns preparing it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fh: io.BufferedRandom | None = None
+
+    def __enter__(self) -> FolderLock:
+        import fcntl
+
+        self.fh = open(self.path, "a+b")  # noqa: SIM115 - closed in __exit__
+        fcntl.flock(self.fh, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import fcntl
+
+        assert self.fh is not None
+        fcntl.flock(self.fh, fcntl.LOCK_UN)
+        self.fh.close()

@@ -3,7 +3,7 @@
 Which indices a rank visits in an epoch (`shard_indices`), the zero padding of the random
 crop (`PAD`) and the channel statistics that normalise the images. numpy only: the
 reference loop's batches (loader.py, torch) and the TensorFlow implementation
-(mlbench_worker/tensorflow_run/data.py) read the same definitions, so that a rank sees the
+(mlbench_worker/implementations/tensorflow/data.py) read the same definitions, so that a rank sees the
 same images in the same order whichever framework trains it.
 """
 

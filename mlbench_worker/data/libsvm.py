@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mlbench_worker.errors import WorkerError
+from mlbench_worker.training.errors import WorkerError
 
 CHUNK_BYTES = 16 << 20  # text parsed per call: ~500 epsilon rows, ~4 MB of dense floats
 

@@ -1,18 +1,23 @@
 """Benchmark tasks: each fixes a model, a data set, the hyperparameters and the accuracy goals.
 
-A task is plain data (no torch), so the option parser can list and check them quickly. Its
-`setup` names the module that sets a run of it up (mlbench_worker/cifar/ for task 1a,
-imagenet/ for task 1b, linear/ for task 2), imported only when a run starts; its
-`task_options` say which options of one family of tasks it reads.
+One folder per family of tasks, each with the same files: `task.py` (the tasks of the
+family, built from their catalogue entries: plain data, no torch, so the option parser can
+list and check them quickly), `data.py` (what each rank trains and evaluates on: the real
+set or its generated stand-in, `synthetic.py`) and `setup.py` (one run's pieces: data, model,
+trainer; imported only when a run starts, named by the task's `setup`). A family adds what
+only it needs (a reader of its real files, a trainer of its own). A new task family is a new
+folder here and a line below; what two families share stays in data/ and models/.
+Its `task_options` say which options of one family of tasks a task reads.
 """
 
 from __future__ import annotations
 
-from mlbench_worker.tasks.base import LinearTask, Task
-from mlbench_worker.tasks.logreg_epsilon import TASKS as _EPSILON_TASKS
-from mlbench_worker.tasks.resnet_cifar10 import TASKS as _CIFAR10_TASKS
-from mlbench_worker.tasks.resnet_imagenet import TASKS as _IMAGENET_TASKS
-from mlbench_worker.tasks.resnet_imagenet import ImageNetTask
+from mlbench_worker.tasks.base import Task
+from mlbench_worker.tasks.cifar10.task import TASKS as _CIFAR10_TASKS
+from mlbench_worker.tasks.epsilon.task import TASKS as _EPSILON_TASKS
+from mlbench_worker.tasks.epsilon.task import LinearTask
+from mlbench_worker.tasks.imagenet.task import TASKS as _IMAGENET_TASKS
+from mlbench_worker.tasks.imagenet.task import ImageNetTask
 
 TASKS: dict[str, Task | LinearTask] = {
     t.name: t for t in [*_CIFAR10_TASKS, *_EPSILON_TASKS, *_IMAGENET_TASKS]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from mlbench_worker import catalogue
 from mlbench_worker.models import MODELS
+from mlbench_worker.shared import catalogue
 
 
 def catalogue_fields(info: catalogue.TaskInfo) -> dict:
@@ -33,7 +33,7 @@ class Task:
 
     # The module whose `build` sets a run of this task up (imported only when a run starts,
     # so that listing and checking tasks stays torch-free).
-    setup: ClassVar[str] = "mlbench_worker.cifar.setup"
+    setup: ClassVar[str] = "mlbench_worker.tasks.cifar10.setup"
     # The options of one family of tasks that this task reads (options.TASK_OPTIONS).
     task_options: ClassVar[tuple[str, ...]] = ("--amp", "--channels-last")
     # Whether its synthetic stand-in is files written into the data directory.
@@ -53,43 +53,6 @@ class Task:
     targets: dict[str, float] = field(default_factory=dict)  # goal name -> val accuracy
     description: str = ""
     models: tuple[str, ...] = tuple(MODELS)  # what --model may pick: the family that fits
-
-    def target_accuracy(self, target: str) -> float:
-        """Validation accuracy (0..1) that counts as reaching the goal `target`."""
-        return self.targets[target]
-
-
-@dataclass(frozen=True)
-class LinearTask:
-    """A generalised linear model trained by synchronous mini-batch SGD (task 2).
-
-    The rate `base_lr` is for one worker with `batch_size` samples; with K workers it is
-    multiplied by min(K, `lr_scale_cap`), then reduced on plateaus of the validation loss
-    (by `plateau_factor` when an evaluation does not improve the best loss by at least
-    `plateau_threshold`), never below `base_lr`. Each model of `models` adjusts the rates
-    by its own factor and bound (mlbench_worker/linear/GLMS).
-    """
-
-    setup: ClassVar[str] = "mlbench_worker.linear.setup"  # see Task
-    task_options: ClassVar[tuple[str, ...]] = ("--l2",)
-    synthetic_on_disk: ClassVar[bool] = False
-
-    name: str
-    model: str
-    dataset: str
-    batch_size: int  # per worker
-    base_lr: float
-    max_epochs: int
-    l2: float  # lambda of the penalty lambda/2 * |theta|^2 on weights and bias
-    features: int
-    train_rows: int  # sizes of the synthetic stand-in (the real set's)
-    test_rows: int
-    models: tuple[str, ...] = ()
-    lr_scale_cap: int = 16
-    plateau_factor: float = 0.75
-    plateau_threshold: float = 0.01
-    targets: dict[str, float] = field(default_factory=dict)  # goal name -> val accuracy
-    description: str = ""
 
     def target_accuracy(self, target: str) -> float:
         """Validation accuracy (0..1) that counts as reaching the goal `target`."""

@@ -8,9 +8,9 @@ import pytest
 from mlbench_master import run_rules, runs
 from mlbench_master.api.models import Run
 from mlbench_master.cluster.mpirun import worker_argv
-from mlbench_worker import api as client_api
-from mlbench_worker import catalogue
 from mlbench_worker.backend_benchmark.options import parse_args
+from mlbench_worker.client import api as client_api
+from mlbench_worker.shared import catalogue
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ import pytest
 from mlbench_master import run_rules, runs
 from mlbench_master.api.models import Run
 from mlbench_master.cluster.mpirun import worker_argv
-from mlbench_worker import catalogue
+from mlbench_worker.shared import catalogue
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,4 @@
-"""MLBENCH_HOME for the master: one rule (mlbench_worker/home.py, shared with the client and
+"""MLBENCH_HOME for the master: one rule (mlbench_worker/shared/home.py, shared with the client and
 the worker), the same in the settings and in the embedded launcher. Unset, empty or blank
 means ~/.mlbench; `~` is expanded."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mlbench_master.embedded.state import home as launcher_home
-from mlbench_worker.home import mlbench_home
+from mlbench_worker.shared.home import mlbench_home
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,7 +41,7 @@ def test_a_value_is_used_with_tilde_expanded(monkeypatch, fake_user_home, tmp_pa
 
 def test_importable_without_django_configured():
     code = (
-        "import sys; from mlbench_worker.home import mlbench_home; print(mlbench_home()); "
+        "import sys; from mlbench_worker.shared.home import mlbench_home; print(mlbench_home()); "
         "print('django.conf' in sys.modules)"
     )
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
@@ -61,7 +61,7 @@ def test_settings_agree(tmp_path, value):
     cwd.mkdir()
     code = (
         "import django; django.setup(); from django.conf import settings as s; "
-        "from mlbench_worker.home import mlbench_home; "
+        "from mlbench_worker.shared.home import mlbench_home; "
         "print(s.MLBENCH_HOME); print(mlbench_home()); print(s.STATIC_ROOT); "
         "print(s.DATABASES['default']['NAME'])"
     )

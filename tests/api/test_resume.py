@@ -2,7 +2,7 @@
 records about where it started.
 
 A parent's checkpoint is known to the master by the `checkpoint` point its rank 0 posts
-after writing one (mlbench_worker/checkpoint.py); these tests store that point directly.
+after writing one (mlbench_worker/training/checkpoint.py); these tests store that point directly.
 The real thing, with workers, is tests/e2e/test_resume.py.
 """
 

@@ -6,7 +6,7 @@ import pytest
 from mlbench_master import runs
 from mlbench_master.api.models import Run
 from mlbench_master.cluster.mpirun import worker_argv
-from mlbench_worker.algorithm_catalogue import ALGORITHMS
+from mlbench_worker.shared.algorithm_catalogue import ALGORITHMS
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ import pytest
 
 from mlbench_master import run_rules
 from mlbench_master.api.models import Run
-from mlbench_worker import catalogue
+from mlbench_worker.shared import catalogue
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ from mlbench_master import run_rules, runs
 from mlbench_master.api.models import Run
 from mlbench_master.cluster.local.driver import LocalCluster
 from mlbench_master.cluster.mpirun import worker_argv
-from mlbench_worker.implementation_catalogue import IMPLEMENTATIONS
+from mlbench_worker.shared.implementation_catalogue import IMPLEMENTATIONS
 
 pytestmark = pytest.mark.django_db
 

@@ -9,8 +9,8 @@ import pytest
 
 from mlbench_master import run_rules
 from mlbench_master.api.models import Metric, Run
-from mlbench_worker import catalogue
-from mlbench_worker.tasks.resnet_imagenet import LR_SCHEDULES
+from mlbench_worker.shared import catalogue
+from mlbench_worker.tasks.imagenet.task import LR_SCHEDULES
 
 pytestmark = pytest.mark.django_db
 

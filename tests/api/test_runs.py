@@ -156,7 +156,7 @@ def epsilon_like_task(monkeypatch, settings):
     """A second kind of task in the catalogue: its own data set and only two goals."""
     import dataclasses
 
-    from mlbench_worker import catalogue
+    from mlbench_worker.shared import catalogue
 
     base = catalogue.TASKS["resnet20-cifar10"]
     goals = {k: base.goals[k] for k in ("light", "standard")}

@@ -71,7 +71,7 @@ def test_configuration_docs_list_every_variable():
 
 
 def test_tasks_default_to_the_catalogue_and_unknown_ones_are_refused(tmp_path):
-    from mlbench_worker import catalogue
+    from mlbench_worker.shared import catalogue
 
     code = "import django; django.setup(); from django.conf import settings as s; print(*s.MLBENCH_TASKS)"
     r = _run_django(code, {}, tmp_path)

@@ -101,7 +101,7 @@ PLAIN_KERAS = r"""
 import os, sys, time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np, tensorflow as tf, keras
-from mlbench_worker.tensorflow_run.model import build_model
+from mlbench_worker.implementations.tensorflow.model import build_model
 steps, threads = int(sys.argv[1]), int(sys.argv[2])
 tf.config.threading.set_intra_op_parallelism_threads(threads)
 tf.config.threading.set_inter_op_parallelism_threads(threads)

@@ -33,9 +33,9 @@ def bench_pipeline(data_dir: Path, images: int, crop: int) -> dict:
     import numpy as np
     import torch
 
-    from mlbench_worker.imagenet import synthetic
-    from mlbench_worker.imagenet.pipeline import ImageBatches
-    from mlbench_worker.imagenet.setup import eval_resize
+    from mlbench_worker.tasks.imagenet import synthetic
+    from mlbench_worker.tasks.imagenet.pipeline import ImageBatches
+    from mlbench_worker.tasks.imagenet.setup import eval_resize
 
     split = synthetic.split(data_dir, "train", images)
     out = {}
@@ -57,14 +57,14 @@ def bench_loop(
     import torch
     from common import interleaved, plain_loop
 
-    from mlbench_worker.comm import Communicator
-    from mlbench_worker.imagenet import synthetic
-    from mlbench_worker.imagenet.pipeline import ImageBatches
-    from mlbench_worker.imagenet.setup import eval_resize
-    from mlbench_worker.imagenet.train import ImageNetTrainer
     from mlbench_worker.models import build_imagenet_model
-    from mlbench_worker.report import Reporter
-    from mlbench_worker.train import Goal, Schedule
+    from mlbench_worker.tasks.imagenet import synthetic
+    from mlbench_worker.tasks.imagenet.pipeline import ImageBatches
+    from mlbench_worker.tasks.imagenet.setup import eval_resize
+    from mlbench_worker.tasks.imagenet.train import ImageNetTrainer
+    from mlbench_worker.training.comm import Communicator
+    from mlbench_worker.training.metric_sink import Reporter
+    from mlbench_worker.training.trainer import Goal, Schedule
 
     torch.set_num_threads(threads)
     comm = Communicator("mpi")
@@ -124,7 +124,7 @@ def main() -> None:
     crop, batch, steps, rounds, images = (
         (128, 8, 4, 7, 256) if args.quick else (224, 16, 4, 5, 1024)
     )
-    from mlbench_worker.imagenet import synthetic
+    from mlbench_worker.tasks.imagenet import synthetic
 
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp)

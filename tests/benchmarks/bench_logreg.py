@@ -42,13 +42,13 @@ def bench_loop(threads: int, rows: int, rounds: int) -> dict:
     import torch
     import torch.nn.functional as F
 
-    from mlbench_worker.comm import Communicator
-    from mlbench_worker.linear import synthetic
-    from mlbench_worker.linear.data import Rows, epoch_order
-    from mlbench_worker.linear.glm import LinearModel, get_glm
-    from mlbench_worker.linear.train import LinearTrainer, plateau_schedule
-    from mlbench_worker.report import Reporter
-    from mlbench_worker.train import Goal
+    from mlbench_worker.tasks.epsilon import synthetic
+    from mlbench_worker.tasks.epsilon.data import Rows, epoch_order
+    from mlbench_worker.tasks.epsilon.glm import LinearModel, get_glm
+    from mlbench_worker.tasks.epsilon.train import LinearTrainer, plateau_schedule
+    from mlbench_worker.training.comm import Communicator
+    from mlbench_worker.training.metric_sink import Reporter
+    from mlbench_worker.training.trainer import Goal
 
     torch.set_num_threads(threads)
     batch, lr, l2 = 128, 4.0, 2.5e-6
@@ -168,12 +168,11 @@ def write_synthetic_cache(data_dir: Path, train_rows: int, test_rows: int) -> fl
     """The synthetic set, written as epsilon's cache (no text source): seconds taken."""
     import numpy as np
 
-    from mlbench_worker.data import epsilon
-    from mlbench_worker.linear import synthetic
+    from mlbench_worker.tasks.epsilon import reader, synthetic
 
     start = time.perf_counter()
     for split, total in (("train", train_rows), ("test", test_rows)):
-        writer = epsilon.CacheWriter(data_dir, split, FEATURES)
+        writer = reader.CacheWriter(data_dir, split, FEATURES)
         for first in range(0, total, 16384):
             idx = np.arange(first, min(total, first + 16384))
             x, y = synthetic.rows(0, split, total, idx, FEATURES)
@@ -186,7 +185,7 @@ def write_synthetic_cache(data_dir: Path, train_rows: int, test_rows: int) -> fl
 def bench_conversion(rows: int) -> dict:
     import numpy as np
 
-    from mlbench_worker.data import epsilon
+    from mlbench_worker.tasks.epsilon import reader
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((rows, FEATURES)).astype(np.float32)
@@ -208,7 +207,7 @@ def bench_conversion(rows: int) -> dict:
             folder.mkdir()
             (folder / name).write_bytes(data)
             start = time.perf_counter()
-            epsilon.convert(folder / name, folder, "train", FEATURES, say=lambda _m: None)
+            reader.convert(folder / name, folder, "train", FEATURES, say=lambda _m: None)
             seconds = time.perf_counter() - start
             result[kind] = {"seconds": seconds, "text_mb_per_s": len(text) / 1e6 / seconds}
     return result

@@ -39,7 +39,7 @@ from mlbench_master.cluster.local import network, slots  # noqa: E402
 BUSBW_GOAL = 0.85
 ALLREDUCE = r"""
 import sys, time, numpy as np, torch
-from mlbench_worker.comm import Communicator
+from mlbench_worker.training.comm import Communicator
 comm = Communicator(sys.argv[1])
 flat = torch.ones(int(sys.argv[2]) // 4)
 comm.allreduce_(flat)

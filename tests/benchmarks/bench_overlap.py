@@ -50,12 +50,12 @@ def child(config: dict) -> None:
 
     import torch
 
-    from mlbench_worker.comm import Communicator
     from mlbench_worker.data.loader import Batches, channel_stats
-    from mlbench_worker.data.synthetic import generate
     from mlbench_worker.models import build_model
-    from mlbench_worker.report import Reporter
-    from mlbench_worker.train import Goal, Schedule, Trainer
+    from mlbench_worker.tasks.cifar10.synthetic import generate
+    from mlbench_worker.training.comm import Communicator
+    from mlbench_worker.training.metric_sink import Reporter
+    from mlbench_worker.training.trainer import Goal, Schedule, Trainer
 
     torch.set_num_threads(config["threads"])
     comm = Communicator(config["backend"])

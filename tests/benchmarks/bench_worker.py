@@ -34,12 +34,12 @@ SIZES_MB = {"1 MB (ResNet-20 grads)": None, "10 MB": 10, "100 MB": 100}
 def bench_loop(threads: int, steps: int, rounds: int) -> dict:
     import torch
 
-    from mlbench_worker.comm import Communicator
     from mlbench_worker.data.loader import Batches, channel_stats
-    from mlbench_worker.data.synthetic import generate
     from mlbench_worker.models import build_model
-    from mlbench_worker.report import Reporter
-    from mlbench_worker.train import Goal, Schedule, Trainer
+    from mlbench_worker.tasks.cifar10.synthetic import generate
+    from mlbench_worker.training.comm import Communicator
+    from mlbench_worker.training.metric_sink import Reporter
+    from mlbench_worker.training.trainer import Goal, Schedule, Trainer
 
     torch.set_num_threads(threads)
     batch = 128
@@ -89,8 +89,8 @@ def allreduce_child(repeats: int) -> None:
     import torch.distributed as dist
     from mpi4py import MPI
 
-    from mlbench_worker.comm import Communicator, FlatGradients
     from mlbench_worker.models import build_model
+    from mlbench_worker.training.comm import Communicator, FlatGradients
 
     torch.set_num_threads(1)
     ours_comm = Communicator("mpi")

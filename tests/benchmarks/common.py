@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mlbench_master.cluster.mpirun import launcher_argv
-from mlbench_worker.runinfo import cpu_model, memory_gib
+from mlbench_worker.training.environment import cpu_model, memory_gib
 
 RESULTS_DIR = Path(os.environ.get("MLBENCH_BENCH_DIR", "bench-results"))
 REPO = Path(__file__).resolve().parents[2]

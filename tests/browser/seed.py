@@ -9,7 +9,7 @@ import math
 
 from django.utils import timezone
 
-from mlbench_worker import catalogue
+from mlbench_worker.shared import catalogue
 
 
 def training_points(

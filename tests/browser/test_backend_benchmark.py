@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from mlbench_worker.backend_benchmark import results, stats
-from mlbench_worker.report import Reporter
+from mlbench_worker.training.metric_sink import Reporter
 from tests.browser.conftest import assert_accessible, screenshot
 from tests.browser.seed import make_run, store_points
 

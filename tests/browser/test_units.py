@@ -83,7 +83,7 @@ def test_pages_embed_the_task_catalogue(client, django_user_model, settings):
     import re
 
     from mlbench_master.dashboard.tasks import task_catalogue
-    from mlbench_worker import catalogue
+    from mlbench_worker.shared import catalogue
 
     settings.MLBENCH_TASKS = ["resnet20-cifar10"]
     embedded = task_catalogue()

@@ -3,7 +3,7 @@ run records what was asked, and a refusal is the master's, in its words, exit co
 
 import pytest
 
-from mlbench_worker.cli.master import EXIT_USAGE
+from mlbench_worker.client.cli.master import EXIT_USAGE
 
 pytestmark = pytest.mark.mpi
 
@@ -55,7 +55,7 @@ def test_a_refused_algorithm_is_a_usage_error_in_the_masters_words(master, optio
 
 
 def test_the_client_sends_the_algorithm_and_its_options(master):
-    from mlbench_worker.api import ApiClient
+    from mlbench_worker.client.api import ApiClient
 
     _no_active_run(master)
     client = ApiClient(url=master.url, in_cluster=False, token=master.token)

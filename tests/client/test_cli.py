@@ -7,7 +7,8 @@ import zipfile
 
 import pytest
 
-from mlbench_worker.cli.master import (
+from mlbench_worker.client.cli.comparison import report_table, setup_differences
+from mlbench_worker.client.cli.master import (
     EXIT_AUTH,
     EXIT_CONFLICT,
     EXIT_NOT_FOUND,
@@ -16,8 +17,7 @@ from mlbench_worker.cli.master import (
     EXIT_USAGE,
     Master,
 )
-from mlbench_worker.cli.progress import Progress, latest_metrics
-from mlbench_worker.cli.report import report_table, setup_differences
+from mlbench_worker.client.cli.waiting import Progress, latest_metrics
 from tests.e2e.live import script
 
 pytestmark = pytest.mark.mpi
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.mpi
 
 def test_cli_imports_neither_torch_nor_django():
     code = (
-        "import sys, mlbench_worker.cli, mlbench_worker.api, mlbench_worker.home;"
+        "import sys, mlbench_worker.client.cli, mlbench_worker.client.api, mlbench_worker.shared.home;"
         "bad = [m for m in ('torch', 'django') if m in sys.modules];"
         "sys.exit(f'imported {bad}' if bad else 0)"
     )

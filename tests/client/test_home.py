@@ -1,4 +1,4 @@
-"""MLBENCH_HOME for the worker package: one rule, in mlbench_worker/home.py.
+"""MLBENCH_HOME for the worker package: one rule, in mlbench_worker/shared/home.py.
 
 Unset, empty or only whitespace means ~/.mlbench; any other value is used with ~ expanded.
 The client, the `mlbench` command and the worker's data cache all resolve it there.
@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from mlbench_worker import api, options
-from mlbench_worker.home import mlbench_home
+from mlbench_worker.client import api
+from mlbench_worker.shared.home import mlbench_home
+from mlbench_worker.training import options
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@ master: the run records it, `mlbench show` says it, a refusal is the master's (e
 
 import pytest
 
-from mlbench_worker.cli.master import EXIT_USAGE
+from mlbench_worker.client.cli.master import EXIT_USAGE
 
 from .test_algorithm_cli import _no_active_run
 
@@ -37,7 +37,7 @@ def test_an_unknown_implementation_is_a_usage_error_listing_the_tasks(master):
 
 
 def test_the_client_sends_the_implementation(master):
-    from mlbench_worker.api import ApiClient
+    from mlbench_worker.client.api import ApiClient
 
     _no_active_run(master)
     client = ApiClient(url=master.url, in_cluster=False, token=master.token)

@@ -4,7 +4,7 @@ master's 400 naming lr_schedule (exit 2); an unknown value is argparse's usage e
 
 import pytest
 
-from mlbench_worker.cli.master import EXIT_USAGE
+from mlbench_worker.client.cli.master import EXIT_USAGE
 
 from .test_algorithm_cli import _no_active_run
 
@@ -38,7 +38,7 @@ def test_another_task_or_value_is_refused_and_nothing_is_stored(master):
 
 
 def test_the_client_sends_the_schedule(master):
-    from mlbench_worker.api import ApiClient
+    from mlbench_worker.client.api import ApiClient
 
     _no_active_run(master)
     client = ApiClient(url=master.url, in_cluster=False, token=master.token)

@@ -1,6 +1,6 @@
 """`mlbench show`'s network line: what was asked, and whether (and how) it was applied."""
 
-from mlbench_worker.cli.commands import network_line
+from mlbench_worker.client.cli.commands import network_line
 
 
 def test_applied_limits_say_how_the_latency_was_made():

@@ -1,6 +1,6 @@
 """The notes `mlbench run --wait` prints under the results table."""
 
-from mlbench_worker.cli.progress import result_notes
+from mlbench_worker.client.cli.waiting import result_notes
 
 
 def test_synthetic_data_and_an_early_stop_are_explained():

@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from mlbench_master.results.statistics import RunResult, summarize
-from mlbench_worker import plots
+from mlbench_worker.shared import plots
 
 TARGET = {"task": "logreg-epsilon", "goal": "light", "value": 0.8, "synthetic": True}
 SVG = "{http://www.w3.org/2000/svg}"

@@ -3,8 +3,12 @@ implementation in: the implementation with its framework and version, no speed-u
 implementations unless the cross-implementation ratio is asked for, and then labelled.
 (Which runs compare is held to the dashboard's rule by tests/rules/comparison_cases.json.)"""
 
-from mlbench_worker.cli.formatting import framework_text, implementation_of, implementation_text
-from mlbench_worker.cli.report import report_table
+from mlbench_worker.client.cli.comparison import report_table
+from mlbench_worker.client.cli.formatting import (
+    framework_text,
+    implementation_of,
+    implementation_text,
+)
 
 
 def _run(run_id: int, workers: int, implementation: str | None, ttt: float, **summary) -> dict:

@@ -11,7 +11,7 @@ from PIL import Image
 from rest_framework.test import APIClient
 
 from mlbench_master.api.auth import issue_user_token
-from mlbench_worker.cli import main
+from mlbench_worker.client.cli import main
 from tests.client.test_plots import described
 from tests.results.conftest import Maker
 

@@ -11,8 +11,8 @@ checkpoint is tests/e2e/test_resume.py.
 
 import pytest
 
-from mlbench_worker.api import ApiClient
-from mlbench_worker.cli.master import EXIT_USAGE
+from mlbench_worker.client.api import ApiClient
+from mlbench_worker.client.cli.master import EXIT_USAGE
 from tests.checkpoints import IDENTITY
 
 pytestmark = pytest.mark.mpi

@@ -7,7 +7,7 @@ tests/browser/test_form_defaults.py.
 import pytest
 import requests
 
-from mlbench_worker.api import ApiClient
+from mlbench_worker.client.api import ApiClient
 from tests.api.test_run_defaults import settings_of
 
 pytestmark = pytest.mark.mpi

@@ -3,9 +3,9 @@ names ("PyTorch Cifar-10 ResNet-20"), official image names, backends in any case
 
 import pytest
 
-from mlbench_worker import api
-from mlbench_worker.api import ApiClient, resolve_image
-from mlbench_worker.cli.master import EXIT_USAGE
+from mlbench_worker.client import api
+from mlbench_worker.client.api import ApiClient, resolve_image
+from mlbench_worker.client.cli.master import EXIT_USAGE
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ error that stores nothing."""
 
 import pytest
 
-from mlbench_worker.cli.master import EXIT_USAGE
+from mlbench_worker.client.cli.master import EXIT_USAGE
 
 pytestmark = pytest.mark.mpi
 
@@ -84,7 +84,7 @@ def test_bad_series_input_is_a_usage_error_and_stores_nothing(master, options, w
 
 
 def test_the_client_creates_lists_gets_and_cancels_a_series(master):
-    from mlbench_worker.api import ApiClient
+    from mlbench_worker.client.api import ApiClient
 
     _idle(master)
     client = ApiClient(url=master.url, token=master.token, in_cluster=False)

@@ -4,8 +4,8 @@ never a ratio of one against the other."""
 
 import datetime as dt
 
-from mlbench_worker.cli.progress import PROGRESS_METRICS, Progress
-from mlbench_worker.cli.report import REPORT_METRICS, _summary_from_series, report_table
+from mlbench_worker.client.cli.comparison import REPORT_METRICS, _summary_from_series, report_table
+from mlbench_worker.client.cli.waiting import PROGRESS_METRICS, Progress
 
 
 def _finished(run_id, workers, ttt, rate, task="resnet20-cifar10", **fields):

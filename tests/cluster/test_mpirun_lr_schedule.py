@@ -4,7 +4,7 @@ worker parses what it is given (the flag is one the worker knows)."""
 
 from mlbench_master.cluster.base import RunSpec
 from mlbench_master.cluster.mpirun import worker_argv
-from mlbench_worker.options import parse_args
+from mlbench_worker.training.options import parse_args
 
 
 def test_a_chosen_schedule_is_passed_and_the_default_adds_nothing(tmp_path):

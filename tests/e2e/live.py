@@ -64,7 +64,7 @@ class LiveMaster:
 
     def cli(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-m", "mlbench_worker.cli", *args],
+            [sys.executable, "-m", "mlbench_worker.client.cli", *args],
             env=env or self.env,
             cwd=ROOT,
             capture_output=True,

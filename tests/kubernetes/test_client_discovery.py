@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 from kubernetes import client as k8s
 
-from mlbench_worker import discovery as client_module
-from mlbench_worker.api import ApiClient, ApiError
+from mlbench_worker.client import discovery as client_module
+from mlbench_worker.client.api import ApiClient, ApiError
 from tests.kubernetes.chart import RELEASE, manifests
 from tests.kubernetes.emulator import Emulator
 from tests.kubernetes.release import add_node, install

@@ -19,7 +19,7 @@ from mlbench_master.results.statistics import for_series
 pytestmark = pytest.mark.django_db
 
 # What the worker reports for task 1b with its default step schedule
-# (mlbench_worker/imagenet/setup.py's config).
+# (mlbench_worker/tasks/imagenet/setup.py's config).
 IMAGENET_CONFIG = {
     "batch_size": 256,
     "peak_lr": 0.1,

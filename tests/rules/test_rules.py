@@ -25,15 +25,15 @@ from pathlib import Path
 import pytest
 
 from mlbench_master.dashboard.tasks import task_catalogue
-from mlbench_worker.cli.clock import clock_at
-from mlbench_worker.cli.formatting import parse_time
-from mlbench_worker.cli.report import (
+from mlbench_worker.client.cli.clock import clock_at
+from mlbench_worker.client.cli.comparison import (
     _speedup,
     baseline,
     dataset_of,
     setup_differences,
     throughput_of,
 )
+from mlbench_worker.client.cli.formatting import parse_time
 
 HERE = Path(__file__).resolve().parent
 COMPARISON = json.loads((HERE / "comparison_cases.json").read_text())

@@ -10,12 +10,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from mlbench_worker.comm import Communicator, FlatGradients, broadcast_model
 from mlbench_worker.data.loader import Batches, channel_stats
-from mlbench_worker.data.synthetic import generate
 from mlbench_worker.models import build_model
-from mlbench_worker.report import Reporter
-from mlbench_worker.train import Goal, Schedule, Trainer
+from mlbench_worker.tasks.cifar10.synthetic import generate
+from mlbench_worker.training.comm import Communicator, FlatGradients, broadcast_model
+from mlbench_worker.training.metric_sink import Reporter
+from mlbench_worker.training.trainer import Goal, Schedule, Trainer
 
 
 def flat_params(model: torch.nn.Module) -> torch.Tensor:

@@ -115,12 +115,12 @@ def _model() -> torch.nn.Module:
 
 
 def _trainer(comm, name: str, options: dict, overlap: bool = False):
-    from mlbench_worker.algorithm_catalogue import check
-    from mlbench_worker.comm import broadcast_model
     from mlbench_worker.data.loader import Batches, channel_stats
-    from mlbench_worker.data.synthetic import generate
-    from mlbench_worker.report import Reporter
-    from mlbench_worker.train import Goal, Schedule, Trainer
+    from mlbench_worker.shared.algorithm_catalogue import check
+    from mlbench_worker.tasks.cifar10.synthetic import generate
+    from mlbench_worker.training.comm import broadcast_model
+    from mlbench_worker.training.metric_sink import Reporter
+    from mlbench_worker.training.trainer import Goal, Schedule, Trainer
 
     data = generate(4, 8 * STEPS * comm.size, 16)
     mean, std = channel_stats(data.train_x)
@@ -189,7 +189,7 @@ def _run_steps(trainer, after) -> None:  # noqa: ANN001
 
 
 def centralized(backend: str) -> dict:
-    from mlbench_worker.comm import Communicator
+    from mlbench_worker.training.comm import Communicator
 
     comm = Communicator(backend)
     out = {
@@ -241,7 +241,7 @@ def _centralized_case(comm, name: str, options: dict, overlap: bool) -> dict:  #
 
 
 def local(backend: str) -> dict:
-    from mlbench_worker.comm import Communicator
+    from mlbench_worker.training.comm import Communicator
 
     comm = Communicator(backend)
     out: dict = {}
@@ -298,8 +298,8 @@ def local(backend: str) -> dict:
 def kill(backend: str, algorithm: str) -> None:
     """Rank 1 dies by SIGKILL at step 3, after backward, while rank 0 is inside the step's
     exchange: mpirun must end the whole job."""
-    from mlbench_worker.algorithm_catalogue import ALGORITHMS
-    from mlbench_worker.comm import Communicator
+    from mlbench_worker.shared.algorithm_catalogue import ALGORITHMS
+    from mlbench_worker.training.comm import Communicator
 
     comm = Communicator(backend)
     options = {"period": 1} if algorithm == "localsgd" else {}

@@ -54,7 +54,7 @@ def test_ring_neighbours():
 
 
 def test_one_rank_sends_nothing_whatever_the_algorithm():
-    from mlbench_worker.algorithm_catalogue import ALGORITHMS, check
+    from mlbench_worker.shared.algorithm_catalogue import ALGORITHMS, check
 
     from .test_buckets import _trainer
 
@@ -74,7 +74,7 @@ def test_one_rank_sends_nothing_whatever_the_algorithm():
 
 
 def test_summary_table_names_the_algorithm_and_its_bytes():
-    from mlbench_worker.runinfo import summary_table
+    from mlbench_worker.training.summary_table import summary_table
 
     from .test_summary_table import _rows, _summary
 
@@ -94,8 +94,8 @@ def test_summary_table_names_the_algorithm_and_its_bytes():
 
 
 def test_a_checkpoint_resumes_only_with_its_algorithm(tmp_path):
-    from mlbench_worker import checkpoint
-    from mlbench_worker.errors import WorkerError
+    from mlbench_worker.training import checkpoint
+    from mlbench_worker.training.errors import WorkerError
 
     identity = {"task": "t", "model": "m", "num_workers": 2, "batch_size": 8, "seed": 1,
                 "dataset": "synthetic"}  # fmt: skip
@@ -113,7 +113,7 @@ def test_a_checkpoint_resumes_only_with_its_algorithm(tmp_path):
 def test_powersgd_revives_a_warm_start_that_a_zero_gradient_emptied():
     """A matrix whose first gradient is exactly zero (e.g. a residual branch's last conv
     initialised to zero) must still be updated later: its Q column is redrawn, not kept 0."""
-    from mlbench_worker.algorithm_catalogue import check
+    from mlbench_worker.shared.algorithm_catalogue import check
 
     from .test_buckets import _trainer
 
@@ -138,7 +138,7 @@ def test_a_checkpoint_from_before_bytes_were_counted_is_credited_a_full_allreduc
     included, and reports a compression it never had."""
     from dataclasses import asdict
 
-    from mlbench_worker import checkpoint
+    from mlbench_worker.training import checkpoint
 
     from .test_buckets import _trainer
 

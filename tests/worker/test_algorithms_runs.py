@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from mlbench_worker.algorithm_catalogue import ALGORITHMS
+from mlbench_worker.shared.algorithm_catalogue import ALGORITHMS
 
 from .helpers import metrics_file as _records
 from .helpers import points as _points

@@ -18,15 +18,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from mlbench_worker.comm import FlatGradients
-from mlbench_worker.errors import WorkerError
-from mlbench_worker.exchange import (
+from mlbench_worker.algorithms.allreduce_exchange import (
     DEFAULT_BUCKET_MB,
     MIN_BUCKETS,
     Bucket,
     default_bucket_bytes,
     plan_buckets,
 )
+from mlbench_worker.training.comm import FlatGradients
+from mlbench_worker.training.errors import WorkerError
 
 THIS = Path(__file__).resolve()
 
@@ -90,12 +90,12 @@ def test_flat_gradients_keep_the_scalar_slots_before_the_gradients():
 
 # --- the trainer's switch (one rank: MPI as a singleton) -----------------------------------
 def _trainer(cls=None, **kwargs):
-    from mlbench_worker.comm import Communicator
     from mlbench_worker.data.loader import Batches, channel_stats
-    from mlbench_worker.data.synthetic import generate
     from mlbench_worker.models import build_model
-    from mlbench_worker.report import Reporter
-    from mlbench_worker.train import Goal, Schedule, Trainer
+    from mlbench_worker.tasks.cifar10.synthetic import generate
+    from mlbench_worker.training.comm import Communicator
+    from mlbench_worker.training.metric_sink import Reporter
+    from mlbench_worker.training.trainer import Goal, Schedule, Trainer
 
     data = generate(3, 64, 16)
     mean, std = channel_stats(data.train_x)
@@ -122,11 +122,11 @@ def test_switch_errors_name_the_options():
 
 
 def test_task2_trainer_stays_flat_and_refuses_a_bucket_size():
-    from mlbench_worker.linear.train import LinearTrainer
+    from mlbench_worker.tasks.epsilon.train import LinearTrainer
 
     class Probe(LinearTrainer):  # only the switch is under test: skip the GLM set-up
         def __init__(self, *args: object, **kwargs: object) -> None:
-            from mlbench_worker.train import Trainer
+            from mlbench_worker.training.trainer import Trainer
 
             Trainer.__init__(self, *args, **kwargs)  # type: ignore[arg-type]
 
@@ -236,8 +236,8 @@ def _step(model, grads, allreduce, comm, x, y) -> tuple[torch.Tensor, float]:
 
 
 def same(backend: str) -> dict:
-    from mlbench_worker.comm import Communicator
-    from mlbench_worker.exchange import BucketedAllreduce, FlatAllreduce
+    from mlbench_worker.algorithms.allreduce_exchange import BucketedAllreduce, FlatAllreduce
+    from mlbench_worker.training.comm import Communicator
 
     comm = Communicator(backend)
     out: dict = {"cases": {}}
@@ -301,9 +301,9 @@ def same(backend: str) -> dict:
 def _trainer_runs(comm) -> dict:
     """3 optimizer steps through the real Trainer, flat and overlapped, from the same start."""
     from mlbench_worker.data.loader import Batches, channel_stats
-    from mlbench_worker.data.synthetic import generate
-    from mlbench_worker.report import Reporter
-    from mlbench_worker.train import Goal, Schedule, Trainer
+    from mlbench_worker.tasks.cifar10.synthetic import generate
+    from mlbench_worker.training.metric_sink import Reporter
+    from mlbench_worker.training.trainer import Goal, Schedule, Trainer
 
     data = generate(5, 16 * 3 * comm.size, 16)
     mean, std = channel_stats(data.train_x)
@@ -332,7 +332,7 @@ def _trainer_runs(comm) -> dict:
 def kill(backend: str) -> None:
     """Train with overlap; at step 3 rank 1 dies by SIGKILL right after its first bucket
     started, while rank 0 is inside the same step's collectives. mpirun must end the run."""
-    from mlbench_worker.comm import Communicator
+    from mlbench_worker.training.comm import Communicator
 
     comm = Communicator(backend)
     print(f"PID {comm.rank} {os.getpid()}", flush=True)
@@ -357,9 +357,9 @@ def kill(backend: str) -> None:
 
 def _trainer_on(comm):
     from mlbench_worker.data.loader import Batches, channel_stats
-    from mlbench_worker.data.synthetic import generate
-    from mlbench_worker.report import Reporter
-    from mlbench_worker.train import Goal, Schedule, Trainer
+    from mlbench_worker.tasks.cifar10.synthetic import generate
+    from mlbench_worker.training.metric_sink import Reporter
+    from mlbench_worker.training.trainer import Goal, Schedule, Trainer
 
     data = generate(4, 16 * 6 * comm.size, 16)
     mean, std = channel_stats(data.train_x)

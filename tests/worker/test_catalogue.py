@@ -6,14 +6,14 @@ import sys
 
 import pytest
 
-from mlbench_worker import catalogue
 from mlbench_worker.backend_benchmark import TASK as BACKEND_BENCHMARK
+from mlbench_worker.shared import catalogue
 from mlbench_worker.tasks import TASKS as WORKER_TASKS
 
 
 def test_importing_it_pulls_neither_torch_nor_django():
     code = (
-        "import sys, mlbench_worker.catalogue; "
+        "import sys, mlbench_worker.shared.catalogue; "
         "print(sorted(m for m in ('torch', 'django') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

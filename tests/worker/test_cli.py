@@ -52,9 +52,9 @@ def test_unwritable_data_dir(tmp_path):
 
 def test_package_and_option_parsing_do_not_import_torch():
     code = (
-        "import sys, mlbench_worker, mlbench_worker.options, mlbench_worker.tasks, "
-        "mlbench_worker.models, mlbench_worker.errors; "
-        "mlbench_worker.options.parse_args(['resnet20-cifar10', '--dataset', 'synthetic']); "
+        "import sys, mlbench_worker, mlbench_worker.training.options, mlbench_worker.tasks, "
+        "mlbench_worker.models, mlbench_worker.training.errors; "
+        "mlbench_worker.training.options.parse_args(['resnet20-cifar10', '--dataset', 'synthetic']); "
         "assert 'torch' not in sys.modules and 'mpi4py' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env=worker_env())

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from mlbench_worker.data.loader import PAD, Batches, channel_stats, shard_indices
-from mlbench_worker.data.synthetic import generate
-from mlbench_worker.train import Schedule
+from mlbench_worker.tasks.cifar10.synthetic import generate
+from mlbench_worker.training.trainer import Schedule
 
 
 @pytest.mark.parametrize("n,world", [(1000, 1), (1000, 2), (1003, 4), (50_000, 8)])

@@ -4,8 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mlbench_worker.comm import FlatGradients
 from mlbench_worker.models import build_model
+from mlbench_worker.training.comm import FlatGradients
 
 
 @pytest.mark.parametrize("channels_last", [False, True])

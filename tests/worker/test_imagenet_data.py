@@ -9,12 +9,12 @@ import pytest
 import torch
 from PIL import Image
 
-from mlbench_worker.data.cifar10 import DataUnavailable
-from mlbench_worker.errors import WorkerError
-from mlbench_worker.imagenet import IMAGENET_MEAN, IMAGENET_STD, layout, synthetic
-from mlbench_worker.imagenet.layout import Split
-from mlbench_worker.imagenet.pipeline import ImageBatches
-from mlbench_worker.imagenet.transforms import eval_image, random_resized_box, train_image
+from mlbench_worker.data import DataUnavailable
+from mlbench_worker.tasks.imagenet import IMAGENET_MEAN, IMAGENET_STD, layout, synthetic
+from mlbench_worker.tasks.imagenet.layout import Split
+from mlbench_worker.tasks.imagenet.pipeline import ImageBatches
+from mlbench_worker.tasks.imagenet.transforms import eval_image, random_resized_box, train_image
+from mlbench_worker.training.errors import WorkerError
 
 COLOURS = {"n00000001": (255, 0, 0), "n00000002": (0, 255, 0), "n00000003": (0, 0, 255)}
 
@@ -149,7 +149,7 @@ def test_missing_imagenet_says_where_to_put_it(tmp_path):
     message = str(raised.value)
     assert f"{tmp_path}/imagenet/train/<wnid>/*.JPEG" in message
     assert f"{tmp_path}/imagenet/val/<wnid>/*.JPEG" in message
-    assert "python -m mlbench_worker.imagenet.sort_val" in message and "--data-dir" in message
+    assert "python -m mlbench_worker.tasks.imagenet.sort_val" in message and "--data-dir" in message
 
 
 def test_a_flat_validation_folder_asks_for_sorting(coloured_tree):

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from mlbench_worker.imagenet.train import CosineSchedule
-from mlbench_worker.options import parse_args
 from mlbench_worker.tasks import TASKS
+from mlbench_worker.tasks.imagenet.train import CosineSchedule
+from mlbench_worker.training.options import parse_args
 
 from .helpers import run_worker
 

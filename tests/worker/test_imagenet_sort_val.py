@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.io import savemat
 
-from mlbench_worker.imagenet.sort_val import main
+from mlbench_worker.tasks.imagenet.sort_val import main
 
 from .helpers import worker_env
 
@@ -115,14 +115,14 @@ def test_the_documented_command_runs(tmp_path):
     _flat_val(val, 1)
     (tmp_path / "l.txt").write_text("ILSVRC2012_val_00000001.JPEG n00000042\n")
     proc = subprocess.run(
-        [sys.executable, "-m", "mlbench_worker.imagenet.sort_val", str(val), "--labels",
+        [sys.executable, "-m", "mlbench_worker.tasks.imagenet.sort_val", str(val), "--labels",
          str(tmp_path / "l.txt")],
         capture_output=True, text=True, env=worker_env(), timeout=60,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert (val / "n00000042" / "ILSVRC2012_val_00000001.JPEG").is_file()
     missing = subprocess.run(
-        [sys.executable, "-m", "mlbench_worker.imagenet.sort_val", str(tmp_path / "nope"),
+        [sys.executable, "-m", "mlbench_worker.tasks.imagenet.sort_val", str(tmp_path / "nope"),
          "--labels", str(tmp_path / "l.txt")],
         capture_output=True, text=True, env=worker_env(), timeout=60,
     )  # fmt: skip

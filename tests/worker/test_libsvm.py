@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlbench_worker.data import epsilon, libsvm
-from mlbench_worker.data.cifar10 import DataUnavailable
-from mlbench_worker.errors import WorkerError
+from mlbench_worker.data import DataUnavailable, libsvm
+from mlbench_worker.tasks.epsilon import reader
+from mlbench_worker.training.errors import WorkerError
 
 from .helpers import REPO
 
@@ -73,13 +73,13 @@ def test_the_cache_holds_the_same_arrays_and_is_a_plain_npy(tmp_path):
     (tmp_path / "epsilon_normalized.bz2").write_bytes(bz2.compress(sparse_text(X, Y).encode()))
     (tmp_path / "epsilon_normalized.t").write_text(dense_text(X[:3], Y[:3], labels="0/1"))
     said = []
-    infos = epsilon.prepare(tmp_path, features=6, allow_download=False, say=said.append)
+    infos = reader.prepare(tmp_path, features=6, allow_download=False, say=said.append)
     assert (infos["train"].rows, infos["test"].rows) == (5, 3)
     assert (infos["train"].labels, infos["test"].labels) == ("+-1", "0/1")
     assert infos["train"].source == "epsilon_normalized.bz2"
     assert np.array_equal(np.load(tmp_path / "epsilon-npy" / "train_x.npy"), X)
     assert np.array_equal(np.load(tmp_path / "epsilon-npy" / "test_y.npy"), Y[:3])
-    x, y = epsilon.read_rows(tmp_path, "train", np.array([1, 3, 4]), block_rows=2)
+    x, y = reader.read_rows(tmp_path, "train", np.array([1, 3, 4]), block_rows=2)
     assert np.array_equal(x, X[[1, 3, 4]]) and np.array_equal(y, Y[[1, 3, 4]])
     assert sum("converting" in line for line in said) == 2
 
@@ -145,18 +145,18 @@ def _write_pair(folder: Path) -> None:
 
 def test_the_cache_is_reused_and_rebuilt_when_its_source_changes(tmp_path):
     _write_pair(tmp_path)
-    epsilon.prepare(tmp_path, features=6, allow_download=False, say=lambda _m: None)
+    reader.prepare(tmp_path, features=6, allow_download=False, say=lambda _m: None)
     cached = tmp_path / "epsilon-npy" / "train_x.npy"
     first = cached.stat().st_mtime_ns
     said = []
-    again = epsilon.prepare(tmp_path, features=6, allow_download=False, say=said.append)
+    again = reader.prepare(tmp_path, features=6, allow_download=False, say=said.append)
     assert said == [] and cached.stat().st_mtime_ns == first  # not parsed again
     assert again["train"].rows == 5
 
     source = tmp_path / "epsilon_normalized"
     source.write_text(dense_text(X, Y) + "1 6:1\n")  # one more row
     os.utime(source, ns=(time.time_ns(), time.time_ns() + 10**9))
-    changed = epsilon.prepare(tmp_path, features=6, allow_download=False, say=said.append)
+    changed = reader.prepare(tmp_path, features=6, allow_download=False, say=said.append)
     assert changed["train"].rows == 6 and changed["test"].rows == 2
     assert [m for m in said if "converting" in m] == [
         f"epsilon: converting {source} to {tmp_path / 'epsilon-npy'} "
@@ -164,17 +164,17 @@ def test_the_cache_is_reused_and_rebuilt_when_its_source_changes(tmp_path):
     ]
 
     source.unlink()  # the text may be deleted once converted
-    assert epsilon.prepare(tmp_path, features=6, allow_download=False)["train"].rows == 6
+    assert reader.prepare(tmp_path, features=6, allow_download=False)["train"].rows == 6
     # ... but a different file put in its place is converted.
     (tmp_path / "epsilon_normalized.bz2").write_bytes(
         bz2.compress(dense_text(X[:4], Y[:4]).encode())
     )
-    assert epsilon.prepare(tmp_path, features=6, allow_download=False)["train"].rows == 4
+    assert reader.prepare(tmp_path, features=6, allow_download=False)["train"].rows == 4
 
 
 def test_missing_files_without_download_say_how_to_place_them(tmp_path):
     with pytest.raises(DataUnavailable) as raised:
-        epsilon.prepare(tmp_path, features=6, allow_download=False)
+        reader.prepare(tmp_path, features=6, allow_download=False)
     message = str(raised.value)
     assert "epsilon_normalized" in message and "copy them to" in message
     assert "--dataset synthetic" in message
@@ -182,8 +182,8 @@ def test_missing_files_without_download_say_how_to_place_them(tmp_path):
 
 _CONCURRENT = """
 import sys
-from mlbench_worker.data import epsilon
-epsilon.prepare(sys.argv[1], features=6, allow_download=False)
+from mlbench_worker.tasks.epsilon import reader
+reader.prepare(sys.argv[1], features=6, allow_download=False)
 """
 
 
@@ -240,11 +240,11 @@ def test_download_checks_the_sha256_then_converts(tmp_path, file_server):
 
     wrong = dict(sums, **{"epsilon_normalized.bz2": "0" * 64})
     with pytest.raises(WorkerError, match=r"wrong checksum \(SHA-256 [0-9a-f]{64}, expected 0{64}"):
-        epsilon.prepare(data_dir, features=6, url_base=url, checksums=wrong, say=lambda _m: None)
+        reader.prepare(data_dir, features=6, url_base=url, checksums=wrong, say=lambda _m: None)
     assert not list(data_dir.glob("epsilon_normalized*"))  # nothing half-downloaded is kept
 
     said = []
-    infos = epsilon.prepare(data_dir, features=6, url_base=url, checksums=sums, say=said.append)
+    infos = reader.prepare(data_dir, features=6, url_base=url, checksums=sums, say=said.append)
     assert (infos["train"].rows, infos["test"].rows) == (5, 2)
     assert (data_dir / "epsilon_normalized.bz2").read_bytes() == payloads["epsilon_normalized.bz2"]
     assert any(
@@ -254,7 +254,7 @@ def test_download_checks_the_sha256_then_converts(tmp_path, file_server):
 
 def test_an_unreachable_server_means_unavailable_with_placement_help(tmp_path):
     with pytest.raises(DataUnavailable) as raised:
-        epsilon.prepare(tmp_path, features=6, url_base="http://127.0.0.1:9/", say=lambda _m: None)
+        reader.prepare(tmp_path, features=6, url_base="http://127.0.0.1:9/", say=lambda _m: None)
     message = str(raised.value)
     assert message.startswith("Could not download epsilon from http://127.0.0.1:9/")
     assert "To place it by hand" in message
@@ -264,7 +264,7 @@ def test_an_unreachable_server_means_unavailable_with_placement_help(tmp_path):
 _RESIDENT = """
 import json, resource, sys
 import numpy as np
-from mlbench_worker.data import epsilon
+from mlbench_worker.tasks.epsilon import reader
 
 def hwm():
     for line in open("/proc/self/status"):
@@ -273,14 +273,14 @@ def hwm():
 
 before = hwm()
 mine = np.arange(int(sys.argv[2]), int(sys.argv[3]), 4)  # a quarter of the rows
-x, y = epsilon.read_rows(sys.argv[1], "train", mine)
+x, y = reader.read_rows(sys.argv[1], "train", mine)
 print(json.dumps({"grew": hwm() - before, "shard": x.nbytes, "sum": float(x.sum())}))
 """
 
 
 def test_a_rank_reads_its_rows_without_holding_the_whole_set(tmp_path):
     rows, features = 16_384, 2000  # a 131 MB cache
-    writer = epsilon.CacheWriter(tmp_path, "train", features)
+    writer = reader.CacheWriter(tmp_path, "train", features)
     rng = np.random.default_rng(0)
     for _ in range(rows // 2048):
         writer.append(rng.random((2048, features), dtype=np.float32), np.ones(2048, np.float32))
@@ -298,7 +298,7 @@ def test_a_rank_reads_its_rows_without_holding_the_whole_set(tmp_path):
     assert result["sum"] == pytest.approx(float(expected.sum()), rel=1e-6)
     whole = rows * features * 4
     # Its quarter plus one mapped block (16 MB) and slack, far from the 131 MB it maps.
-    assert result["grew"] < result["shard"] + 2 * epsilon.BLOCK_ROWS * features * 4, result
+    assert result["grew"] < result["shard"] + 2 * reader.BLOCK_ROWS * features * 4, result
     assert result["grew"] < 0.6 * whole, result
     info = json.loads((tmp_path / "epsilon-npy" / "train.json").read_text())
     assert (info["rows"], info["features"], info["source"]) == (rows, features, None)

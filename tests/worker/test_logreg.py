@@ -92,7 +92,7 @@ def ridge_optimum(x: np.ndarray, y: np.ndarray, l2: float) -> np.ndarray:
 
 # --- options ---------------------------------------------------------------------------------
 def test_options_for_task_2(tmp_path):
-    from mlbench_worker.options import parse_args
+    from mlbench_worker.training.options import parse_args
 
     args = parse_args(["logreg-epsilon", "--data-dir", str(tmp_path), "--train-samples", "10"])
     assert (args.model, args.batch_size, args.max_epochs, args.dataset) == (
@@ -119,7 +119,7 @@ def test_options_for_task_2(tmp_path):
     ],
 )
 def test_bad_options_are_named(argv, message, capsys):
-    from mlbench_worker.options import parse_args
+    from mlbench_worker.training.options import parse_args
 
     with pytest.raises(SystemExit) as raised:
         parse_args([*argv, "--dataset", "synthetic"] if "--dataset" not in argv else argv)
@@ -130,7 +130,7 @@ def test_bad_options_are_named(argv, message, capsys):
 # --- shards and schedule ---------------------------------------------------------------------
 @pytest.mark.parametrize("n,world", [(1000, 1), (1000, 2), (1003, 4), (400_000, 8)])
 def test_shards_are_disjoint_covering_and_visited_in_a_new_order_each_epoch(n, world):
-    from mlbench_worker.linear.data import epoch_order, partition, test_indices
+    from mlbench_worker.tasks.epsilon.data import epoch_order, partition, test_indices
 
     shards = [partition(n, r, world, seed=5) for r in range(world)]
     assert {len(s) for s in shards} == {n // world}  # same number of steps everywhere
@@ -148,7 +148,7 @@ def test_shards_are_disjoint_covering_and_visited_in_a_new_order_each_epoch(n, w
 
 
 def test_plateau_schedule_follows_the_validation_loss():
-    from mlbench_worker.linear.train import plateau_schedule
+    from mlbench_worker.tasks.epsilon.train import plateau_schedule
 
     s = plateau_schedule(peak_lr=8.0, floor_lr=4.0, factor=0.75, threshold=0.01)
     rates = []
@@ -176,7 +176,7 @@ def torch_module():  # noqa: ANN201 - torch, imported where a test needs it
 def test_closed_form_derivatives_match_autograd():
     import torch
 
-    from mlbench_worker.linear.glm import correct, get_glm
+    from mlbench_worker.tasks.epsilon.glm import correct, get_glm
 
     z = torch.linspace(-30, 30, 101, dtype=torch.float64, requires_grad=True)
     y = torch.where(torch.arange(101) % 3 == 0, 1.0, -1.0).double()
@@ -195,13 +195,13 @@ def child() -> None:
     """One rank (MPI singleton): the real LinearTrainer, printed as one RESULT line."""
     import torch
 
-    from mlbench_worker.comm import Communicator
-    from mlbench_worker.linear import synthetic
-    from mlbench_worker.linear.data import Rows, partition, test_indices
-    from mlbench_worker.linear.glm import LinearModel, get_glm
-    from mlbench_worker.linear.train import LinearTrainer, plateau_schedule
-    from mlbench_worker.report import Reporter
-    from mlbench_worker.train import Goal
+    from mlbench_worker.tasks.epsilon import synthetic
+    from mlbench_worker.tasks.epsilon.data import Rows, partition, test_indices
+    from mlbench_worker.tasks.epsilon.glm import LinearModel, get_glm
+    from mlbench_worker.tasks.epsilon.train import LinearTrainer, plateau_schedule
+    from mlbench_worker.training.comm import Communicator
+    from mlbench_worker.training.metric_sink import Reporter
+    from mlbench_worker.training.trainer import Goal
 
     torch.set_num_threads(1)
     comm = Communicator("mpi")
@@ -268,7 +268,7 @@ def test_trainer_in_a_real_process():
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
     result = json.loads(line[len("RESULT ") :])
-    from mlbench_worker.linear.synthetic import BAYES_ACCURACY
+    from mlbench_worker.tasks.epsilon.synthetic import BAYES_ACCURACY
 
     for name, r in result.items():
         assert r["grad_max_diff"] <= 1e-6 * r["grad_max"], (name, r)

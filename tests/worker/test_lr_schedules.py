@@ -3,11 +3,11 @@ what each schedule records in the summary's config (the keys the MLPerf log stat
 
 import pytest
 
-from mlbench_worker.imagenet.setup import schedule_for
-from mlbench_worker.imagenet.train import CosineSchedule, PolySchedule
-from mlbench_worker.options import parse_args
-from mlbench_worker.recipe import Schedule
 from mlbench_worker.tasks import TASKS
+from mlbench_worker.tasks.imagenet.setup import schedule_for
+from mlbench_worker.tasks.imagenet.train import CosineSchedule, PolySchedule
+from mlbench_worker.training.options import parse_args
+from mlbench_worker.training.recipe import Schedule
 
 
 def mlperf_poly(step: int, base: float, end: float, warmup: int, train_steps: int) -> float:

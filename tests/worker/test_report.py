@@ -5,8 +5,8 @@ import json
 import threading
 import time
 
-from mlbench_worker.localhost import free_port
-from mlbench_worker.report import FileReporter, HttpReporter, make_reporter
+from mlbench_worker.shared.localhost import free_port
+from mlbench_worker.training.metric_sink import FileReporter, HttpReporter, make_reporter
 
 
 class FlakyMaster(http.server.ThreadingHTTPServer):

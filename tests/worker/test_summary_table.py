@@ -1,13 +1,13 @@
 """The table rank 0 prints at the end of a run counts what its task counts: images for task
 1a, samples for task 2 (logreg-epsilon), in its throughput row and its data sizes."""
 
-from mlbench_worker.runinfo import summary_table
+from mlbench_worker.training.summary_table import summary_table
 
 VERSIONS = {"python": "3.11.2", "torch": "2.13.0", "mpi": "Open MPI v5.0.8", "mlbench": "0.2"}
 
 
 def _summary(task: str, dataset: str, metric: str, counted: str, **more) -> dict:
-    """A summary as mlbench_worker/run.py builds it for `task`."""
+    """A summary as mlbench_worker/training/run.py builds it for `task`."""
     return {
         "task": task, "model": task.split("-")[0], "dataset": dataset, "num_workers": 2,
         "backend": "mpi", "device": "cpu", "target": "light", "target_accuracy": 0.8,

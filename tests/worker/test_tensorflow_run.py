@@ -1,4 +1,4 @@
-"""The TensorFlow implementation of task 1a (mlbench_worker/tensorflow_run/) against the
+"""The TensorFlow implementation of task 1a (mlbench_worker/implementations/tensorflow/) against the
 reference: the same network, the same shards in the same order, a 2-rank run under real
 mpirun that reaches the light target and reports what a reference run reports, without
 ever importing torch; options it cannot honour refused by name; a killed rank ending the
@@ -48,8 +48,8 @@ NO_TORCH_CHECK = (
 # --- the network ----------------------------------------------------------------------------
 @pytest.mark.parametrize("depth", [20, 32, 44, 56])
 def test_the_keras_resnets_have_our_trainable_parameter_counts(depth):
+    from mlbench_worker.implementations.tensorflow.model import build_model
     from mlbench_worker.models import build_model as torch_model
-    from mlbench_worker.tensorflow_run.model import build_model
 
     keras_count = sum(
         int(np.prod(v.shape)) for v in build_model(f"resnet{depth}").trainable_weights
@@ -65,8 +65,8 @@ def test_with_our_weights_the_keras_resnet20_computes_what_ours_computes():
     norm (in inference, with running statistics) are the same network."""
     import torch
 
+    from mlbench_worker.implementations.tensorflow.model import build_model
     from mlbench_worker.models import build_model as torch_model
-    from mlbench_worker.tensorflow_run.model import build_model
 
     torch.manual_seed(0)
     ours = torch_model("resnet20").eval()
@@ -111,10 +111,10 @@ def test_each_rank_sees_the_reference_loaders_images_in_the_same_order():
     import torch
 
     from mlbench_worker.data.loader import Batches
-    from mlbench_worker.data.synthetic import generate
-    from mlbench_worker.tensorflow_run.data import ImageBatches
-    from mlbench_worker.tensorflow_run.train import Trainer as TensorFlowTrainer
-    from mlbench_worker.train import Trainer as ReferenceTrainer
+    from mlbench_worker.implementations.tensorflow.data import ImageBatches
+    from mlbench_worker.implementations.tensorflow.train import Trainer as TensorFlowTrainer
+    from mlbench_worker.tasks.cifar10.synthetic import generate
+    from mlbench_worker.training.trainer import Trainer as ReferenceTrainer
 
     arrays = generate(5, 203, 10)  # 203 images: 2 ranks drop one, the last batch is short
     mean, std = (0.5, 0.4, 0.45), (0.2, 0.25, 0.3)
@@ -139,7 +139,7 @@ def test_each_rank_sees_the_reference_loaders_images_in_the_same_order():
 
 
 def test_augmentation_is_a_padded_crop_mirrored_half_the_time():
-    from mlbench_worker.tensorflow_run.data import ImageBatches, epoch_generator
+    from mlbench_worker.implementations.tensorflow.data import ImageBatches, epoch_generator
 
     images = np.random.default_rng(0).integers(1, 256, (256, 3, 32, 32), dtype=np.uint8)
     batches = ImageBatches(images, np.zeros(256), 256, (0, 0, 0), (1 / 255,) * 3, augment=True)
@@ -246,8 +246,8 @@ def test_device_cuda_without_a_gpu_visible_is_refused():
 
 
 def test_without_tensorflow_the_worker_says_how_to_install_it(monkeypatch, capsys):
-    from mlbench_worker.options import parse_args
-    from mlbench_worker.tensorflow_run import run_main
+    from mlbench_worker.implementations.tensorflow import run_main
+    from mlbench_worker.training.options import parse_args
 
     args = parse_args(SYNTHETIC)
     monkeypatch.setitem(sys.modules, "tensorflow", None)  # `import tensorflow` fails

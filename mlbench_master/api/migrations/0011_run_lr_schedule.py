@@ -4,7 +4,7 @@ run then, and say so; other runs get "" (no choice of schedule)."""
 
 from django.db import migrations, models
 
-# The task-1b names when this migration was written (mlbench_worker/catalogue.py); a
+# The task-1b names when this migration was written (mlbench_worker/shared/catalogue.py); a
 # migration must not follow later changes of the catalogue.
 TASK_1B = ["resnet18-imagenet", "resnet34-imagenet", "resnet50-imagenet", "resnet101-imagenet"]
 

@@ -61,11 +61,11 @@ CHECKPOINTS = "checkpoints"  # MLBENCH_HOME/checkpoints/run-<id>/checkpoint.pt
 
 
 def cluster_home() -> Path:
-    """MLBENCH_HOME as the master resolved it (settings), by mlbench_worker.home's rule."""
+    """MLBENCH_HOME as the master resolved it (settings), by mlbench_worker.shared.home's rule."""
     value = setting("MLBENCH_HOME")
     if value and value.strip():
         return Path(value).expanduser()
-    from mlbench_worker.home import mlbench_home
+    from mlbench_worker.shared.home import mlbench_home
 
     return mlbench_home()
 

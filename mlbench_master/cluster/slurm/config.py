@@ -78,7 +78,7 @@ def _home() -> Path:
     value = setting("MLBENCH_HOME")
     if value:
         return Path(value).expanduser()
-    from mlbench_worker.home import mlbench_home
+    from mlbench_worker.shared.home import mlbench_home
 
     return mlbench_home()
 

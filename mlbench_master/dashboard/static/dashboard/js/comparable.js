@@ -4,7 +4,7 @@
 // the runs differ in the number of workers and nothing else. A run on generated
 // ("synthetic") data against a CIFAR-10 run, or a ResNet-32 run against a ResNet-20 run,
 // gives a ratio that measures the data or the model, not scaling; mlbench never lets a
-// synthetic result pass for a CIFAR-10 result. The same rule is in mlbench_worker/cli/report.py
+// synthetic result pass for a CIFAR-10 result. The same rule is in mlbench_worker/client/cli/comparison.py
 // (`setup_differences`) for `mlbench report`; tests/rules/comparison_cases.json holds both to it.
 
 // The data set a run actually used: what its workers reported, else what was requested;

@@ -102,7 +102,7 @@ export function timeToTarget(run) {
 }
 
 // A run's algorithm with all its options, e.g. "powersgd (rank 2)"; "" when it has none (a
-// measurement, a custom command). mlbench_worker/cli/formatting.py says it the same way.
+// measurement, a custom command). mlbench_worker/client/cli/formatting.py says it the same way.
 export function algorithmText(run) {
   const name = run?.algorithm || "";
   const options = run?.algorithm_options || {};
@@ -134,7 +134,7 @@ export function frameworkText(run) {
 }
 
 // "torch-ddp (PyTorch 2.3.1)": the implementation and its framework with version; "" for a
-// run that has none. mlbench_worker/cli/formatting.py (`implementation_text`) says the same.
+// run that has none. mlbench_worker/client/cli/formatting.py (`implementation_text`) says the same.
 export function implementationText(run) {
   const name = implementationOf(run);
   if (!name) return "";

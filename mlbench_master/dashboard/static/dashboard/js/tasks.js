@@ -2,10 +2,10 @@
 // carries its throughput with the unit to print (task 1a counts images per second, task 2
 // samples per second).
 //
-// Why a module of its own: the task catalogue (mlbench_worker/catalogue.py) is the only list
+// Why a module of its own: the task catalogue (mlbench_worker/shared/catalogue.py) is the only list
 // of tasks, so no page may assume that every task counts images. The page templates embed
 // the catalogue's entries as JSON (mlbench_master/dashboard/tasks.py, `json_script` with id
-// "task-catalogue") and every page reads them through here. mlbench_worker/cli/report.py
+// "task-catalogue") and every page reads them through here. mlbench_worker/client/cli/comparison.py
 // (`throughput_of`) applies the same rule for `mlbench report`; tests/rules/
 // throughput_cases.json holds both to it.
 //

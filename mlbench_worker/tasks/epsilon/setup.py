@@ -1,0 +1,99 @@
+"""One task-2 run's pieces on one rank: data, model, optimizer, schedule, trainer.
+
+The learning rate for K workers and B samples per worker is the task's rate times the
+model's factor (glm.py) times B / (the task's batch), multiplied by min(K, 16) (the original
+mlbench scaled linearly up to 16 workers) and kept below the model's stability bound if it
+has one (ridge: 1.0); that is where training starts, with no warm-up. The plateau rule
+(linear/train.py) lowers it during training, never below the one-worker rate. `--lr`
+replaces the starting rate (the floor is then the smaller of the two).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+import torch
+
+from mlbench_worker.tasks.epsilon.data import load
+from mlbench_worker.tasks.epsilon.glm import LinearModel, get_glm
+from mlbench_worker.tasks.epsilon.task import LinearTask
+from mlbench_worker.tasks.epsilon.train import LinearTrainer, plateau_schedule
+from mlbench_worker.training.build import Built, Say, goal, place_model, synthetic_banner
+from mlbench_worker.training.comm import Communicator
+from mlbench_worker.training.metric_sink import Reporter
+
+EVAL_BATCH = 4096
+
+
+def build(
+    args: argparse.Namespace,
+    comm: Communicator,
+    task: LinearTask,
+    say: Say,
+    open_reporter: Callable[[], Reporter],
+) -> Built:
+    """Epsilon (or its stand-in), a GLM, plain SGD with a plateau schedule (the reporter is
+    opened once the data is in)."""
+    device = comm.device
+    data = load(
+        args.dataset,
+        args.data_dir,
+        args.seed,
+        comm,
+        features=task.features,
+        batch_size=args.batch_size,
+        device=device,
+        synthetic_rows=(task.train_rows, task.test_rows),
+        train_rows=args.train_images,
+        test_rows=args.test_images,
+        eval_batch=EVAL_BATCH,
+        say=say,
+    )
+    if data.name == "synthetic":
+        synthetic_banner(say, "epsilon", data.note)
+    glm = get_glm(args.model)
+    model = place_model(lambda: LinearModel(data.features), args, comm)
+
+    floor_lr = task.base_lr * glm.rates.factor * args.batch_size / task.batch_size
+    peak_lr = floor_lr * min(comm.size, task.lr_scale_cap)
+    if glm.rates.max_lr is not None:
+        floor_lr, peak_lr = min(floor_lr, glm.rates.max_lr), min(peak_lr, glm.rates.max_lr)
+    peak_lr = args.lr or peak_lr
+    l2 = task.l2 if args.l2 is None else args.l2
+    optimizer = torch.optim.SGD(model.parameters(), lr=peak_lr, momentum=0.0, weight_decay=l2)
+    schedule = plateau_schedule(peak_lr, floor_lr, task.plateau_factor, task.plateau_threshold)
+    trainer = LinearTrainer(
+        model,
+        glm,
+        optimizer,
+        schedule,
+        goal(args, task),
+        comm,
+        data.train,
+        data.test,
+        open_reporter(),
+        seed=args.seed,
+        device=device,
+        log_every=args.log_every,
+    )
+    return Built(
+        trainer=trainer,
+        dataset=data.name,
+        note=data.note,
+        real_name="epsilon",
+        peak_lr=peak_lr,
+        data_line=(
+            f"data {data.name} ({data.train_total} train / {data.test_total} test samples, "
+            f"{data.features} features; {len(data.train)} rows on this rank)"
+        ),
+        config={
+            "train_samples": data.train_total,
+            "test_samples": data.test_total,
+            "features": data.features,
+            "l2": l2,
+            "floor_lr": schedule.floor_lr,
+        },
+        # The plateau schedule's state is a function of the validation losses seen.
+        after_restore=lambda t: t.schedule.replay(t.progress.history),
+    )

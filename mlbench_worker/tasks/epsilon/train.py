@@ -1,0 +1,142 @@
+"""Task 2's trainer: train.Trainer's loop with a linear model's closed-form gradient.
+
+Everything that makes a benchmark (the clock, the time split, the flat gradient buffer and
+its one all-reduce per step with the scalar slots riding along, metrics, goals, time budget,
+checkpoints) is train.Trainer's. This subclass supplies what differs for a GLM:
+
+- `forward_backward`: the gradient of the batch's mean loss, written straight into the flat
+  buffer as X^T l'(z) / B and sum(l'(z)) / B (see glm.py). No autograd graph is built: for a
+  linear model it would cost more than the arithmetic. The optimizer is torch's SGD, whose
+  weight decay adds the L2 penalty's gradient lambda * theta.
+- `epoch_indices`: the rank's fixed shard in a new order each epoch (data.py says why).
+- `evaluate`: score the rank's part of the test set slice by slice.
+- the learning-rate schedule: reduced on plateaus of the validation loss (PlateauSchedule).
+
+The gradient exchange stays flat (the run's algorithm exchanges after the gradient is
+written): the bucketed all-reduce overlapped with backward starts buckets from autograd's
+hooks, and without autograd there is no backward to hide communication behind
+(`flat_only`).
+
+Throughput is counted in samples ("samples_per_sec"), the catalogue's unit for task 2.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from mlbench_worker.shared import catalogue
+from mlbench_worker.tasks.epsilon.data import Rows, epoch_order
+from mlbench_worker.tasks.epsilon.glm import Glm
+from mlbench_worker.training.recipe import Schedule
+from mlbench_worker.training.trainer import CORRECT, LOSS, Trainer
+
+
+@dataclass
+class PlateauSchedule(Schedule):
+    """Start at `peak_lr`; after each evaluation whose validation loss is not at least
+    `threshold` below the best so far, multiply the rate by `factor`, never below `floor_lr`.
+
+    The state is a function of the validation losses seen, so a resumed run rebuilds it from
+    its history (`replay`) instead of storing it in the checkpoint.
+    """
+
+    floor_lr: float = 0.0
+    threshold: float = 0.01
+    lr: float = field(init=False)
+    best: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.lr = self.peak_lr
+        self.best = math.inf
+
+    def __call__(self, step: int) -> float:
+        return self.lr
+
+    def observe(self, val_loss: float) -> None:
+        if val_loss < self.best - self.threshold:
+            self.best = val_loss
+        else:
+            self.lr = max(self.floor_lr, self.lr * self.factor)
+
+    def replay(self, history: list[dict]) -> None:
+        self.reset()
+        for record in history:
+            self.observe(record["val_loss"])
+
+
+def plateau_schedule(
+    peak_lr: float, floor_lr: float, factor: float, threshold: float
+) -> PlateauSchedule:
+    return PlateauSchedule(
+        start_lr=peak_lr,
+        peak_lr=peak_lr,
+        warmup_steps=0,
+        decay_steps=(),
+        factor=factor,
+        floor_lr=min(floor_lr, peak_lr),
+        threshold=threshold,
+    )
+
+
+class LinearTrainer(Trainer):
+    """train.Trainer for a LinearModel and a Glm on Rows (see the module docstring)."""
+
+    task = catalogue.LOGREG_EPSILON.name
+    flat_only = "its closed-form gradient has no backward pass to overlap with"
+    train_data: Rows
+    test_data: Rows
+    schedule: PlateauSchedule
+
+    def __init__(self, model: torch.nn.Module, glm: Glm, *args: object, **kwargs: object) -> None:
+        self.glm = glm
+        super().__init__(model, *args, **kwargs)  # type: ignore[arg-type]
+        # Views made once: slicing a tensor costs as much as a small operation on it. The
+        # optimizer and checkpoint restores write into theta in place, so they stay valid.
+        theta, grads = model.theta.data, self.grads.grads
+        self.w, self.b = theta[:-1], theta[-1]
+        self.grad_w, self.grad_b = grads[:-1], grads[-1]
+
+    @property
+    def grad_scale(self) -> float:
+        """1/K for algorithms that average gradients over ranks, 1 for those whose ranks
+        step on their own (the algorithm says: algorithms/interface.py)."""
+        return self.allreduce.grad_scale
+
+    def epoch_indices(self, epoch: int) -> np.ndarray:
+        return epoch_order(len(self.train_data), self.seed, epoch, self.comm.rank)
+
+    def forward_backward(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        z = torch.addmv(self.b, x, self.w)
+        # Mean over the batch, and 1/K so that the all-reduced sum is the average over ranks.
+        loss_sum, dz, right = self.glm.batch(z, y, self.grad_scale / y.shape[0])
+        torch.mv(x.t(), dz, out=self.grad_w)
+        torch.sum(dz, 0, out=self.grad_b)
+        if self.extra_host is not None:
+            self.extra_host[LOSS] = loss_sum.item()
+            self.extra_host[CORRECT] = right.item()
+        else:
+            self.grads.extra[LOSS] = loss_sum
+            self.grads.extra[CORRECT] = right
+
+    @torch.no_grad()
+    def evaluate(self) -> tuple[float, float]:
+        """Global validation loss (the data term, without the penalty) and accuracy."""
+        sums = torch.zeros(3, dtype=torch.float64, device=self.device)
+        for x, y in self.test_data.slices(self.test_data.batch_size):
+            loss_sum, _, right = self.glm.batch(torch.addmv(self.b, x, self.w), y, 0.0)
+            sums[0] += loss_sum
+            sums[1] += right
+            sums[2] += y.shape[0]
+        loss_sum, right, count = self.comm.allreduce_sums(sums.tolist())
+        return float(loss_sum / max(count, 1)), float(right / max(count, 1))
+
+    def evaluate_and_track(self) -> None:
+        super().evaluate_and_track()
+        self.schedule.observe(self.progress.val_loss)

@@ -1,0 +1,106 @@
+"""Setting a run up: the one path every task takes, and the steps all tasks share.
+
+A task names the module that sets it up (`task.setup`: mlbench_worker.tasks.cifar10.setup,
+.imagenet.setup, .linear.setup). That module's `build(args, comm, task, say,
+open_reporter)` applies the task's own rules (its data, learning-rate scaling, schedule,
+summary entries) and hands back a `Built`; what every task does the same way is here:
+`place_model` (the same initial weights on every rank), `goal`, `synthetic_banner`. Then
+`build_run` sets how the ranks combine their work (`exchange_gradients`: the training
+algorithm and its all-reduce settings), the one place that choice is made, so a new
+algorithm plugs in there and in mlbench_worker/algorithms/, never in a task's set-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from mlbench_worker.data import synthetic_banner  # noqa: F401 - torch-free there, shared
+from mlbench_worker.shared.algorithm_catalogue import DEFAULT_ALGORITHM, check
+from mlbench_worker.shared.implementation_catalogue import DEFAULT_IMPLEMENTATION
+from mlbench_worker.tasks import LinearTask, Task
+from mlbench_worker.training.comm import Communicator, broadcast_model
+from mlbench_worker.training.errors import WorkerError
+from mlbench_worker.training.metric_sink import Reporter
+from mlbench_worker.training.recipe import Goal
+from mlbench_worker.training.trainer import Trainer
+
+Say = Callable[[str], None]  # prints a line on rank 0 (flushed), nothing elsewhere
+
+
+@dataclass
+class Built:
+    """What a task's set-up hands to the part of a run every task shares (run.py)."""
+
+    trainer: Trainer
+    dataset: str  # what was used: the real data set's name, or "synthetic"
+    note: str  # why synthetic was used, when it was a fallback
+    real_name: str  # the real data set as people call it, for the synthetic banner
+    peak_lr: float
+    data_line: str  # e.g. "data cifar10 (50000 train / 10000 test images)"
+    config: dict  # task-specific entries of the summary's config
+    after_restore: Callable[[Trainer], None] = lambda _trainer: None
+    # Task-specific results for the summary, and lines printed under its table.
+    results: Callable[[Trainer], dict] = lambda _trainer: {}
+    footer: Callable[[dict], str] = lambda _summary: ""
+
+
+def build_run(
+    args: argparse.Namespace,
+    comm: Communicator,
+    task: Task | LinearTask,
+    say: Say,
+    open_reporter: Callable[[], Reporter],
+) -> Built:
+    """Set the run up with the task's own module, then choose its gradient exchange."""
+    builder = importlib.import_module(task.setup)
+    built: Built = builder.build(args, comm, task, say, open_reporter)
+    exchange_gradients(built.trainer, args)
+    return built
+
+
+def exchange_gradients(trainer: Trainer, args: argparse.Namespace) -> None:
+    """How the ranks combine their work: --algorithm and its options (allreduce: also
+    --no-overlap, --bucket-mb).
+
+    Called once per run, after the task's set-up: the trainer is complete, so every rule
+    of the algorithm (exchange.choose's for allreduce) can be checked against it, and the
+    options again against the worker count MPI reports (the parser knew it only when
+    mpirun announced it).
+    """
+    name = getattr(args, "algorithm", None) or DEFAULT_ALGORITHM
+    options, problems = check(name, getattr(args, "algorithm_options", None), trainer.comm.size)
+    if problems:
+        raise WorkerError(f"--algorithm {name}: " + "; ".join(problems))
+    trainer.set_algorithm(
+        name,
+        options,
+        not args.no_overlap,
+        args.bucket_mb,
+        getattr(args, "implementation", DEFAULT_IMPLEMENTATION),
+    )
+
+
+def place_model(
+    make: Callable[[], torch.nn.Module], args: argparse.Namespace, comm: Communicator
+) -> torch.nn.Module:
+    """The model from `make`, on this rank's device, equal on every rank.
+
+    Seeded before it is made so a run's initial weights depend only on --seed; then rank
+    0's weights are broadcast, so ranks agree whatever their random state.
+    """
+    torch.manual_seed(args.seed)
+    model = make().to(comm.device)
+    if args.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    broadcast_model(model, comm)
+    return model
+
+
+def goal(args: argparse.Namespace, task: Task | LinearTask) -> Goal:
+    """When the run stops: the task's accuracy for --target, --max-epochs, --time-budget."""
+    return Goal(args.target, task.target_accuracy(args.target), args.max_epochs, args.time_budget)

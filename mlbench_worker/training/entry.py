@@ -1,0 +1,54 @@
+"""The one way a rank ends: every implementation and the backend benchmark run inside it.
+
+A distributed job has two kinds of failure. A problem the user can fix (a bad option, a
+missing data set, a checkpoint that does not fit) is found by every rank together, from
+decisions they agreed on, so it is printed once, by rank 0, without a traceback, and the
+rank exits with the error's code; mpirun then reports that code. Anything else is a bug or
+a crash on one rank: it prints its traceback and aborts the whole MPI job, because its
+partners would otherwise wait forever in the next collective.
+
+Until a rank knows its world (the communicator is being made), rank 0 is the one mpirun
+announced (`launch_rank`), as the option parser decides who prints.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mlbench_worker.training.errors import WorkerError
+from mlbench_worker.training.option_parts import launch_rank
+
+
+@dataclass
+class World:
+    """This rank's place in the job, filled in by the body once it knows it."""
+
+    rank: int
+    size: int = 1
+    abort: Callable[[int], None] | None = None  # ends every rank of the job
+
+    def known(self, rank: int, size: int, abort: Callable[[int], None]) -> None:
+        self.rank, self.size, self.abort = rank, size, abort
+
+
+def run_rank(body: Callable[[World], int], cleanup: Callable[[], None] | None = None) -> int:
+    """Run `body` (which calls `world.known` once its communicator exists); the exit code."""
+    world = World(rank=launch_rank())
+    try:
+        return body(world)
+    except WorkerError as exc:
+        if world.rank == 0:
+            print(f"mlbench-worker: error: {exc}", file=sys.stderr, flush=True)
+        return exc.exit_code
+    except Exception:
+        traceback.print_exc()
+        sys.stderr.flush()
+        if world.abort is not None and world.size > 1:
+            world.abort(1)
+        return 1
+    finally:
+        if cleanup is not None:
+            cleanup()

@@ -1,0 +1,137 @@
+"""The rooms of mlbench_worker, enforced (docs/architecture.rst draws them):
+
+- the master imports only `mlbench_worker.shared` of the worker package;
+- `shared/` and `client/` never reach torch or TensorFlow (the master image and the client
+  install without them);
+- no two modules share a file name while holding different things: the names that repeat
+  are listed here with what every module of that name holds (a task folder's parts, on
+  purpose), so a new `report.py` beside another one fails until it gets a name of its own.
+
+Each check runs once on the real packages and once on a small pair of packages written by
+the test with a violation of each kind, so a check that could never fail is caught too.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections import defaultdict
+from pathlib import Path
+
+import grimp
+import pytest
+
+from tests.test_architecture import _where, build_graph, forbidden_chains
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKER = ROOT / "mlbench_worker"
+
+# A file name several modules share, and what every one of them holds.
+SHARED_NAMES = {
+    "__init__.py": "a package's top",
+    "__main__.py": "a `python -m` entry",
+    "api.py": "ApiClient (client/api.py; mlbench_worker/api.py keeps its original path)",
+    "task.py": "a task folder's tasks, built from their catalogue entries",
+    "data.py": "what a task's ranks train and evaluate on (an implementation's feed of it)",
+    "setup.py": "a task folder's set-up of one run",
+    "synthetic.py": "a task folder's generated stand-in for its real data set",
+    "reader.py": "a task folder's reader of its real data set's files",
+    "train.py": "a trainer of one task family or implementation, on the reference loop's rules",
+    "options.py": "the command line of a worker command (training, backend benchmark)",
+}
+
+
+def master_imports_outside(graph: grimp.ImportGraph, master: str, shared: str) -> list[str]:
+    """Imports by `master`'s modules of its sibling worker package outside `shared`."""
+    worker = shared.split(".")[0]
+    problems = []
+    for module in sorted(m for m in graph.modules if m.split(".")[0] == master):
+        for imported in sorted(graph.find_modules_directly_imported_by(module)):
+            inside = imported == shared or imported.startswith(shared + ".")
+            if imported.split(".")[0] == worker and not inside:
+                problems.append(_where(graph, module, imported))
+    return problems
+
+
+def repeated_names(package: Path, allowed: dict[str, str]) -> list[str]:
+    """File names used by more than one module of `package` and not in `allowed`."""
+    where: dict[str, list[str]] = defaultdict(list)
+    for path in sorted(package.rglob("*.py")):
+        where[path.name].append(str(path.relative_to(package.parent)))
+    return [
+        f"{name}: {', '.join(paths)}"
+        for name, paths in sorted(where.items())
+        if len(paths) > 1 and name not in allowed
+    ]
+
+
+@pytest.fixture(scope="module")
+def graph() -> grimp.ImportGraph:
+    return build_graph("mlbench_master", "mlbench_worker")
+
+
+def test_the_master_imports_only_shared(graph):
+    problems = master_imports_outside(graph, "mlbench_master", "mlbench_worker.shared")
+    assert not problems, "the master imports worker internals:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("framework", ["torch", "tensorflow"])
+def test_shared_and_client_never_import_a_framework(graph, framework):
+    rooms = ["mlbench_worker.shared", "mlbench_worker.client", "mlbench_worker.api"]
+    chains = forbidden_chains(graph, rooms, framework)
+    assert not chains, f"shared/ or client/ reaches {framework}:\n" + "\n".join(chains)
+
+
+def test_no_two_modules_share_a_name_for_different_things():
+    problems = repeated_names(WORKER, SHARED_NAMES)
+    assert not problems, (
+        "modules share a name (give one a name that says what it holds, or, if they hold "
+        "the same part, say so in SHARED_NAMES):\n" + "\n".join(problems)
+    )
+
+
+# --------------------------------------------------------------------------- the checks
+
+
+@pytest.fixture
+def bad_packages(tmp_path, monkeypatch):
+    """`badmaster` importing `badworker` past its shared room; a torch import reached from
+    `badworker.shared` and a tensorflow one from `badworker.client`; two `report.py`."""
+    files = {
+        "badmaster/__init__.py": "",
+        "badmaster/views.py": "from badworker.shared import catalogue\n",
+        "badmaster/jobs.py": "from badworker.shared.catalogue import TASKS\n"
+        "from badworker.training import run\n",
+        "badworker/__init__.py": "",
+        "badworker/shared/__init__.py": "",
+        "badworker/shared/catalogue.py": "TASKS = {}\n\n\ndef f():\n"
+        "    from badworker.training import run\n",
+        "badworker/training/__init__.py": "",
+        "badworker/training/run.py": "import torch\n",
+        "badworker/training/report.py": "",
+        "badworker/client/__init__.py": "",
+        "badworker/client/report.py": "import tensorflow\n",
+    }
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+def test_the_checks_find_each_kind_of_violation(bad_packages):
+    graph = build_graph("badmaster", "badworker")
+    assert master_imports_outside(graph, "badmaster", "badworker.shared") == [
+        "badmaster.jobs:2 `from badworker.training import run`"
+    ]
+    assert forbidden_chains(graph, ["badworker.shared"], "torch") == [
+        "badworker.shared.catalogue:5 `from badworker.training import run` ; "
+        "badworker.training.run:1 `import torch`"
+    ]
+    assert forbidden_chains(graph, ["badworker.client"], "tensorflow") == [
+        "badworker.client.report:1 `import tensorflow`"
+    ]
+    assert repeated_names(bad_packages / "badworker", {"__init__.py": ""}) == [
+        "report.py: badworker/client/report.py, badworker/training/report.py"
+    ]
+    assert repeated_names(bad_packages / "badworker", {"__init__.py": "", "report.py": ""}) == []
