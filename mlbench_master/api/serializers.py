@@ -14,6 +14,7 @@ from rest_framework import serializers
 from mlbench_master import run_rules
 from mlbench_master.api.models import LogChunk, Pod, Run, Series
 from mlbench_master.api.run_queue import queue_positions
+from mlbench_worker.shared import result
 
 RUN_OUTPUT_FIELDS = [
     "id", "name", "created_at", "state", "job_id", "job_metadata",
@@ -322,13 +323,16 @@ class LogChunkSerializer(serializers.ModelSerializer):
 
 
 class RunSummarySerializer(serializers.Serializer):
-    """The worker's end-of-run summary (a JSON object; `dataset` names the data used)."""
+    """The worker's end-of-run summary: a JSON object that fits the summary record of the
+    run's task (mlbench_worker/shared/result.py; give the task as context["task"]), every
+    field that does not fit named with why."""
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
-        if not isinstance(data, dict):
-            raise serializers.ValidationError({"": ["the summary must be a JSON object"]})
+        wrong = result.problems(data, self.context.get("task"))
+        if wrong:
+            raise serializers.ValidationError({field: [why] for field, why in wrong.items()})
         dataset = data.get("dataset")
-        if dataset is not None and (not isinstance(dataset, str) or len(dataset) > 32):
+        if dataset is not None and len(dataset) > 32:
             raise serializers.ValidationError(
                 {"dataset": ["dataset must be the name of the data used, e.g. 'cifar10'"]}
             )

@@ -363,7 +363,7 @@ class RunSummary(APIView):
                 f"MLBENCH_RUN_TOKEN_GRACE ({settings.MLBENCH_RUN_TOKEN_GRACE}) seconds ago: "
                 "its summary is final and can no longer be posted"
             )
-        parsed = RunSummarySerializer(data=bodies.body(request))
+        parsed = RunSummarySerializer(data=bodies.body(request), context={"task": run.task})
         parsed.is_valid(raise_exception=True)
         summary = parsed.validated_data
         dataset = summary.get("dataset") or ""

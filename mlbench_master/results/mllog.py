@@ -35,6 +35,7 @@ from mlperf_logging.mllog.mllog import MLLogger
 from mlbench_master.api.models import Run
 from mlbench_master.results import stored
 from mlbench_master.results.mlperf_rules import OWN_RULES
+from mlbench_worker.shared import result
 
 # The newest training ruleset of mlperf-logging 4.1.68 that still has closed ResNet rules.
 MLPERF_RULESET = "4.0.0"
@@ -97,8 +98,8 @@ def _clock_start(run: stored.StoredRun) -> dt.datetime | None:
 
 def record_of(run: stored.StoredRun) -> LogRecord:
     r, summary = run.run, run.summary
-    config = summary.get("config") or {}
-    per_worker = int(config.get("batch_size") or summary.get("batch_size") or 0)
+    config = result.read(summary, "config") or {}
+    per_worker = int(result.read_config(summary, "batch_size") or 0)
     started = r.started_at or r.created_at
     clock = _clock_start(run) or started
     clock = max(clock, started)
@@ -113,12 +114,13 @@ def record_of(run: stored.StoredRun) -> LogRecord:
         if config.get("peak_lr") is not None:
             hyper["sgd_opt_base_learning_rate"] = config["peak_lr"]
         hyper["model_bn_span"] = per_worker  # batch norm statistics per worker's batch
-    hardware = summary.get("hardware") or {}
     device = "gpu" if r.gpu_enabled else "cpu"
     return LogRecord(
         benchmark=benchmark,
         division="open" if r.open_division else "closed",
-        platform=str(hardware.get("cpu") or f"{r.num_workers}x{device}"),
+        # Workers by device: the folder name MLPerf's result tree uses. (It read a "cpu" entry
+        # of the hardware first, which no summary ever had: the record declares none.)
+        platform=f"{r.num_workers}x{device}",
         seed=r.seed,
         global_batch_size=per_worker * r.num_workers,
         per_worker_batch=per_worker,

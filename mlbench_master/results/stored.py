@@ -21,7 +21,7 @@ from typing import Any
 from mlbench_master.api.auth import ended_past_grace
 from mlbench_master.api.models import Metric, Run
 from mlbench_master.results.run_result import RunResult
-from mlbench_worker.shared import catalogue
+from mlbench_worker.shared import catalogue, result
 
 TIMINGS = ("time_data", "time_compute", "time_comm")
 SPLIT_NAMES = {"time_data": "data", "time_compute": "compute", "time_comm": "communication"}
@@ -50,7 +50,9 @@ class StoredRun:
 
     def throughput_metric(self) -> tuple[str | None, str]:
         return catalogue.throughput_of(
-            self.run.task, lambda m: self.summary.get(m) is not None, lambda m: m in self.points
+            self.run.task,
+            lambda m: result.read(self.summary, m) is not None,
+            lambda m: m in self.points,
         )
 
     def evaluations(self) -> list[Evaluation]:
@@ -71,14 +73,15 @@ class StoredRun:
 
     def time_to_target(self) -> float | None:
         if self.summary:
-            ttt = self.summary.get("time_to_target")
+            ttt = result.read(self.summary, "time_to_target")
             return float(ttt) if ttt is not None else None
         posted = self.points.get("time_to_target") or []
         return float(posted[0][0]) if posted else None
 
     def accuracy_after_time(self) -> float | None:
-        if self.summary.get("final_val_accuracy") is not None:
-            return float(self.summary["final_val_accuracy"])
+        final = result.read(self.summary, "final_val_accuracy")
+        if final is not None:
+            return float(final)
         evals = self.evaluations()
         return evals[-1].accuracy if evals else None
 
@@ -86,8 +89,9 @@ class StoredRun:
         metric, _ = self.throughput_metric()
         if metric is None:
             return None
-        if self.summary.get(metric) is not None:
-            return float(self.summary[metric])
+        reported = result.read(self.summary, metric)
+        if reported is not None:
+            return float(reported)
         values = [v for v, _ in self.points.get(metric, [])]
         return statistics.fmean(values) if values else None
 
@@ -109,8 +113,9 @@ class StoredRun:
         return sums
 
     def communication_share(self) -> float | None:
-        if self.summary.get("comm_share") is not None:
-            return float(self.summary["comm_share"])
+        share = result.read(self.summary, "comm_share")
+        if share is not None:
+            return float(share)
         split = self.time_split()
         whole = sum(split.values())
         return split["communication"] / whole if whole > 0 and "communication" in split else None

@@ -1,7 +1,7 @@
 """The training algorithms: how ranks combine their work, one module each.
 
 Each module follows one paper (named, with its equations, at its top) and implements the
-interface of interface.py (`Exchange`), which train.Trainer calls where it summed gradients
+interface of interface.py (`Exchange`), which the Trainer calls where it summed gradients
 before: `begin` before backward, `finish` after it, `after_step` after the optimizer's step,
 `evaluation` around evaluations, and `comm_bytes`, the bytes the step sent. Which
 algorithms exist, their options, defaults and bounds are algorithm_catalogue.py's (the

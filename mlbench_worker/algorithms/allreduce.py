@@ -6,7 +6,7 @@ scaled by 1/K before backward) with an all-reduce, so every rank applies the sam
 
     x_{t+1} = x_t - lr * (1/K) sum_r g_r(x_t)
 
-and the replicas stay identical. The all-reduce is exchange.py's: flat after backward, or
+and the replicas stay identical. The all-reduce is allreduce_exchange.py's: flat after backward, or
 in buckets started during backward (`--no-overlap`, `--bucket-mb`). Option `precision`:
 fp32 (the default, today's exchange, bit for bit), fp16 or bf16: the gradients are cast
 before the all-reduce and back after it (half the bytes; the sum is rounded to the

@@ -1,9 +1,9 @@
 """The torch-ddp implementation: the reference loop with PyTorch's DistributedDataParallel.
 
-Everything but the gradient exchange is the reference loop's (train.Trainer: the same
+Everything but the gradient exchange is the reference loop's (training/trainer.py: the same
 model, shards, augmentation, schedule, goal tracking and metrics), so a run of each
 implementation on the same data differs only in who all-reduces the gradients: our
-exchange (exchange.py) or DDP's reducer, with its own buckets (`bucket_cap_mb`, from
+exchange (allreduce_exchange.py) or DDP's reducer, with its own buckets (`bucket_cap_mb`, from
 --bucket-mb when given), its own overlap with backward and its own averaging. The model is
 wrapped the way users write it (`DistributedDataParallel(model)` on the process group that
 comm.Communicator initialised from the ranks mpirun started: gloo on CPU, nccl on GPU); the

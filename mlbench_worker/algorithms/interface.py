@@ -1,6 +1,6 @@
 """The one interface between the training loop and a training algorithm.
 
-The trainer (train.Trainer.train_one_epoch) calls, each step:
+The trainer (training/trainer.py, Trainer.train_one_epoch) calls, each step:
 
 1. `begin()` before forward and backward: zero the flat gradient buffer (and arm any hooks
    that start messages during backward); reset this step's `comm_bytes`;

@@ -19,6 +19,7 @@ from mlbench_worker.backend_benchmark import TASK
 from mlbench_worker.backend_benchmark.sizes import label
 from mlbench_worker.backend_benchmark.stats import OP_TITLES
 from mlbench_worker.backend_benchmark.sweep import Outcome, Plan
+from mlbench_worker.shared.result import measurement_summary
 from mlbench_worker.training.metric_sink import Reporter
 
 # metric name -> (median field of a row, best field of a row)
@@ -56,25 +57,24 @@ def summary_record(
 ) -> dict:
     """The run's summary (POST /api/runs/<id>/summary/): the results table and the machine."""
     top = peak(outcome.rows)
-    return {
-        "task": TASK,
-        "kind": "measurement",
-        "num_workers": workers,
-        "backend": ",".join(plan.backends),
-        "backends": list(plan.backends),
-        "ops": list(plan.ops),
-        "device": device,
-        "busbw_mbps": top["busbw_median_mbps"] if top else None,
-        "peak": {k: top[k] for k in ("op", "backend", "size")} if top else None,
-        "results": outcome.rows,
-        "measured": len(outcome.rows),
-        "not_measured": outcome.not_measured,
-        "stop_reason": outcome.stop_reason,
-        "elapsed": outcome.elapsed,
-        "versions": versions,
-        "hardware": hardware,
-        "run_id": run_id,
-        "config": {
+    return measurement_summary(
+        task=TASK,
+        num_workers=workers,
+        backend=",".join(plan.backends),
+        backends=list(plan.backends),
+        ops=list(plan.ops),
+        device=device,
+        busbw_mbps=top["busbw_median_mbps"] if top else None,
+        peak={k: top[k] for k in ("op", "backend", "size")} if top else None,
+        results=outcome.rows,
+        measured=len(outcome.rows),
+        not_measured=outcome.not_measured,
+        stop_reason=outcome.stop_reason,
+        elapsed=outcome.elapsed,
+        versions=versions,
+        hardware=hardware,
+        run_id=run_id,
+        config={
             "sizes": list(plan.sizes),
             "warmup": plan.warmup,
             "repeats": plan.repeats,
@@ -83,7 +83,7 @@ def summary_record(
             "time_budget": plan.time_budget,
             "threads": threads,
         },
-    }
+    )
 
 
 def table(summary: dict) -> str:

@@ -7,7 +7,7 @@ set or its generated stand-in, `synthetic.py`) and `setup.py` (one run's pieces:
 trainer; imported only when a run starts, named by the task's `setup`). A family adds what
 only it needs (a reader of its real files, a trainer of its own). A new task family is a new
 folder here and a line below; what two families share stays in data/ and models/.
-Its `task_options` say which options of one family of tasks a task reads.
+A task's `task_options` say which options of its family it reads.
 """
 
 from __future__ import annotations

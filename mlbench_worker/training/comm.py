@@ -14,7 +14,7 @@ Gradients live in ONE contiguous buffer (`FlatGradients`): each parameter's ``.g
 view into it, so backward writes straight into the buffer and in-place all-reduces average
 every gradient (the trainer scales its loss by 1/K before backward, which makes the sum the
 average without another pass over the buffer). How a training step sums that buffer (one
-all-reduce, or buckets overlapped with backward) is exchange.py's.
+all-reduce, or buckets overlapped with backward) is algorithms/allreduce_exchange.py's.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Parsing and checking happen before torch or MPI is imported, so a typo costs a fraction of a
 second and every rank stops with the same clear message (printed once, by rank 0). What the
-backend benchmark's command shares with it is commandline.py's.
+backend benchmark's command shares with it is option_parts.py's.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What a run has done so far and the sums of one report interval: the bookkeeping every
-implementation's training loop keeps the same way (train.py's reference loop and
-tensorflow_run/train.py), so their metrics and summaries mean the same. Torch-free: the
+implementation's training loop keeps the same way (trainer.py's reference loop and
+implementations/tensorflow/train.py), so their metrics and summaries mean the same. Torch-free: the
 TensorFlow process imports it too.
 """
 
@@ -59,7 +59,7 @@ class Interval:
 
 def outcome(progress: Progress, target_accuracy: float) -> dict[str, Any]:
     """The summary's entries about the goal and how far the run got, the same for every
-    implementation (run.py, tensorflow_run/session.py)."""
+    implementation (run.py, implementations/tensorflow/session.py)."""
     return {
         "target_accuracy": target_accuracy,
         "reached": progress.time_to_target is not None,

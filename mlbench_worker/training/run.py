@@ -1,6 +1,6 @@
-"""One benchmark run on one rank: set up, train (train.py), summarise, report.
+"""One benchmark run on one rank: set up, train (trainer.py), summarise, report.
 
-Every task is set up the same way (setup.build_run: the task names its own set-up module,
+Every task is set up the same way (build.build_run: the task names its own set-up module,
 e.g. mlbench_worker/tasks/cifar10/setup.py for task 1a); checkpoints, the headline, the clock, the
 summary and reporting are the same code for all.
 
@@ -15,6 +15,7 @@ import argparse
 import torch
 
 from mlbench_worker.shared.algorithm_catalogue import describe
+from mlbench_worker.shared.result import training_summary
 from mlbench_worker.tasks import get_task
 from mlbench_worker.training import checkpoint, environment
 from mlbench_worker.training.build import build_run
@@ -141,32 +142,32 @@ def _run(args: argparse.Namespace, comm: Communicator) -> int:
         # should a topology ever give ranks different degrees).
         bytes_per_step = float(totals[4] / workers)
         full = trainer.full_allreduce_bytes() if workers > 1 else 0
-        summary = {
-            "task": task.name,
-            "model": args.model,
-            "dataset": built.dataset,
-            "num_workers": workers,
-            "backend": comm.backend,
-            "device": str(device),
-            "target": args.target,
-            **outcome(progress, goal.accuracy),
-            trainer.throughput_metric: finite(trainer.throughput()),
-            "comm_share": float(totals[2] / step_total) if step_total > 0 else 0.0,
-            "comm_share_total": float(totals[3] / step_total) if step_total > 0 else 0.0,
-            "algorithm": trainer.algorithm,
-            "algorithm_options": dict(trainer.algorithm_options),
-            "implementation": args.implementation,
-            "comm_bytes_per_step": bytes_per_step,
-            "compression_ratio": full / bytes_per_step if bytes_per_step > 0 else None,
-            "elapsed": elapsed,
-            "seed": args.seed,
-            "versions": environment.versions(),
-            "hardware": environment.hardware(device, threads, hostnames),
-            "stop_reason": progress.stop_reason,
-            "run_id": args.run_id,
-            "dataset_note": built.note,
+        summary = training_summary(
+            task=task.name,
+            model=args.model,
+            dataset=built.dataset,
+            num_workers=workers,
+            backend=comm.backend,
+            device=str(device),
+            target=args.target,
+            outcome=outcome(progress, goal.accuracy),
+            throughput=finite(trainer.throughput()),
+            comm_share=float(totals[2] / step_total) if step_total > 0 else 0.0,
+            comm_share_total=float(totals[3] / step_total) if step_total > 0 else 0.0,
+            algorithm=trainer.algorithm,
+            algorithm_options=dict(trainer.algorithm_options),
+            implementation=args.implementation,
+            comm_bytes_per_step=bytes_per_step,
+            full_allreduce_bytes=full,
+            elapsed=elapsed,
+            seed=args.seed,
+            versions=environment.versions(),
+            hardware=environment.hardware(device, threads, hostnames),
+            stop_reason=progress.stop_reason,
+            run_id=args.run_id,
+            dataset_note=built.note,
             **built.results(trainer),
-            "config": {
+            config={
                 "batch_size": args.batch_size,
                 "peak_lr": built.peak_lr,
                 "max_epochs": args.max_epochs,
@@ -175,7 +176,7 @@ def _run(args: argparse.Namespace, comm: Communicator) -> int:
                 **trainer.allreduce_config(),
                 "threads": threads,
             },
-        }
+        )
         if rank0:
             reporter.summary(summary)
             print(summary_table(summary), flush=True)

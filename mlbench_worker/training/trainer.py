@@ -45,7 +45,7 @@ from mlbench_worker.shared import catalogue
 from mlbench_worker.training.comm import Communicator, FlatGradients, average_buffers
 from mlbench_worker.training.errors import WorkerError
 from mlbench_worker.training.metric_sink import Reporter
-from mlbench_worker.training.progress import (  # the step's bookkeeping, shared with tensorflow_run
+from mlbench_worker.training.progress import (  # the step's bookkeeping, shared with TensorFlow's
     CORRECT,
     IMAGES,
     LOG_SECONDS,

@@ -15,6 +15,7 @@ from mlbench_master import runs
 from mlbench_master.api.auth import issue_user_token
 from mlbench_master.api.models import Metric, Run
 from tests.api.conftest import worker_client
+from tests.summaries import summary_body
 
 pytestmark = pytest.mark.django_db
 
@@ -87,8 +88,9 @@ def test_worker_token_posts_only_for_its_run(run, make_run):
     assert w.post("/api/metrics/", mixed, format="json").status_code == 403
     r = w.post("/api/metrics/", {"pod_name": "w-0", "name": "cpu", "value": 1}, format="json")
     assert r.status_code == 403
-    assert w.post(f"/api/runs/{other.pk}/summary/", {"a": 1}, format="json").status_code == 403
-    assert w.post(f"/api/runs/{run.pk}/summary/", {"a": 1}, format="json").status_code == 200
+    body = summary_body()
+    assert w.post(f"/api/runs/{other.pk}/summary/", body, format="json").status_code == 403
+    assert w.post(f"/api/runs/{run.pk}/summary/", body, format="json").status_code == 200
     # nothing else: no reads, no run creation, no deletes
     assert w.get("/api/runs/").status_code == 403
     assert w.get(f"/api/metrics/{run.pk}/?metric_type=run").status_code == 403

@@ -4,30 +4,11 @@ import pytest
 
 from mlbench_master.api.models import Run
 from tests.api.conftest import worker_client
+from tests.summaries import summary_body
 
 pytestmark = pytest.mark.django_db
 
-SUMMARY = {
-    "task": "resnet20-cifar10",
-    "model": "resnet20",
-    "dataset": "synthetic",
-    "num_workers": 2,
-    "backend": "mpi",
-    "device": "cpu",
-    "target": "light",
-    "target_accuracy": 0.5,
-    "reached": True,
-    "time_to_target": 42.5,
-    "final_val_accuracy": 0.61,
-    "best_val_accuracy": 0.62,
-    "epochs": 3,
-    "images_per_sec": 812.0,
-    "comm_share": 0.12,
-    "elapsed": 60.1,
-    "seed": 1,
-    "versions": {"python": "3.11", "torch": "2.13.0", "mpi": "Open MPI 5", "mlbench": "0.2"},
-    "hardware": {"cpu": "x"},
-}
+SUMMARY = summary_body()
 
 
 def test_worker_posts_summary(run):
@@ -40,14 +21,57 @@ def test_worker_posts_summary(run):
 
 
 def test_staff_may_post_summary_too(staff_api, run):
-    r = staff_api.post(f"/api/runs/{run.pk}/summary", {"dataset": "cifar10"}, format="json")
+    body = summary_body(dataset="cifar10")
+    r = staff_api.post(f"/api/runs/{run.pk}/summary", body, format="json")
     assert r.status_code == 200 and r.json()["dataset_used"] == "cifar10"
 
 
-@pytest.mark.parametrize("body", [[1, 2], "text", {"dataset": 5}, {"dataset": "x" * 40}])
+@pytest.mark.parametrize("body", [[1, 2], "text", summary_body(dataset="x" * 40)])
 def test_bad_summary(staff_api, run, body):
     r = staff_api.post(f"/api/runs/{run.pk}/summary/", body, format="json")
     assert r.status_code == 400 and r.json()["detail"]
+    assert Run.objects.get(pk=run.pk).summary == {}
+
+
+def _without(field: str) -> dict:
+    body = summary_body()
+    del body[field]
+    return body
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "words"),
+    [
+        (_without("time_to_target"), "time_to_target", "time_to_target is missing"),
+        (_without("images_per_sec"), "images_per_sec", "images_per_sec is missing"),
+        (summary_body(dataset=5), "dataset", "dataset must be a text, got 5"),
+        (summary_body(reached="yes"), "reached", "reached must be a boolean, got 'yes'"),
+        (summary_body(seed=1.5), "seed", "seed must be an integer, got 1.5"),
+        (summary_body(epochs=True), "epochs", "epochs must be a number, got True"),
+        (summary_body(elapsed=None), "elapsed", "elapsed must be a number, got None"),
+        (summary_body(accuracy=0.99), "accuracy", "accuracy is not a field of the summary"),
+        (summary_body(config={"peak_lr": "0.1"}), "config.peak_lr", "must be a number"),
+    ],
+)
+def test_a_summary_that_does_not_fit_the_record_is_refused_naming_the_field(
+    run, body, field, words
+):
+    r = worker_client(run).post(f"/api/runs/{run.pk}/summary/", body, format="json")
+    assert r.status_code == 400, r.json()
+    assert field in r.json()["errors"] and words in r.json()["errors"][field][0]
+    assert field in r.json()["detail"]
+    assert Run.objects.get(pk=run.pk).summary == {}  # nothing of it stored
+
+
+def test_a_summary_is_held_to_its_tasks_record(staff_api, make_run):
+    """Task 2 counts samples: its throughput field is samples_per_sec, not images_per_sec."""
+    run = make_run(task="logreg-epsilon")
+    body = summary_body("logreg-epsilon")
+    assert "samples_per_sec" in body and "images_per_sec" not in body
+    assert staff_api.post(f"/api/runs/{run.pk}/summary/", body, format="json").status_code == 200
+    body["images_per_sec"] = body.pop("samples_per_sec")
+    r = staff_api.post(f"/api/runs/{run.pk}/summary/", body, format="json")
+    assert r.status_code == 400 and "samples_per_sec" in r.json()["errors"]
 
 
 def test_unknown_run(staff_api):

@@ -14,10 +14,11 @@ from rest_framework.test import APIClient
 
 from mlbench_master.api.models import Metric, Run
 from tests.api.conftest import worker_client
+from tests.summaries import summary_body
 
 pytestmark = pytest.mark.django_db
 
-RESULT = {"dataset": "cifar10", "reached": True, "final_val_accuracy": 0.99}
+RESULT = summary_body(dataset="cifar10", final_val_accuracy=0.99)
 
 
 @pytest.fixture
@@ -91,10 +92,14 @@ def test_staff_summary_after_the_grace_period_is_a_409(staff_api, bobs_run, sett
 def test_worker_summary_within_and_after_the_grace_period(run, settings):
     settings.MLBENCH_RUN_TOKEN_GRACE = 60
     _ended(run, 30)  # rank 0 reports just after mpirun exited: accepted
-    r = worker_client(run).post(f"/api/runs/{run.pk}/summary/", {"dataset": "a"}, format="json")
+    r = worker_client(run).post(
+        f"/api/runs/{run.pk}/summary/", summary_body(dataset="a"), format="json"
+    )
     assert r.status_code == 200
     _ended(run, 90)
-    r = worker_client(run).post(f"/api/runs/{run.pk}/summary/", {"dataset": "b"}, format="json")
+    r = worker_client(run).post(
+        f"/api/runs/{run.pk}/summary/", summary_body(dataset="b"), format="json"
+    )
     assert r.status_code == 401 and "expired" in r.json()["detail"]
     assert Run.objects.get(pk=run.pk).dataset_used == "a"
 
@@ -102,7 +107,7 @@ def test_worker_summary_within_and_after_the_grace_period(run, settings):
 def test_staff_session_may_post_a_summary(run):
     client = APIClient()
     client.force_login(User.objects.create_user("ops", is_staff=True))
-    r = client.post(f"/api/runs/{run.pk}/summary/", {"dataset": "x"}, format="json")
+    r = client.post(f"/api/runs/{run.pk}/summary/", summary_body(dataset="x"), format="json")
     assert r.status_code == 200
 
 

@@ -1,7 +1,7 @@
 """The backend benchmark in the dashboard: its run page draws bus bandwidth against
 message size (one line per backend and collective) with the table of cells, the compare page
 overlays several runs labelled with their network settings, and the form sends such a run
-without the training fields. The points are made by the worker's own code (results.py), in
+without the training fields. The points are made by the worker's own code (records.py), in
 the shape its runs store them."""
 
 import datetime as dt
@@ -9,7 +9,7 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
-from mlbench_worker.backend_benchmark import results, stats
+from mlbench_worker.backend_benchmark import records, stats
 from mlbench_worker.training.metric_sink import Reporter
 from tests.browser.conftest import assert_accessible, screenshot
 from tests.browser.seed import make_run, store_points
@@ -51,9 +51,9 @@ def comm_run(name, mbit, latency=None, ago=600.0):
                 times = [seconds, seconds * 1.2, seconds * 1.05]
                 row = stats.summarize(op, backend, size, 2, times, warmup=5, capped=False)
                 rows.append(row)
-                results.post_row(collect, row, elapsed=len(rows) * 0.5)
+                records.post_row(collect, row, elapsed=len(rows) * 0.5)
     store_points(collect.points)
-    top = results.peak(rows)
+    top = records.peak(rows)
     run.summary = {
         "task": TASK, "kind": "measurement", "num_workers": 2, "backend": "mpi,gloo",
         "device": "cpu", "busbw_mbps": top["busbw_median_mbps"],

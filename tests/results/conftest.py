@@ -12,6 +12,7 @@ from rest_framework.test import APIClient
 
 from mlbench_master.api.auth import issue_user_token
 from mlbench_master.api.models import Run, Series
+from tests.summaries import summary_body
 
 START = dt.datetime(2026, 11, 1, 12, 0, 0, tzinfo=dt.UTC)
 
@@ -102,22 +103,24 @@ class Maker:
         response = self.client.post("/api/metrics/", points, format="json")
         assert response.status_code in (200, 201), response.content
         if summary and evals:
-            body = {
-                "task": task,
-                "dataset": dataset,
-                "num_workers": workers,
-                "target": target,
-                "target_accuracy": target_value,
-                "reached": ttt is not None,
-                "time_to_target": ttt,
-                "final_val_accuracy": evals[-1][1],
-                throughput: rate + 0.5,
-                "comm_share": timings[2] / sum(timings),
-                "elapsed": evals[-1][0],
-                "seed": seed,
-                "config": config
+            body = summary_body(
+                task,
+                dataset=dataset,
+                num_workers=workers,
+                target=target,
+                target_accuracy=target_value,
+                reached=ttt is not None,
+                time_to_target=ttt,
+                final_val_accuracy=evals[-1][1],
+                best_val_accuracy=max(acc for _, acc, _ in evals),
+                epochs=evals[-1][2],
+                throughput=rate + 0.5,
+                comm_share=timings[2] / sum(timings),
+                elapsed=evals[-1][0],
+                seed=seed,
+                config=config
                 or {"batch_size": 128, "peak_lr": 4.0, "train_samples": 4000, "test_samples": 800},
-            }
+            )
             response = self.client.post(f"/api/runs/{run.pk}/summary/", body, format="json")
             assert response.status_code == 200, response.content
         Run.objects.filter(pk=run.pk).update(finished_at=timezone.now())

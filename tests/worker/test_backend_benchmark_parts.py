@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from mlbench_worker.backend_benchmark import results, sizes, stats
+from mlbench_worker.backend_benchmark import records, sizes, stats
 from mlbench_worker.backend_benchmark.options import parse_args
 from mlbench_worker.backend_benchmark.sweep import Outcome, Plan
 
@@ -149,7 +149,7 @@ def _outcome():
 def test_summary_and_table_say_what_was_measured_and_what_was_not():
     plan = Plan([KiB, 4 * KiB, 16 * KiB], list(stats.OPS), ["mpi", "gloo"], 1, 2, 1, 1.0, 1.0)
     versions = {"python": "3.11", "torch": "2", "mpi": "Open MPI", "mlbench": "x"}
-    summary = results.summary_record(
+    summary = records.summary_record(
         plan, _outcome(), workers=2, device="cpu", threads=1, versions=versions,
         hardware={}, run_id="7",
     )  # fmt: skip
@@ -159,14 +159,14 @@ def test_summary_and_table_say_what_was_measured_and_what_was_not():
     # the peak is the highest median bus bandwidth (every row takes 0.75e-8 s per byte at
     # the median; all-reduce's bus factor is 1 at 2 ranks, like broadcast's)
     assert summary["busbw_mbps"] == pytest.approx(8 / 0.75e-8 / 1e6)
-    text = results.table(summary)
+    text = records.table(summary)
     assert "all-reduce" in text and "broadcast" in text and "4 KiB" in text
     assert "stopped because: time budget spent" in text
     assert text.count("\n") > 8
 
 
 def test_each_row_becomes_three_points_with_the_cell_in_their_metadata():
-    class Collect(results.Reporter):
+    class Collect(records.Reporter):
         def __init__(self):
             super().__init__("7")
             self.points = []
@@ -176,7 +176,7 @@ def test_each_row_becomes_three_points_with_the_cell_in_their_metadata():
 
     reporter = Collect()
     row = _outcome().rows[0]
-    results.post_row(reporter, row, 0.25)
+    records.post_row(reporter, row, 0.25)
     assert [p["name"] for p in reporter.points] == ["latency_us", "busbw_mbps", "algbw_mbps"]
     bus = reporter.points[1]
     assert bus["value"] == row["busbw_median_mbps"]

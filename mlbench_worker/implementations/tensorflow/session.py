@@ -23,7 +23,7 @@ from mlbench_worker.implementations.tensorflow.data import ImageBatches
 from mlbench_worker.implementations.tensorflow.model import build_model
 from mlbench_worker.implementations.tensorflow.steps import Steps
 from mlbench_worker.implementations.tensorflow.train import Trainer
-from mlbench_worker.shared import catalogue
+from mlbench_worker.shared.result import training_summary
 from mlbench_worker.tasks import get_task
 from mlbench_worker.tasks.cifar10.data import load_dataset
 from mlbench_worker.training import environment
@@ -32,7 +32,7 @@ from mlbench_worker.training.progress import finite, outcome
 from mlbench_worker.training.recipe import Goal, Schedule, scaled_rates
 from mlbench_worker.training.summary_table import summary_table
 
-EVAL_BATCH = 500  # the reference's (cifar/setup.py)
+EVAL_BATCH = 500  # the reference's (tasks/cifar10/setup.py)
 NOTE = (
     "TensorFlow {tf} with Keras {keras}, MultiWorkerMirroredStrategy ({collective}). Equal "
     "to the reference: data, shards and their order, augmentation kind, architecture, "
@@ -125,42 +125,39 @@ def run(args: argparse.Namespace, control: cluster.Control) -> int:
         step_total = float(totals.sum())
         share = float(totals[2] / step_total) if step_total > 0 else 0.0
         bytes_per_step = float(trainer.step_bytes)
-        info = catalogue.get(task.name)
-        summary = {
-            "task": task.name,
-            "model": args.model,
-            "dataset": data.name,
-            "num_workers": control.size,
-            "backend": collective,
-            "device": device,
-            "target": args.target,
-            **outcome(progress, goal.accuracy),
-            info.throughput_metric: finite(trainer.throughput()),
-            "comm_share": share,
-            "comm_share_total": share,  # never overlapped: all of it is exposed
-            "algorithm": "allreduce",
-            "algorithm_options": dict(args.algorithm_options),
-            "implementation": "tensorflow",
-            "comm_bytes_per_step": bytes_per_step,
-            "compression_ratio": (
-                trainer.full_allreduce_bytes / bytes_per_step if bytes_per_step > 0 else None
-            ),
-            "elapsed": elapsed,
-            "seed": args.seed,
-            "versions": environment.versions(
+        summary = training_summary(
+            task=task.name,
+            model=args.model,
+            dataset=data.name,
+            num_workers=control.size,
+            backend=collective,
+            device=device,
+            target=args.target,
+            outcome=outcome(progress, goal.accuracy),
+            throughput=finite(trainer.throughput()),
+            comm_share=share,
+            comm_share_total=share,  # never overlapped: all of it is exposed
+            algorithm="allreduce",
+            algorithm_options=dict(args.algorithm_options),
+            implementation="tensorflow",
+            comm_bytes_per_step=bytes_per_step,
+            full_allreduce_bytes=trainer.full_allreduce_bytes,
+            elapsed=elapsed,
+            seed=args.seed,
+            versions=environment.versions(
                 {"tensorflow": tf.__version__, "keras": keras.__version__}
             ),
-            "hardware": {
+            hardware={
                 **environment.host_hardware(threads, hostnames),
                 **cluster.gpu_info(device),
             },
-            "stop_reason": progress.stop_reason,
-            "run_id": args.run_id,
-            "dataset_note": data.note,
-            "implementation_note": NOTE.format(
+            stop_reason=progress.stop_reason,
+            run_id=args.run_id,
+            dataset_note=data.note,
+            implementation_note=NOTE.format(
                 tf=tf.__version__, keras=keras.__version__, collective=collective
             ),
-            "config": {
+            config={
                 "batch_size": args.batch_size,
                 "peak_lr": peak_lr,
                 "max_epochs": args.max_epochs,
@@ -174,7 +171,7 @@ def run(args: argparse.Namespace, control: cluster.Control) -> int:
                 "buckets": None,
                 "threads": threads,
             },
-        }
+        )
         if rank0:
             reporter.summary(summary)
             print(summary_table(summary), flush=True)

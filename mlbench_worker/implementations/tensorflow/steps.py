@@ -1,6 +1,6 @@
 """What runs inside TensorFlow: a training step in three tf.functions, and evaluation.
 
-A training step is split where the reference loop splits its own (train.py: backward,
+A training step is split where the reference loop splits its own (training/trainer.py: backward,
 then the exchange, then the optimizer's step), and each part is one `tf.function` whose
 `strategy.run` runs this rank's replica:
 

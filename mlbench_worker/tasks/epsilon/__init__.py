@@ -3,7 +3,7 @@
 This package's top level is plain data (no torch), so the option parser can list the models
 quickly; the training code lives in its modules: glm.py (the models and their losses),
 data.py (each rank's rows: epsilon or synthetic), synthetic.py, train.py (the trainer, built
-on train.Trainer) and setup.py (one run's pieces).
+on training/trainer.py's Trainer) and setup.py (one run's pieces).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The learning rate for K workers and B samples per worker is the task's rate time
 model's factor (glm.py) times B / (the task's batch), multiplied by min(K, 16) (the original
 mlbench scaled linearly up to 16 workers) and kept below the model's stability bound if it
 has one (ridge: 1.0); that is where training starts, with no warm-up. The plateau rule
-(linear/train.py) lowers it during training, never below the one-worker rate. `--lr`
+(train.py) lowers it during training, never below the one-worker rate. `--lr`
 replaces the starting rate (the floor is then the smaller of the two).
 """
 

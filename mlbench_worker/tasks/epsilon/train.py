@@ -1,8 +1,8 @@
-"""Task 2's trainer: train.Trainer's loop with a linear model's closed-form gradient.
+"""Task 2's trainer: the reference Trainer's loop with a linear model's closed-form gradient.
 
 Everything that makes a benchmark (the clock, the time split, the flat gradient buffer and
 its one all-reduce per step with the scalar slots riding along, metrics, goals, time budget,
-checkpoints) is train.Trainer's. This subclass supplies what differs for a GLM:
+checkpoints) is the reference Trainer's (training/trainer.py). This subclass supplies what differs for a GLM:
 
 - `forward_backward`: the gradient of the batch's mean loss, written straight into the flat
   buffer as X^T l'(z) / B and sum(l'(z)) / B (see glm.py). No autograd graph is built: for a
@@ -86,7 +86,7 @@ def plateau_schedule(
 
 
 class LinearTrainer(Trainer):
-    """train.Trainer for a LinearModel and a Glm on Rows (see the module docstring)."""
+    """The reference Trainer for a LinearModel and a Glm on Rows (see the module docstring)."""
 
     task = catalogue.LOGREG_EPSILON.name
     flat_only = "its closed-form gradient has no backward pass to overlap with"

@@ -1,6 +1,6 @@
 """Batches of ImageNet images for the Trainer, decoded by DataLoader worker processes.
 
-`ImageBatches` has the interface train.Trainer reads (`len()`, `steps(n)`,
+`ImageBatches` has the interface training.trainer.Trainer reads (`len()`, `steps(n)`,
 `iterate(indices, generator)`, as data/loader.py's Batches): the Trainer picks each
 rank's indices (disjoint shards, reshuffled every epoch) and this class turns them into
 batches. A whole batch is one DataLoader item: a worker process decodes and augments its

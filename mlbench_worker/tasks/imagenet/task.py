@@ -8,7 +8,7 @@ warm-up over the first 5 epochs from the rate of one worker, then divided by 10 
 worker trains with the classic rate 0.1 and K workers with 0.1K. `--lr-schedule cosine`
 replaces the steps with a cosine decay from the peak to zero at the last epoch, the other
 schedule in common use since (it needs no decay epochs tuned to the run's length).
-`--lr-schedule poly` is MLPerf's closed ResNet-50 schedule (imagenet/train.py's
+`--lr-schedule poly` is MLPerf's closed ResNet-50 schedule (tasks/imagenet/train.py's
 PolySchedule): a linear warm-up from 0 over the 5 warm-up epochs, then a polynomial decay
 of power 2 to 1e-4 at the last step (of `--max-epochs`); a task-1b run trained with it logs
 every key MLPerf's closed ResNet rules require (docs/checking.rst).

@@ -1,7 +1,7 @@
-"""Task 1b's trainer: train.Trainer's loop, evaluated by top-1 and top-5 accuracy.
+"""Task 1b's trainer: the reference Trainer's loop, evaluated by top-1 and top-5 accuracy.
 
 Everything that makes the benchmark (clock, time split, all-reduce, goal tracking on top-1
-`val_accuracy`, checkpoints, reports) is train.Trainer's. What ImageNet adds:
+`val_accuracy`, checkpoints, reports) is the reference Trainer's (training/trainer.py). What ImageNet adds:
 
 - its `hits` also count top-5 hits (the label among the five highest scores), ImageNet's
   second customary measure; `evaluate_and_track` posts it as `val_top5_accuracy` with the
@@ -80,7 +80,7 @@ def poly_schedule(
 
 
 class ImageNetTrainer(Trainer):
-    """train.Trainer with top-5 accuracy (see the module docstring)."""
+    """The reference Trainer with top-5 accuracy (see the module docstring)."""
 
     HIT_KINDS = 2  # top-1, top-5
 
