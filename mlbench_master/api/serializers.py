@@ -289,8 +289,9 @@ class RunDefaultsSerializer(serializers.Serializer):
     )
     tasks = serializers.DictField(
         help_text="task -> its backend, target, goals, data sets, time budget and time limit "
-        "without options, and the algorithms, implementations and learning-rate schedules "
-        "(lr_schedules, the first the default; empty: none to choose) it admits"
+        "without options, the algorithms, implementations and learning-rate schedules "
+        "(lr_schedules, the first the default; empty: none to choose) it admits, and whether "
+        "it is a measurement (measurement: true; it refuses the training_only fields)"
     )
     lr_schedules = serializers.DictField(
         help_text="task -> the lr_schedule values it takes (the first its default), for the "
@@ -304,7 +305,25 @@ class RunDefaultsSerializer(serializers.Serializer):
         help_text="implementation -> title, framework, summary, the algorithms and backends "
         "it runs (empty: all), the offered tasks that have it, whether this master's workers "
         "can import its framework (available: true, false, or null when the driver cannot "
-        "tell) and how to install it where they cannot"
+        "tell), how to install it where they cannot, and per device (cpu, gpu) the backends "
+        "a run of it may ask for (backend_choices; empty: it takes none, exchanging with its "
+        "framework's own collective ops) and the one it gets without asking (default_backend)"
+    )
+    backends = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="the backends a run may ask for without GPUs (cpu) and with GPUs (gpu); what "
+        "a measurement measures when it is given none",
+    )
+    training_only = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="the fields only a training run takes: a measurement refuses each (dataset "
+        "'auto' and light_target false excepted)",
+    )
+    run_states = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="run states by what they mean: active (holding the workers), final (the "
+        "run will not change again) and resumable (a run in one may be continued with "
+        "resume_from)",
     )
 
 

@@ -18,14 +18,17 @@ from mlbench_worker.shared import catalogue
 
 
 def task_catalogue() -> dict[str, dict[str, Any]]:
-    """{task name: its kind, title, data set, throughput metric and unit, default goal, goals}.
+    """{task name: its kind, whether it is a measurement, title, data set, throughput metric
+    and unit, default goal, goals}.
 
     `kind` tells the pages which view a run gets: "training" (curves against the clock,
     accuracy goals) or "measurement" (the backend benchmark: bandwidth per message
-    size, see static/dashboard/js/backend_benchmark.js)."""
+    size, see static/dashboard/js/backend_benchmark.js), which the scripts read as the
+    catalogue's own `measurement` rather than comparing names."""
     return {
         info.name: {
             "kind": info.kind,
+            "measurement": info.measurement,
             "title": info.title,
             "dataset": info.dataset,
             "throughput_metric": info.throughput_metric,

@@ -33,6 +33,7 @@ from django.conf import settings
 from mlbench_master.api.models import Run
 from mlbench_master.cluster.base import ClusterError
 from mlbench_master.run_rules.algorithms import algorithms_served, check_algorithm
+from mlbench_master.run_rules.backends import GPU_ONLY, on_device
 from mlbench_master.run_rules.errors import Errors, ResumeRefused, RunRefused, StaffOnly
 from mlbench_master.run_rules.images import (
     CUSTOM_BACKEND,
@@ -75,7 +76,7 @@ __all__ = [
     "ResumePoint", "ResumeRefused", "RunRefused", "StaffOnly", "budget_source",
     "default_time_limit", "defaults", "effective_time_budget", "fitting_budget", "framework_of",
     "framework_reported", "limits", "MAX_SEED", "minimum_time_limit", "resolve", "resume_point", "served", "setup_of",
-    "task_time_budget", "time_budget_for", "time_budget_source",
+    "task_time_budget", "time_budget_for", "time_budget_source", "TRAINING_ONLY",
 ]  # fmt: skip
 
 # What a run gets for a field its request leaves out, whoever sends it (API, form, CLI,
@@ -119,6 +120,15 @@ SETUP_FIELDS = (
     "latency", "custom_image_command", "algorithm", "algorithm_options", "implementation",
     "lr_schedule",
 )  # fmt: skip
+# The request fields only a training run takes: a measurement (the backend benchmark) refuses
+# each by name when given (beyond the defaults every client sends: dataset "auto",
+# light_target false): _check_measurement the first five, check_algorithm, check_implementation
+# and check_lr_schedule the others. Served (`training_only`) so the form disables them for a
+# measurement; tests/rules/test_form_rules.py holds this list to those checks.
+TRAINING_ONLY = (
+    "target", "light_target", "dataset", "max_epochs", "resume_from", "algorithm",
+    "algorithm_options", "implementation", "lr_schedule",
+)  # fmt: skip
 MAX_SEED = 2**31 - 1  # the largest seed a run may have: what its database column holds
 STAFF_ONLY = {
     "custom_image_command": "runs code of your choice on the workers",
@@ -156,7 +166,10 @@ def defaults() -> dict[str, Any]:
 
 def served() -> dict[str, Any]:
     """What GET /api/runs/defaults/ answers: the table, the limits and, per offered task,
-    what a run of it gets without options (backend, goal, time budget and limit)."""
+    what a run of it gets without options (backend, goal, time budget and limit); and the
+    rules the dashboard applies in the browser as data, so its scripts keep no list of their
+    own: the backends per device and implementation, the fields a measurement refuses, the
+    run states (which are active, final, resumable)."""
     tasks = {}
     for name in settings.MLBENCH_TASKS:
         info = catalogue.get(name)
@@ -171,6 +184,7 @@ def served() -> dict[str, Any]:
             "algorithms": list(info.algorithms),
             "implementations": list(info.implementations),
             "lr_schedules": list(info.lr_schedules),
+            "measurement": info.measurement,
         }
     return {
         "defaults": defaults(),
@@ -179,9 +193,16 @@ def served() -> dict[str, Any]:
         "open_division_time_limit": default_time_limit(None),
         "tasks": tasks,
         "algorithms": algorithms_served(),
-        "implementations": catalogue_served(list(settings.MLBENCH_TASKS)),
+        "implementations": catalogue_served(list(settings.MLBENCH_TASKS), DEFAULTS["backend"]),
         "lr_schedules": {
             t: s for t, s in schedule_choices().items() if t in settings.MLBENCH_TASKS
+        },
+        "backends": {"cpu": on_device(False), "gpu": on_device(True)},
+        "training_only": list(TRAINING_ONLY),
+        "run_states": {
+            "active": list(Run.ACTIVE_STATES),
+            "final": list(Run.FINAL_STATES),
+            "resumable": list(RESUMABLE_STATES),
         },
     }
 
@@ -219,9 +240,9 @@ def resolve(request: Mapping[str, Any], user: Any = None) -> dict[str, Any]:
     if fields["gpu_enabled"] and limits()["gpus"] < 1:
         errors.add("gpu_enabled", "this cluster offers no GPUs (MLBENCH_MAX_GPUS=0); set "
                    "gpu_enabled to false")  # fmt: skip
-    if fields.get("backend") == "nccl" and not fields["gpu_enabled"]:
-        errors.add("backend", "the nccl backend needs GPUs: set gpu_enabled to true or use mpi "
-                   "or gloo")  # fmt: skip
+    if fields.get("backend") in GPU_ONLY and not fields["gpu_enabled"]:
+        errors.add("backend", f"the {fields['backend']} backend needs GPUs: set gpu_enabled to "
+                   f"true or use {' or '.join(on_device(False))}")  # fmt: skip
     if fields["light_target"] and "target" in asked and asked["target"] != "light":
         errors.add("target", "light_target=true asks for target 'light'; do not also give "
                    "another target")  # fmt: skip
@@ -351,7 +372,7 @@ def _check_cluster_room(workers: int, cpus: float | None, errors: Errors) -> Non
 
 
 def _measured_backends(gpu: bool) -> str:
-    return "mpi,gloo,nccl" if gpu else "mpi,gloo"
+    return ",".join(on_device(gpu))
 
 
 def _check_measurement(fields: dict[str, Any], asked: Mapping[str, Any],

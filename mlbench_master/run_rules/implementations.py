@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mlbench_master.cluster.base import ClusterError
+from mlbench_master.run_rules.backends import chosen_backend, served_for, takes_backend
 from mlbench_master.run_rules.errors import Errors
 from mlbench_worker.shared import catalogue, implementation_catalogue
 from mlbench_worker.shared.implementation_catalogue import IMPLEMENTATIONS
@@ -64,7 +65,7 @@ def _backend_for(impl: implementation_catalogue.Implementation, fields: dict[str
                  asked: Mapping[str, Any], errors: Errors) -> None:  # fmt: skip
     backend = fields.get("backend")
     explicit = "backend" in asked
-    if impl.name == "tensorflow":
+    if not takes_backend(impl):
         if explicit and backend != "mpi":
             errors.add("backend", "implementation tensorflow all-reduces with TensorFlow's own "
                        "collective ops (ring on CPU, NCCL on GPU); leave backend out")  # fmt: skip
@@ -75,8 +76,7 @@ def _backend_for(impl: implementation_catalogue.Implementation, fields: dict[str
         errors.add("backend", f"implementation {impl.name} runs on backend "
                    f"{' or '.join(impl.backends)}, not {backend!r}")  # fmt: skip
         return
-    fields["backend"] = "nccl" if fields.get("gpu_enabled") and "nccl" in impl.backends else (
-        next(b for b in impl.backends if b != "nccl"))  # fmt: skip
+    fields["backend"] = chosen_backend(impl, bool(fields.get("gpu_enabled")), backend)
 
 
 def _workers_lack(module: str) -> str:
@@ -92,9 +92,10 @@ def _workers_lack(module: str) -> str:
     return ""
 
 
-def catalogue_served(offered: list[str]) -> dict[str, Any]:
+def catalogue_served(offered: list[str], default_backend: str) -> dict[str, Any]:
     """Every implementation as GET /api/runs/defaults/ serves it, with the tasks (of
-    `offered`) that have it and whether this master's workers can run it."""
+    `offered`) that have it, whether this master's workers can run it and the backends a
+    run of it may ask for and gets (backends.py; `default_backend`: the table's)."""
     from mlbench_master.cluster.drivers import get_driver
 
     try:
@@ -113,6 +114,7 @@ def catalogue_served(offered: list[str]) -> dict[str, Any]:
             "tasks": [t for t in offered if impl.name in catalogue.get(t).implementations],
             "available": available,
             "install": "" if available is not False else impl.install_hint(),
+            **served_for(impl, default_backend),
         }
     return served
 

@@ -1,10 +1,13 @@
-// Runs the shared rule cases (comparison_cases.json, clock_cases.json, throughput_cases.json)
-// through the dashboard's own JavaScript and prints what it answers, as JSON, for
-// tests/rules/test_rules.py.
+// Runs the shared rule cases (comparison_cases.json, clock_cases.json, throughput_cases.json,
+// implementation_cases.json, axes_cases.json, form_cases.json) through the dashboard's own
+// JavaScript and prints what it answers, as JSON, for tests/rules/ (the `js` fixture of
+// conftest.py).
 //
-//   MLBENCH_TASK_CATALOGUE='{...}' node tests/rules/run_js.mjs
+//   MLBENCH_TASK_CATALOGUE='{...}' MLBENCH_RUN_DEFAULTS='{...}' node tests/rules/run_js.mjs
 //     ->  {"dataset_of": {name: value}, "setup_differences": {...}, "baseline": {...},
-//          "clock": {...}, "throughput": {...}}
+//          "clock": {...}, "throughput": {...}, "implementation_text": {...}, "axes": {...},
+//          "form": {"backends": {...}, "algorithms": {...}, "datasets": {...},
+//                   "refused_fields": {...}}}
 //
 // The modules are imported as the browser imports them, unchanged:
 // - comparable.js and clock.js are pure;
@@ -16,6 +19,8 @@
 //   "task-catalogue"); the stand-in `document` serves the JSON the pages embed
 //   (mlbench_master/dashboard/tasks.py), which test_rules.py passes in
 //   MLBENCH_TASK_CATALOGUE;
+// - form_rules.js reads the master's run rules as GET /api/runs/defaults/ serves them, which
+//   conftest.py passes in MLBENCH_RUN_DEFAULTS;
 // The dashboard's files are ES modules in a folder without a package.json "type": a load
 // hook says so, so node treats them as the browser does on any node version.
 
@@ -36,7 +41,10 @@ export async function load(url, context, next) {
 nodeModule.register?.(`data:text/javascript,${encodeURIComponent(hooks)}`);
 
 const catalogueJson = process.env.MLBENCH_TASK_CATALOGUE;
-if (!catalogueJson) throw new Error("MLBENCH_TASK_CATALOGUE is not set: run through tests/rules/test_rules.py");
+if (!catalogueJson) throw new Error("MLBENCH_TASK_CATALOGUE is not set: run through tests/rules/ (pytest)");
+const servedJson = process.env.MLBENCH_RUN_DEFAULTS;
+if (!servedJson) throw new Error("MLBENCH_RUN_DEFAULTS is not set: run through tests/rules/ (pytest)");
+const served = JSON.parse(servedJson);
 globalThis.document ??= {
   addEventListener() {},
   querySelector: () => null,
@@ -50,12 +58,18 @@ const { elapsed, runClock } = await import(new URL("clock.js", js).href);
 const { MetricFeed } = await import(new URL("feed.js", js).href);
 const { throughputOf } = await import(new URL("tasks.js", js).href);
 const { clockRange, fractionRange } = await import(new URL("axes.js", js).href);
+const { implementationText } = await import(new URL("format.js", js).href);
+const { algorithmChoices, backendChoices, datasetChoices, defaultBackend, refusedFields } = await import(
+  new URL("form_rules.js", js).href
+);
 
 const load = (name) => JSON.parse(readFileSync(new URL(name, here), "utf8"));
 const comparison = load("comparison_cases.json");
 const clock = load("clock_cases.json");
 const throughput = load("throughput_cases.json");
 const axes = load("axes_cases.json");
+const implementation = load("implementation_cases.json");
+const form = load("form_cases.json");
 
 // The reason compare.js gives, in the cases' words (see comparison_cases.json).
 function why(reason) {
@@ -73,7 +87,7 @@ function measured(run) {
   return { ttt: s.time_to_target ?? null, throughput: metric ? (s[metric] ?? null) : null, unit };
 }
 
-const out = { dataset_of: {}, setup_differences: {}, baseline: {}, clock: {}, throughput: {}, axes: {} };
+const out = { dataset_of: {}, setup_differences: {}, baseline: {}, clock: {}, throughput: {}, implementation_text: {}, axes: {} };
 
 for (const c of comparison.dataset_of) out.dataset_of[c.name] = datasetOf(c.run);
 for (const c of comparison.setup_differences) {
@@ -110,5 +124,16 @@ for (const c of throughput.cases) {
 for (const [kind, range] of [["clock", clockRange], ["fraction", fractionRange]]) {
   for (const c of axes[kind]) out.axes[`${kind}: ${c.name}`] = range(c.min, c.max);
 }
+
+for (const c of implementation.cases) out.implementation_text[c.name] = implementationText(c.run);
+
+// What the New run form offers, from the served rules (the page's choices, see runs.js).
+out.form = { backends: {}, algorithms: {}, datasets: {}, refused_fields: {} };
+for (const c of form.backends) {
+  out.form.backends[c.name] = { offered: backendChoices(served, c), chosen: defaultBackend(served, c) };
+}
+for (const c of form.algorithms) out.form.algorithms[c.name] = algorithmChoices(served, c);
+for (const c of form.datasets) out.form.datasets[c.name] = datasetChoices(served, c.task);
+for (const c of form.refused_fields) out.form.refused_fields[c.name] = refusedFields(served, c.task);
 
 process.stdout.write(JSON.stringify(out));

@@ -1,30 +1,25 @@
 """Rules kept in both Python and JavaScript, held to the same cases.
 
-Three rules exist twice: which runs may be compared (the `mlbench report` table and the
+Four rules exist twice: which runs may be compared (the `mlbench report` table and the
 dashboard's compare page), the benchmark clock (the report's accuracy-after-time and the
-dashboard's charts) and what a run's throughput counts (images/s, samples/s: the report,
-the progress line, the run page and the compare table). Their cases are data, in
-comparison_cases.json, clock_cases.json and throughput_cases.json; every case runs against
-the Python functions here and against the dashboard's own modules through node
-(run_js.mjs, given the task catalogue exactly as the pages embed it), and both must give
-the expected answer.
-
-Without node the JavaScript half skips on a developer's machine and fails in CI (CI set),
-as a missing browser does for tests/browser.
+dashboard's charts), what a run's throughput counts (images/s, samples/s: the report,
+the progress line, the run page and the compare table) and how a run's implementation is
+said with its framework (the report and every page that lists runs). Their cases are data,
+in comparison_cases.json, clock_cases.json, throughput_cases.json and
+implementation_cases.json; every case runs against the Python functions here and against
+the dashboard's own modules through node (run_js.mjs, the `js` fixture of conftest.py), and
+both must give the expected answer. The New run form's rules are held to the API's in
+test_form_rules.py.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from mlbench_master.dashboard.tasks import task_catalogue
 from mlbench_worker.client.cli.clock import clock_at
 from mlbench_worker.client.cli.comparison import (
     _speedup,
@@ -33,38 +28,15 @@ from mlbench_worker.client.cli.comparison import (
     setup_differences,
     throughput_of,
 )
-from mlbench_worker.client.cli.formatting import parse_time
+from mlbench_worker.client.cli.formatting import implementation_text, parse_time
 
 HERE = Path(__file__).resolve().parent
 COMPARISON = json.loads((HERE / "comparison_cases.json").read_text())
 CLOCK = json.loads((HERE / "clock_cases.json").read_text())
 THROUGHPUT = json.loads((HERE / "throughput_cases.json").read_text())
+IMPLEMENTATION = json.loads((HERE / "implementation_cases.json").read_text())
 AXES = json.loads((HERE / "axes_cases.json").read_text())
 TOLERANCE = 1e-3  # seconds: JavaScript dates have milliseconds, Python's microseconds
-
-
-def _missing(why: str) -> None:
-    """Skip on a developer's machine; in CI a missing capability must fail, not pass."""
-    if os.environ.get("CI"):
-        pytest.fail(why)
-    pytest.skip(why)
-
-
-@pytest.fixture(scope="module")
-def js() -> dict:
-    """Every case's answer from the dashboard's JavaScript, by rule and case name."""
-    node = shutil.which("node")
-    if node is None:
-        _missing("node not found on PATH: the JavaScript half of the shared rules needs it")
-    done = subprocess.run(
-        [node, str(HERE / "run_js.mjs")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "MLBENCH_TASK_CATALOGUE": json.dumps(task_catalogue())},
-    )
-    assert done.returncode == 0, f"run_js.mjs failed:\n{done.stderr}"
-    return json.loads(done.stdout)
 
 
 def _ids(cases: list[dict]) -> list[str]:
@@ -220,3 +192,19 @@ AXES_CASES = [(f"{kind}: {c['name']}", c["expected"]) for kind in ("clock", "fra
 @pytest.mark.parametrize(("name", "expected"), AXES_CASES, ids=[n for n, _ in AXES_CASES])
 def test_axis_ranges_javascript(name, expected, js):
     assert js["axes"][name] == pytest.approx(expected), name
+
+
+# ------------------------------------------------------- an implementation and its framework
+
+
+IMPLEMENTATION_CASES = IMPLEMENTATION["cases"]
+
+
+@pytest.mark.parametrize("case", IMPLEMENTATION_CASES, ids=_ids(IMPLEMENTATION_CASES))
+def test_implementation_text_python(case):
+    assert implementation_text(case["run"]) == case["expected"]
+
+
+@pytest.mark.parametrize("case", IMPLEMENTATION_CASES, ids=_ids(IMPLEMENTATION_CASES))
+def test_implementation_text_javascript(case, js):
+    assert js["implementation_text"][case["name"]] == case["expected"]

@@ -28,7 +28,7 @@ export const COMM_METRICS = ["busbw_mbps", "latency_us", "algbw_mbps"];
 export const OP_TITLES = { allreduce: "all-reduce", broadcast: "broadcast" };
 
 export function isMeasurement(run) {
-  return taskInfo(run)?.kind === "measurement";
+  return taskInfo(run)?.measurement === true;
 }
 
 // {key: cell} with cell = {op, backend, size, repeats, capped, busbw, busbwBest, latency,

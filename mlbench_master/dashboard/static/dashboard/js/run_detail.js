@@ -1,6 +1,8 @@
 // Run details: state, live training charts (against time or epoch), the time split, logs,
-// configuration and manifest, downloads, cancel, delete, and resume (a FAILED or CANCELLED
-// run with a checkpoint: a new run with the same settings continues from it). A run of a
+// configuration and manifest, downloads, cancel, delete, and resume (a run that ended in a
+// resumable state, with a checkpoint: a new run with the same settings continues from it).
+// Which states those are, and which a run still changes in, are the master's run rules, read
+// as data (GET /api/runs/defaults/: `run_states`, `training_only`). A run of a
 // measurement task (the backend benchmark) gets its own view instead of the training
 // charts: bus bandwidth against message size and the table of its cells (backend_benchmark.js).
 
@@ -17,9 +19,12 @@ import { OP_TITLES, chartOptions, sizeLabel, curves, fetchCells, isMeasurement, 
 
 const root = document.getElementById("run-detail");
 const runId = root.dataset.runId;
-const ACTIVE = new Set(["INITIALIZED", "STARTED"]);
-const LIVE = new Set([...ACTIVE, "QUEUED"]); // still to change: the page keeps polling
-const RESUMABLE = new Set(["FAILED", "CANCELLED"]);
+// The master's run rules (GET /api/runs/defaults/), read once before the run is first shown:
+// the page keeps no list of states or fields of its own.
+let rules = null;
+// A run not yet in a final state (queued or active) is still to change: the page keeps
+// polling, and it can be cancelled.
+const live = (state) => !rules.run_states.final.includes(state);
 const SPLIT = [
   ["time_data", "data"],
   ["time_compute", "compute"],
@@ -138,8 +143,12 @@ function taskLabel() {
   return info ? `${run.task} (${info.title})` : run.task;
 }
 
-// What a measurement has no use for: accuracy goals, data, epochs, checkpoints.
-const TRAINING_ONLY = new Set(["target", "light_target", "dataset", "max_epochs", "resumed_from", "algorithm", "implementation", "lr_schedule"]);
+// What a measurement has no use for (`training_only`: accuracy goals, data, epochs,
+// checkpoints, ...), as a run's fields are named: a run stores the resume_from it was created
+// with as resumed_from.
+function trainingOnly() {
+  return new Set(rules.training_only.map((name) => (name === "resume_from" ? "resumed_from" : name)));
+}
 
 function showMeasurementSummary(s) {
   const top = s.peak;
@@ -179,8 +188,9 @@ function showRun() {
   document.getElementById("run-state").replaceChildren(stateBadge(run.state));
   document.getElementById("run-reason").textContent = run.reason || "";
   const measuring = isMeasurement(run);
+  const unused = measuring ? trainingOnly() : new Set();
   kv(document.getElementById("run-config"), [
-    ...CONFIG.filter(([k]) => (k in run || k === "implementation") && !(run[k] === "" && k.startsWith("custom")) && !(measuring && TRAINING_ONLY.has(k))).map(([k, label]) => [label, (SHOWN[k] || ((r) => r[k]))(run)]),
+    ...CONFIG.filter(([k]) => (k in run || k === "implementation") && !(run[k] === "" && k.startsWith("custom")) && !unused.has(k)).map(([k, label]) => [label, (SHOWN[k] || ((r) => r[k]))(run)]),
     ...(measuring ? [] : [["Dataset used", datasetBadge(run)]]),
     ...(networkText(run) ? [["Network", networkText(run)]] : []),
   ]);
@@ -205,7 +215,7 @@ function showRun() {
   document.getElementById("run-manifest").textContent = JSON.stringify(run.manifest || {}, null, 2);
   showResumed();
   const cancel = document.getElementById("cancel-run");
-  if (cancel) cancel.hidden = !ACTIVE.has(run.state) && run.state !== "QUEUED"; // a queued one leaves the queue
+  if (cancel) cancel.hidden = !live(run.state); // a queued one leaves the queue
 }
 
 // A resumed run says so where its state is shown: its result continues another run's
@@ -227,7 +237,7 @@ function showResumed() {
 }
 
 // ---- resume ----
-// The last checkpoint a FAILED or CANCELLED reference run reported (null: none), fetched once.
+// The last checkpoint a resumable reference run reported (null: none), fetched once.
 let checkpoint;
 
 async function lastCheckpoint() {
@@ -242,7 +252,7 @@ async function lastCheckpoint() {
 async function showResume() {
   const button = document.getElementById("resume-run");
   if (!button) return;
-  if (!RESUMABLE.has(run.state) || run.custom_image_command || isMeasurement(run)) {
+  if (!rules.run_states.resumable.includes(run.state) || run.custom_image_command || isMeasurement(run)) {
     button.hidden = true;
     return;
   }
@@ -275,7 +285,8 @@ async function resumeRun() {
 let stopPolling = () => {};
 
 async function refresh() {
-  if (run && !LIVE.has(run.state) && finalFetch) return;
+  if (run && !live(run.state) && finalFetch) return;
+  rules ??= await api("/api/runs/defaults/");
   try {
     run = await api(`/api/runs/${runId}/`);
   } catch (err) {
@@ -287,7 +298,7 @@ async function refresh() {
   }
   showRun();
   await showResume();
-  if (!LIVE.has(run.state)) finalFetch = true; // one last fetch of metrics and logs, then stop
+  if (!live(run.state)) finalFetch = true; // one last fetch of metrics and logs, then stop
   if (isMeasurement(run)) {
     await Promise.all([drawMeasurement(), logs.refresh()]);
     document.body.dataset.loaded = "1";

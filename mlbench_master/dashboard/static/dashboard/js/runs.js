@@ -3,7 +3,7 @@
 import { api, every, rows } from "./api.js";
 import { algorithmText, datasetBadge, el, implementationText, stateBadge, timeToTarget, when } from "./format.js";
 import { changedNames, showFieldErrors, clearFieldErrors, readForm } from "./form.js";
-import { catalogue } from "./tasks.js";
+import { algorithmChoices, backendChoices, datasetChoices, defaultBackend, isMeasurementTask, refusedFields } from "./form_rules.js";
 import { isMeasurement } from "./backend_benchmark.js";
 
 const body = document.querySelector("#runs-table tbody");
@@ -165,12 +165,17 @@ if (form) {
       light.checked = target.value === "light";
     });
   }
-  // Each task has its own goals and data sets (the catalogue's): offer only those, so the
-  // form cannot ask for a goal the API would refuse for the chosen task. A measurement (the
-  // backend benchmark) has no goal, data, epochs or checkpoint: those fields are
-  // disabled (a disabled field is not sent), and its backend may be "every backend" (sent
-  // as nothing: the master then measures every backend the workers have).
-  const TRAINING_ONLY = ["target", "light_target", "dataset", "max_epochs", "resume_from", "algorithm", "implementation"];
+  // Every choice below follows the master's run rules as data (GET /api/runs/defaults/,
+  // embedded in the page so the choices are right from the start; read again below for the
+  // times), through form_rules.js: the form keeps no list of its own, and never offers what
+  // the API would refuse. Each task has its own goals and data sets: only those are offered.
+  // A measurement (the backend benchmark) refuses the training fields (`training_only`:
+  // goal, data, epochs, checkpoint, algorithm, implementation, schedule): they are disabled
+  // (a disabled field is not sent), and its backend may be "every backend" (sent as nothing:
+  // the master then measures every backend the workers have).
+  let served = JSON.parse(document.getElementById("run-defaults").textContent);
+  const task = form.elements.namedItem("task");
+  const dataset = form.elements.namedItem("dataset");
   // Only the chosen algorithm's options are shown (and sent); a measurement has none.
   const algorithm = form.elements.namedItem("algorithm");
   const fitAlgorithm = (measuring) => {
@@ -182,10 +187,6 @@ if (form) {
   };
   algorithm?.addEventListener("change", () => fitAlgorithm(false));
   const backend = form.elements.namedItem("backend");
-  // The master's run defaults (GET /api/runs/defaults/), embedded in the page so the
-  // implementation choices are right from the start; read again below.
-  const embedded = document.getElementById("run-defaults");
-  let served = embedded ? JSON.parse(embedded.textContent) : null;
   const fitBackend = (measuring) => {
     if (!backend) return;
     const all = backend.querySelector("option[value='']");
@@ -194,15 +195,13 @@ if (form) {
       backend.value = "";
     } else if (!measuring && all) {
       all.remove();
-      if (!backend.value) backend.value = served?.defaults?.backend ?? "mpi";
+      if (!backend.value) backend.value = served.defaults.backend;
     }
   };
-  const task = form.elements.namedItem("task");
-  const dataset = form.elements.namedItem("dataset");
   // What a run of the chosen task gets when the time fields are left empty: the master's
-  // table (GET /api/runs/defaults/), the same the API applies, shown as placeholders.
+  // table, the same the API applies, shown as placeholders.
   const fitTimes = () => {
-    const own = served?.tasks?.[task.value];
+    const own = served.tasks[task.value];
     const budget = form.elements.namedItem("time_budget");
     const limit = form.elements.namedItem("time_limit");
     if (!own) return;
@@ -215,81 +214,70 @@ if (form) {
   }, () => {});
   // The implementation (reference, torch-ddp, tensorflow): the chosen task's only; one
   // whose framework the workers lack stays shown but disabled, with its install hint
-  // (forms_spec.py). What it runs bounds the other choices, so the form never sends a
-  // combination the API refuses: its algorithms only (torch-ddp and tensorflow: allreduce),
-  // its backends only (torch-ddp: gloo, or nccl when picked), and for an implementation on
-  // another framework than PyTorch (tensorflow: its own collective ops) no backend at all (a
-  // disabled field is not sent); nccl only with "Use GPUs" ticked, and ticking it gives DDP
-  // nccl. A backend the user picked is kept while it is allowed.
+  // (forms_spec.py). What it runs bounds the other choices: its algorithms only, its
+  // backends only (served per device: nccl only with "Use GPUs" ticked), and for one that
+  // takes no backend (tensorflow: its framework's own collective ops) the backend field is
+  // disabled, so none is sent. While the user has picked no backend, the form selects the
+  // one the master would give (torch-ddp: gloo, nccl with GPUs); a backend the user picked
+  // is kept while it is allowed.
   const implementation = form.elements.namedItem("implementation");
   const gpu = form.elements.namedItem("gpu_enabled");
   const backendHelp = document.getElementById("h-backend");
   const backendHelpText = backendHelp?.textContent ?? "";
   let backendPicked = false;
   backend?.addEventListener("change", () => (backendPicked = true));
-  const freeBackend = () => {
+  const fitBackendChoices = () => {
     if (!backend) return;
-    backend.disabled = false;
-    for (const option of backend.options) option.disabled = option.value === "nccl" && !gpu?.checked;
-    if (backend.selectedOptions[0]?.disabled) {
-      backend.value = backend.querySelector("option[value='']") ? "" : (served?.defaults?.backend ?? "mpi");
+    const choice = { task: task.value, implementation: implementation?.value, gpu: Boolean(gpu?.checked) };
+    const offered = backendChoices(served, choice);
+    backend.disabled = !offered.length;
+    if (backendHelp) {
+      const framework = served.implementations[choice.implementation]?.framework;
+      backendHelp.textContent = offered.length ? backendHelpText : `${choice.implementation} all-reduces with ${framework}'s own collective ops: no backend is sent.`;
     }
-    if (backendHelp) backendHelp.textContent = backendHelpText;
-  };
-  const fitImplementation = (measuring) => {
-    freeBackend();
-    if (!implementation || measuring) return; // a measurement has none (TRAINING_ONLY)
-    const table = served?.implementations || {};
-    const own = served?.tasks?.[task.value];
-    const offered = own?.implementations ?? Object.keys(table);
-    for (const option of implementation.options) {
-      option.hidden = !offered.includes(option.value);
-      option.disabled = option.hidden || table[option.value]?.available === false;
-    }
-    if (implementation.selectedOptions[0]?.disabled) implementation.value = served?.defaults?.implementation ?? "reference";
-    const impl = table[implementation.value] || { algorithms: [], backends: [], framework: "pytorch" };
-    if (algorithm) {
-      const admits = (name) => (!impl.algorithms.length || impl.algorithms.includes(name)) && (!own?.algorithms || own.algorithms.includes(name));
-      for (const option of algorithm.options) option.disabled = !admits(option.value);
-      if (algorithm.selectedOptions[0]?.disabled) algorithm.value = [...algorithm.options].find((o) => !o.disabled)?.value ?? algorithm.value;
-      fitAlgorithm(false);
-    }
-    if (!backend) return;
-    if (impl.framework !== "pytorch") {
-      backend.disabled = true;
-      if (backendHelp) backendHelp.textContent = `${implementation.value} all-reduces with ${impl.framework}'s own collective ops: no backend is sent.`;
-      return;
-    }
-    const allowed = (name) => (!impl.backends.length || impl.backends.includes(name)) && (name !== "nccl" || !!gpu?.checked);
-    for (const option of backend.options) option.disabled = !allowed(option.value);
+    if (!offered.length) return;
+    for (const option of backend.options) option.disabled = !offered.includes(option.value);
     if (backendPicked && !backend.selectedOptions[0]?.disabled) return;
-    const ddp = gpu?.checked && allowed("nccl") ? "nccl" : impl.backends.find((b) => b !== "nccl");
-    backend.value = impl.backends.length ? ddp : (own?.backend ?? served?.defaults?.backend ?? "mpi");
+    backend.value = defaultBackend(served, choice);
     backendPicked = false; // the form chose it: a later change of GPUs or implementation may too
   };
+  const fitImplementation = (measuring) => {
+    if (implementation && !measuring) {
+      // (a measurement has none: the field is disabled, `training_only`)
+      const table = served.implementations;
+      const offered = served.tasks[task.value]?.implementations ?? Object.keys(table);
+      for (const option of implementation.options) {
+        option.hidden = !offered.includes(option.value);
+        option.disabled = option.hidden || table[option.value]?.available === false;
+      }
+      if (implementation.selectedOptions[0]?.disabled) implementation.value = served.defaults.implementation;
+      if (algorithm) {
+        const admitted = algorithmChoices(served, { task: task.value, implementation: implementation.value });
+        for (const option of algorithm.options) option.disabled = !admitted.includes(option.value);
+        if (algorithm.selectedOptions[0]?.disabled) algorithm.value = [...algorithm.options].find((o) => !o.disabled)?.value ?? algorithm.value;
+        fitAlgorithm(false);
+      }
+    }
+    fitBackendChoices();
+  };
   implementation?.addEventListener("change", () => fitImplementation(false));
-  gpu?.addEventListener("change", () => {
-    backendPicked = backendPicked && !backend?.selectedOptions[0]?.disabled && backend?.value !== "nccl";
-    fitImplementation(catalogue()[task.value]?.kind === "measurement");
-  });
+  gpu?.addEventListener("change", () => fitImplementation(isMeasurementTask(served, task.value)));
   const fitTask = () => {
-    const info = catalogue()[task.value];
-    if (!info) return;
+    const own = served.tasks[task.value];
+    if (!own) return;
     fitTimes();
-    const measuring = info.kind === "measurement";
-    for (const name of TRAINING_ONLY) {
+    const measuring = isMeasurementTask(served, task.value);
+    const refused = refusedFields(served, task.value);
+    for (const name of served.training_only) {
       const input = form.elements.namedItem(name);
-      if (input) input.disabled = measuring;
+      if (input) input.disabled = refused.includes(name);
     }
     fitBackend(measuring);
     fitAlgorithm(measuring);
     fitImplementation(measuring);
     if (measuring) return;
-    const allowed = {
-      target: Object.keys(info.goals),
-      dataset: ["auto", info.dataset, "synthetic"],
-    };
-    for (const [select, fallback] of [[target, info.default_goal], [dataset, "auto"]]) {
+    const allowed = { target: own.goals, dataset: datasetChoices(served, task.value) };
+    for (const [select, fallback] of [[target, own.target], [dataset, served.defaults.dataset]]) {
       if (!select) continue;
       for (const option of select.options) option.disabled = !allowed[select.name].includes(option.value);
       if (select.selectedOptions[0]?.disabled) select.value = fallback;

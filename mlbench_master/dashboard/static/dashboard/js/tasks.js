@@ -19,7 +19,7 @@ export const NEUTRAL_UNIT = "samples/s";
 
 let embedded;
 
-// {task name: {title, dataset, throughput_metric, throughput_unit, default_goal, goals}}.
+// {task name: {kind, measurement, title, dataset, throughput_metric, throughput_unit, default_goal, goals}}.
 export function catalogue() {
   if (embedded === undefined) {
     const node = globalThis.document?.getElementById?.("task-catalogue");
