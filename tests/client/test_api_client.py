@@ -7,7 +7,7 @@ from concurrent.futures import Future
 
 import pytest
 
-from mlbench_worker.client.api import ApiClient, ApiError
+from mlbench_worker.api import ApiClient, ApiError
 from tests.e2e.live import script
 
 pytestmark = pytest.mark.mpi
