@@ -277,7 +277,9 @@ class MetricDetail(APIView):
 class RunList(APIView):
     """GET /api/runs/ (all runs, newest first) and POST /api/runs/ (start a run)."""
 
-    @extend_schema(summary="List runs", responses={200: RunSerializer(many=True), **READ_ERRORS})
+    @extend_schema(
+        summary="List runs", responses={200: RunSerializer(many=True), **_errors(401, 403)}
+    )
     def get(self, request: Request) -> Response:
         return Response(
             RunSerializer(Run.objects.select_related("created_by"), many=True, context={}).data
