@@ -67,6 +67,12 @@ def active_run() -> Run | None:
     return Run.objects.filter(state__in=Run.ACTIVE_STATES).order_by("created_at").first()
 
 
+def creator(user: Any) -> Any | None:
+    """Who a new run or series is recorded as created by (`created_by`): the signed-in
+    user, else nobody (anonymous, or a principal that is no stored user)."""
+    return user if getattr(user, "is_authenticated", False) and user.pk else None
+
+
 def new_run(fields: dict[str, Any], user: Any, state: str, series: Any = None) -> Run:
     """Store a run with `fields` (what run_rules.resolve returned for its request) in
     `state`, its manifest built, as a member of `series` if given.
@@ -76,7 +82,6 @@ def new_run(fields: dict[str, Any], user: Any, state: str, series: Any = None) -
     """
     fields = dict(fields)
     parent_id = fields.pop("resume_from", None)
-    created_by = user if getattr(user, "is_authenticated", False) and user.pk else None
     resumed = None
     if parent_id is not None:
         resumed = run_rules.resume_point(
@@ -90,7 +95,7 @@ def new_run(fields: dict[str, Any], user: Any, state: str, series: Any = None) -
         fields["resumed_from"] = resumed.run_id
         # "auto" could pick another data set now; the checkpoint's is the experiment.
         fields["dataset"] = resumed.identity.get("dataset") or fields.get("dataset")
-    run = Run(**fields, state=state, series=series, created_by=created_by)
+    run = Run(**fields, state=state, series=series, created_by=creator(user))
     run.manifest = build_manifest(run, resumed)
     run.save()
     return run

@@ -103,12 +103,11 @@ def create_series(request: dict[str, Any], user: Any = None) -> Series:
                         errors.add(name, text)
     if errors:
         raise run_rules.RunRefused(dict(errors))
-    created_by = user if getattr(user, "is_authenticated", False) and user.pk else None
     name = str(shared["name"])
     with transaction.atomic():
         series = Series.objects.create(
             name=name,
-            created_by=created_by,
+            created_by=runs.creator(user),
             seeds=seeds,
             worker_counts=[m["num_workers"] for m in members[:: len(seeds)]],
             settings={k: v for k, v in shared.items() if k != "name"},

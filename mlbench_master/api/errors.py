@@ -2,11 +2,17 @@
 
 Every error answers JSON `{"detail": "<one sentence naming the field and the problem>",
 "errors": {"<field>": ["<message>", ...]}}` (`errors` only for invalid input).
+
+This is also the one place that decides which status an error of the domain gets
+(`DOMAIN_ERRORS`): the views let the run rules', the lifecycle's and the charts' errors
+pass, so a status and its wording cannot differ between two endpoints that raise the same
+error (POST /api/runs/ and POST /api/series/ both refuse runs).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, SuspiciousOperation
@@ -16,6 +22,9 @@ from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
+
+from mlbench_master import run_rules, runs
+from mlbench_worker.shared import plots
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +73,38 @@ def invalid(field: str, message: str) -> exceptions.ValidationError:
     return exceptions.ValidationError({field: [message]})
 
 
+# Each error the domain raises that a client caused or must know about, and what the API
+# answers for it. Checked in this order, before the generic rules below (several of these
+# are ValueErrors, which would otherwise become a 400 without the field's name).
+DOMAIN_ERRORS: tuple[tuple[type[Exception], Callable[[Any], exceptions.APIException]], ...] = (
+    # 400 naming every field whose rule the request breaks
+    (run_rules.RunRefused, lambda exc: exceptions.ValidationError(exc.errors)),
+    # 400: the run to resume changed between the check and the store (deleted meanwhile)
+    (run_rules.ResumeRefused, lambda exc: invalid("resume_from", str(exc))),
+    # 403: a field only staff users may set
+    (run_rules.StaffOnly, lambda exc: exceptions.PermissionDenied(str(exc))),
+    # 409: another run is active or runs wait in the queue
+    (runs.RunConflict, lambda exc: Conflict(str(exc))),
+    # 503: Redis refused the run's job; runs.enqueue_run stored the run as FAILED first
+    (
+        runs.QueueUnavailable,
+        lambda exc: ServiceUnavailable(
+            f"{exc}; the run was stored as FAILED. Start Redis (REDIS_URL) and try again."
+        ),
+    ),
+    # 409: the data cannot give the chart yet (the message says what is missing)
+    (plots.PlotError, lambda exc: Conflict(str(exc))),
+)
+
+
+def api_error(exc: Exception) -> Exception:
+    """The API error `exc` stands for when it is one of DOMAIN_ERRORS, else `exc`."""
+    for kind, answer in DOMAIN_ERRORS:
+        if isinstance(exc, kind):
+            return answer(exc)
+    return exc
+
+
 def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     if isinstance(detail, dict):
@@ -91,7 +132,9 @@ def _sentence(errors: dict[str, list[str]]) -> str:
 
 
 def exception_handler(exc: Exception, context: dict) -> Response | None:
-    """DRF's handler with our JSON shape; database rejections of client data become 400."""
+    """DRF's handler with our JSON shape: the domain's errors get their status
+    (DOMAIN_ERRORS); database rejections of client data become 400."""
+    exc = api_error(exc)
     if isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(
             exc.message_dict if hasattr(exc, "error_dict") else {"": exc.messages}

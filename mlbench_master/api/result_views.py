@@ -16,7 +16,7 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from mlbench_master.api.errors import Conflict, error_responses
+from mlbench_master.api.errors import error_responses
 from mlbench_master.api.models import Run, Series
 from mlbench_master.results import mllog, statistics, stored
 from mlbench_worker.shared import catalogue, plots
@@ -72,10 +72,8 @@ def _chart(data: dict, chart: str, fmt: str, allowed: tuple[str, ...], title: st
         raise exceptions.NotFound(f"chart {chart!r} is not one of {', '.join(allowed)}")
     if fmt not in CONTENT_TYPES:
         raise exceptions.NotFound(f"format {fmt!r} is not one of {', '.join(CONTENT_TYPES)}")
-    try:
-        return plots.render(chart, data, fmt, title=title)
-    except plots.PlotError as exc:
-        raise Conflict(str(exc)) from None
+    # A chart the data cannot give yet (plots.PlotError) is a 409: errors.DOMAIN_ERRORS.
+    return plots.render(chart, data, fmt, title=title)
 
 
 P_CHART = OpenApiParameter("chart", str, OpenApiParameter.PATH, description="the chart")

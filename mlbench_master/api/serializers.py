@@ -13,7 +13,7 @@ from rest_framework import serializers
 
 from mlbench_master import run_rules
 from mlbench_master.api.models import LogChunk, Pod, Run, Series
-from mlbench_master.api.run_queue import queue_positions
+from mlbench_master.api.run_queue import queue_position
 from mlbench_worker.shared import result
 
 RUN_OUTPUT_FIELDS = [
@@ -55,11 +55,7 @@ class RunSerializer(serializers.ModelSerializer):
     )
 
     def get_queue_position(self, run: Run) -> int | None:
-        if run.state != Run.QUEUED:
-            return None
-        if "queue_positions" not in self.context:  # once per response, not once per run
-            self.context["queue_positions"] = queue_positions()
-        return self.context["queue_positions"].get(run.pk)
+        return queue_position(run, self.context)
 
     def get_effective_time_budget(self, run: Run) -> float | None:
         return run_rules.effective_time_budget(run)
@@ -222,11 +218,7 @@ class SeriesRunSerializer(serializers.ModelSerializer):
     )
 
     def get_queue_position(self, run: Run) -> int | None:
-        if run.state != Run.QUEUED:
-            return None
-        if "queue_positions" not in self.context:
-            self.context["queue_positions"] = queue_positions()
-        return self.context["queue_positions"].get(run.pk)
+        return queue_position(run, self.context)
 
     class Meta:
         model = Run

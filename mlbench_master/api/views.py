@@ -3,7 +3,7 @@
 
 Views only route: parsing lives in serializers.py / ingest.py / params.py, the rules of a
 run in mlbench_master.run_rules, queries in queries.py, run state changes in
-mlbench_master.runs.
+mlbench_master.runs. The errors those raise pass through: errors.py answers each.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from rest_framework.views import APIView
 from mlbench_master import metrics_store, run_rules, runs
 from mlbench_master.api import bodies, ingest, params
 from mlbench_master.api.auth import ended_past_grace
-from mlbench_master.api.errors import Conflict, ServiceUnavailable, error_responses, invalid
+from mlbench_master.api.errors import Conflict, error_responses, invalid
 from mlbench_master.api.export import zip_response
 from mlbench_master.api.logs import STREAMS, read_logs
 from mlbench_master.api.models import Pod, Run
@@ -277,7 +277,9 @@ class MetricDetail(APIView):
 class RunList(APIView):
     """GET /api/runs/ (all runs, newest first) and POST /api/runs/ (start a run)."""
 
-    @extend_schema(summary="List runs", responses={200: RunSerializer(many=True), **READ_ERRORS})
+    @extend_schema(
+        summary="List runs", responses={200: RunSerializer(many=True), **_errors(401, 403)}
+    )
     def get(self, request: Request) -> Response:
         return Response(
             RunSerializer(Run.objects.select_related("created_by"), many=True, context={}).data
@@ -294,20 +296,8 @@ class RunList(APIView):
         serializer.is_valid(raise_exception=True)
         fields = dict(serializer.validated_data)
         queue = bool(fields.pop("queue", False))
-        try:
-            run = runs.create_run(fields, request.user, queue=queue)
-        except run_rules.RunRefused as exc:
-            raise exceptions.ValidationError(exc.errors) from exc
-        except run_rules.StaffOnly as exc:
-            raise exceptions.PermissionDenied(str(exc)) from exc
-        except runs.RunConflict as exc:
-            raise Conflict(str(exc)) from exc
-        except run_rules.ResumeRefused as exc:  # the parent changed since it was resolved
-            raise invalid("resume_from", str(exc)) from exc
-        except runs.QueueUnavailable as exc:
-            raise ServiceUnavailable(
-                f"{exc}; the run was stored as FAILED. Start Redis (REDIS_URL) and try again."
-            ) from exc
+        # Refusals (run rules, 409, Redis down) are answered by errors.DOMAIN_ERRORS.
+        run = runs.create_run(fields, request.user, queue=queue)
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
 

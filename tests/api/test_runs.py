@@ -24,8 +24,11 @@ def test_list_and_get_seed_shape(api, make_run):
     assert one["job_metadata"] == {"k": 1}
     assert one["created_at"].endswith("Z")
     assert "token_salt" not in one
-    assert api.get("/api/runs/999999/").status_code == 404
-    assert api.get("/api/runs/1").status_code in (200, 404)  # no-slash alias answers
+    missing = api.get("/api/runs/999999/")
+    assert missing.status_code == 404
+    assert missing.json() == {"detail": "No Run matches the given query."}
+    no_slash = api.get(f"/api/runs/{a.pk}")  # the original client's path: no redirect
+    assert no_slash.status_code == 200 and no_slash.json() == one
 
 
 def test_create_enqueues_one_job(api, redis_settings):
@@ -107,7 +110,7 @@ def test_create_validation(api, change, field, words):
     assert r.status_code == 400, r.json()
     body = r.json()
     assert field in body["errors"] and words in " ".join(body["errors"][field]), body
-    assert field in body["detail"]
+    assert f"{field}: {body['errors'][field][0]}" in body["detail"], body  # the sentence names it
     assert Run.objects.count() == 0
 
 
@@ -122,6 +125,7 @@ def test_custom_command_is_staff_only(api):
     body = {"name": "r", "num_workers": 1, "custom_image_command": "rm -rf /"}
     r = api.post("/api/runs/", body, format="json")
     assert r.status_code == 403 and "staff" in r.json()["detail"]
+    assert set(r.json()) == {"detail"} and Run.objects.count() == 0
 
 
 def test_delete_finished_run_removes_its_metrics_not_pod_metrics(api, make_run):
