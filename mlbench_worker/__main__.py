@@ -20,16 +20,16 @@ def main(argv: list[str] | None = None) -> int:
         from mlbench_worker.backend_benchmark.main import run_main as run_benchmark
 
         return run_benchmark(args)
-    args = parse_args(argv)
-    if args.implementation == "tensorflow":
+    config = parse_args(argv)
+    if config.implementation == "tensorflow":
         # A framework of its own: this process never imports torch.
         from mlbench_worker.implementations.tensorflow import run_main as run_tensorflow
 
-        return run_tensorflow(args)
+        return run_tensorflow(config)
     # Imported only now: parsing must stay fast and torch-free.
     from mlbench_worker.training.run import run_main
 
-    return run_main(args)
+    return run_main(config)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Setting a run up: the one path every task takes, and the steps all tasks share.
 
 A task names the module that sets it up (`task.setup`: mlbench_worker.tasks.cifar10.setup,
-.imagenet.setup, .linear.setup). That module's `build(args, comm, task, say,
+.imagenet.setup, .epsilon.setup). That module's `build(config, comm, task, say,
 open_reporter)` applies the task's own rules (its data, learning-rate scaling, schedule,
 summary entries) and hands back a `Built`; what every task does the same way is here:
 `place_model` (the same initial weights on every rank), `goal`, `synthetic_banner`. Then
@@ -12,7 +12,6 @@ algorithm plugs in there and in mlbench_worker/algorithms/, never in a task's se
 
 from __future__ import annotations
 
-import argparse
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,10 +19,10 @@ from dataclasses import dataclass
 import torch
 
 from mlbench_worker.data import synthetic_banner  # noqa: F401 - torch-free there, shared
-from mlbench_worker.shared.algorithm_catalogue import DEFAULT_ALGORITHM, check
-from mlbench_worker.shared.implementation_catalogue import DEFAULT_IMPLEMENTATION
+from mlbench_worker.shared.algorithm_catalogue import check
 from mlbench_worker.tasks import LinearTask, Task
 from mlbench_worker.training.comm import Communicator, broadcast_model
+from mlbench_worker.training.config import RunConfig
 from mlbench_worker.training.errors import WorkerError
 from mlbench_worker.training.metric_sink import Reporter
 from mlbench_worker.training.recipe import Goal
@@ -50,7 +49,7 @@ class Built:
 
 
 def build_run(
-    args: argparse.Namespace,
+    config: RunConfig,
     comm: Communicator,
     task: Task | LinearTask,
     say: Say,
@@ -58,12 +57,12 @@ def build_run(
 ) -> Built:
     """Set the run up with the task's own module, then choose its gradient exchange."""
     builder = importlib.import_module(task.setup)
-    built: Built = builder.build(args, comm, task, say, open_reporter)
-    exchange_gradients(built.trainer, args)
+    built: Built = builder.build(config, comm, task, say, open_reporter)
+    exchange_gradients(built.trainer, config)
     return built
 
 
-def exchange_gradients(trainer: Trainer, args: argparse.Namespace) -> None:
+def exchange_gradients(trainer: Trainer, config: RunConfig) -> None:
     """How the ranks combine their work: --algorithm and its options (allreduce: also
     --no-overlap, --bucket-mb).
 
@@ -72,35 +71,37 @@ def exchange_gradients(trainer: Trainer, args: argparse.Namespace) -> None:
     options again against the worker count MPI reports (the parser knew it only when
     mpirun announced it).
     """
-    name = getattr(args, "algorithm", None) or DEFAULT_ALGORITHM
-    options, problems = check(name, getattr(args, "algorithm_options", None), trainer.comm.size)
+    name = config.algorithm
+    options, problems = check(name, config.algorithm_options, trainer.comm.size)
     if problems:
         raise WorkerError(f"--algorithm {name}: " + "; ".join(problems))
     trainer.set_algorithm(
         name,
         options,
-        not args.no_overlap,
-        args.bucket_mb,
-        getattr(args, "implementation", DEFAULT_IMPLEMENTATION),
+        not config.no_overlap,
+        config.bucket_mb,
+        config.implementation,
     )
 
 
 def place_model(
-    make: Callable[[], torch.nn.Module], args: argparse.Namespace, comm: Communicator
+    make: Callable[[], torch.nn.Module], config: RunConfig, comm: Communicator
 ) -> torch.nn.Module:
     """The model from `make`, on this rank's device, equal on every rank.
 
     Seeded before it is made so a run's initial weights depend only on --seed; then rank
     0's weights are broadcast, so ranks agree whatever their random state.
     """
-    torch.manual_seed(args.seed)
+    torch.manual_seed(config.seed)
     model = make().to(comm.device)
-    if args.channels_last:
+    if config.channels_last:
         model = model.to(memory_format=torch.channels_last)
     broadcast_model(model, comm)
     return model
 
 
-def goal(args: argparse.Namespace, task: Task | LinearTask) -> Goal:
+def goal(config: RunConfig, task: Task | LinearTask) -> Goal:
     """When the run stops: the task's accuracy for --target, --max-epochs, --time-budget."""
-    return Goal(args.target, task.target_accuracy(args.target), args.max_epochs, args.time_budget)
+    return Goal(
+        config.target, task.target_accuracy(config.target), config.max_epochs, config.time_budget
+    )

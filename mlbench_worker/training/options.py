@@ -14,6 +14,7 @@ from mlbench_worker.shared import algorithm_catalogue, catalogue, implementation
 from mlbench_worker.tasks import TASKS, LinearTask, Task
 from mlbench_worker.tasks.imagenet.task import LR_SCHEDULES
 from mlbench_worker.training import checkpoint
+from mlbench_worker.training.config import RunConfig
 from mlbench_worker.training.option_parts import (
     BACKENDS,
     DEVICES,
@@ -261,8 +262,9 @@ def _models_by_family() -> dict[str, tuple[str, ...]]:
     }
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Parsed and checked options; exits with status 2 and a message naming the problem."""
+def parse_args(argv: list[str] | None = None) -> RunConfig:
+    """The run's configuration, parsed and checked; exits with status 2 and a message naming
+    the problem."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.task not in TASKS:
@@ -310,7 +312,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if problem:
             parser.error(problem)
     check_reporting_options(parser, args)
-    return args
+    return RunConfig.from_namespace(args)
 
 
 def _check_task_options(

@@ -10,8 +10,6 @@ entry.py's, the same for every implementation.
 
 from __future__ import annotations
 
-import argparse
-
 import torch
 
 from mlbench_worker.shared.algorithm_catalogue import describe
@@ -20,6 +18,7 @@ from mlbench_worker.tasks import get_task
 from mlbench_worker.training import checkpoint, environment
 from mlbench_worker.training.build import build_run
 from mlbench_worker.training.comm import Communicator, local_rank
+from mlbench_worker.training.config import RunConfig
 from mlbench_worker.training.entry import World, run_rank
 from mlbench_worker.training.environment import default_threads  # torch-free there, shared
 from mlbench_worker.training.errors import WorkerError
@@ -43,22 +42,22 @@ def pick_device(requested: str) -> torch.device:
     return torch.device("cuda", index)
 
 
-def run_main(args: argparse.Namespace) -> int:
+def run_main(config: RunConfig) -> int:
     """Entry point after option parsing; returns the process exit code."""
     opened: list[Communicator] = []
 
     def body(world: World) -> int:
-        torch.set_num_threads(args.threads or default_threads())
-        comm = Communicator(args.backend, device=pick_device(args.device))
+        torch.set_num_threads(config.threads or default_threads())
+        comm = Communicator(config.backend, device=pick_device(config.device))
         opened.append(comm)
         world.known(comm.rank, comm.size, comm.world.Abort)
-        return _run(args, comm)
+        return _run(config, comm)
 
     return run_rank(body, cleanup=lambda: [comm.close() for comm in opened])
 
 
-def _run(args: argparse.Namespace, comm: Communicator) -> int:
-    task = get_task(args.task)
+def _run(config: RunConfig, comm: Communicator) -> int:
+    task = get_task(config.task)
     rank0 = comm.rank == 0
     say = print if rank0 else (lambda *_a, **_k: None)
     threads = torch.get_num_threads()
@@ -66,38 +65,40 @@ def _run(args: argparse.Namespace, comm: Communicator) -> int:
 
     def open_reporter() -> Reporter:
         if rank0:
-            return make_reporter(args.master_url, args.run_id, args.token, args.metrics_file)
-        return make_reporter(None, args.run_id, None, None)
+            return make_reporter(
+                config.master_url, config.run_id, config.token, config.metrics_file
+            )
+        return make_reporter(None, config.run_id, None, None)
 
-    built = build_run(args, comm, task, lambda line: say(line, flush=True), open_reporter)
+    built = build_run(config, comm, task, lambda line: say(line, flush=True), open_reporter)
     trainer, reporter, device = built.trainer, built.trainer.reporter, comm.device
     workers = comm.size
     goal = trainer.goal
 
     identity = {
         "task": task.name,
-        "model": args.model,
+        "model": config.model,
         "num_workers": workers,
-        "batch_size": args.batch_size,
-        "seed": args.seed,
+        "batch_size": config.batch_size,
+        "seed": config.seed,
         "dataset": built.dataset,
         "algorithm": trainer.algorithm,
         "algorithm_options": dict(trainer.algorithm_options),
-        "implementation": args.implementation,
+        "implementation": config.implementation,
     }
-    if args.checkpoint_dir:
+    if config.checkpoint_dir:
 
         def save(trainer: Trainer) -> None:
             if trainer.comm.rank == 0:
-                checkpoint.save(trainer, args.checkpoint_dir, identity)
+                checkpoint.save(trainer, config.checkpoint_dir, identity)
 
         trainer.checkpoint = save
 
-    if args.resume:
+    if config.resume:
         state, problem = None, None
         if rank0:
             try:
-                state = checkpoint.load(args.checkpoint_dir, identity)
+                state = checkpoint.load(config.checkpoint_dir, identity)
             except WorkerError as exc:
                 problem = str(exc)
         problem = comm.bcast_object(problem)
@@ -107,20 +108,20 @@ def _run(args: argparse.Namespace, comm: Communicator) -> int:
         checkpoint.restore(trainer, state)
         built.after_restore(trainer)
         say(
-            f"resumed from {args.checkpoint_dir}: {trainer.progress.epoch} epochs done, "
+            f"resumed from {config.checkpoint_dir}: {trainer.progress.epoch} epochs done, "
             f"{trainer.progress.elapsed_before:.1f}s on the clock",
             flush=True,
         )
 
     say(
-        f"{task.name}: model {args.model}, {built.data_line}, "
+        f"{task.name}: model {config.model}, {built.data_line}, "
         f"{workers} worker(s), backend {comm.backend}, device {device}, {threads} thread(s)/rank, "
-        f"batch {args.batch_size}/worker, peak lr {built.peak_lr:g}, "
+        f"batch {config.batch_size}/worker, peak lr {built.peak_lr:g}, "
         f"algorithm {describe(trainer.algorithm, trainer.algorithm_options)}, "
-        f"implementation {args.implementation} ({trainer.allreduce.describe()}), "
-        f"target {args.target} "
+        f"implementation {config.implementation} ({trainer.allreduce.describe()}), "
+        f"target {config.target} "
         f"({goal.accuracy:.0%}), max {goal.max_epochs} epochs"
-        + (f", time budget {args.time_budget:g}s" if args.time_budget else ""),
+        + (f", time budget {config.time_budget:g}s" if config.time_budget else ""),
         flush=True,
     )
 
@@ -144,34 +145,34 @@ def _run(args: argparse.Namespace, comm: Communicator) -> int:
         full = trainer.full_allreduce_bytes() if workers > 1 else 0
         summary = training_summary(
             task=task.name,
-            model=args.model,
+            model=config.model,
             dataset=built.dataset,
             num_workers=workers,
             backend=comm.backend,
             device=str(device),
-            target=args.target,
+            target=config.target,
             outcome=outcome(progress, goal.accuracy),
             throughput=finite(trainer.throughput()),
             comm_share=float(totals[2] / step_total) if step_total > 0 else 0.0,
             comm_share_total=float(totals[3] / step_total) if step_total > 0 else 0.0,
             algorithm=trainer.algorithm,
             algorithm_options=dict(trainer.algorithm_options),
-            implementation=args.implementation,
+            implementation=config.implementation,
             comm_bytes_per_step=bytes_per_step,
             full_allreduce_bytes=full,
             elapsed=elapsed,
-            seed=args.seed,
+            seed=config.seed,
             versions=environment.versions(),
             hardware=environment.hardware(device, threads, hostnames),
             stop_reason=progress.stop_reason,
-            run_id=args.run_id,
+            run_id=config.run_id,
             dataset_note=built.note,
             **built.results(trainer),
             config={
-                "batch_size": args.batch_size,
+                "batch_size": config.batch_size,
                 "peak_lr": built.peak_lr,
-                "max_epochs": args.max_epochs,
-                "time_budget": args.time_budget,
+                "max_epochs": config.max_epochs,
+                "time_budget": config.time_budget,
                 **built.config,
                 **trainer.allreduce_config(),
                 "threads": threads,

@@ -11,7 +11,7 @@ import types
 import torch
 
 from mlbench_worker.tasks import TASKS
-from mlbench_worker.training.options import TASK_OPTIONS, build_parser
+from mlbench_worker.training.options import TASK_OPTIONS, build_parser, parse_args
 
 
 def test_every_task_names_a_setup_module_with_a_build():
@@ -58,9 +58,9 @@ def test_build_run_sets_up_with_the_tasks_module_then_chooses_the_exchange(monke
     module.build = task_build
     monkeypatch.setitem(sys.modules, "probe_setup", module)
     task = types.SimpleNamespace(name="probe", setup="probe_setup")
-    args = argparse.Namespace(no_overlap=False, bucket_mb=0.5)
-    built = build.build_run(args, None, task, print, lambda: None)
-    # No --algorithm nor --implementation (an older caller): the defaults, filled in.
+    config = parse_args(["resnet20-cifar10", "--dataset", "synthetic", "--bucket-mb", "0.5"])
+    built = build.build_run(config, None, task, print, lambda: None)
+    # No --algorithm nor --implementation: the parser's defaults, checked and complete.
     assert calls == [
         ("build", "probe"),
         ("exchange", "allreduce", {"precision": "fp32"}, True, 0.5, "reference"),
@@ -74,11 +74,32 @@ def test_place_model_gives_the_same_weights_for_a_seed():
     from mlbench_worker.training.comm import Communicator
 
     comm = Communicator("mpi")
-    args = argparse.Namespace(seed=3, channels_last=True)
-    a = place_model(lambda: build_model("resnet20"), args, comm)
+    config = parse_args(["resnet20-cifar10", "--dataset", "synthetic", "--seed", "3"])
+    config = config.replace(channels_last=True)
+    a = place_model(lambda: build_model("resnet20"), config, comm)
     torch.manual_seed(99)  # the random state before does not matter
-    b = place_model(lambda: build_model("resnet20"), args, comm)
+    b = place_model(lambda: build_model("resnet20"), config, comm)
     for p, q in zip(a.parameters(), b.parameters(), strict=True):
         assert torch.equal(p, q)
     conv = next(p for p in a.parameters() if p.dim() == 4)
     assert conv.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_the_run_config_holds_every_option_the_parser_makes_and_no_other():
+    import dataclasses
+
+    import pytest
+
+    from mlbench_worker.training.config import RunConfig
+
+    config = parse_args(["resnet20-cifar10", "--dataset", "synthetic"])
+    assert isinstance(config, RunConfig) and config.max_epochs == 164  # the task's, filled
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.seed = 1  # type: ignore[misc]
+    parsed = argparse.Namespace(**dataclasses.asdict(config))
+    del parsed.log_every
+    parsed.surprise = 1
+    with pytest.raises(
+        TypeError, match=r"only parsed \['surprise'\], never parsed \['log_every'\]"
+    ):
+        RunConfig.from_namespace(parsed)

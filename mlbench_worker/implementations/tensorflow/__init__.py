@@ -23,10 +23,10 @@ user can fix printed once, by rank 0; anything unexpected aborts the MPI job.
 
 from __future__ import annotations
 
-import argparse
 import os
 
 from mlbench_worker.models import MODELS
+from mlbench_worker.training.config import RunConfig
 from mlbench_worker.training.entry import World, run_rank
 from mlbench_worker.training.errors import WorkerError
 
@@ -38,11 +38,11 @@ INSTALL_HINT = (
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-def run_main(args: argparse.Namespace) -> int:
+def run_main(config: RunConfig) -> int:
     """Entry point after option parsing (mlbench_worker/__main__.py); the exit code."""
 
     def body(world: World) -> int:
-        refuse_unsupported(args)
+        refuse_unsupported(config)
         try:
             import tensorflow  # noqa: F401
         except ImportError:
@@ -52,7 +52,7 @@ def run_main(args: argparse.Namespace) -> int:
 
         control = Control()
         world.known(control.rank, control.size, control.abort)
-        return run(args, control)
+        return run(config, control)
 
     return run_rank(body)
 
@@ -62,36 +62,36 @@ def has_model(name: str) -> bool:
     return name in MODELS and MODELS[name][0] == "resnet"
 
 
-def refuse_unsupported(args: argparse.Namespace) -> None:
+def refuse_unsupported(config: RunConfig) -> None:
     """The options this implementation cannot honour, each named with why."""
-    if not has_model(args.model):
+    if not has_model(config.model):
         raise WorkerError(
-            f"--model {args.model}: the tensorflow implementation has the original CIFAR "
+            f"--model {config.model}: the tensorflow implementation has the original CIFAR "
             "ResNets only (resnet20, resnet32, resnet44, resnet56); pre-activation ones run "
             "on --implementation reference or torch-ddp"
         )
-    if getattr(args, "amp", False):
+    if config.amp:
         raise WorkerError(
             "--amp: the tensorflow implementation trains in float32 only (Keras's mixed "
             "precision is not wired in); drop --amp, or use --implementation reference"
         )
-    if getattr(args, "channels_last", False):
+    if config.channels_last:
         raise WorkerError(
             "--channels-last: Keras already lays images out channels-last (NHWC), the only "
             "layout it has on CPU; the option chooses torch's memory format: drop it"
         )
-    if getattr(args, "resume", False) or getattr(args, "resume_from", None):
-        option = "--resume-from" if getattr(args, "resume_from", None) else "--resume"
+    if config.resume or config.resume_from:
+        option = "--resume-from" if config.resume_from else "--resume"
         raise WorkerError(
             f"{option}: the tensorflow implementation writes no checkpoints, so it cannot "
             "continue a run; start a new one, or use --implementation reference"
         )
-    if getattr(args, "bucket_mb", None) is not None:
+    if config.bucket_mb is not None:
         raise WorkerError(
             "--bucket-mb: the tensorflow implementation all-reduces its gradients with the "
             "strategy's collective, which packs them itself; drop --bucket-mb"
         )
-    precision = (getattr(args, "algorithm_options", None) or {}).get("precision", "fp32")
+    precision = (config.algorithm_options or {}).get("precision", "fp32")
     if precision != "fp32":
         raise WorkerError(
             f"--algorithm-option precision={precision}: the tensorflow implementation "

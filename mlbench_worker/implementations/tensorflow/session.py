@@ -10,8 +10,6 @@ the same model). The summary has the keys of the reference's (mlbench_worker/tra
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 import tensorflow as tf
 from tensorflow import keras
@@ -27,6 +25,7 @@ from mlbench_worker.shared.result import training_summary
 from mlbench_worker.tasks import get_task
 from mlbench_worker.tasks.cifar10.data import load_dataset
 from mlbench_worker.training import environment
+from mlbench_worker.training.config import RunConfig
 from mlbench_worker.training.metric_sink import make_reporter
 from mlbench_worker.training.progress import finite, outcome
 from mlbench_worker.training.recipe import Goal, Schedule, scaled_rates
@@ -45,53 +44,62 @@ NOTE = (
 )
 
 
-def run(args: argparse.Namespace, control: cluster.Control) -> int:
+def run(config: RunConfig, control: cluster.Control) -> int:
     """Train task 1a with TensorFlow on this rank; 0, or raises (see run_main)."""
-    task = get_task(args.task)
+    task = get_task(config.task)
     rank0 = control.rank == 0
 
     def say(line: str) -> None:
         if rank0:
             print(line, flush=True)
 
-    if args.checkpoint_dir:
+    if config.checkpoint_dir:
         say(
-            f"note: --checkpoint-dir {args.checkpoint_dir}: the tensorflow implementation "
+            f"note: --checkpoint-dir {config.checkpoint_dir}: the tensorflow implementation "
             "writes no checkpoints; the run goes on without them"
         )
-    threads = args.threads or environment.default_threads()
+    threads = config.threads or environment.default_threads()
     cluster.set_threads(threads)
-    device = cluster.pick_device(args.device, control)
+    device = cluster.pick_device(config.device, control)
     collective = cluster.collective_name(device)
-    if args.backend != "mpi":
+    if config.backend != "mpi":
         say(
-            f"note: --backend {args.backend} is not used: the strategy's collective ops "
+            f"note: --backend {config.backend} is not used: the strategy's collective ops "
             f"({collective}) carry the all-reduce"
         )
 
     data = load_dataset(
-        args.dataset, args.data_dir, args.seed, control, args.train_images, args.test_images
+        config.dataset,
+        config.data_dir,
+        config.seed,
+        control,
+        config.train_images,
+        config.test_images,
     )
     if data.name == "synthetic":
         synthetic_banner(say, "CIFAR-10", data.note)
     a = data.arrays
     mean, std = (CIFAR10_MEAN, CIFAR10_STD) if data.name == "cifar10" else channel_stats(a.train_x)
-    train_data = ImageBatches(a.train_x, a.train_y, args.batch_size, mean, std, augment=True)
+    train_data = ImageBatches(a.train_x, a.train_y, config.batch_size, mean, std, augment=True)
     test_data = ImageBatches(a.test_x, a.test_y, EVAL_BATCH, mean, std, augment=False)
 
     hostnames = control.allgather_object(environment.hostname())
     cluster.export_cluster(cluster.cluster_config(control, hostnames))
     strategy = cluster.make_strategy(device)
-    keras.utils.set_random_seed(args.seed)
+    keras.utils.set_random_seed(config.seed)
     with strategy.scope():
-        model = build_model(args.model)
+        model = build_model(config.model)
     steps = Steps(strategy, model, task.momentum, task.weight_decay)
-    start_lr, peak_lr = scaled_rates(task, args.batch_size, control.size, args.lr)
-    goal = Goal(args.target, task.target_accuracy(args.target), args.max_epochs, args.time_budget)
+    start_lr, peak_lr = scaled_rates(task, config.batch_size, control.size, config.lr)
+    goal = Goal(
+        config.target, task.target_accuracy(config.target), config.max_epochs, config.time_budget
+    )
     if rank0:
-        reporter = make_reporter(args.master_url, args.run_id, args.token, args.metrics_file)
+        reporter = make_reporter(
+            config.master_url, config.run_id, config.token, config.metrics_file
+        )
     else:
-        reporter = make_reporter(None, args.run_id, None, None)
+        reporter = make_reporter(None, config.run_id, None, None)
     trainer = Trainer(
         steps,
         Schedule(0.0, 0.0, 0, (), 1.0),  # replaced below, once steps are known
@@ -100,22 +108,22 @@ def run(args: argparse.Namespace, control: cluster.Control) -> int:
         train_data,
         test_data,
         reporter,
-        seed=args.seed,
+        seed=config.seed,
         task=task.name,
-        log_every=args.log_every,
+        log_every=config.log_every,
     )
     per_epoch = trainer.steps_per_epoch
     trainer.schedule = Schedule.of_task(task, start_lr, peak_lr, per_epoch)
     steps.warm_up()
 
     say(
-        f"{task.name}: model {args.model}, data {data.name} ({len(train_data)} train / "
+        f"{task.name}: model {config.model}, data {data.name} ({len(train_data)} train / "
         f"{len(test_data)} test images), {control.size} worker(s), implementation tensorflow "
         f"(TensorFlow {tf.__version__}, MultiWorkerMirroredStrategy, {collective} all-reduce), "
-        f"device {device}, {threads} thread(s)/rank, batch {args.batch_size}/worker, "
-        f"peak lr {peak_lr:g}, algorithm allreduce, target {args.target} "
+        f"device {device}, {threads} thread(s)/rank, batch {config.batch_size}/worker, "
+        f"peak lr {peak_lr:g}, algorithm allreduce, target {config.target} "
         f"({goal.accuracy:.0%}), max {goal.max_epochs} epochs"
-        + (f", time budget {args.time_budget:g}s" if args.time_budget else "")
+        + (f", time budget {config.time_budget:g}s" if config.time_budget else "")
     )
     try:
         progress = trainer.fit()
@@ -127,23 +135,23 @@ def run(args: argparse.Namespace, control: cluster.Control) -> int:
         bytes_per_step = float(trainer.step_bytes)
         summary = training_summary(
             task=task.name,
-            model=args.model,
+            model=config.model,
             dataset=data.name,
             num_workers=control.size,
             backend=collective,
             device=device,
-            target=args.target,
+            target=config.target,
             outcome=outcome(progress, goal.accuracy),
             throughput=finite(trainer.throughput()),
             comm_share=share,
             comm_share_total=share,  # never overlapped: all of it is exposed
             algorithm="allreduce",
-            algorithm_options=dict(args.algorithm_options),
+            algorithm_options=dict(config.algorithm_options),
             implementation="tensorflow",
             comm_bytes_per_step=bytes_per_step,
             full_allreduce_bytes=trainer.full_allreduce_bytes,
             elapsed=elapsed,
-            seed=args.seed,
+            seed=config.seed,
             versions=environment.versions(
                 {"tensorflow": tf.__version__, "keras": keras.__version__}
             ),
@@ -152,16 +160,16 @@ def run(args: argparse.Namespace, control: cluster.Control) -> int:
                 **cluster.gpu_info(device),
             },
             stop_reason=progress.stop_reason,
-            run_id=args.run_id,
+            run_id=config.run_id,
             dataset_note=data.note,
             implementation_note=NOTE.format(
                 tf=tf.__version__, keras=keras.__version__, collective=collective
             ),
             config={
-                "batch_size": args.batch_size,
+                "batch_size": config.batch_size,
                 "peak_lr": peak_lr,
-                "max_epochs": args.max_epochs,
-                "time_budget": args.time_budget,
+                "max_epochs": config.max_epochs,
+                "time_budget": config.time_budget,
                 "train_images": len(train_data),
                 "test_images": len(test_data),
                 "amp": False,

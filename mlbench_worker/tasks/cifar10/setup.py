@@ -9,7 +9,6 @@ the images are CIFAR-10's own for the real set, and measured on the stand-in for
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 
 from mlbench_worker.data.loader import CIFAR10_MEAN, CIFAR10_STD, Batches, channel_stats
@@ -18,6 +17,7 @@ from mlbench_worker.tasks import Task
 from mlbench_worker.tasks.cifar10.data import load_dataset
 from mlbench_worker.training.build import Built, Say, goal, place_model, synthetic_banner
 from mlbench_worker.training.comm import Communicator
+from mlbench_worker.training.config import RunConfig
 from mlbench_worker.training.metric_sink import Reporter
 from mlbench_worker.training.recipe import Schedule, momentum_sgd
 from mlbench_worker.training.trainer import Trainer
@@ -26,7 +26,7 @@ EVAL_BATCH = 500
 
 
 def build(
-    args: argparse.Namespace,
+    config: RunConfig,
     comm: Communicator,
     task: Task,
     say: Say,
@@ -35,7 +35,7 @@ def build(
     """CIFAR-10 (or its stand-in), a ResNet, SGD with momentum, warm-up and decay."""
     device = comm.device
     data = load_dataset(
-        args.dataset, args.data_dir, args.seed, comm, args.train_images, args.test_images
+        config.dataset, config.data_dir, config.seed, comm, config.train_images, config.test_images
     )
     if data.name == "synthetic":
         synthetic_banner(say, "CIFAR-10", data.note)
@@ -43,25 +43,27 @@ def build(
     mean, std = (
         (CIFAR10_MEAN, CIFAR10_STD) if data.name == "cifar10" else channel_stats(arrays.train_x)
     )
-    images = {"mean": mean, "std": std, "device": device, "channels_last": args.channels_last}
-    train_data = Batches(arrays.train_x, arrays.train_y, args.batch_size, augment=True, **images)
+    images = {"mean": mean, "std": std, "device": device, "channels_last": config.channels_last}
+    train_data = Batches(arrays.train_x, arrays.train_y, config.batch_size, augment=True, **images)
     test_data = Batches(arrays.test_x, arrays.test_y, EVAL_BATCH, augment=False, **images)
 
-    model = place_model(lambda: build_model(args.model), args, comm)
-    optimizer, start_lr, peak_lr = momentum_sgd(model, task, args.batch_size, comm.size, args.lr)
+    model = place_model(lambda: build_model(config.model), config, comm)
+    optimizer, start_lr, peak_lr = momentum_sgd(
+        model, task, config.batch_size, comm.size, config.lr
+    )
     trainer = Trainer(
         model,
         optimizer,
         Schedule(0.0, 0.0, 0, (), 1.0),  # replaced below, once steps are known
-        goal(args, task),
+        goal(config, task),
         comm,
         train_data,
         test_data,
         open_reporter(),
-        seed=args.seed,
+        seed=config.seed,
         device=device,
-        amp=args.amp,
-        log_every=args.log_every,
+        amp=config.amp,
+        log_every=config.log_every,
     )
     steps = trainer.steps_per_epoch
     trainer.schedule = Schedule.of_task(task, start_lr, peak_lr, steps)
@@ -75,7 +77,7 @@ def build(
         config={
             "train_images": len(train_data),
             "test_images": len(test_data),
-            "amp": args.amp,
-            "channels_last": args.channels_last,
+            "amp": config.amp,
+            "channels_last": config.channels_last,
         },
     )

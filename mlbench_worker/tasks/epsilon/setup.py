@@ -10,7 +10,6 @@ replaces the starting rate (the floor is then the smaller of the two).
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 
 import torch
@@ -21,13 +20,14 @@ from mlbench_worker.tasks.epsilon.task import LinearTask
 from mlbench_worker.tasks.epsilon.train import LinearTrainer, plateau_schedule
 from mlbench_worker.training.build import Built, Say, goal, place_model, synthetic_banner
 from mlbench_worker.training.comm import Communicator
+from mlbench_worker.training.config import RunConfig
 from mlbench_worker.training.metric_sink import Reporter
 
 EVAL_BATCH = 4096
 
 
 def build(
-    args: argparse.Namespace,
+    config: RunConfig,
     comm: Communicator,
     task: LinearTask,
     say: Say,
@@ -37,30 +37,30 @@ def build(
     opened once the data is in)."""
     device = comm.device
     data = load(
-        args.dataset,
-        args.data_dir,
-        args.seed,
+        config.dataset,
+        config.data_dir,
+        config.seed,
         comm,
         features=task.features,
-        batch_size=args.batch_size,
+        batch_size=config.batch_size,
         device=device,
         synthetic_rows=(task.train_rows, task.test_rows),
-        train_rows=args.train_images,
-        test_rows=args.test_images,
+        train_rows=config.train_images,
+        test_rows=config.test_images,
         eval_batch=EVAL_BATCH,
         say=say,
     )
     if data.name == "synthetic":
         synthetic_banner(say, "epsilon", data.note)
-    glm = get_glm(args.model)
-    model = place_model(lambda: LinearModel(data.features), args, comm)
+    glm = get_glm(config.model)
+    model = place_model(lambda: LinearModel(data.features), config, comm)
 
-    floor_lr = task.base_lr * glm.rates.factor * args.batch_size / task.batch_size
+    floor_lr = task.base_lr * glm.rates.factor * config.batch_size / task.batch_size
     peak_lr = floor_lr * min(comm.size, task.lr_scale_cap)
     if glm.rates.max_lr is not None:
         floor_lr, peak_lr = min(floor_lr, glm.rates.max_lr), min(peak_lr, glm.rates.max_lr)
-    peak_lr = args.lr or peak_lr
-    l2 = task.l2 if args.l2 is None else args.l2
+    peak_lr = config.lr or peak_lr
+    l2 = task.l2 if config.l2 is None else config.l2
     optimizer = torch.optim.SGD(model.parameters(), lr=peak_lr, momentum=0.0, weight_decay=l2)
     schedule = plateau_schedule(peak_lr, floor_lr, task.plateau_factor, task.plateau_threshold)
     trainer = LinearTrainer(
@@ -68,14 +68,14 @@ def build(
         glm,
         optimizer,
         schedule,
-        goal(args, task),
+        goal(config, task),
         comm,
         data.train,
         data.test,
         open_reporter(),
-        seed=args.seed,
+        seed=config.seed,
         device=device,
-        log_every=args.log_every,
+        log_every=config.log_every,
     )
     return Built(
         trainer=trainer,

@@ -15,7 +15,6 @@ half of them (at least one), since the same cores also run the model.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 
 import torch
@@ -28,6 +27,7 @@ from mlbench_worker.tasks.imagenet.task import ImageNetTask
 from mlbench_worker.tasks.imagenet.train import CosineSchedule, ImageNetTrainer, poly_schedule
 from mlbench_worker.training.build import Built, Say, goal, place_model, synthetic_banner
 from mlbench_worker.training.comm import Communicator
+from mlbench_worker.training.config import RunConfig
 from mlbench_worker.training.errors import WorkerError
 from mlbench_worker.training.metric_sink import Reporter
 from mlbench_worker.training.recipe import Schedule, momentum_sgd
@@ -49,7 +49,7 @@ def eval_resize(crop: int) -> int:
 
 
 def build(
-    args: argparse.Namespace,
+    config: RunConfig,
     comm: Communicator,
     task: ImageNetTask,
     say: Say,
@@ -57,18 +57,18 @@ def build(
 ) -> Built:
     """ImageNet JPEG files (or the synthetic ones), a ResNet, SGD as Goyal et al."""
     device = comm.device
-    if args.amp and args.amp_dtype == "float16" and device.type != "cuda":
+    if config.amp and config.amp_dtype == "float16" and device.type != "cuda":
         raise WorkerError(
             f"--amp-dtype float16 needs a CUDA device (this rank has {device}); use bfloat16"
         )
-    data = load(args.dataset, args.data_dir, comm, args.train_images, args.test_images, say)
-    crop = args.crop or CROP
+    data = load(config.dataset, config.data_dir, comm, config.train_images, config.test_images, say)
+    crop = config.crop or CROP
     resize = eval_resize(crop)
-    workers = data_workers(args.data_workers, device, torch.get_num_threads())
+    workers = data_workers(config.data_workers, device, torch.get_num_threads())
     listing = data.listing
-    common = {"device": device, "channels_last": args.channels_last, "workers": workers}
+    common = {"device": device, "channels_last": config.channels_last, "workers": workers}
     train_data = ImageBatches(
-        listing.train, args.batch_size, train=True, crop=crop, resize=resize, **common
+        listing.train, config.batch_size, train=True, crop=crop, resize=resize, **common
     )
     test_data = ImageBatches(
         listing.val, EVAL_BATCH, train=False, crop=crop, resize=resize, **common
@@ -78,54 +78,56 @@ def build(
 
     model = place_model(
         lambda: build_imagenet_model(
-            args.model, num_classes=NUM_CLASSES, zero_init_residual=args.zero_init_residual
+            config.model, num_classes=NUM_CLASSES, zero_init_residual=config.zero_init_residual
         ),
-        args,
+        config,
         comm,
     )
-    optimizer, start_lr, peak_lr = momentum_sgd(model, task, args.batch_size, comm.size, args.lr)
+    optimizer, start_lr, peak_lr = momentum_sgd(
+        model, task, config.batch_size, comm.size, config.lr
+    )
     trainer = ImageNetTrainer(
         model,
         optimizer,
         Schedule(start_lr, start_lr, 0, (), 1.0),  # replaced below, once steps are known
-        goal(args, task),
+        goal(config, task),
         comm,
         train_data,
         test_data,
         open_reporter(),
         task=task.name,
-        seed=args.seed,
+        seed=config.seed,
         device=device,
-        amp=args.amp,
-        log_every=args.log_every,
+        amp=config.amp,
+        log_every=config.log_every,
     )
-    if args.amp and args.amp_dtype == "bfloat16":
+    if config.amp and config.amp_dtype == "bfloat16":
         trainer.amp_dtype, trainer.scaler = torch.bfloat16, None  # float32's range: no scaler
-    trainer.label_smoothing = args.label_smoothing
+    trainer.label_smoothing = config.label_smoothing
     trainer.schedule, schedule_config = schedule_for(
-        args, task, start_lr, peak_lr, trainer.steps_per_epoch
+        config, task, start_lr, peak_lr, trainer.steps_per_epoch
     )
-    config = {
+    recorded = {
         "train_images": len(train_data),
         "test_images": len(test_data),
         "crop": crop,
         "eval_resize": resize,
         "smoke_test_crop": crop != CROP,
-        "lr_schedule": args.lr_schedule,
+        "lr_schedule": config.lr_schedule,
         "warmup_epochs": task.warmup_epochs,
         **schedule_config,
         "momentum": task.momentum,
         "weight_decay": task.weight_decay,
-        "label_smoothing": args.label_smoothing,
-        "zero_init_residual": args.zero_init_residual,
-        "amp": args.amp,
-        "amp_dtype": str(trainer.amp_dtype).removeprefix("torch.") if args.amp else None,
-        "channels_last": args.channels_last,
+        "label_smoothing": config.label_smoothing,
+        "zero_init_residual": config.zero_init_residual,
+        "amp": config.amp,
+        "amp_dtype": str(trainer.amp_dtype).removeprefix("torch.") if config.amp else None,
+        "channels_last": config.channels_last,
         "data_workers": workers,
     }
     if data.name == "synthetic":
         synthetic_banner(say, "ImageNet", data.note)
-    if config["smoke_test_crop"]:
+    if recorded["smoke_test_crop"]:
         say(
             f"SMOKE TEST: {crop}-pixel crops instead of the benchmark's 224 (--crop); the "
             "accuracy is not comparable with 224-pixel results"
@@ -139,31 +141,31 @@ def build(
         data_line=(
             f"data {data.name} ({len(train_data)} train / {len(test_data)} val images "
             f"in {train_data.folder.parent}, {workers} loader process(es)/rank, "
-            f"crop {crop}, lr schedule {args.lr_schedule})"
+            f"crop {crop}, lr schedule {config.lr_schedule})"
         ),
-        config=config,
+        config=recorded,
         results=_results,
         footer=_footer,
     )
 
 
 def schedule_for(
-    args: argparse.Namespace, task: ImageNetTask, start_lr: float, peak_lr: float, steps: int
+    config: RunConfig, task: ImageNetTask, start_lr: float, peak_lr: float, steps: int
 ) -> tuple[Schedule, dict]:
     """The `--lr-schedule` for this run's steps, and its parameters for the summary's
     config, under the names mlbench_master/results/mllog.py logs as MLPerf's keys (a
     decay's boundaries and factor; an end rate, a power and a decay length in steps), for
     `steps` steps per epoch."""
     warmup = round(task.warmup_epochs * steps)
-    total = args.max_epochs * steps
-    if args.lr_schedule == "poly":
+    total = config.max_epochs * steps
+    if config.lr_schedule == "poly":
         poly = poly_schedule(peak_lr, warmup, total, task.poly_end_lr, task.poly_power)
         return poly, {
             "end_lr": poly.end_lr,
             "poly_power": poly.power,
             "decay_steps": poly.poly_steps,
         }
-    if args.lr_schedule == "cosine":
+    if config.lr_schedule == "cosine":
         cosine = CosineSchedule(start_lr, peak_lr, warmup, (), 1.0, total_steps=total)
         return cosine, {"end_lr": 0.0, "decay_steps": max(1, total - warmup)}
     step = Schedule.of_task(task, start_lr, peak_lr, steps)
