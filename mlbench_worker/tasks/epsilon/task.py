@@ -30,7 +30,7 @@ class LinearTask:
     multiplied by min(K, `lr_scale_cap`), then reduced on plateaus of the validation loss
     (by `plateau_factor` when an evaluation does not improve the best loss by at least
     `plateau_threshold`), never below `base_lr`. Each model of `models` adjusts the rates
-    by its own factor and bound (mlbench_worker/tasks/epsilon/GLMS).
+    by its own factor and bound (GLMS in mlbench_worker/tasks/epsilon/__init__.py).
     """
 
     setup: ClassVar[str] = "mlbench_worker.tasks.epsilon.setup"  # see Task
