@@ -1,8 +1,7 @@
 """The worker's command line: `python -m mlbench_worker <task> [options]`.
 
-Parsing and checking happen before torch or MPI is imported, so a typo costs a fraction of a
-second and every rank stops with the same clear message (printed once, by rank 0). What the
-backend benchmark's command shares with it is option_parts.py's.
+Parsed and checked (into config.RunConfig) before torch or MPI is imported, so a typo costs
+a fraction of a second and every rank stops with the same message, printed once by rank 0.
 """
 
 from __future__ import annotations
@@ -263,8 +262,7 @@ def _models_by_family() -> dict[str, tuple[str, ...]]:
 
 
 def parse_args(argv: list[str] | None = None) -> RunConfig:
-    """The run's configuration, parsed and checked; exits with status 2 and a message naming
-    the problem."""
+    """The run's configuration, parsed and checked; exits with status 2 naming the problem."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.task not in TASKS:
