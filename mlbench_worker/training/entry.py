@@ -8,18 +8,22 @@ a crash on one rank: it prints its traceback and aborts the whole MPI job, becau
 partners would otherwise wait forever in the next collective.
 
 Until a rank knows its world (the communicator is being made), rank 0 is the one mpirun
-announced (`launch_rank`), as the option parser decides who prints.
+announced (`launch_rank`), as the option parser decides who prints, and the other ranks wait
+ERROR_GRACE before they exit, as after a bad option: mpirun ends the job when the first rank
+exits, and a silent rank 1 leaving first took rank 0's message with it (seen with
+--implementation tensorflow --amp, refused before MPI starts).
 """
 
 from __future__ import annotations
 
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from mlbench_worker.training.errors import WorkerError
-from mlbench_worker.training.option_parts import launch_rank
+from mlbench_worker.training.option_parts import ERROR_GRACE, launch_rank
 
 
 @dataclass
@@ -42,6 +46,8 @@ def run_rank(body: Callable[[World], int], cleanup: Callable[[], None] | None = 
     except WorkerError as exc:
         if world.rank == 0:
             print(f"mlbench-worker: error: {exc}", file=sys.stderr, flush=True)
+        elif world.abort is None:  # no collective has ordered the ranks yet
+            time.sleep(ERROR_GRACE)
         return exc.exit_code
     except Exception:
         traceback.print_exc()
