@@ -84,14 +84,7 @@ def new_run(fields: dict[str, Any], user: Any, state: str, series: Any = None) -
     parent_id = fields.pop("resume_from", None)
     resumed = None
     if parent_id is not None:
-        resumed = run_rules.resume_point(
-            parent_id,
-            task=fields.get("task"),
-            num_workers=int(fields["num_workers"]),
-            dataset=fields.get("dataset"),
-            algorithm=fields.get("algorithm") or None,
-            algorithm_options=fields.get("algorithm_options"),
-        )
+        resumed = run_rules.resume_point(parent_id, fields)
         fields["resumed_from"] = resumed.run_id
         # "auto" could pick another data set now; the checkpoint's is the experiment.
         fields["dataset"] = resumed.identity.get("dataset") or fields.get("dataset")
@@ -111,7 +104,7 @@ def create_run(request: dict[str, Any], user: Any = None, queue: bool = False) -
     index makes this safe against simultaneous requests), and QueueUnavailable when Redis
     cannot be reached; in that case the run is kept, FAILED, with the reason.
     """
-    fields = run_rules.resolve(request, user)
+    fields = run_rules.resolve(request, user, run_rules.cluster_limits(request))
     try:
         with transaction.atomic():
             if not queue:

@@ -60,7 +60,11 @@ def plan(request: dict[str, Any]) -> tuple[list[int], list[int], dict[str, Any]]
     if errors:
         raise run_rules.RunRefused(dict(errors))
     if seeds is None:
-        seeds = list(range(1, repeats + 1)) if repeats else [shared.pop("seed", 42)]
+        seeds = (
+            list(range(1, repeats + 1))
+            if repeats
+            else [shared.pop("seed", run_rules.DEFAULTS["seed"])]
+        )
     shared.pop("seed", None)
     if workers is None:
         workers = [shared.pop("num_workers", None)]
@@ -92,8 +96,9 @@ def create_series(request: dict[str, Any], user: Any = None) -> Series:
     members = []
     for count in workers:
         asked = dict(shared, num_workers=count) if count is not None else dict(shared)
+        cluster = run_rules.cluster_limits(asked)  # the seed asks nothing of the cluster
         try:
-            members += [run_rules.resolve(dict(asked, seed=seed), user) for seed in seeds]
+            members += [run_rules.resolve(dict(asked, seed=seed), user, cluster) for seed in seeds]
         except run_rules.RunRefused as exc:
             for field, messages in exc.errors.items():
                 name = "workers" if field == "num_workers" and count is not None else field

@@ -17,7 +17,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from mlbench_worker.shared import catalogue
+from mlbench_master.run_defaults import DEFAULT_TASK_TIME_LIMIT, DEFAULTS
 
 
 def _token_salt() -> str:
@@ -52,48 +52,50 @@ class Run(models.Model):
     job_id = models.CharField(max_length=100, blank=True, default="")
     job_metadata = models.JSONField(default=dict, blank=True)
 
-    task = models.CharField(max_length=100, default=catalogue.DEFAULT_TASK)
-    backend = models.CharField(max_length=16, default="mpi")
+    task = models.CharField(max_length=100, default=DEFAULTS["task"])
+    backend = models.CharField(max_length=16, default=DEFAULTS["backend"])
     # How ranks combine their work (mlbench_worker/shared/algorithm_catalogue.py) and its options,
     # every default filled in; empty for a measurement or a custom command (no training of
     # ours to choose an algorithm for).
-    algorithm = models.CharField(max_length=32, default="allreduce", blank=True)
+    algorithm = models.CharField(max_length=32, default=DEFAULTS["algorithm"], blank=True)
     algorithm_options = models.JSONField(default=dict, blank=True)
     # Which code trains (mlbench_worker/shared/implementation_catalogue.py): our reference loop,
     # torch-ddp or tensorflow; empty where algorithm is (nothing of ours trains).
-    implementation = models.CharField(max_length=32, default="reference", blank=True)
+    implementation = models.CharField(max_length=32, default=DEFAULTS["implementation"], blank=True)
     # The learning-rate schedule asked for (the worker's --lr-schedule; the catalogue's
     # TaskInfo.lr_schedules say which tasks have one), stored as given: empty means the
     # task's default (task 1b: step), and is all a task without schedules may have.
-    lr_schedule = models.CharField(max_length=16, default="", blank=True)
-    # Defaults for rows made in code; a run made through the API gets run_rules.DEFAULTS
-    # (tests/api/test_run_defaults.py keeps these equal to that table).
-    num_workers = models.PositiveIntegerField(default=2)
-    num_cpus = models.FloatField(default=2.0)
-    max_bandwidth = models.PositiveIntegerField(default=1000, help_text="mbit/s per worker")
+    lr_schedule = models.CharField(max_length=16, default=DEFAULTS["lr_schedule"], blank=True)
+    # Defaults for rows made in code: the table a run made through the API gets too
+    # (mlbench_master/run_defaults.py, served as run_rules.DEFAULTS).
+    num_workers = models.PositiveIntegerField(default=DEFAULTS["num_workers"])
+    num_cpus = models.FloatField(default=DEFAULTS["num_cpus"])
+    max_bandwidth = models.PositiveIntegerField(
+        default=DEFAULTS["max_bandwidth"], help_text="mbit/s per worker"
+    )
     latency = models.FloatField(
         null=True, blank=True, help_text="ms of delay added each way on every worker's link"
     )
-    gpu_enabled = models.BooleanField(default=False)
-    light_target = models.BooleanField(default=False)
-    target = models.CharField(max_length=16, default="standard")
+    gpu_enabled = models.BooleanField(default=DEFAULTS["gpu_enabled"])
+    light_target = models.BooleanField(default=DEFAULTS["light_target"])
+    target = models.CharField(max_length=16, default=DEFAULTS["target"])
     time_budget = models.FloatField(null=True, blank=True, help_text="seconds of training")
     max_epochs = models.PositiveIntegerField(null=True, blank=True)
-    dataset = models.CharField(max_length=16, default="auto", help_text="requested")
+    dataset = models.CharField(max_length=16, default=DEFAULTS["dataset"], help_text="requested")
     dataset_used = models.CharField(max_length=32, blank=True, default="")
     image = models.CharField(max_length=300, blank=True, default="")
     custom_image_name = models.CharField(max_length=300, blank=True, default="")
     custom_image_command = models.TextField(blank=True, default="")
     custom_backend = models.CharField(max_length=100, blank=True, default="")
-    run_all_nodes = models.BooleanField(default=False)
-    # The default budget (the seed's 2 hours) plus run_rules.TIME_LIMIT_MARGIN.
-    time_limit = models.PositiveIntegerField(default=8100, help_text="seconds")
+    run_all_nodes = models.BooleanField(default=DEFAULTS["run_all_nodes"])
+    # The default task's budget (the seed's 2 hours) plus the margin (run_defaults.py).
+    time_limit = models.PositiveIntegerField(default=DEFAULT_TASK_TIME_LIMIT, help_text="seconds")
     exit_code = models.IntegerField(null=True, blank=True)
     summary = models.JSONField(default=dict, blank=True)
     manifest = models.JSONField(default=dict, blank=True)
     # The seed every rank starts from (the worker's --seed); runs made before seeds were
-    # chosen per run used the worker's default, 42.
-    seed = models.PositiveIntegerField(default=42)
+    # chosen per run used the worker's default, the table's.
+    seed = models.PositiveIntegerField(default=DEFAULTS["seed"])
     # The series this run belongs to, if any; a series' runs go when it is deleted.
     series = models.ForeignKey(
         "Series", null=True, blank=True, on_delete=models.CASCADE, related_name="runs"

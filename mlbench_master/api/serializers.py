@@ -143,8 +143,9 @@ class RunCreateSerializer(serializers.Serializer):
     seed = serializers.IntegerField(
         required=False,
         allow_null=True,
-        help_text="the seed every rank starts from (0 to 2147483647; default 42): the same "
-        "seed gives the same curve, another seed another one",
+        help_text=f"the seed every rank starts from (0 to {run_rules.MAX_SEED}; default "
+        f"{run_rules.DEFAULTS['seed']}): the same seed gives the same curve, another seed "
+        "another one",
     )
     queue = serializers.BooleanField(
         required=False,

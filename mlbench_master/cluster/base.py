@@ -18,6 +18,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from mlbench_master.run_defaults import DEFAULT_TASK_TIME_LIMIT, DEFAULTS
+
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -28,8 +30,9 @@ class RunSpec:
     it, so they work from any process of the master, after a restart too.
 
     Every field is filled from the run by runs.run_spec, with the values the run rules
-    (mlbench_master/run_rules/) decided; the defaults below only serve code that builds a
-    snapshot by hand (driver tests), and are not the platform's run defaults.
+    (mlbench_master/run_rules/) decided. The defaults below serve code that builds a
+    snapshot by hand (driver tests): they are the run defaults (the one table,
+    mlbench_master/run_defaults.py), so such a snapshot is the one of a run made in code.
 
     `time_budget` is already resolved (the run's own, else its task's or what fits in its
     time limit; None only for the open division). `checkpoint_dir` and `resume_dir` are folders as the worker hosts see
@@ -39,29 +42,31 @@ class RunSpec:
     """
 
     id: int
-    task: str = "resnet20-cifar10"
-    backend: str = "mpi"
-    num_workers: int = 1
-    num_cpus: float = 1.0
-    max_bandwidth: int = 10000
-    latency_ms: float | None = None  # added to each packet on each worker's link
-    gpu_enabled: bool = False
-    target: str = "standard"
-    dataset: str = "auto"
-    time_budget: float | None = None
-    max_epochs: int | None = None
-    time_limit: int = 7200
+    task: str = DEFAULTS["task"]
+    backend: str = DEFAULTS["backend"]
+    num_workers: int = DEFAULTS["num_workers"]
+    num_cpus: float = DEFAULTS["num_cpus"]
+    max_bandwidth: int = DEFAULTS["max_bandwidth"]
+    latency_ms: float | None = DEFAULTS["latency"]  # added to each packet on each worker's link
+    gpu_enabled: bool = DEFAULTS["gpu_enabled"]
+    target: str = DEFAULTS["target"]
+    dataset: str = DEFAULTS["dataset"]
+    time_budget: float | None = DEFAULTS["time_budget"]
+    max_epochs: int | None = DEFAULTS["max_epochs"]
+    time_limit: int = DEFAULT_TASK_TIME_LIMIT  # DEFAULTS': derived from the budget
     custom_image_name: str = ""
     custom_image_command: str = ""
     custom_backend: str = ""
-    run_all_nodes: bool = False
+    run_all_nodes: bool = DEFAULTS["run_all_nodes"]
     checkpoint_dir: str = ""
     resume_dir: str = ""
-    algorithm: str = ""  # empty: the worker's default (allreduce); see mpirun.worker_argv
+    # Empty: the worker's default (allreduce); see mpirun.worker_argv.
+    algorithm: str = DEFAULTS["algorithm"]
+    # DEFAULTS' {}: the algorithm's own defaults (a dict of its own for each snapshot).
     algorithm_options: dict[str, Any] = field(default_factory=dict, compare=False)
-    implementation: str = ""  # empty: the reference loop; see mpirun.worker_argv
-    seed: int = 42  # what every rank seeds from (the worker's --seed; its default 42)
-    lr_schedule: str = ""  # empty: the task's default; see mpirun.worker_argv
+    implementation: str = DEFAULTS["implementation"]  # empty: the reference loop; see mpirun
+    seed: int = DEFAULTS["seed"]  # what every rank seeds from (the worker's --seed)
+    lr_schedule: str = DEFAULTS["lr_schedule"]  # empty: the task's default; see mpirun
     launch: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property

@@ -11,22 +11,39 @@ from mlbench_master.run_rules.errors import Errors
 from mlbench_worker.shared import algorithm_catalogue, catalogue
 
 
-def check_algorithm(fields: dict[str, Any], asked: Mapping[str, Any],
-                     info: catalogue.TaskInfo | None, none: bool, errors: Errors) -> None:  # fmt: skip
-    """The algorithm one of the task's, its options typed and completed (algorithm_catalogue
-    says which and their bounds). A measurement or a custom command trains with nothing of
-    ours, so it has none: stored empty, and refused by name when asked for."""
+def _admitted(name: str, info: catalogue.TaskInfo | None) -> bool:
+    return name in algorithm_catalogue.ALGORITHMS and info is not None and name in info.algorithms
+
+
+def fill_algorithm(fields: dict[str, Any], info: catalogue.TaskInfo | None, none: bool) -> None:
+    """The algorithm's options completed with its defaults and typed, in place. A measurement
+    or a custom command trains with nothing of ours (`none`), so it has no algorithm: stored
+    empty."""
+    if none:
+        fields["algorithm"], fields["algorithm_options"] = "", {}
+        return
+    name, options = fields["algorithm"], fields["algorithm_options"]
+    if _admitted(name, info) and isinstance(options, dict):
+        fields["algorithm_options"], _ = algorithm_catalogue.check(
+            name, options, fields["num_workers"]
+        )
+
+
+def check_algorithm(fields: dict[str, Any], options: Any, asked: Mapping[str, Any],
+                    info: catalogue.TaskInfo | None, none: bool, errors: Errors) -> None:  # fmt: skip
+    """The algorithm one of the task's, and `options` (as given, before `fill_algorithm`
+    completed them) ones it has, within their bounds (algorithm_catalogue says which). A
+    run with no algorithm (`none`) refuses one asked for by name."""
     if none:
         for name in ("algorithm", "algorithm_options"):
             if asked.get(name):
                 why = ("a custom command trains as it likes" if fields.get("custom_image_command")
                        else f"task {fields['task']} trains nothing")  # fmt: skip
                 errors.add(name, f"{why}, so it has no algorithm; leave {name} out")
-        fields["algorithm"], fields["algorithm_options"] = "", {}
         return
-    name, options = fields["algorithm"], fields["algorithm_options"]
+    name = fields["algorithm"]
     admitted = info.algorithms if info is not None else ()
-    if name not in algorithm_catalogue.ALGORITHMS or name not in admitted:
+    if not _admitted(name, info):
         known = "is not known" if name not in algorithm_catalogue.ALGORITHMS else "is not one"
         errors.add("algorithm", f"algorithm {name!r} {known} of task {fields['task']}'s: "
                    f"{', '.join(admitted) or 'none'}")  # fmt: skip
@@ -34,10 +51,9 @@ def check_algorithm(fields: dict[str, Any], asked: Mapping[str, Any],
     if not isinstance(options, dict):
         errors.add("algorithm_options", "algorithm_options must be an object of option: value")
         return
-    values, problems = algorithm_catalogue.check(name, options, fields["num_workers"])
+    _, problems = algorithm_catalogue.check(name, options, fields["num_workers"])
     for problem in problems:
         errors.add("algorithm_options", problem)
-    fields["algorithm_options"] = values
 
 
 def algorithms_served() -> dict[str, Any]:

@@ -6,7 +6,10 @@ The backend follows the implementation when the request leaves it to us: torch-d
 torch.distributed (gloo, or nccl with GPUs), so the platform's default (mpi) becomes gloo
 for it; a backend asked for explicitly that it cannot use is refused. tensorflow uses its
 own collective ops: asking it for a backend is refused, and the run keeps the default (the
-ranks are still started, and their addresses exchanged, through MPI).
+ranks are still started, and their addresses exchanged, through MPI). Those rules are
+backends.py's (`chosen_backend`, `takes_backend`), applied here in two steps: the fill sets
+a backend left to us (`fill_implementation`), the check refuses one asked for and changes
+nothing (`check_implementation`).
 """
 
 from __future__ import annotations
@@ -21,12 +24,37 @@ from mlbench_worker.shared import catalogue, implementation_catalogue
 from mlbench_worker.shared.implementation_catalogue import IMPLEMENTATIONS
 
 
+def _admitted(
+    name: str, info: catalogue.TaskInfo | None
+) -> implementation_catalogue.Implementation | None:
+    """The catalogue's implementation called `name` when the run's task has it."""
+    impl = implementation_catalogue.get(name)
+    admitted = info.implementations if info is not None else ()
+    return impl if impl is not None and name in admitted else None
+
+
+def fill_implementation(fields: dict[str, Any], asked: Mapping[str, Any],
+                        info: catalogue.TaskInfo | None, none: bool) -> None:  # fmt: skip
+    """A run with no implementation (`none`: a measurement, a custom command) stores it
+    empty; a backend left to us (not asked for) becomes the one the implementation gets
+    (backends.chosen_backend: the filled one where it runs on it), in place. An
+    implementation the task does not have is left to `check_implementation` to refuse."""
+    if none:
+        fields["implementation"] = ""
+        return
+    impl = _admitted(fields["implementation"], info)
+    if impl is None or "backend" in asked:
+        return
+    fields["backend"] = chosen_backend(impl, bool(fields.get("gpu_enabled")), fields["backend"])
+
+
 def check_implementation(fields: dict[str, Any], asked: Mapping[str, Any],
                          info: catalogue.TaskInfo | None, none: bool,
-                         errors: Errors) -> None:  # fmt: skip
+                         missing_modules: Mapping[str, str], errors: Errors) -> None:  # fmt: skip
     """The implementation one of the task's, able to run the run's algorithm and backend,
-    and importable by the workers. A measurement or a custom command has none (stored
-    empty; refused by name when asked for)."""
+    and importable by the workers (`missing_modules`: module -> the Python the cluster
+    driver asked, for those it cannot import). A run with no implementation (`none`)
+    refuses one asked for by name."""
     name = fields.get("implementation")
     if none:
         if asked.get("implementation"):
@@ -34,7 +62,6 @@ def check_implementation(fields: dict[str, Any], asked: Mapping[str, Any],
                    else f"task {fields['task']} trains nothing")  # fmt: skip
             errors.add("implementation", f"{why}, so it has no implementation; leave "
                        "implementation out")  # fmt: skip
-        fields["implementation"] = ""
         return
     admitted = info.implementations if info is not None else ()
     impl = implementation_catalogue.get(name)
@@ -50,46 +77,34 @@ def check_implementation(fields: dict[str, Any], asked: Mapping[str, Any],
     if fields.get("algorithm") and not impl.admits(fields["algorithm"]):
         errors.add("implementation", f"implementation {name} runs algorithm "
                    f"{', '.join(impl.algorithms)} only, not {fields['algorithm']!r}")  # fmt: skip
-    _backend_for(impl, fields, asked, errors)
+    _check_backend(impl, fields, asked, errors)
     if not impl.checkpoints and fields.get("resume_from") is not None:
         errors.add("resume_from", f"implementation {name} writes no checkpoints, so a run of "
                    "it cannot resume one; start a fresh run")  # fmt: skip
-    missing = _workers_lack(impl.module)
-    if missing:
+    if impl.module in missing_modules:
         errors.add("implementation", f"implementation {name} needs {impl.module}, which the "
-                   f"workers' Python cannot import ({missing}): {impl.install_hint()}, or "
-                   f"choose one of {', '.join(i for i in admitted if i != name)}")  # fmt: skip
+                   f"workers' Python cannot import (checked with "
+                   f"{missing_modules[impl.module]}): {impl.install_hint()}, or choose one of "
+                   f"{', '.join(i for i in admitted if i != name)}")  # fmt: skip
 
 
-def _backend_for(impl: implementation_catalogue.Implementation, fields: dict[str, Any],
-                 asked: Mapping[str, Any], errors: Errors) -> None:  # fmt: skip
+def _check_backend(impl: implementation_catalogue.Implementation, fields: dict[str, Any],
+                   asked: Mapping[str, Any], errors: Errors) -> None:  # fmt: skip
+    """A backend asked for explicitly must be one the implementation takes (backends.py):
+    none but the table's own for one that exchanges with its framework's collective ops
+    (which clients send), else one of its own. One left to us was made so by
+    `fill_implementation`."""
     backend = fields.get("backend")
-    explicit = "backend" in asked
+    if "backend" not in asked:
+        return
     if not takes_backend(impl):
-        if explicit and backend != "mpi":
+        if backend != "mpi":
             errors.add("backend", "implementation tensorflow all-reduces with TensorFlow's own "
                        "collective ops (ring on CPU, NCCL on GPU); leave backend out")  # fmt: skip
         return
-    if not impl.backends or backend in impl.backends:
-        return
-    if explicit:
+    if impl.backends and backend not in impl.backends:
         errors.add("backend", f"implementation {impl.name} runs on backend "
                    f"{' or '.join(impl.backends)}, not {backend!r}")  # fmt: skip
-        return
-    fields["backend"] = chosen_backend(impl, bool(fields.get("gpu_enabled")), backend)
-
-
-def _workers_lack(module: str) -> str:
-    """Why the workers cannot import `module` ("" when they can or it cannot be told)."""
-    from mlbench_master.cluster.drivers import get_driver
-
-    try:
-        driver = get_driver()
-    except ClusterError:
-        return ""  # a misconfigured master is said by the run's job, not blamed on the client
-    if driver.has_module(module) is False:
-        return f"checked with {driver.modules_checked_with()}"
-    return ""
 
 
 def catalogue_served(offered: list[str], default_backend: str) -> dict[str, Any]:

@@ -3,10 +3,12 @@ new run is the same experiment (the worker's identity check would refuse it othe
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from mlbench_master.api.models import Metric, Run
+from mlbench_master.run_defaults import DEFAULTS
 from mlbench_master.run_rules.errors import ResumeRefused
 from mlbench_master.run_rules.schedules import effective_schedule
 from mlbench_worker.shared import catalogue
@@ -44,26 +46,23 @@ class ResumePoint:
                 "elapsed": self.elapsed, "checkpoint": dict(self.identity)}  # fmt: skip
 
 
-def resume_point(
-    parent_id: int,
-    *,
-    task: str | None,
-    num_workers: int,
-    dataset: str | None,
-    algorithm: str | None = None,
-    algorithm_options: dict[str, Any] | None = None,
-    implementation: str | None = None,
-    seed: int | None = None,
-    lr_schedule: str | None = None,
-) -> ResumePoint:
-    """The checkpoint of run `parent_id` that a new run with this set-up would continue.
+def resume_point(parent_id: int, run: Mapping[str, Any]) -> ResumePoint:
+    """The checkpoint of run `parent_id` that a new run with the fields `run` (as `resolve`
+    decides them) would continue.
+
+    One signature for both callers, so they compare the same things: the rules' check (a
+    400 at once instead of a run that fails when its worker starts) and runs.new_run, which
+    reads the parent again in the transaction that stores the new run (it may have gone).
 
     Refused (ResumeRefused) when the run does not exist, did not end FAILED or CANCELLED, ran
     a custom command, wrote no checkpoint, or differs from the new run in what the worker's
-    identity check (mlbench_worker/training/checkpoint.py) refuses: the task (and with it the model
-    and the batch size per worker), the number of workers, the data set. Checking here
-    answers 400 at once instead of a run that fails when its worker starts.
+    identity check (mlbench_worker/training/checkpoint.py) refuses: the task (and with it the
+    model and the batch size per worker), the number of workers, the data set, the algorithm
+    with its options, the implementation, the seed and the learning-rate schedule.
     """
+    task, dataset = run.get("task"), run.get("dataset")
+    algorithm, implementation = run.get("algorithm") or None, run.get("implementation") or None
+    seed, lr_schedule = run.get("seed"), run.get("lr_schedule")
     parent = Run.objects.filter(pk=parent_id).first()
     if parent is None:
         raise ResumeRefused(f"there is no run {parent_id}")
@@ -94,8 +93,11 @@ def resume_point(
             f"run {parent_id} wrote no checkpoint (a checkpoint is written at the end of each "
             f"epoch; it stopped before its first one ended){earlier}"
         )
-    info = catalogue.TASKS.get(task or catalogue.DEFAULT_TASK)
-    wanted: dict[str, Any] = {"task": task or catalogue.DEFAULT_TASK, "num_workers": num_workers}
+    info = catalogue.TASKS.get(task or DEFAULTS["task"])
+    wanted: dict[str, Any] = {
+        "task": task or DEFAULTS["task"],
+        "num_workers": int(run["num_workers"]),
+    }
     if info is not None:
         wanted.update(model=info.model, batch_size=info.batch_size)
     if dataset not in (None, "auto"):
@@ -103,7 +105,7 @@ def resume_point(
     # A checkpoint written before algorithms were recorded is an fp32 all-reduce run's.
     compared = {**PRE_ALGORITHM, **identity}
     if algorithm is not None:  # the worker refuses another (its model state depends on it)
-        wanted.update(algorithm=algorithm, algorithm_options=algorithm_options or {})
+        wanted.update(algorithm=algorithm, algorithm_options=run.get("algorithm_options") or {})
     if implementation is not None:
         wanted["implementation"] = implementation
     if seed is not None and "seed" in identity:  # the worker refuses another seed too

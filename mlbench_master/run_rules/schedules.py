@@ -26,18 +26,23 @@ def _with_schedules() -> str:
     return ", ".join(f"{name} ({', '.join(s)})" for name, s in schedule_choices().items())
 
 
+def fill_lr_schedule(fields: dict[str, Any], info: catalogue.TaskInfo | None,
+                     no_training: bool) -> None:  # fmt: skip
+    """A schedule left out becomes the task's default (the first it lists) when the task
+    has a choice and the run trains with our code; "" otherwise. In place."""
+    name = fields.get("lr_schedule") or ""
+    if not name and info is not None and info.lr_schedules and not no_training:
+        name = info.lr_schedules[0]
+    fields["lr_schedule"] = name
+
+
 def check_lr_schedule(fields: dict[str, Any], asked: Mapping[str, Any],
                       info: catalogue.TaskInfo | None, no_training: bool,
                       errors: Errors) -> None:  # fmt: skip
     """A given schedule must be one of the run's task's; a task without schedules (or a
     run that trains nothing of ours: a measurement, a custom command) takes none."""
-    name = fields.get("lr_schedule") or ""
-    fields["lr_schedule"] = name
-    if not name:
-        if info is not None and info.lr_schedules and not no_training:
-            fields["lr_schedule"] = info.lr_schedules[0]
-        return
-    if info is None:
+    name = fields["lr_schedule"]
+    if not name or info is None:
         return
     if no_training or not info.lr_schedules:
         why = (f"task {info.name} trains nothing of ours" if no_training

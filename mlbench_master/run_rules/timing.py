@@ -3,31 +3,28 @@ it as FAILED, which must leave TIME_LIMIT_MARGIN beyond the budget.
 
 A run given a limit but no budget trains for its task's budget or for what fits in the
 limit, whichever is shorter (`budget_source` says which); only a budget and a limit that
-were both given and do not fit are refused.
+were both given and do not fit are refused (`check_time`). A run given no limit gets its
+budget plus the margin (`time_limit_for`). The margin and the shortest limit a budget needs
+live with the run defaults (mlbench_master/run_defaults.py), whose model and snapshot
+defaults follow from them.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from django.conf import settings
 
 from mlbench_master.api.models import Run
+from mlbench_master.run_defaults import DEFAULTS, TIME_LIMIT_MARGIN, minimum_time_limit
 from mlbench_master.run_rules.errors import Errors
 from mlbench_worker.shared import catalogue
-
-# Seconds a run's time limit must leave beyond its time budget, for what the budget does not
-# count: start-up before the benchmark clock starts (mpirun, imports, getting the data: a
-# first CIFAR-10 download, or converting epsilon from its .bz2 files, about 9 minutes here)
-# and the evaluation of the final model. A limit shorter than twice the margin keeps half.
-TIME_LIMIT_MARGIN = 900
 
 
 def task_time_budget(task: str | None) -> float | None:
     """The budget of `task` in the catalogue (the seed's accuracy-after-time rule: 2 hours
     for the training tasks); None for a task it does not know."""
-    info = catalogue.TASKS.get(task or catalogue.DEFAULT_TASK)
+    info = catalogue.TASKS.get(task or DEFAULTS["task"])
     return float(info.time_budget) if info is not None else None
 
 
@@ -90,11 +87,6 @@ def _decided(run: Run, key: str) -> Any:
     return config.get(key, _UNKNOWN) if isinstance(config, dict) else _UNKNOWN
 
 
-def minimum_time_limit(time_budget: float | None) -> int | None:
-    """The shortest time limit a run with this budget may have (None: no budget, no rule)."""
-    return None if time_budget is None else math.ceil(time_budget) + TIME_LIMIT_MARGIN
-
-
 def default_time_limit(time_budget: float | None) -> int:
     """The limit of a run that gives none: its budget plus the margin (a shorter one would
     fail a run that should end FINISHED; a longer one only keeps a hung run's workers busy);
@@ -103,26 +95,29 @@ def default_time_limit(time_budget: float | None) -> int:
     return minimum if minimum is not None else int(settings.MLBENCH_DEFAULT_TIME_LIMIT)
 
 
-def resolve_time(fields: dict[str, Any], budget_asked: bool, limit_asked: bool, high: int,
-                 errors: Errors) -> None:  # fmt: skip
-    """Check the budget against the limit and set the limit when none was given."""
-    open_division = bool(fields.get("custom_image_command"))
-    if open_division and budget_asked:
-        errors.add("time_budget", "time_budget applies to reference tasks: a custom command "
-                   "decides itself when it stops (give time_limit to bound it)")  # fmt: skip
-        return
-    if open_division:
-        fields["time_limit"] = fields["time_limit"] or default_time_limit(None)
+def _budget_to_fit(fields: dict[str, Any], budget_asked: bool) -> float | None:
+    """The budget the limit must leave room for: the one asked for, else the task's (None
+    for a task this master does not know: refused by its name)."""
+    return fields["time_budget"] if budget_asked else task_time_budget(fields["task"])
+
+
+def check_time(fields: dict[str, Any], budget_asked: bool, limit_asked: bool, high: int,
+               errors: Errors) -> None:  # fmt: skip
+    """A budget only for reference tasks, and a limit that leaves it room: asked for, or the
+    one `time_limit_for` will derive, within the operator's MLBENCH_MAX_TIME_LIMIT (`high`)."""
+    if fields.get("custom_image_command"):
+        if budget_asked:
+            errors.add("time_budget", "time_budget applies to reference tasks: a custom command "
+                       "decides itself when it stops (give time_limit to bound it)")  # fmt: skip
         return
     if not budget_asked and limit_asked:
         return  # the task's budget, or what fits in the limit: it fits by construction
-    budget = fields["time_budget"] if budget_asked else task_time_budget(fields["task"])
-    if budget is None:  # a task this master does not know: said by _check_ranges
+    budget = _budget_to_fit(fields, budget_asked)
+    if budget is None:
         return
     needed = minimum_time_limit(budget)
     whose = "" if budget_asked else " (the task's, as none was given)"
     if not limit_asked:
-        fields["time_limit"] = needed
         if needed > high:
             errors.add("time_budget", f"time_budget {budget:g} s{whose} needs a time limit of at "
                        f"least {needed} s (budget + {TIME_LIMIT_MARGIN} s for start-up and the "
@@ -138,3 +133,13 @@ def resolve_time(fields: dict[str, Any], budget_asked: bool, limit_asked: bool, 
         )
         errors.add("time_limit", message)
         errors.add("time_budget", message)
+
+
+def time_limit_for(fields: dict[str, Any], budget_asked: bool, limit_asked: bool) -> int | None:
+    """The run's time limit: the one asked for; else its budget plus the margin; for the open
+    division, which has no budget, the operator's MLBENCH_DEFAULT_TIME_LIMIT."""
+    if fields.get("custom_image_command"):
+        return fields["time_limit"] or default_time_limit(None)
+    if limit_asked:
+        return fields["time_limit"]
+    return minimum_time_limit(_budget_to_fit(fields, budget_asked))

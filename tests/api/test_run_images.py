@@ -88,7 +88,7 @@ def test_on_kubernetes_an_image_never_runs_without_its_command(staff_api, settin
 
 
 def test_a_custom_image_may_pass_kubernetes_validation(staff_api, settings, redis_settings):
-    settings.MLBENCH_CLUSTER = "kubernetes"  # the driver is never reached: validation only
+    settings.MLBENCH_CLUSTER = "kubernetes"  # no driver is asked: validation only
     from mlbench_master import run_rules
     from mlbench_master.api.serializers import RunCreateSerializer
 
@@ -98,7 +98,7 @@ def test_a_custom_image_may_pass_kubernetes_validation(staff_api, settings, redi
     serializer = RunCreateSerializer(data=form)
     assert serializer.is_valid(), serializer.errors
     staff = type("Staff", (), {"is_staff": True})()
-    data = run_rules.resolve(serializer.validated_data, staff)
+    data = run_rules.resolve(serializer.validated_data, staff, run_rules.ClusterLimits())
     assert (data["image"], data["backend"], data["custom_backend"], data["run_all_nodes"]) == (
         "custom_image", "custom", "horovod", True,
     )  # fmt: skip

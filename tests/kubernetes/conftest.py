@@ -50,9 +50,12 @@ def controller(emulator, worker_manifest):
 
 
 def Run(**fields):  # noqa: N802 - reads like the row it stands for
-    """A run as drivers see it (cluster.base.RunSpec); the tests' defaults: id 7, no limit."""
+    """A run as drivers see it (cluster.base.RunSpec); the tests' defaults: id 7, no
+    bandwidth limit, and 1 CPU, the chart's worker limit, which the pods the tests make
+    have (RunSpec's own defaults are a default run's: 2 CPUs)."""
     fields.setdefault("id", 7)
     fields.setdefault("max_bandwidth", 0)
+    fields.setdefault("num_cpus", 1.0)
     return RunSpec(**fields)
 
 

@@ -37,9 +37,10 @@ def _ids(cases: list[dict]) -> list[str]:
 
 
 def _resolve(request: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, list[str]]]:
-    """What the API makes of `request`: the run's fields, or None and what it refuses."""
+    """What the API makes of `request` (as runs.create_run resolves it: with this master's
+    cluster limits): the run's fields, or None and what it refuses."""
     try:
-        return run_rules.resolve(request), {}
+        return run_rules.resolve(request, None, run_rules.cluster_limits(request)), {}
     except run_rules.RunRefused as exc:
         return None, exc.errors
 

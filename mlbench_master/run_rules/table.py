@@ -1,0 +1,43 @@
+"""The run defaults and the operator's limits as they stand on this master: DEFAULTS
+(mlbench_master/run_defaults.py) with the offered default task and its numbers lowered to
+the limits (MLBENCH_MAX_*), which fill and check read and GET /api/runs/defaults/ serves."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from django.conf import settings
+
+from mlbench_master.run_defaults import DEFAULTS
+
+MAX_SEED = 2**31 - 1  # the largest seed a run may have: what its database column holds
+
+
+def limits() -> dict[str, float]:
+    """The operator's limits (MLBENCH_MAX_*): what `check` applies and the form offers."""
+    return {
+        "workers": int(settings.MLBENCH_MAX_WORKERS),
+        "cpus": float(settings.MLBENCH_MAX_CPUS),
+        "bandwidth": int(settings.MLBENCH_MAX_BANDWIDTH),
+        "latency": float(settings.MLBENCH_MAX_LATENCY),
+        "gpus": int(settings.MLBENCH_MAX_GPUS),
+        "time_limit": int(settings.MLBENCH_MAX_TIME_LIMIT),
+    }
+
+
+def default_task() -> str:
+    """The catalogue's default task when this master offers it, else its first task."""
+    offered = list(settings.MLBENCH_TASKS)
+    return DEFAULTS["task"] if DEFAULTS["task"] in offered else offered[0]
+
+
+def defaults() -> dict[str, Any]:
+    """DEFAULTS on this master: the offered default task, numbers within its limits (a
+    copy: a run's algorithm_options never share the table's)."""
+    lim = limits()
+    table = copy.deepcopy(dict(DEFAULTS, task=default_task()))
+    table["num_workers"] = min(table["num_workers"], lim["workers"])
+    table["num_cpus"] = min(table["num_cpus"], lim["cpus"])
+    table["max_bandwidth"] = min(table["max_bandwidth"], lim["bandwidth"])
+    return table
