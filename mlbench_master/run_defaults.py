@@ -46,7 +46,7 @@ DEFAULTS: dict[str, Any] = {
     "algorithm": DEFAULT_ALGORITHM,
     "algorithm_options": {},  # the algorithm's own defaults (algorithm_catalogue.py)
     "implementation": DEFAULT_IMPLEMENTATION,
-    "seed": 42,  # the worker's --seed default, so runs from before seeds were chosen agree
+    "seed": catalogue.DEFAULT_SEED,  # the worker's --seed default too
     "lr_schedule": "",  # the task's default (TaskInfo.lr_schedules[0]; task 1b: step)
 }
 

@@ -90,7 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="task 2: L2 penalty lambda/2 |theta|^2 (default: the task's, 2.5e-6 = 1/400,000)",
     )
     g.add_argument(
-        "--seed", type=_nonnegative_int, default=42, help="seed shared by all ranks (default 42)"
+        "--seed",
+        type=_nonnegative_int,
+        default=catalogue.DEFAULT_SEED,
+        help=f"seed shared by all ranks (default {catalogue.DEFAULT_SEED})",
     )
     g.add_argument(
         "--train-images",

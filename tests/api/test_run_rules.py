@@ -159,11 +159,14 @@ def int_literals(root: Path, values: set[int], allowed: set[str]) -> list[str]:
 
 
 def test_the_default_seed_and_limit_are_written_only_in_the_table(tmp_path):
-    """A default written twice drifts (the seed was written in four modules and a help text): the master takes it
-    from run_defaults.py. Checked on a planted copy too, so the check can fail."""
+    """A default written twice drifts (the seed was written in four modules and a help text):
+    the master takes it from run_defaults.py, which takes the seed from the catalogue the
+    worker's --seed reads too. Checked on a planted copy too, so the check can fail."""
     distinctive = {DEFAULTS["seed"], DEFAULT_TASK_TIME_LIMIT}
     table = {"mlbench_master/run_defaults.py"}
     assert int_literals(ROOT / "mlbench_master", distinctive, table) == []
+    seed = {"mlbench_worker/shared/catalogue.py"}
+    assert int_literals(ROOT / "mlbench_worker", {DEFAULTS["seed"]}, seed) == []
     planted = tmp_path / "badpkg"
     planted.mkdir()
     (planted / "series.py").write_text(f"seeds = [shared.pop('seed', {DEFAULTS['seed']})]\n")

@@ -93,7 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--seeds",
         type=number_list,
         metavar="S[,S...]",
-        help="the seed every rank starts from (default 42); several (1,2,3): a series",
+        help=f"the seed every rank starts from (default {catalogue.DEFAULT_SEED}); several "
+        "(1,2,3): a series",
     )
     run.add_argument("--repeats", type=int, metavar="N", help="a series over seeds 1 to N")
     run.add_argument(
