@@ -44,7 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "time_limit": None,
     "run_all_nodes": False,
     "algorithm": DEFAULT_ALGORITHM,
-    "algorithm_options": {},  # the algorithm's own defaults (algorithm_catalogue.py)
+    "algorithm_options": {},  # the algorithm's own defaults (shared/algorithm_catalogue.py)
     "implementation": DEFAULT_IMPLEMENTATION,
     "seed": catalogue.DEFAULT_SEED,  # the worker's --seed default too
     "lr_schedule": "",  # the task's default (TaskInfo.lr_schedules[0]; task 1b: step)

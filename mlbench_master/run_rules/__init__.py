@@ -88,7 +88,7 @@ __all__ = [
 ]  # fmt: skip
 
 # The dimensions of a run's set-up, recorded in every manifest as `setup` so a result says
-# what it was measured under. The comparison rule (comparable.js, cli/report.py, held to
+# what it was measured under. The comparison rule (comparable.js, client/cli/comparison.py, held to
 # tests/rules/comparison_cases.json) compares task, data set, target, backend, CPUs, device
 # and command among them; the network is shown beside results (the compare page's column).
 SETUP_FIELDS = (

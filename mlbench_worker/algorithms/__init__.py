@@ -4,9 +4,9 @@ Each module follows one paper (named, with its equations, at its top) and implem
 interface of interface.py (`Exchange`), which the Trainer calls where it summed gradients
 before: `begin` before backward, `finish` after it, `after_step` after the optimizer's step,
 `evaluation` around evaluations, and `comm_bytes`, the bytes the step sent. Which
-algorithms exist, their options, defaults and bounds are algorithm_catalogue.py's (the
-master reads it too); `make` builds one for a trainer, and setup.exchange_gradients is the
-one place a run's algorithm is chosen.
+algorithms exist, their options, defaults and bounds are shared/algorithm_catalogue.py's
+(the master reads it too); `make` builds one for a trainer, and training/build.py's
+exchange_gradients is the one place a run's algorithm is chosen.
 
 Modules are imported by name when a run asks for them, so a run of the default all-reduce
 loads none of the others.
@@ -33,7 +33,7 @@ def make(name: str, parts: Parts, options: dict[str, Any], **allreduce: Any) -> 
     """Algorithm `name` with checked, complete `options` (algorithm_catalogue.check's).
 
     `allreduce`: the all-reduce's own settings (overlap, bucket size, the previous exchange
-    to take off the parameters, ...): exchange.choose's keywords, for `allreduce` only."""
+    to take off the parameters, ...): allreduce_exchange.choose's keywords, for `allreduce` only."""
     module = importlib.import_module(MODULES[name])
     if name == "allreduce":
         return module.build(parts, options, **allreduce)

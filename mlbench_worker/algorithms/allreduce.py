@@ -31,6 +31,6 @@ from mlbench_worker.algorithms.interface import Parts
 def build(
     parts: Parts, options: dict[str, Any], **settings: Any
 ) -> FlatAllreduce | BucketedAllreduce:
-    """exchange.choose with the precision asked for (settings: choose's keywords)."""
+    """allreduce_exchange.choose with the precision asked for (settings: choose's keywords)."""
     dtype = PRECISIONS[options.get("precision", "fp32")]
     return choose(parts.grads, parts.comm, parts.comm.device, dtype=dtype, **settings)

@@ -1,6 +1,6 @@
 """How one training step's gradients are exchanged between ranks.
 
-The gradients live in comm.FlatGradients' one contiguous buffer (the trainer scales its
+The gradients live in training.comm.FlatGradients' one contiguous buffer (the trainer scales its
 loss by 1/K before backward, so a sum over ranks is the average). An exchange sums that
 buffer and has a small interface the trainer calls around backward: `begin()` before it
 (zero the gradients, arm any hooks), `finish()` after it (return once every gradient is
@@ -17,7 +17,7 @@ Both are the `allreduce` training algorithm (algorithms/allreduce.py) behind the
 algorithms' interface (algorithms/interface.py: `Exchange`); with `dtype` fp16 or bf16 the
 gradients travel cast (each bucket cast as it starts, cast back once summed) while the
 scalar slots are summed in fp32 beside them. Which one a run uses is decided in one place,
-setup.exchange_gradients (through Trainer.set_algorithm).
+training/build.py's exchange_gradients, through Trainer.set_algorithm.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ implementation on the same data differs only in who all-reduces the gradients: o
 exchange (allreduce_exchange.py) or DDP's reducer, with its own buckets (`bucket_cap_mb`, from
 --bucket-mb when given), its own overlap with backward and its own averaging. The model is
 wrapped the way users write it (`DistributedDataParallel(model)` on the process group that
-comm.Communicator initialised from the ranks mpirun started: gloo on CPU, nccl on GPU); the
+training.comm.Communicator initialised from the ranks mpirun started: gloo on CPU, nccl on GPU); the
 only additions are what the benchmark must measure, none of which changes what DDP does:
 
 - a post-accumulate-grad hook on every parameter notes when backward produced the last

@@ -22,7 +22,7 @@ theirs, point to point only (wire.Wire.exchange: MPI Isend/Irecv, or torch.distr
 isend/irecv on gloo/nccl); no global collective carries models or gradients during
 training. The trainer's scalar slots are still summed over all ranks (a 20-byte all-reduce,
 not counted), so ranks agree on loss, progress and when to stop. Evaluation sees the
-average of the replicas (base.AveragedForEvaluation); a checkpoint holds rank 0's model.
+average of the replicas (interface.AveragedForEvaluation); a checkpoint holds rank 0's model.
 The optimizer's momentum stays local.
 
 Bytes per step: 4 x (parameters + floating buffers) x (number of neighbours).

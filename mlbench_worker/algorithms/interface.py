@@ -5,7 +5,7 @@ The trainer (training/trainer.py, Trainer.train_one_epoch) calls, each step:
 1. `begin()` before forward and backward: zero the flat gradient buffer (and arm any hooks
    that start messages during backward); reset this step's `comm_bytes`;
 2. backward writes this rank's gradient, multiplied by `grad_scale`, into the buffer
-   (comm.FlatGradients), and the trainer sets the scalar slots (loss, correct, count, stop
+   (training.comm.FlatGradients), and the trainer sets the scalar slots (loss, correct, count, stop
    and report flags) at its head;
 3. `finish()` after backward: on return, the scalar slots hold their sums over ALL ranks
    (so evaluation, goal tracking and stopping agree everywhere, whatever the algorithm) and

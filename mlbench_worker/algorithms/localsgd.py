@@ -14,7 +14,7 @@ The learning rate is the task's, scaled for K workers as for synchronous SGD (Li
 scale it the same way): with H = 1 and plain SGD the average after each step is exactly
 synchronous SGD's update. Averaging follows the run's global step count, so a resumed run
 averages at the same steps. Between averagings the replicas differ: evaluation sees their
-average (base.AveragedForEvaluation), and a checkpoint holds rank 0's model. The trainer's
+average (interface.AveragedForEvaluation), and a checkpoint holds rank 0's model. The trainer's
 scalar slots are summed every step (a 20-byte all-reduce, not counted).
 
 Bytes per step: on an averaging step 4 x (parameters + floating buffers); 0 otherwise.

@@ -6,7 +6,7 @@ nccl on GPUs), repeated, summarised (best, median) and posted as metric points, 
 different networks (e.g. links shaped to 100 and 1,000 Mbit/s) can be compared curve by
 curve. Modules: `options` (the command line, torch-free), `sizes` (the message sizes),
 `stats` (bandwidth formulas and summary statistics), `collectives` (one object per
-backend), `sweep` (the timed loop), `results` (metric points, summary, table), `main`.
+backend), `sweep` (the timed loop), `records` (metric points, summary, table), `main`.
 """
 
 TASK = "backend-benchmark"

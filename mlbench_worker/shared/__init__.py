@@ -3,6 +3,6 @@
 The task, algorithm and implementation catalogues (catalogue.py, algorithm_catalogue.py,
 implementation_catalogue.py), the record a run publishes (result.py), where local state
 lives (home.py), a free port (localhost.py) and the charts of results (plots.py). The master
-imports nothing else of mlbench_worker (tests/test_architecture.py), so a rule that both
+imports nothing else of mlbench_worker (tests/test_worker_rooms.py), so a rule that both
 sides apply is written here once.
 """

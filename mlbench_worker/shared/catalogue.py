@@ -230,9 +230,7 @@ TASKS: dict[str, TaskInfo] = {
     + [BACKEND_BENCHMARK]
 }
 DEFAULT_TASK = "resnet20-cifar10"
-# The seed a run gets when none is given: the worker's --seed default and the master's run
-# default (mlbench_master/run_defaults.py) alike, so a run started either way is the same run.
-DEFAULT_SEED = 42
+DEFAULT_SEED = 42  # a run's seed when none is given: the worker's --seed and the master's
 # The original client's names for the open division: its `image_name` for "my own image and
 # command", and its `backend` value that defers to `custom_backend`.
 CUSTOM_IMAGE = "custom_image"

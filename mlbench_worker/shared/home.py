@@ -6,7 +6,7 @@ cache all look under MLBENCH_HOME, and they must agree on what an unset or blank
 means. The rule: MLBENCH_HOME unset, empty or only whitespace means ``~/.mlbench``; any
 other value is used as given with ``~`` expanded. It imports nothing but the standard
 library (no torch, no Django), so the master may import it too (a shared worker module, as
-tests/test_architecture.py allows) and can read it before Django is configured.
+tests/test_worker_rooms.py allows) and can read it before Django is configured.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Why a module of its own: the worker (torch.distributed's rendezvous port), the embedded
 master (its Redis and web server ports) and the tests all need "a TCP port nothing listens
 on now", and they should ask for it one way. This module imports only the standard library
-(no torch, no Django), so mlbench_master may import it (with the task catalogue, the only
-worker modules it may: tests/test_architecture.py).
+(no torch, no Django), so mlbench_master may import it (as all of mlbench_worker.shared, the
+only part of the worker it may: tests/test_worker_rooms.py).
 """
 
 from __future__ import annotations

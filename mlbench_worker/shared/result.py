@@ -290,7 +290,7 @@ def training_summary(
 ) -> dict[str, Any]:
     """A training run's summary in the declared order, for every implementation and task.
 
-    `outcome`: the goal's entries (progress.outcome); `throughput`: the task's rate, filed
+    `outcome`: the goal's entries (training.progress.outcome); `throughput`: the task's rate, filed
     under its throughput metric; the compression ratio is derived from the bytes here.
     `fields`: the rest by name. A record that does not fit is a bug of the caller: raised.
     """

@@ -5,6 +5,6 @@ build.py (the set-up every task takes), trainer.py and progress.py (the loop, th
 goal), recipe.py (schedule and optimizer), comm.py (the process group), metric_sink.py
 (where metrics go), checkpoint.py, environment.py (versions and hardware), summary_table.py,
 run.py (one reference run: set up, train, summarise). This top level imports no torch:
-the TensorFlow implementation shares its torch-free modules (entry, options, progress,
-recipe, metric_sink, environment, summary_table).
+the TensorFlow implementation shares its torch-free modules (entry, options, config,
+errors, progress, recipe, metric_sink, environment, summary_table).
 """

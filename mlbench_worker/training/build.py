@@ -67,7 +67,7 @@ def exchange_gradients(trainer: Trainer, config: RunConfig) -> None:
     --no-overlap, --bucket-mb).
 
     Called once per run, after the task's set-up: the trainer is complete, so every rule
-    of the algorithm (exchange.choose's for allreduce) can be checked against it, and the
+    of the algorithm (allreduce_exchange.choose's for allreduce) can be checked against it, and the
     options again against the worker count MPI reports (the parser knew it only when
     mpirun announced it).
     """

@@ -1,3 +1,4 @@
+# Over 400 lines: every option of the training command, its help and its checks, read as one list.
 """The worker's command line: `python -m mlbench_worker <task> [options]`.
 
 Parsed and checked (into config.RunConfig) before torch or MPI is imported, so a typo costs
@@ -256,8 +257,7 @@ MIN_CROP = 64  # below it ResNet's last stage sees 1x1 maps and batch norm break
 
 
 def _models_by_family() -> dict[str, tuple[str, ...]]:
-    """The models each family of tasks accepts, under the family's name ("task 1a": the
-    number in its catalogue category)."""
+    """The models each family of tasks accepts, by family ("task 1a": its catalogue category)."""
     return {
         f"task {catalogue.get(name).category.split()[0]}": task.models
         for name, task in TASKS.items()

@@ -14,7 +14,7 @@ gradient all-reduce by default; algorithms/ has the others, behind one interface
 Each step also records `comm_bytes`, the bytes this rank sent (algorithms/interface.py defines
 them), posted like the timings.
 
-With overlap (the default, exchange.BucketedAllreduce), most of the all-reduce runs during
+With overlap (the default, allreduce_exchange.BucketedAllreduce), most of the all-reduce runs during
 backward, so two communication times are kept:
 
 - ``time_comm``: the EXPOSED communication, the wait after backward until every bucket is
@@ -146,7 +146,7 @@ class Trainer:
 
     def set_overlap(self, enabled: bool, bucket_mb: float | None = None) -> None:
         """All-reduce gradients in buckets overlapped with backward (`enabled`), or flat, by
-        the rules of exchange.choose, in the precision already chosen (fp32 after another
+        the rules of allreduce_exchange.choose, in the precision already chosen (fp32 after another
         algorithm)."""
         same = self.algorithm == "allreduce"
         options = self.algorithm_options if same else {"precision": "fp32"}
@@ -162,10 +162,10 @@ class Trainer:
     ) -> None:
         """Combine the ranks' work with algorithm `name` (options checked and complete, as
         algorithm_catalogue.check returns them). For allreduce, `overlap` and `bucket_mb`
-        follow exchange.choose's rules (its note, CUDA with the mpi backend, printed once);
+        follow allreduce_exchange.choose's rules (its note, CUDA with the mpi backend, printed once);
         other algorithms exchange after backward only and refuse a bucket size.
         `implementation` torch-ddp hands the all-reduce to DistributedDataParallel
-        (ddp.py), which always overlaps; `bucket_mb` is then its bucket cap."""
+        (algorithms/ddp.py), which always overlaps; `bucket_mb` is then its bucket cap."""
         if name != "allreduce" and bucket_mb is not None:
             raise WorkerError(
                 f"--bucket-mb sets the all-reduce's buckets: it does not apply to --algorithm {name}"

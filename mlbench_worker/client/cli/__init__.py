@@ -10,9 +10,10 @@ This module holds the command line (`build_parser`) and the entry point (`main`,
 
 - `master`: the `Master` the commands call, `CliError` and the exit codes;
 - `commands`: one `cmd_*` function per subcommand;
-- `progress`: the progress line of `mlbench run --wait`;
+- `waiting`: the progress line of `mlbench run --wait`;
 - `clock`: the benchmark clock (the same rule as the dashboard's clock.js);
-- `report`: the `mlbench report` table and which runs may be compared (comparable.js);
+- `comparison`: the `mlbench report` table and which runs may be compared (comparable.js);
+- `series`: `mlbench run` with several seeds or worker counts, and `mlbench series`;
 - `results`: `mlbench report --series` / `--plot` and `mlbench download --mllog`;
 - `formatting`: tables, durations, percentages, API dates.
 """

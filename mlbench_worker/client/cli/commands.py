@@ -2,8 +2,8 @@
 
 Why a module of its own: each command is a short script over the master's API (create a
 run, list, show, follow logs, download, delete, report) or a hand-over to the embedded
-launcher (`up`, `down`, `status`). What they print is built from the formatting, progress
-and report modules; how a failure becomes a message and an exit code is `master.py`'s job.
+launcher (`up`, `down`, `status`). What they print is built from the formatting, waiting
+and comparison modules; how a failure becomes a message and an exit code is `master.py`'s job.
 """
 
 from __future__ import annotations

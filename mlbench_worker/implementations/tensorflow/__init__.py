@@ -4,7 +4,7 @@ The framework dimension asks what a framework costs, so everything but the frame
 the reference's: the same data (our CIFAR-10 reader or the same generated set), the same
 shards in the same order per rank and epoch (data.py), the same architecture and
 initialisation scheme (model.py), the same per-worker batch, rates, warm-up, decays,
-momentum and weight decay (recipe.py's Schedule and scaled_rates), the same goal tracking,
+momentum and weight decay (training/recipe.py's Schedule and scaled_rates), the same goal tracking,
 metric names and reporter (train.py, training/metric_sink.py), the same summary keys (training/run.py's, plus
 `implementation` and TensorFlow's version). What differs is said where it is decided
 (model.py, data.py, steps.py) and in the summary's `implementation_note`.

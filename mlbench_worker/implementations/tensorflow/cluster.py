@@ -3,7 +3,7 @@
 mpirun starts the ranks, as for every implementation; MultiWorkerMirroredStrategy needs
 to be told who they are. mpi4py (coordination only: nothing of training goes through it)
 gathers every rank's address and a free port, and rank r becomes worker r of the cluster
-spec in TF_CONFIG. Addresses follow the reference's rendezvous rule (comm.py): loopback
+spec in TF_CONFIG. Addresses follow the reference's rendezvous rule (training/comm.py): loopback
 when every rank runs on one host, else the address this host's name resolves to (a pod's
 IP on Kubernetes, a slot's on the local driver). The workers talk gRPC to each other
 directly, never through a proxy the environment may name for downloads (the local

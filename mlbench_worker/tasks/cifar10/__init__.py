@@ -1,8 +1,9 @@
 """Task 1a's code: a ResNet on CIFAR-10, from the data set's arrays to a Trainer.
 
-The pieces it puts together live where every image task can use them: the data set and its
-batches in mlbench_worker/data/ (cifar10.py, synthetic.py, loader.py), the models in
-mlbench_worker/models/, the training loop in training/trainer.py. setup.py is one run's set-up.
+Here: the CIFAR-10 reader (reader.py), its generated stand-in (synthetic.py), the choice
+between them (data.py), the tasks (task.py) and one run's set-up (setup.py). What it shares:
+the batches (mlbench_worker/data/loader.py), the models (mlbench_worker/models/) and the
+training loop (mlbench_worker/training/trainer.py).
 
 This top level imports no torch.
 """

@@ -1,7 +1,7 @@
 """Which images every rank trains on for task 1a: CIFAR-10, or its synthetic stand-in.
 
 The real set comes from reader.py (download, verify, parse, cache), agreed by every rank
-through data.agree_on_real_data; with `auto` and no CIFAR-10, the generated set of
+through mlbench_worker.data.agree_on_real_data; with `auto` and no CIFAR-10, the generated set of
 synthetic.py, which the run records and shows as synthetic.
 """
 

@@ -3,7 +3,7 @@
 The learning rate is the task's rate for its batch times B / (the task's batch) for B
 images per worker, times K workers (linear scaling), reached by a linear warm-up over the
 task's warm-up epochs from the one-worker rate, then divided at the task's decay epochs
-(tasks/resnet_cifar10.py). `--lr` replaces the peak. The channel statistics that normalise
+(task.py). `--lr` replaces the peak. The channel statistics that normalise
 the images are CIFAR-10's own for the real set, and measured on the stand-in for synthetic.
 """
 

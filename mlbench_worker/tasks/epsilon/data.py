@@ -11,7 +11,7 @@ set every epoch. Synchronous SGD averages one batch from every shard per step, s
 still sees a uniform sample of the whole set. The test set is divided the same way without
 shuffling (rank r takes rows r, r+K, ...) and evaluation sums over ranks.
 
-The choice between epsilon and synthetic is made together, as for CIFAR-10 (data.agree_on_real_data):
+The choice between epsilon and synthetic is made together, as for CIFAR-10 (mlbench_worker.data.agree_on_real_data):
 rank 0 tries first (downloading and converting if needed), the others then use its cache or
 prepare their own copy on another machine, and with `auto` all ranks fall back to synthetic
 data, said loudly, when rank 0 cannot have epsilon.

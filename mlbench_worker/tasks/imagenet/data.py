@@ -1,6 +1,6 @@
 """Which images every rank reads: ImageNet from the data directory, or the synthetic set.
 
-The decision is made together, as for the other tasks (data.agree_on_real_data): rank 0
+The decision is made together, as for the other tasks (mlbench_worker.data.agree_on_real_data): rank 0
 looks first, then the others (on other machines they look at their own disk), and with
 `auto` every rank falls back to the synthetic set when rank 0 finds no ImageNet. The
 synthetic files are written by rank 0 first while the others wait; a rank on another

@@ -4,7 +4,7 @@ The learning rate is the task's rate for its batch times B / (the task's batch) 
 images per worker, times K workers (linear scaling: 0.1 x 256K / 256 at the defaults),
 reached by a linear warm-up over the task's warm-up epochs from the one-worker rate, then
 step or cosine decay, or MLPerf's polynomial schedule with its warm-up from 0
-(tasks/resnet_imagenet.py). `--lr` replaces the peak. The summary's config records the
+(task.py). `--lr` replaces the peak. The summary's config records the
 momentum, the weight decay and the schedule's own parameters, which the run's MLPerf log
 states.
 
