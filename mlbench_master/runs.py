@@ -104,7 +104,8 @@ def create_run(request: dict[str, Any], user: Any = None, queue: bool = False) -
     index makes this safe against simultaneous requests), and QueueUnavailable when Redis
     cannot be reached; in that case the run is kept, FAILED, with the reason.
     """
-    fields = run_rules.resolve(request, user, run_rules.cluster_limits(request))
+    filled = run_rules.fill(request)
+    fields = run_rules.resolve(filled, user, run_rules.cluster_limits(filled))
     try:
         with transaction.atomic():
             if not queue:

@@ -96,9 +96,13 @@ def create_series(request: dict[str, Any], user: Any = None) -> Series:
     members = []
     for count in workers:
         asked = dict(shared, num_workers=count) if count is not None else dict(shared)
-        cluster = run_rules.cluster_limits(asked)  # the seed asks nothing of the cluster
+        # The seed asks nothing of the cluster: one answer serves every seed of the count.
+        cluster = run_rules.cluster_limits(run_rules.fill(asked))
         try:
-            members += [run_rules.resolve(dict(asked, seed=seed), user, cluster) for seed in seeds]
+            members += [
+                run_rules.resolve(run_rules.fill(dict(asked, seed=seed)), user, cluster)
+                for seed in seeds
+            ]
         except run_rules.RunRefused as exc:
             for field, messages in exc.errors.items():
                 name = "workers" if field == "num_workers" and count is not None else field

@@ -1,7 +1,8 @@
 """The rules of a run: what a request may ask for, what it gets for what it leaves out, and
 what follows from it (its time budget and limit, the checkpoint it resumes, its set-up).
 
-`resolve` turns a parsed request into the fields of a new run in three steps:
+A parsed request becomes the fields of a new run in three steps (the caller fills it once,
+asks the driver about the filled run, then `resolve` checks and derives):
 
 1. fill (fill.py): the request's fields, then, for a resumed run, its parent's, then the
    defaults (the one table DEFAULTS, mlbench_master/run_defaults.py, on this master:
@@ -10,7 +11,7 @@ what follows from it (its time budget and limit, the checkpoint it resumes, its 
 2. check (check.py): every rule the filled request breaks, all collected, nothing
    changed; RunRefused (400) names each field, then StaffOnly (403) a field only staff
    may set. The cluster's limits come in as data (`ClusterLimits`, cluster.py), which the
-   caller asks the driver for with `cluster_limits(request)`: the rules never call it.
+   caller asks the driver for with `cluster_limits(filled)`: the rules never call it.
 3. derive (derive.py): the goal of light_target and the time limit (timing.py); the time
    budget and the set-up follow from the stored run (`time_budget_for`, `setup_of`).
 
@@ -37,7 +38,6 @@ which); only a budget and a limit that were both given and do not fit are refuse
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -151,12 +151,10 @@ def served() -> dict[str, Any]:
     }
 
 
-def resolve(request: Mapping[str, Any], user: Any, cluster: ClusterLimits) -> dict[str, Any]:
-    """The fields of a new Run from what a client asked for (None: not given), in the three
-    steps of the module docstring; `cluster` is what the driver said of the request
-    (`cluster_limits(request)`). Raises RunRefused with every broken rule, then StaffOnly
-    for a field only staff may set."""
-    run = fill(request)
+def resolve(run: Filled, user: Any, cluster: ClusterLimits) -> dict[str, Any]:
+    """The fields of a new Run from a filled request (`fill(request)`), in the steps of the
+    module docstring; `cluster` is what the driver said of it (`cluster_limits(run)`). Raises
+    RunRefused with every broken rule, then StaffOnly for a field only staff may set."""
     errors = check(run, cluster)
     if errors:
         raise RunRefused(blame_parent(errors, run))

@@ -2,7 +2,8 @@
 
 Why: the rules decide a 400 from what they are given, so they can be read, and tested,
 without a cluster; the driver is asked by the caller before the rules run
-(`cluster_limits`, called by runs.create_run and series.create_series), never by the rules.
+(`cluster_limits`, called by runs.create_run and series.create_series with the filled
+request they then resolve), never by the rules.
 
 A driver's limits are not plain numbers (a Slurm partition's nodes, the local machine's
 slots, what the workers' Python can import), and its refusals are in its own words, which
@@ -15,10 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from mlbench_master.cluster.base import ClusterError
-from mlbench_master.run_rules.fill import fill
+from mlbench_master.run_rules.fill import Filled
 from mlbench_master.run_rules.table import limits
 from mlbench_worker.shared import implementation_catalogue
 
@@ -38,8 +38,9 @@ class ClusterLimits:
     modules: Mapping[str, str] = field(default_factory=dict)
 
 
-def cluster_limits(request: Mapping[str, Any]) -> ClusterLimits:
-    """The configured driver's answers for `request`, filled as `resolve` will fill it.
+def cluster_limits(run: Filled) -> ClusterLimits:
+    """The configured driver's answers for a filled request (`fill`'s, which `resolve` then
+    checks).
 
     Asked as the rules asked before (the numbers only when within the operator's limits;
     the framework only of a run that trains with an implementation its task has), so a
@@ -51,7 +52,6 @@ def cluster_limits(request: Mapping[str, Any]) -> ClusterLimits:
         driver = get_driver()
     except Exception:  # noqa: BLE001 - a misconfigured master, said by the run's job
         return ClusterLimits()
-    run = fill(request)
     workers, cpus = run.fields["num_workers"], run.fields["num_cpus"]
     refused_workers: dict[int, str] = {}
     refused_cpus: dict[float, str] = {}

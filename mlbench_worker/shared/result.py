@@ -246,26 +246,28 @@ def problems(summary: Any, task: str | None = None) -> dict[str, str]:
     task = task or summary.get("task")
     found: dict[str, str] = {}
     fields = fields_for(task)
-    known = set()
-    for field in fields:
-        key = _named(field, task, summary)
-        known.add(key)
-        if key not in summary:
-            if field.required:
-                found[key] = f"{key} is missing ({_expected(field)})"
-        elif not field.fits(summary[key]):
-            found[key] = f"{key} must be {_expected(field)}, got {_shown(summary[key])}"
-    for key in sorted(set(summary) - known):
+    named = {_named(field, task, summary): field for field in fields}
+    _misfits(named, summary, "", found)
+    for key in sorted(set(summary) - set(named)):
         found[key] = f"{key} is not a field of the summary record (docs/metrics.rst lists them)"
     if fields is TRAINING_FIELDS and isinstance(summary.get("config"), Mapping):
-        for field in CONFIG_FIELDS:
-            value = summary["config"].get(field.name, ...)
-            key = f"config.{field.name}"
-            if value is ...:
-                found[key] = f"{key} is missing ({_expected(field)})"
-            elif not field.fits(value):
-                found[key] = f"{key} must be {_expected(field)}, got {_shown(value)}"
+        config_fields = {field.name: field for field in CONFIG_FIELDS}
+        _misfits(config_fields, summary["config"], "config.", found)
     return found
+
+
+def _misfits(
+    fields: Mapping[str, Field], values: Mapping[str, Any], prefix: str, found: dict[str, str]
+) -> None:
+    """Into `found`: each of `fields` (by key) that `values` lacks while it is required, or
+    holds with a value of another type, named with `prefix`."""
+    for key, field in fields.items():
+        name = prefix + key
+        if key not in values:
+            if field.required:
+                found[name] = f"{name} is missing ({_expected(field)})"
+        elif not field.fits(values[key]):
+            found[name] = f"{name} must be {_expected(field)}, got {_shown(values[key])}"
 
 
 def _expected(field: Field) -> str:

@@ -170,8 +170,8 @@ def test_a_parent_deleted_after_validation_is_still_refused(make_run, redis_sett
     gone_id = gone.pk
     resolve = run_rules.resolve
 
-    def resolve_then_delete(request, user, cluster):
-        fields = resolve(request, user, cluster)
+    def resolve_then_delete(filled, user, cluster):
+        fields = resolve(filled, user, cluster)
         Run.objects.filter(pk=gone_id).delete()
         return fields
 

@@ -98,7 +98,8 @@ def test_a_custom_image_may_pass_kubernetes_validation(staff_api, settings, redi
     serializer = RunCreateSerializer(data=form)
     assert serializer.is_valid(), serializer.errors
     staff = type("Staff", (), {"is_staff": True})()
-    data = run_rules.resolve(serializer.validated_data, staff, run_rules.ClusterLimits())
+    filled = run_rules.fill(serializer.validated_data)
+    data = run_rules.resolve(filled, staff, run_rules.ClusterLimits())
     assert (data["image"], data["backend"], data["custom_backend"], data["run_all_nodes"]) == (
         "custom_image", "custom", "horovod", True,
     )  # fmt: skip

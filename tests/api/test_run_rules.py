@@ -27,7 +27,7 @@ NOTHING_REFUSED = run_rules.ClusterLimits()
 
 def refusal(request, cluster=NOTHING_REFUSED, user=None):
     with pytest.raises(run_rules.RunRefused) as refused:
-        run_rules.resolve(request, user, cluster)
+        run_rules.resolve(run_rules.fill(request), user, cluster)
     return refused.value.errors
 
 
@@ -59,7 +59,8 @@ def test_check_changes_nothing_it_is_given_and_says_every_problem_at_once():
 def test_the_clusters_limits_given_as_data_decide_without_any_driver(settings):
     settings.MLBENCH_LOCAL_WORKERS = 1  # the local driver would refuse 2 workers...
     request = {"name": "data", "num_workers": 2, "num_cpus": 1.5}
-    assert run_rules.resolve(request, None, NOTHING_REFUSED)["num_workers"] == 2  # ...unasked
+    filled = run_rules.fill(request)
+    assert run_rules.resolve(filled, None, NOTHING_REFUSED)["num_workers"] == 2  # ...unasked
     cluster = run_rules.ClusterLimits(
         workers={2: "two are more than this cluster has"}, cpus={1.5: "no node has 1.5 CPUs"}
     )
@@ -69,7 +70,7 @@ def test_the_clusters_limits_given_as_data_decide_without_any_driver(settings):
     }
     # What the cluster says of other numbers says nothing of this run's.
     other = run_rules.ClusterLimits(workers={3: "three are too many"}, cpus={4.0: "too many"})
-    assert run_rules.resolve(request, None, other)["num_cpus"] == 1.5
+    assert run_rules.resolve(filled, None, other)["num_cpus"] == 1.5
     lacking = run_rules.ClusterLimits(modules={"tensorflow": "/opt/workers/bin/python"})
     (message,) = refusal({"name": "tf", "implementation": "tensorflow"}, lacking)["implementation"]
     assert "cannot import (checked with /opt/workers/bin/python)" in message
@@ -77,15 +78,19 @@ def test_the_clusters_limits_given_as_data_decide_without_any_driver(settings):
 
 def test_cluster_limits_asks_the_configured_driver_about_the_filled_request(settings):
     settings.MLBENCH_LOCAL_WORKERS = 1
-    asked = run_rules.cluster_limits({"name": "default"})  # 2 workers: the table's
+
+    def limits(request):
+        return run_rules.cluster_limits(run_rules.fill(request))
+
+    asked = limits({"name": "default"})  # 2 workers: the table's
     assert list(asked.workers) == [DEFAULTS["num_workers"]]
     assert "this machine has 1 local worker slots" in asked.workers[DEFAULTS["num_workers"]]
-    assert run_rules.cluster_limits({"name": "one", "num_workers": 1}) == NOTHING_REFUSED
+    assert limits({"name": "one", "num_workers": 1}) == NOTHING_REFUSED
     # Over the operator's limit the rules refuse it themselves; the driver is not asked.
-    assert run_rules.cluster_limits({"name": "many", "num_workers": 99}) == NOTHING_REFUSED
+    assert limits({"name": "many", "num_workers": 99}) == NOTHING_REFUSED
     # A master whose driver cannot be set up refuses nothing for it: its job says why.
     settings.MLBENCH_CLUSTER = "no-such-cluster"
-    assert run_rules.cluster_limits({"name": "default"}) == NOTHING_REFUSED
+    assert limits({"name": "default"}) == NOTHING_REFUSED
 
 
 def test_fill_takes_the_request_then_the_parent_then_the_defaults():
@@ -126,7 +131,8 @@ def test_the_resume_rule_compares_the_fields_resolve_decided():
     Metric.objects.create(run=parent, name=run_rules.CHECKPOINT_METRIC, value=1.0,
                           metadata={"epoch": 1, "step": 10, "elapsed": 5.0,
                                     "identity": identity})  # fmt: skip
-    fields = run_rules.resolve({"name": "child", "resume_from": parent.pk}, None, NOTHING_REFUSED)
+    child = run_rules.fill({"name": "child", "resume_from": parent.pk})
+    fields = run_rules.resolve(child, None, NOTHING_REFUSED)
     point = run_rules.resume_point(parent.pk, fields)
     assert (point.run_id, point.epoch, point.identity["seed"]) == (parent.pk, 1, 7)
     with pytest.raises(run_rules.ResumeRefused, match="for seed 7, this run's seed is 8"):

@@ -40,7 +40,8 @@ def _resolve(request: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, 
     """What the API makes of `request` (as runs.create_run resolves it: with this master's
     cluster limits): the run's fields, or None and what it refuses."""
     try:
-        return run_rules.resolve(request, None, run_rules.cluster_limits(request)), {}
+        filled = run_rules.fill(request)
+        return run_rules.resolve(filled, None, run_rules.cluster_limits(filled)), {}
     except run_rules.RunRefused as exc:
         return None, exc.errors
 
