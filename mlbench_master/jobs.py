@@ -235,17 +235,18 @@ def _end(run: Any, execution: Execution, output: Output, code: int) -> str:
         return "deleted"
     run.refresh_from_db()
     why = execution.end_reason()
+    oom = execution.oom_killed(output.tail.pids())
     if code == 0 and why is None:
         runs.mark_finished(run, 0)
     elif why is not None:
         # The cluster decided the end (a scheduler's limit, a lost node, never startable).
         exit_code = code if execution.exit_known else None
-        runs.mark_failed(run, output.tail.with_stderr(why), exit_code=exit_code)
+        runs.mark_failed(run, output.tail.with_stderr(why, oom), exit_code=exit_code)
     elif not execution.exit_known:
         # Re-attached to an mpirun that ended while nobody watched and left no exit code.
         runs.mark_failed(run, output.tail.with_stderr(UNRECORDED))
     else:
-        runs.mark_failed(run, output.tail.reason(code), exit_code=code)
+        runs.mark_failed(run, output.tail.reason(code, oom), exit_code=code)
     return run.state
 
 

@@ -166,6 +166,12 @@ class Execution(ABC):
         FAILED reason. None when mpirun's exit code and output say it (the default)."""
         return None
 
+    def oom_killed(self, pids: set[int]) -> set[int]:
+        """Which of the ranks' programs (by the pids their watchers wrote) the kernel's
+        OOM killer ended, where this driver can read the kernel's record of it; empty
+        where it cannot (the default: the reason then says "out of memory?")."""
+        return set()
+
 
 class ClusterDriver(ABC):
     """One implementation per kind of cluster; chosen by MLBENCH_CLUSTER."""

@@ -1,22 +1,34 @@
-"""FAILED reasons read from mpirun's own output (or srun's, on Slurm with its launcher).
+"""FAILED reasons read from a launch's output: the ranks' end lines, mpirun's report (or
+srun's, on Slurm with its launcher), the ranks' stderr.
 
 This sits beside the mpirun builder (mpirun.py) because it parses what that command line
-makes Open MPI print: its per-rank exit report, and the ranks' stderr tagged by
-`--output tag`; srun's "task N: Exited with exit code C" lines likewise. A reason names the rank, the exit code with a hint ("killed: out of
-memory?") and quotes the last lines the ranks wrote to stderr, so a person can act on it.
+makes print: the line each rank's watcher (mpirun.RANK_WATCH) writes when the rank ends,
+with its exit code and the time; Open MPI's per-rank exit report and the ranks' stderr
+tagged by `--output tag`; srun's "task N: Exited with exit code C" lines likewise.
+
+A reason names the FIRST thing that went wrong, then the rest: "rank 1 exited with code 137
+(killed: out of memory?); then: rank 0 exited with code 14". The launcher's report cannot
+be trusted for the first: when rank 1 is killed, rank 0 may notice the broken connection,
+abort, and reach mpirun first, which then reports rank 0. The watchers' lines carry the
+time each rank ended, so the order is the ranks' own; the launcher's report is the fallback
+(a watcher killed before it could write) and adds what the watchers did not say. The last
+lines the ranks wrote to stderr follow, so a person can act on it.
 """
 
 from __future__ import annotations
 
 import collections
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
 
 from mlbench_master.cluster.base import OutputLine
+from mlbench_master.cluster.mpirun import RANK_END
 
 STDERR_TAIL = 15  # stderr lines quoted in a FAILED reason
 REASON_MAX_CHARS = 4000
 MPIRUN_LINES = 200  # mpirun's own lines kept to find its exit report
+RANK_ENDS = 4096  # ranks' end lines kept (one a rank)
 
 _SIGNAL_EXIT = re.compile(
     r"process rank (?P<rank>\d+) with PID \d+ on node \S+ exited on\s+signal (?P<sig>\d+)"
@@ -30,6 +42,14 @@ _SRUN_EXIT = re.compile(
     r"(?:Exited with exit code (?P<code>\d+)|(?P<signal>Killed|Terminated|Aborted|"
     r"Segmentation fault|Bus error|Interrupt))"
 )
+_RANK_END = re.compile(
+    re.escape(RANK_END) + r" code=(?P<code>\d+) pid=(?P<pid>\d*) time=(?P<time>[\d.]*)\s*$"
+)
+# What bash says of a watched child that a signal ended ("mlbench-rank: line 2: 41 Killed
+# "$@""): the watcher's own line says it better, so it is left out of the stderr quoted.
+_BASH_JOB_REPORT = re.compile(r"^mlbench-rank: line \d+: +\d+ ")
+_CALLED_ABORT = re.compile(r"process rank (?P<rank>\d+) with PID \d+ on node \S+ calling \W?abort")
+THEN_MAX = 3  # later failures named after "then:"
 _SIGNAL_NAMES = {"Killed": 9, "Terminated": 15, "Aborted": 6, "Segmentation fault": 11,
                  "Bus error": 7, "Interrupt": 2}  # fmt: skip
 _SIGNAL_HINTS = {
@@ -40,6 +60,46 @@ _SIGNAL_HINTS = {
     7: "bus error",
     2: "interrupted",
 }
+
+
+@dataclass(frozen=True)
+class RankEnd:
+    """A rank's end as its watcher wrote it: exit code (128 + N for signal N), the pid of
+    the rank's program, and the time (seconds since the epoch; None where bash had none)."""
+
+    rank: int
+    code: int
+    pid: int | None
+    time: float | None
+
+
+def rank_end(line: OutputLine) -> RankEnd | None:
+    """The watcher's end line of a rank, else None."""
+    match = _RANK_END.search(line.text) if line.rank is not None else None
+    if match is None:
+        return None
+    time_text = match["time"]
+    return RankEnd(
+        line.rank,
+        int(match["code"]),
+        int(match["pid"]) if match["pid"] else None,
+        float(time_text) if time_text else None,
+    )
+
+
+def describe_code(code: int) -> str:
+    """`exited with code C`, with the signal's meaning for codes above 128."""
+    if code > 128:
+        sig = code - 128
+        return f"exited with code {code} ({_SIGNAL_HINTS.get(sig, f'signal {sig}')})"
+    return f"exited with code {code}"
+
+
+def first_failures(ends: Iterable[RankEnd]) -> list[RankEnd]:
+    """The ranks that failed, first first: by the time they ended, in the order their
+    lines came where a time is missing (sorted() keeps that order among equals)."""
+    failed = [end for end in ends if end.code != 0]
+    return sorted(failed, key=lambda end: end.time if end.time is not None else float("inf"))
 
 
 def is_banner(text: str) -> bool:
@@ -54,34 +114,93 @@ def bounded(reason: str) -> str:
     return reason
 
 
-def failure_reason(exit_code: int, mpirun_lines: Iterable[str], stderr_tail: Iterable[str]) -> str:
-    """A FAILED reason a person can act on, from mpirun's report and the ranks' stderr."""
+@dataclass(frozen=True)
+class LauncherReport:
+    """What the launcher says failed: `head` in words, the rank it names (None: none), and
+    whether the launcher itself was ended by a signal (no rank named, code above 128), which
+    then came before the ranks' ends: they die when their launcher is gone."""
+
+    head: str
+    rank: int | None = None
+    killed: bool = False
+
+
+def launcher_report(exit_code: int, mpirun_lines: Iterable[str]) -> LauncherReport:
+    """The launcher's report of a rank's signal or exit code (srun's lines for srun), of a
+    rank that called MPI_Abort, else its own exit code."""
     report = " ".join(" ".join(mpirun_lines).split())
     launcher = "srun" if "srun: " in report and "prte" not in report.lower() else "mpirun"
     match = _SIGNAL_EXIT.search(report)
     srun = _SRUN_EXIT.search(report) if launcher == "srun" else None
     if srun:
-        if srun["code"]:
-            head = f"rank {srun['rank']} exited with code {srun['code']}"
-        else:
-            sig = _SIGNAL_NAMES[srun["signal"]]
-            head = f"rank {srun['rank']} exited with code {128 + sig} ({_SIGNAL_HINTS[sig]})"
-    elif match:
-        sig = int(match["sig"])
-        hint = _SIGNAL_HINTS.get(sig, f"signal {sig}")
-        head = f"rank {match['rank']} exited with code {128 + sig} ({hint})"
-    else:
-        match = _CODE_EXIT.search(report)
-        if match:
-            head = f"rank {match['rank']} exited with code {match['code']}"
-        elif exit_code > 128:
-            sig = exit_code - 128
-            head = (
-                f"{launcher} exited with code {exit_code} "
-                f"({_SIGNAL_HINTS.get(sig, f'signal {sig}')})"
-            )
-        else:
-            head = f"{launcher} exited with code {exit_code}"
+        code = int(srun["code"]) if srun["code"] else 128 + _SIGNAL_NAMES[srun["signal"]]
+        return LauncherReport(f"rank {srun['rank']} {describe_code(code)}", int(srun["rank"]))
+    if match:
+        code = 128 + int(match["sig"])
+        return LauncherReport(f"rank {match['rank']} {describe_code(code)}", int(match["rank"]))
+    match = _CODE_EXIT.search(report)
+    if match:
+        code = int(match["code"])
+        return LauncherReport(f"rank {match['rank']} {describe_code(code)}", int(match["rank"]))
+    match = _CALLED_ABORT.search(report)
+    if match:
+        return LauncherReport(f"rank {match['rank']} called MPI_Abort", int(match["rank"]))
+    return LauncherReport(f"{launcher} {describe_code(exit_code)}", killed=exit_code > 128)
+
+
+def first_cause(heads: list[str]) -> str:
+    """The first failure, then at most THEN_MAX of the later ones."""
+    first, later = heads[0], heads[1:]
+    if not later:
+        return first
+    shown = "; then: ".join(later[:THEN_MAX])
+    more = f" (and {len(later) - THEN_MAX} more)" if len(later) > THEN_MAX else ""
+    return f"{first}; then: {shown}{more}"
+
+
+OOM_KILLED = "killed by the kernel's OOM killer"
+
+
+def describe_end(end: RankEnd, oom_killed: Collection[int] = ()) -> str:
+    """`rank N exited with code C (...)`: the kernel's word where it says it killed the
+    rank's program for memory, else the signal's usual meaning."""
+    if end.pid is not None and end.pid in oom_killed:
+        return f"rank {end.rank} exited with code {end.code} ({OOM_KILLED})"
+    return f"rank {end.rank} {describe_code(end.code)}"
+
+
+def rank_failures(
+    ends: Iterable[RankEnd], launcher: LauncherReport | None, oom_killed: Collection[int] = ()
+) -> list[str]:
+    """The failures in the order they happened: the ranks' from their watchers' lines; the
+    launcher's before them when a signal ended it, after them where it names a rank no
+    watcher spoke for (one killed before it could write), alone where there are none."""
+    failed = first_failures(ends)
+    heads = [describe_end(end, oom_killed) for end in failed]
+    if launcher is None:
+        return heads
+    if launcher.killed:
+        return [launcher.head, *heads]
+    if not heads or (launcher.rank is not None and launcher.rank not in {e.rank for e in failed}):
+        heads.append(launcher.head)
+    return heads
+
+
+def failure_reason(
+    exit_code: int,
+    mpirun_lines: Iterable[str],
+    stderr_tail: Iterable[str],
+    ends: Iterable[RankEnd] = (),
+    oom_killed: Collection[int] = (),
+) -> str:
+    """A FAILED reason a person can act on: the first failure, the later ones, the ranks'
+    last stderr lines. `oom_killed`: the pids the kernel says its OOM killer ended."""
+    launcher = launcher_report(exit_code, mpirun_lines)
+    head = first_cause(rank_failures(ends, launcher, oom_killed))
+    return with_tail(head, stderr_tail)
+
+
+def with_tail(head: str, stderr_tail: Iterable[str]) -> str:
     tail = list(stderr_tail)
     if tail:
         head += "; last lines of stderr:\n" + "\n".join(tail)
@@ -95,11 +214,18 @@ class OutputTail:
         self.stderr: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         self.mpirun_stderr: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         self.mpirun_lines: collections.deque[str] = collections.deque(maxlen=MPIRUN_LINES)
+        self.ends: collections.deque[RankEnd] = collections.deque(maxlen=RANK_ENDS)
 
     def add(self, lines: Iterable[OutputLine]) -> None:
         for line in lines:
+            end = rank_end(line)
+            if end is not None:
+                self.ends.append(end)
+                continue
             if line.rank is None:
                 self.mpirun_lines.append(line.text)
+            elif _BASH_JOB_REPORT.match(line.text):
+                continue
             if line.stream == "stderr" and line.text.strip() and not is_banner(line.text):
                 if line.rank is None:
                     self.mpirun_stderr.append(line.text)
@@ -110,11 +236,19 @@ class OutputTail:
         """The ranks' last stderr lines, else mpirun's own."""
         return list(self.stderr or self.mpirun_stderr)
 
-    def reason(self, exit_code: int) -> str:
-        """Why a launch that exited with `exit_code` failed."""
-        return failure_reason(exit_code, self.mpirun_lines, self.last_stderr())
+    def pids(self) -> set[int]:
+        """The pids of the ranks' programs that ended with a failure."""
+        return {end.pid for end in self.ends if end.code != 0 and end.pid is not None}
 
-    def with_stderr(self, head: str) -> str:
-        """`head` followed by the last stderr lines (for ends with no exit report)."""
-        tail = self.last_stderr()
-        return bounded(head + ("; last lines of stderr:\n" + "\n".join(tail) if tail else ""))
+    def reason(self, exit_code: int, oom_killed: Collection[int] = ()) -> str:
+        """Why a launch that exited with `exit_code` failed."""
+        return failure_reason(
+            exit_code, self.mpirun_lines, self.last_stderr(), self.ends, oom_killed
+        )
+
+    def with_stderr(self, head: str, oom_killed: Collection[int] = ()) -> str:
+        """`head`, a cause the cluster or the master saw first (a scheduler's limit, a lost
+        node, a launcher killed), then the ranks that failed after it and the last stderr
+        lines."""
+        later = rank_failures(self.ends, None, oom_killed)
+        return with_tail(first_cause([head, *later]), self.last_stderr())

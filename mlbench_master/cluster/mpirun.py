@@ -41,6 +41,21 @@ FORWARDED_ENV = (
 MPIRUN_RANK = "OMPI_COMM_WORLD_RANK"  # each rank's number, as mpirun sets it
 SRUN_RANK = "SLURM_PROCID"  # as srun sets it, whatever its --mpi plugin
 
+# Each rank's program runs under this bash script, which says how and when it ended in one
+# line on its stderr (cluster/failures.py reads it): the launcher's own report names the
+# first failure IT learned of, which is often a peer that aborted after the real first
+# failure. The child runs in the background only so that its pid is known (to find it in the
+# kernel's OOM record); the time is bash's EPOCHREALTIME, read without starting a process,
+# so the line is written before the launcher can kill the script.
+RANK_END = "mlbench rank end:"
+RANK_WATCH_SCRIPT = (
+    '"$@" & child=$!\n'
+    'wait "$child"; code=$?\n'
+    f'printf "{RANK_END} code=%s pid=%s time=%s\\n" "$code" "$child" "$EPOCHREALTIME" >&2\n'
+    'exit "$code"'
+)
+RANK_WATCH = ["bash", "-c", RANK_WATCH_SCRIPT, "mlbench-rank"]
+
 _TAG = re.compile(r"^\[(?P<job>\d+),(?P<rank>\d+)\]<(?P<stream>stdout|stderr)>:\s?(?P<text>.*)$")
 _LABEL = re.compile(r"^\s*(?P<rank>\d+): ?(?P<text>.*)$")  # srun --label
 
@@ -203,9 +218,9 @@ def mpirun_argv(
     extra: Sequence[str] = (),
 ) -> list[str]:
     """The full mpirun command for `run`; `hosts` empty means every rank on this machine:
-    `launcher_argv` (tagged output, FORWARDED_ENV) followed by `worker_argv`."""
+    `launcher_argv` (tagged output, FORWARDED_ENV), RANK_WATCH, then `worker_argv`."""
     launcher = launcher_argv(rank_count(run), hosts, mpirun=mpirun, agent=agent, extra=extra)
-    return launcher + worker_argv(run, python=python, hosts=hosts)
+    return launcher + RANK_WATCH + worker_argv(run, python=python, hosts=hosts)
 
 
 def driver_argv(driver: ClusterDriver, run: RunSpec, hosts: list[str] | None) -> list[str]:
@@ -258,7 +273,7 @@ def srun_argv(
     argv += [srun, f"--mpi={mpi}", "--label", f"--ntasks={rank_count(run)}"]
     argv += ["--ntasks-per-node=1", f"--cpus-per-task={max(1, int(cpus_per_task))}"]
     argv += ["--cpu-bind=none", "--kill-on-bad-exit=1"]
-    return argv + worker_argv(run, python=python, rank_variable=SRUN_RANK)
+    return argv + RANK_WATCH + worker_argv(run, python=python, rank_variable=SRUN_RANK)
 
 
 def rank_environment(run: RunSpec, master_url: str, token: str) -> dict[str, str]:

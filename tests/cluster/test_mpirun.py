@@ -74,7 +74,7 @@ def test_the_full_command_is_the_launcher_then_the_worker(overrides):
     hosts = ["w-0", "w-1"]
     argv = mpirun.mpirun_argv(run, hosts, mpirun="/m", python="/p", agent="sh /a")
     launcher = mpirun.launcher_argv(mpirun.rank_count(run), hosts, mpirun="/m", agent="sh /a")
-    assert argv == launcher + mpirun.worker_argv(run, python="/p", hosts=hosts)
+    assert argv == launcher + mpirun.RANK_WATCH + mpirun.worker_argv(run, python="/p", hosts=hosts)
     assert launcher[launcher.index("--output") + 1] == "tag"
     assert [launcher[i + 1] for i, a in enumerate(launcher) if a == "-x"] == list(
         mpirun.FORWARDED_ENV

@@ -15,7 +15,7 @@ from typing import Any
 import psutil
 
 from mlbench_master.cluster.followed import FollowedExecution
-from mlbench_master.cluster.local import slots
+from mlbench_master.cluster.local import kernel_log, slots
 from mlbench_master.cluster.local.processes import is_alive, kill_processes, launch_processes
 
 
@@ -73,6 +73,9 @@ class LocalExecution(FollowedExecution):
             return int((self.dir / "exit_code").read_text().strip())
         except (OSError, ValueError):
             return None
+
+    def oom_killed(self, pids: set[int]) -> set[int]:
+        return kernel_log.oom_killed(pids)
 
     def kill(self) -> None:
         """Stop every process of the launch, then remove its worker slots' network (the job
