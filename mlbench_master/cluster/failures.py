@@ -95,11 +95,37 @@ def describe_code(code: int) -> str:
     return f"exited with code {code}"
 
 
+# Signals that end a program from outside or by its own fault; TERM, INT and HUP are how a
+# launcher or a person stops the rest once something failed.
+_STOPPING_SIGNALS = {15, 2, 1}
+SAME_MOMENT = 1.0  # seconds within which two ends are ordered by their kind, not their time
+
+
+def _kind(end: RankEnd) -> int:
+    """0: ended by a fatal signal (killed, crashed); 1: exited with a code (often a reaction:
+    an abort after a peer vanished); 2: stopped by TERM, INT or HUP (a launcher's clean-up)."""
+    if end.code > 128:
+        return 2 if end.code - 128 in _STOPPING_SIGNALS else 0
+    return 1
+
+
 def first_failures(ends: Iterable[RankEnd]) -> list[RankEnd]:
-    """The ranks that failed, first first: by the time they ended, in the order their
-    lines came where a time is missing (sorted() keeps that order among equals)."""
+    """The ranks that failed, first first.
+
+    By the time each ended, except within SAME_MOMENT of the earliest: a watcher reads the
+    clock when it gets the CPU, which on a loaded machine can be late by more than the time
+    a peer takes to notice the death, abort and end. Ends that close are ordered by kind (a
+    rank killed or crashed before one that exited with a code, before one stopped by its
+    launcher), then by time. Ends without a time keep the order their lines came in, after
+    the timed ones."""
     failed = [end for end in ends if end.code != 0]
-    return sorted(failed, key=lambda end: end.time if end.time is not None else float("inf"))
+    by_time = sorted(failed, key=lambda end: end.time if end.time is not None else float("inf"))
+    if not by_time or by_time[0].time is None:
+        return by_time
+    moment = by_time[0].time + SAME_MOMENT
+    close = [end for end in by_time if end.time is not None and end.time <= moment]
+    first = min(close, key=lambda end: (_kind(end), end.time))
+    return [first, *(end for end in by_time if end is not first)]
 
 
 def is_banner(text: str) -> bool:

@@ -1,7 +1,7 @@
 """A FAILED reason names the first failure, then the later ones (cluster/failures.py)."""
 
 from mlbench_master.cluster.base import OutputLine
-from mlbench_master.cluster.failures import THEN_MAX, OutputTail, failure_reason
+from mlbench_master.cluster.failures import SAME_MOMENT, THEN_MAX, OutputTail, failure_reason
 from mlbench_master.cluster.local import kernel_log
 from mlbench_master.cluster.mpirun import RANK_END
 
@@ -129,3 +129,18 @@ def test_a_rank_the_kernel_says_it_killed_is_named_so():
     assert tail.reason(137, oom_killed={101}).startswith(
         "rank 1 exited with code 137 (killed by the kernel's OOM killer); then: rank 0"
     )
+
+
+def test_a_killed_rank_comes_before_a_peers_abort_its_watcher_stamped_earlier():
+    """On a loaded machine the killed rank's watcher may read the clock after its peer
+    aborted and ended: within SAME_MOMENT the kill still comes first."""
+    tail = tail_of(ended(0, 14, "10.000"), ended(1, 137, "10.004"), ended(2, 143, "9.999"))
+    assert tail.reason(14).startswith(
+        "rank 1 exited with code 137 (killed: out of memory?); then: rank 2 exited with code "
+        "143 (terminated); then: rank 0 exited with code 14"
+    )
+
+
+def test_ends_far_apart_are_ordered_by_time_whatever_their_kind():
+    tail = tail_of(ended(0, 1, "10.0"), ended(1, 137, f"{10.0 + SAME_MOMENT + 0.5}"))
+    assert tail.reason(1).startswith("rank 0 exited with code 1; then: rank 1 exited with code 137")
