@@ -9,7 +9,9 @@ The command is built from `runs.run_spec(run, checkpoints=driver.checkpoint_dir)
 run's resolved time budget, its checkpoint folder and, for a resumed run, its parent's.
 
 Truth over convenience: a run is FINISHED only when mpirun exited 0. Anything else is
-FAILED with a reason read from mpirun's own report (cluster/failures.py). The run's time
+FAILED with a reason read from mpirun's own report (cluster/failures.py), with one
+exception: Open MPI's transient launch failure before any rank started
+(cluster/transient.py) is launched once more, said in the run's log. The run's time
 limit is enforced here (the RQ timeout, time limit + margin, is only a backstop), and a
 run the API moved to CANCELLED is noticed within a second and its ranks killed. States
 are changed only through `mlbench_master.runs`; the driver is reached only through the
@@ -34,8 +36,10 @@ from mlbench_master.cluster.base import (
     ClusterError,
     Execution,
     OutputLine,
+    RunSpec,
 )
 from mlbench_master.cluster.failures import OutputTail
+from mlbench_master.cluster.transient import RELAUNCH_NOTE, LaunchStart
 from mlbench_master.logwriter import LogWriter, drop_connection
 
 log = logging.getLogger(__name__)
@@ -45,6 +49,7 @@ STATE_CHECK_SECONDS = 1.0  # how often the run's state is re-read (cancellation)
 DB_PATIENCE = 120.0  # how long the end of a run waits for an unreachable database
 
 LOST = "master restarted; run lost"
+LAUNCH_ATTEMPT = "launch_attempt"  # in the launch record of a launch after the first
 UNRECORDED = (
     "run lost: mpirun ended while no job watched it and recorded no exit code (it was killed)"
 )
@@ -60,14 +65,17 @@ def setup_django() -> None:
 
 
 class Output:
-    """Where a launch's lines go: the run's stored log, and the tail a FAILED reason quotes."""
+    """Where a launch's lines go: the run's stored log, the tail a FAILED reason quotes, and
+    what they say of the launch's start (a transient failure of Open MPI's launcher)."""
 
     def __init__(self, run_id: int, execution: Execution) -> None:
         self.log = LogWriter(run_id, on_stored=execution.checkpoint)
         self.tail = OutputTail()
+        self.start = LaunchStart()
 
     def add(self, lines: list[OutputLine]) -> None:
         self.tail.add(lines)
+        self.start.add(lines)
         self.log.add(lines)
 
     def flush(self, patience: float = 0.0) -> None:
@@ -77,12 +85,9 @@ class Output:
 def run_job(run_id: int) -> str:
     """Run (or, after a master restart, keep watching) run `run_id`; returns its end state."""
     setup_django()
-    from django.conf import settings
-
     from mlbench_master import runs
     from mlbench_master.api.models import Run
     from mlbench_master.cluster.drivers import get_driver
-    from mlbench_master.cluster.mpirun import driver_argv, rank_environment
 
     run = Run.objects.filter(pk=run_id).first()
     if run is None:
@@ -113,29 +118,80 @@ def run_job(run_id: int) -> str:
                 except ClusterError as exc:
                     log.warning("run %s: clean-up after a cancel during prepare: %s", run.pk, exc)
                 return run.state
-            argv = driver_argv(driver, spec, hosts)
-            env = rank_environment(spec, settings.MLBENCH_MASTER_URL, runs.worker_token(run))
-            try:
-                execution = driver.launch(spec, argv, env)
-            except (ClusterError, OSError) as exc:
-                runs.mark_failed(run, f"could not start mpirun: {exc}")
-                return run.state
-            record = dict(execution.record)
-            if spec.checkpoint_dir:
-                record["checkpoint_dir"] = spec.checkpoint_dir
-            runs.record_launch(run, record)
-            # Cancelled between mark_started and the launch: driver.cancel() found nothing
-            # to kill then, so this job kills what it just started.
-            state = Run.objects.filter(pk=run.pk).values_list("state", flat=True).first()
-            if state != Run.STARTED:
-                execution.kill()
-                _drain(execution, Output(run.pk, execution))
-                return state or "deleted"
+            execution = _launch(run, driver, spec, hosts)
+            if isinstance(execution, str):
+                return execution
     except Exception as exc:
         # Whatever went wrong before the run was watched (a Kubernetes API error, a command
         # shlex cannot split, a database error): never leave the run active with no job.
         abandon(run, driver, f"the run's job failed before mpirun was watched: {_describe(exc)}")
         raise
+    return _watch(run, driver, execution)
+
+
+def _launch(
+    run: Any, driver: ClusterDriver, spec: RunSpec, hosts: list[str], attempt: int = 1
+) -> Execution | str:
+    """Start mpirun for the STARTED `run` on its prepared `hosts` and store the launch
+    record; the run's state instead when mpirun could not start (FAILED) or the run was
+    cancelled meanwhile (what was started is killed)."""
+    from django.conf import settings
+
+    from mlbench_master import runs
+    from mlbench_master.api.models import Run
+    from mlbench_master.cluster.mpirun import driver_argv, rank_environment
+
+    argv = driver_argv(driver, spec, hosts)
+    env = rank_environment(spec, settings.MLBENCH_MASTER_URL, runs.worker_token(run))
+    try:
+        execution = driver.launch(spec, argv, env)
+    except (ClusterError, OSError) as exc:
+        runs.mark_failed(run, f"could not start mpirun: {exc}")
+        return run.state
+    record = dict(execution.record)
+    if spec.checkpoint_dir:
+        record["checkpoint_dir"] = spec.checkpoint_dir
+    if attempt > 1:
+        record[LAUNCH_ATTEMPT] = attempt
+    runs.record_launch(run, record)
+    # Cancelled between mark_started and the launch: driver.cancel() found nothing
+    # to kill then, so this job kills what it just started.
+    state = Run.objects.filter(pk=run.pk).values_list("state", flat=True).first()
+    if state != Run.STARTED:
+        execution.kill()
+        _drain(execution, Output(run.pk, execution))
+        return state or "deleted"
+    return execution
+
+
+def _launch_again(run: Any, driver: ClusterDriver) -> str:
+    """After Open MPI's transient launch failure (the failed launch killed, which also
+    undid what prepare made: local slots, a custom image): say so in the run's log,
+    prepare the workers again, launch once more and watch it; returns the end state. The
+    run keeps its started_at, so its time limit still counts from the first start."""
+    from mlbench_master import runs
+    from mlbench_master.api.models import Run
+
+    state = _stored_state(run.pk)
+    if state != Run.STARTED:
+        return state or "deleted"  # cancelled (or deleted) as the first launch ended
+    log.warning("run %s: %s", run.pk, RELAUNCH_NOTE)
+    note = LogWriter(run.pk)  # mpirun's own kind of line: no rank, stderr
+    note.add([OutputLine(None, "stderr", RELAUNCH_NOTE)])
+    note.flush(DB_PATIENCE)
+    try:
+        spec = runs.run_spec(run, checkpoints=driver.checkpoint_dir)
+        try:
+            hosts = driver.prepare(spec)
+        except ClusterError as exc:
+            runs.mark_failed(run, str(exc))
+            return run.state
+        execution = _launch(run, driver, spec, hosts, attempt=2)
+    except Exception as exc:
+        abandon(run, driver, f"the run's job failed launching mpirun again: {_describe(exc)}")
+        raise
+    if isinstance(execution, str):
+        return execution
     return _watch(run, driver, execution)
 
 
@@ -223,6 +279,10 @@ def _watch(run: Any, driver: ClusterDriver, execution: Execution) -> str:
     output.flush(DB_PATIENCE)
     _note_waiting(run, execution, waiting)  # a queue reason shown last is not its end's
     execution.kill()  # a failed mpirun may leave ranks behind; after exit 0 this is a no-op
+    first = LAUNCH_ATTEMPT not in (run.job_metadata or {})
+    if first and execution.exit_known and output.start.failed_transiently(code):
+        if execution.end_reason() is None:  # mpirun's own end, not the cluster's verdict
+            return _launch_again(run, driver)
     return _when_database_answers(lambda: _end(run, execution, output, code))
 
 
