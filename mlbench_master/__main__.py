@@ -3,7 +3,7 @@
 User commands: `up [--detach] [--port N] [--host ADDR] [--cluster local|kubernetes|slurm]`, `down`, `status` (mlbench_master/embedded/).
 The others are what `up` starts (and what the Kubernetes master's containers start the same
 way; mlbench_master/processes.py): `web`, `rqworker QUEUE...` (django-rq's command),
-`collector`, `reconcile`.
+`collector`, `reconcile`, and `stop-runs` (the chart's preStop hook).
 """
 
 from __future__ import annotations
@@ -43,6 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     collect = sub.add_parser("collector", help="record pod metrics every few seconds")
     collect.add_argument("--interval", type=float, default=5.0)
     sub.add_parser("reconcile", help="settle runs left active by a previous master")
+    sub.add_parser(
+        "stop-runs",
+        help="stop the runs in progress and everything launched for them (a master pod's "
+        "preStop hook)",
+    )
     args = parser.parse_args(argv)
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mlbench_master.settings")
@@ -74,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         processes.collector(args.interval)
     elif args.command == "reconcile":
         processes.reconcile()
+    elif args.command == "stop-runs":
+        return processes.stop_runs()
     return 0
 
 

@@ -1,10 +1,12 @@
-"""The long-running processes of a master, one function each: web, rqworker, collector, reconcile.
+"""The processes of a master, one function each: web, rqworker, collector, reconcile,
+stop-runs.
 
 Why a module of its own: the same entry points serve the embedded master (its supervisor
 starts `python -m mlbench_master web|rqworker|collector`) and the containers of the master
 pod (scripts/k8s/master-entrypoint.sh starts `rqworker`, `collector` and `reconcile`; its
-web server is gunicorn, set up like `serve_web` in scripts/k8s/master_wsgi.py). Each sets
-Django up itself: they are the first thing their process runs.
+web server is gunicorn, set up like `serve_web` in scripts/k8s/master_wsgi.py; the chart's
+preStop hook runs `stop-runs` when the pod ends). Each sets Django up itself: they are the
+first thing their process runs.
 """
 
 from __future__ import annotations
@@ -67,3 +69,18 @@ def reconcile() -> None:
 
     for note in reconcile_runs():
         print(note)
+
+
+def stop_runs() -> int:
+    """Stop the runs in progress as the master stops (a master pod's preStop hook): marked
+    FAILED where the database answers, every launch stopped by the driver either way; a
+    line per thing done or not recorded. 1 when something could not be stopped."""
+    import django
+
+    django.setup()
+    from mlbench_master.stopping import stop_runs as stop
+
+    report = stop()
+    for line in report.lines() or ["no run was in progress"]:
+        print(line, flush=True)
+    return 1 if report.problems else 0

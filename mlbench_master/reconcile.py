@@ -11,7 +11,9 @@ a run cannot be known then, and a Redis blip must not end a run that is being wa
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
+from mlbench_master import unsettled
 from mlbench_master.cluster.base import CannotAttach, ClusterDriver
 from mlbench_master.jobs import LOST, abandon, setup_django
 
@@ -38,6 +40,9 @@ def reconcile(lost: str = LOST, min_age: float = 0.0, wait_for_redis: bool = Fal
 
     Then, when no run is active, the first queued run is started (runs.start_next).
 
+    First of all, a run the last master stopped but could not mark (its database did not
+    answer then: unsettled.py) is FAILED with the reason that master recorded.
+
     Returns a line per run handled (for the launcher's log).
     """
     setup_django()
@@ -47,10 +52,10 @@ def reconcile(lost: str = LOST, min_age: float = 0.0, wait_for_redis: bool = Fal
     from mlbench_master.api.models import Run
     from mlbench_master.cluster.drivers import get_driver
 
+    notes = _settle_stopped()
     if wait_for_redis and not jobqueue.answers():
-        return [f"nothing: Redis at {jobqueue.location()} does not answer"]
+        return notes + [f"nothing: Redis at {jobqueue.location()} does not answer"]
     busy = jobqueue.jobs_in_progress()
-    notes = []
     driver = None
     settled = timezone.now() - dt.timedelta(seconds=min_age)
     for run in Run.objects.filter(state__in=Run.ACTIVE_STATES).order_by("created_at"):
@@ -83,6 +88,26 @@ def reconcile(lost: str = LOST, min_age: float = 0.0, wait_for_redis: bool = Fal
     started = runs.start_next()  # the queue moves on when the active run ended unseen
     if started is not None:
         notes.append(f"run {started.pk}: started from the queue")
+    return notes
+
+
+def _settle_stopped() -> list[str]:
+    """FAILED, with the reason recorded then, for each run a stopping master stopped but
+    could not mark; the records are forgotten once read (the others had ended already)."""
+    from django.conf import settings
+
+    from mlbench_master.api.models import Run
+    from mlbench_master.cluster.drivers import get_driver
+
+    home = Path(settings.MLBENCH_HOME)
+    waiting = unsettled.pending(home)
+    notes = []
+    for run_id, reason in waiting.items():
+        run = Run.objects.filter(pk=int(run_id), state__in=Run.ACTIVE_STATES).first()
+        if run is not None:
+            abandon(run, get_driver(), reason)  # its processes are gone; cancel makes sure
+            notes.append(f"run {run.pk}: FAILED ({run.reason})")
+    unsettled.forget(home, waiting)
     return notes
 
 

@@ -303,8 +303,11 @@ def mark_finished(run: Run, exit_code: int) -> bool:
     return moved
 
 
-def mark_failed(run: Run, reason: str, exit_code: int | None = None) -> bool:
-    """Active → FAILED with a reason a person can act on."""
+def mark_failed(
+    run: Run, reason: str, exit_code: int | None = None, *, start_next_run: bool = True
+) -> bool:
+    """Active → FAILED with a reason a person can act on. `start_next_run=False` (the
+    master is stopping) leaves the queue as it is: its next start moves it."""
     moved = _transition(
         run,
         Run.ACTIVE_STATES,
@@ -313,7 +316,7 @@ def mark_failed(run: Run, reason: str, exit_code: int | None = None) -> bool:
         finished_at=timezone.now(),
         exit_code=exit_code,
     )
-    if moved:
+    if moved and start_next_run:
         _after_end(run)
     return moved
 

@@ -251,6 +251,14 @@ class ClusterDriver(ABC):
         """Stop every process of `run`, from any process of the master (not only the job's)."""
 
     @abstractmethod
+    def stop_all(self) -> list[str]:
+        """Stop every launch of this master, of any run, and remove what was set up for
+        them; called when the master itself stops. Found by the driver's own means (markers,
+        names), never through the database or Redis, which may be what is down. Returns the
+        ids of the runs whose processes were found, where the driver can tell (the master
+        says which of them it could not mark); ClusterError when something survives."""
+
+    @abstractmethod
     def is_running(self, run: RunSpec) -> bool:
         """Whether ranks of `run` are still alive (used to reconcile after a master restart)."""
 

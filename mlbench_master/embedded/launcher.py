@@ -6,7 +6,9 @@ master.json, and either run a Supervisor in the foreground, start one in the bac
 and wait until it answers, or signal it to stop. State lives in MLBENCH_HOME/master.json
 (pids, URL) so `down` and `status` work from any shell and a second `up` finds the first.
 Ctrl-C, SIGTERM or `down` stop everything that was started, and a run still going is
-stopped and marked FAILED.
+stopped and marked FAILED. `down` prints what the stop could not record (a run the database
+did not let it mark: the next start settles it), and stops itself what outlived the
+supervisor, found by the marker every process of the master carries.
 """
 
 from __future__ import annotations
@@ -26,15 +28,17 @@ from mlbench_master.embedded.procs import (
     listen_host,
     pid_alive,
     port_free,
+    stop_marked,
     stop_pid,
 )
+from mlbench_master.embedded.shutdown import read_report
 from mlbench_master.embedded.state import home, log_dir, read_state, running_state, state_path
 from mlbench_master.embedded.supervisor import Supervisor, login_link
 from mlbench_worker.shared.localhost import free_port
 
 DEFAULT_PORT = 8000
 READY_TIMEOUT = 120.0
-STOP_TIMEOUT = 30.0
+STOP_TIMEOUT = 90.0  # the supervisor's stop waits at most ~60 s on what is down
 
 
 def up(port: int | None, detach: bool) -> int:
@@ -130,16 +134,60 @@ def down() -> int:
         print(f"no mlbench master is running here (MLBENCH_HOME={home()})")
         return 0
     pid = state.get("pid")
-    if pid_alive(pid):
+    running = pid_alive(pid)
+    if running:
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + STOP_TIMEOUT
         while pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.2)
         if pid_alive(pid):
+            print(f"the master did not stop within {STOP_TIMEOUT:.0f} s: killing it")
             os.kill(pid, signal.SIGKILL)
+    lines = read_report(pid)
+    if lines is None:
+        why = "did not finish its stop" if running else "was not running"
+        lines = [f"the master's supervisor (pid {pid}) {why}: stopping what it left"]
     _clean_stale()
+    lines += _stop_leftovers(state)
+    for line in lines:
+        print(line)
     print(f"mlbench master stopped ({state.get('url')})")
-    return 0
+    return 1 if any(line.startswith(CANNOT_STOP) for line in lines) else 0
+
+
+CANNOT_STOP = "could not stop"
+
+
+def _stop_leftovers(state: dict) -> list[str]:
+    """What outlived the supervisor's stop (it was killed, hung, or never stopped): every
+    process carrying the master's marker and, on the local cluster, every launch and the
+    slots' network. Runs found then are recorded for the next start to settle."""
+    from mlbench_master import stopping, unsettled
+    from mlbench_master.embedded.shutdown import MASTER_MARK
+
+    where = Path(state.get("home") or home())
+    lines = []
+    runs: list[str] = []
+    if state.get("cluster", "local") == "local":  # first: the launches say their runs
+        from mlbench_master.cluster.local.driver import stop_launches
+
+        try:
+            runs = stop_launches(where)
+        except Exception as error:  # noqa: BLE001 - said, and the rest goes on
+            lines.append(f"{CANNOT_STOP} the local launches or their slots: {error}")
+    found, left = stop_marked(MASTER_MARK, str(where))
+    if runs:
+        unsettled.record(where, runs, stopping.LEFT_BY_SUPERVISOR)
+        lines += [
+            f"run {run}'s processes outlived the master's stop and were stopped now; if it "
+            "is still active, it will be settled at the next start"
+            for run in runs
+        ]
+    if found:
+        lines.append(f"stopped {len(found)} process(es) the master left: pids {found}")
+    if left:
+        lines.append(f"{CANNOT_STOP} these processes of the master: pids {left}")
+    return lines
 
 
 def status() -> int:

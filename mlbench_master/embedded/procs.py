@@ -2,8 +2,13 @@
 
 Why a module of its own: the supervisor (stopping its children, waiting for Redis and the
 web server) and the `down`/`status` commands (a master started from another shell) ask the
-same questions: is this pid alive, stop this process group, is this port free, does
-something answer there. Standard library only; no Django.
+same questions: is this pid alive, stop this service with everything it started, which
+processes carry this master's marker, is this port free, does something answer there.
+Standard library only; no Django.
+
+A service is stopped by its whole session, not only by its process group: each runs in a
+session of its own, and what it starts may leave its group (RQ's work horse calls
+setpgrp), so signalling the group alone left the horse, and the run it watched, behind.
 """
 
 from __future__ import annotations
@@ -38,34 +43,118 @@ def pid_alive(pid: int | None) -> bool:
 
 
 def stop_pid(pid: int, proc: subprocess.Popen | None = None, timeout: float = 10.0) -> None:
-    """SIGTERM the process group of `pid` (services run in their own), SIGKILL if it lingers.
+    """Stop the service `pid` and everything in its session (see `stop_sessions`)."""
+    stop_sessions([(pid, proc)], timeout)
 
-    An RQ worker gets SIGTERM twice: the first asks for a warm stop, the second stops the
-    job it is executing.
+
+def signal_group(pid: int, sig: int) -> None:
+    """`sig` to the process group of `pid` (services lead their own), else to `pid` alone."""
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def _stat(pid: int | str) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state, ppid, pgrp, session...)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def session_members(sid: int) -> list[int]:
+    """Live processes of session `sid` (zombies left out): a service and all it started
+    that did not leave its session (Linux keeps a session's id from being reused while any
+    member lives, so this never names a stranger)."""
+    members = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        fields = _stat(entry.name)
+        if fields and fields[0] != "Z" and fields[3] == str(sid):
+            members.append(int(entry.name))
+    return members
+
+
+def stop_sessions(
+    services: list[tuple[int, subprocess.Popen | None]],
+    grace: float = 10.0,
+    signalled: bool = False,
+) -> list[int]:
+    """Stop services and everything in their sessions; returns the pids that outlived it.
+
+    Each service's process group gets ONE SIGTERM (unless `signalled`: the caller sent it):
+    an RQ worker takes it as a warm stop and finishes its job, which the master's stop has
+    ended meanwhile. After `grace` seconds every process still in the sessions gets SIGKILL,
+    the work horse of an RQ worker included (RQ ignores a second SIGTERM within a second,
+    so a cold stop cannot be asked for reliably).
     """
+    if not signalled:
+        for pid, _ in services:
+            signal_group(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        for _, proc in services:
+            if proc is not None:
+                proc.poll()  # reap: a zombie child is not alive
+        if not any(session_members(pid) for pid, _ in services):
+            break
+        time.sleep(0.1)
+    left = [member for pid, _ in services for member in session_members(pid)]
+    for member in left:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(member, signal.SIGKILL)
+    for _, proc in services:
+        if proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+    return _wait_gone(left, 5.0)
 
-    def signal_group(sig: int) -> None:
+
+def _wait_gone(pids: list[int], timeout: float) -> list[int]:
+    deadline = time.monotonic() + timeout
+    alive = [pid for pid in pids if pid_alive(pid)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [pid for pid in alive if pid_alive(pid)]
+    return alive
+
+
+def marked_pids(name: str, value: str) -> list[int]:
+    """Processes whose environment has `name`=`value` (this process left out)."""
+    wanted = f"{name}={value}".encode()
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
         try:
-            os.killpg(pid, sig)
-        except (ProcessLookupError, PermissionError):
+            with open(f"/proc/{entry.name}/environ", "rb") as fh:
+                environ = fh.read().split(b"\0")
+        except OSError:
+            continue
+        if wanted in environ and pid_alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def stop_marked(name: str, value: str, grace: float = 5.0) -> tuple[list[int], list[int]]:
+    """SIGTERM every process carrying the marker `name`=`value`, SIGKILL what is left after
+    `grace` (and what appeared meanwhile); returns (the pids found, those still alive)."""
+    found: list[int] = []
+    for attempt in range(3):
+        pids = marked_pids(name, value)
+        if not pids:
+            break
+        found += [pid for pid in pids if pid not in found]
+        sig = signal.SIGTERM if attempt == 0 else signal.SIGKILL
+        for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
-
-    signal_group(signal.SIGTERM)
-    time.sleep(0.2)
-    signal_group(signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None:
-            if proc.poll() is not None:
-                return
-        elif not pid_alive(pid):
-            return
-        time.sleep(0.1)
-    signal_group(signal.SIGKILL)
-    if proc is not None:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5)
+        _wait_gone(pids, grace if attempt == 0 else 5.0)
+    return found, marked_pids(name, value)
 
 
 # The address the embedded master's web server listens on (`up --host`): loopback unless

@@ -1,7 +1,8 @@
 """What an embedded master leaves under MLBENCH_HOME for the next command to find.
 
 Why a module of its own: `up` (the supervisor) writes MLBENCH_HOME/master.json (pids, URL,
-readiness) and the logs folder; `down` and `status`, run from any shell later, read them.
+readiness), the logs folder and, when it stops, stopped.json (what the stop did and could
+not record); `down` and `status`, run from any shell later, read them.
 Both sides import the paths from here so they cannot disagree.
 """
 
@@ -26,6 +27,11 @@ def state_path() -> Path:
 
 def log_dir() -> Path:
     return home() / "logs"
+
+
+def stop_report_path() -> Path:
+    """What the supervisor's stop did, in words (MLBENCH_HOME/stopped.json), for `down`."""
+    return home() / "stopped.json"
 
 
 def read_state() -> dict[str, Any] | None:

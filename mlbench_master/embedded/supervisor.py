@@ -2,8 +2,9 @@
 
 Why a module of its own: starting the services in the right order (Redis, database,
 reconciliation, then the RQ worker, the collector and the web server), restarting one that
-dies and stopping them all (runs in progress first) is one job with its own state, the
-children. The user's commands (launcher.py) only create a Supervisor or signal it.
+dies and stopping them all (runs in progress first: embedded/shutdown.py) is one job with
+its own state, the children. The user's commands (launcher.py) only create a Supervisor or
+signal it.
 
 Each child is `python -m mlbench_master <service>` (see mlbench_master/processes.py), in a
 session of its own, logging to MLBENCH_HOME/logs/<name>.log. A child that dies is started
@@ -32,16 +33,14 @@ from mlbench_master.embedded.procs import (
     EVERY_ADDRESS,
     listen_host,
     reach_host,
-    stop_pid,
     url_host,
     wait_port,
 )
+from mlbench_master.embedded.shutdown import MASTER_MARK, stop_master
 from mlbench_master.embedded.state import home, log_dir, read_state, state_path, write_state
 from mlbench_worker.shared.localhost import LOOPBACK, free_port
 
 ADMIN_USER = "admin"
-# Stopped in this order (the reverse of their start): nothing is left to talk to Redis.
-SHUTDOWN_ORDER = ("web", "collector", "rq-runs", "redis")
 
 
 def redis_binary() -> str:
@@ -123,6 +122,8 @@ class Supervisor:
         self.redis_url = f"redis://{LOOPBACK}:{self.redis_port}/0"
         env = self.env
         env["MLBENCH_HOME"] = str(home())
+        # Carried by every service and all they start: `down` finds what outlived a stop.
+        env[MASTER_MARK] = str(home())
         env["REDIS_URL"] = self.redis_url
         env.setdefault("MLBENCH_MASTER_URL", self.url)
         env.setdefault("MLBENCH_ALLOWED_HOSTS", allowed_hosts(env["MLBENCH_MASTER_URL"]))
@@ -304,42 +305,18 @@ class Supervisor:
                 os.kill(child.proc.pid, signal.SIGTERM)
 
     def shutdown(self) -> None:
-        """Stop runs in progress, then the services in reverse order of their start."""
+        """Stop every service and everything they started (embedded/shutdown.py says in
+        which order, and why nothing waits on a service that is down)."""
         self.stopping = True
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        try:
-            fail_active_runs("the master was stopped during the run")
-        except Exception as exc:  # noqa: BLE001 - the services must be stopped all the same
-            print(f"could not stop the runs in progress: {exc}", file=sys.stderr, flush=True)
-        for name in SHUTDOWN_ORDER:
-            child = self.children.get(name)
-            if child and child.proc and child.proc.poll() is None:
-                stop_pid(child.proc.pid, child.proc)
+        for line in stop_master(self.children, home()):
+            print(line, flush=True)
         with contextlib.suppress(OSError):
             state = read_state()
             if state and state.get("pid") == os.getpid():
                 state_path().unlink()
         print("mlbench master stopped", flush=True)
-
-
-def fail_active_runs(reason: str) -> None:
-    """Stop the ranks of runs in progress and mark them FAILED (used when stopping)."""
-    from django.apps import apps
-
-    if not apps.ready:
-        return
-    from mlbench_master import runs
-    from mlbench_master.api.models import Run
-    from mlbench_master.cluster.drivers import get_driver
-
-    fresh_database_connection()
-    driver = get_driver()
-    for run in Run.objects.filter(state__in=Run.ACTIVE_STATES):
-        # The state first: the run's job then sees it ended and does not blame the ranks.
-        runs.mark_failed(run, reason)
-        with contextlib.suppress(Exception):
-            driver.cancel(runs.run_spec(run))
 
 
 def fresh_database_connection() -> None:

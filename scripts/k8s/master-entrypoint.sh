@@ -6,6 +6,8 @@
 #   rq-runs    the RQ worker for run jobs (django-rq's rqworker on queue "runs"); first
 #              settles runs a previous master left active
 #   collector  records the workers' resource use every MLBENCH_COLLECT_INTERVAL seconds
+#   stop-runs  the rq-runs container's preStop hook: the runs in progress are stopped and
+#              marked FAILED before the pod ends; what it did goes to the container's log
 # Anything else is run as a command (e.g. `docker run IMAGE django-admin shell`).
 set -eu
 
@@ -45,6 +47,13 @@ rq)
     ;;
 collector)
     exec python -m mlbench_master collector --interval "${MLBENCH_COLLECT_INTERVAL:-10}"
+    ;;
+stop-runs)
+    # A hook's output is not kept by Kubernetes: write it where the container's own goes.
+    if [ -w /proc/1/fd/1 ]; then
+        exec python -m mlbench_master stop-runs >/proc/1/fd/1 2>&1
+    fi
+    exec python -m mlbench_master stop-runs
     ;;
 *)
     exec "$@"

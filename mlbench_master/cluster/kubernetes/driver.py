@@ -363,7 +363,15 @@ class KubernetesCluster(WorkerPods, ClusterDriver):
         """Stop the run's processes (its detached launch in pod 0 by its marker, mpirun's
         daemons and ranks in every pod by name), then put the chart's worker image back
         (after, so no pod is replaced while it is being asked to stop)."""
-        launch = Launch.from_record(run.launch)
+        self._stop_everywhere(Launch.from_record(run.launch), run)
+
+    def stop_all(self) -> list[str]:
+        """What `cancel` stops, without a run: every run process in every running worker pod
+        (by name), and the chart's worker image back. Which runs they were is not asked."""
+        self._stop_everywhere(None, None)
+        return []
+
+    def _stop_everywhere(self, launch: Launch | None, run: RunSpec | None) -> None:
         running = self._running_pods()
         commands = [(pod, shell.stop_run()) for pod in running]
         if launch is not None and launch.pod in running:

@@ -48,6 +48,7 @@ from mlbench_master.cluster.local.processes import (
     CLUSTER_MARK,
     LAUNCH_MARK,
     RUN_MARK,
+    environ_of,
     kill_processes,
     launch_processes,
     rank_processes,
@@ -102,6 +103,18 @@ def find_mpirun() -> str:
         "mpirun not found next to the Python interpreter or on PATH: "
         "install the worker extra (pip install 'mlbench[worker]') which brings Open MPI"
     )
+
+
+def stop_launches(home: Path) -> list[str]:
+    """Every process carrying `home`'s marker (mpirun, its daemons, the ranks, of any run),
+    then the slots and their relay; the ids of the runs found. No settings, no database:
+    the driver's stop_all, and `mlbench down` after a supervisor that did not stop."""
+    runs = {environ_of(proc).get(RUN_MARK, "") for proc in launch_processes(home)}
+    try:
+        kill_processes(lambda: launch_processes(home))
+    finally:
+        slots.close_slots(home)
+    return sorted((run for run in runs if run), key=lambda run: (len(run), run))
 
 
 class LocalCluster(ClusterDriver):
@@ -222,6 +235,9 @@ class LocalCluster(ClusterDriver):
 
     def release_leftovers(self, active_run_ids: set[str]) -> list[str]:
         return slots.release_leftovers(self.home, active_run_ids)
+
+    def stop_all(self) -> list[str]:
+        return stop_launches(self.home)
 
     def is_running(self, run: RunSpec) -> bool:
         info = run.launch.get("local") or {}

@@ -222,14 +222,23 @@ class SlurmCluster(ClusterDriver):
         return bool(job and job.active)
 
     def release_leftovers(self, active_run_ids: set[str]) -> list[str]:
+        stopped = self._stop_jobs(keep=active_run_ids)
+        return [f"Slurm job {job_id} (run {run_id})" for job_id, run_id in stopped]
+
+    def stop_all(self) -> list[str]:
+        """Every active job of this master (named by config.job_name), whatever its run."""
+        return [run_id for _job_id, run_id in self._stop_jobs(keep=set())]
+
+    def _stop_jobs(self, keep: set[str]) -> list[tuple[str, str]]:
+        """scancel this master's active jobs of runs not in `keep`; (job id, run id) each."""
         prefix = self.config.job_name("")
-        removed = []
+        stopped = []
         for job in commands.jobs(self.config):
             run_id = job.name[len(prefix) :] if job.name.startswith(prefix) else None
-            if job.active and run_id and run_id not in active_run_ids:
+            if job.active and run_id and run_id not in keep:
                 stop_job(self.config, job.job_id)
-                removed.append(f"Slurm job {job.job_id} (run {run_id})")
-        return removed
+                stopped.append((job.job_id, run_id))
+        return stopped
 
     def checkpoint_dir(self, run_id: int) -> str:
         return str(Path(self.config.directory) / "checkpoints" / f"run-{int(run_id)}")
