@@ -35,7 +35,15 @@ from mlbench_master.cluster.base import (
     RunSpec,
 )
 from mlbench_master.cluster.environment import setting
-from mlbench_master.cluster.kubernetes import bandwidth, checkpoints, detach, images, shell, usage
+from mlbench_master.cluster.kubernetes import (
+    bandwidth,
+    checkpoints,
+    detach,
+    images,
+    losses,
+    shell,
+    usage,
+)
 from mlbench_master.cluster.kubernetes.execution import Launch, PodFilesExecution
 from mlbench_master.cluster.kubernetes.names import DATA_DIR, STATE_DIR, host_name, worker_selector
 from mlbench_master.cluster.kubernetes.podexec import ChannelFactory
@@ -48,6 +56,7 @@ from mlbench_master.cluster.kubernetes.readiness import (
     ready_for,
 )
 from mlbench_master.cluster.kubernetes.resources import desired_resources
+from mlbench_master.cluster.mpirun import rank_count
 
 log = logging.getLogger(__name__)
 
@@ -264,6 +273,8 @@ class KubernetesCluster(WorkerPods, ClusterDriver):
         # The job calls nothing else when launch() fails: put the chart's image back here.
         try:
             pods = self._run_pod_names(run)
+            # The pods of the ranks as they are now: a failed launch is compared with it.
+            seen = self.workers_seen(pods[: rank_count(run)])
             sts = self._statefulset_json()
             image = images.record((sts.get("metadata") or {}).get("annotations"))
             limited = self._apply_bandwidth(run, pods)
@@ -277,7 +288,7 @@ class KubernetesCluster(WorkerPods, ClusterDriver):
             bandwidth.clear(self.run_in_pod, pods)
             note = self._restore_quietly(run)
             raise ClusterError(f"cannot start mpirun in pod {pods[0]}: {error}{note}") from error
-        where: dict[str, Any] = {"pods": pods, **launch.fields()}
+        where: dict[str, Any] = {"pods": pods, **launch.fields(), losses.RECORD_KEY: seen}
         if image is not None:
             # A copy of the StatefulSet's record, kept with the run (see restore_image).
             where["image"] = image

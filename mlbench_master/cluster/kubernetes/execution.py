@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from mlbench_master.cluster.base import ClusterError, Execution, OutputLine
-from mlbench_master.cluster.kubernetes import detach
+from mlbench_master.cluster.kubernetes import detach, losses
 from mlbench_master.cluster.kubernetes.podexec import LOST, ExecChannel
 from mlbench_master.cluster.mpirun import parse_line
 
@@ -39,6 +39,10 @@ KILLED = 128 + 9  # reported like a shell reports SIGKILL, as the local driver d
 MAX_FAILURES = 5
 # How long kill() waits for the output of the stopped processes.
 DRAIN_SECONDS = 5.0
+# Seconds a kubelet may take to tell the API server that a container ended: a launch that
+# failed with no worker pod lost is looked at once more after them (a rank's pod restarted
+# for memory can end mpirun before the API has heard of it).
+KUBELET_LAG = 2.0
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,9 @@ class PodAccess(Protocol):
     def launcher_lost(self, launch: Launch) -> str | None:
         """Why pod 0 of `launch` no longer holds it (gone, replaced, stopped); None if it does."""
 
+    def workers_lost(self, recorded: Any, launcher: str = "") -> str | None:
+        """Which worker pods of the launch record's note were lost since (losses.py)."""
+
 
 class PodFilesExecution(Execution):
     """A detached mpirun in pod 0, read through its output files."""
@@ -116,6 +123,7 @@ class PodFilesExecution(Execution):
         self._code: int | None = None
         self._exit_known = True
         self._killing = False
+        self._end_reason: str | None = None
 
     @property
     def record(self) -> dict[str, Any]:
@@ -124,6 +132,11 @@ class PodFilesExecution(Execution):
     @property
     def exit_known(self) -> bool:
         return self._exit_known
+
+    def end_reason(self) -> str | None:
+        """The worker pods the launch lost, when it failed and Kubernetes says some were
+        lost or had their container end: the first cause, before the ranks' reports."""
+        return self._end_reason
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -245,8 +258,30 @@ class PodFilesExecution(Execution):
             return
         self._flush_partial()
         self._close_stream()
+        if code != 0 and not self._killing:
+            self._end_reason = self._workers_lost()
         self._code, self._exit_known = code, known
         self._on_exit()
+
+    def _workers_lost(self) -> str | None:
+        """Asked at the launch's end, before the run's end puts the chart's image back and
+        the StatefulSet replaces pods for that: a pod replaced then is no loss of the run."""
+        recorded = (self._record.get("kubernetes") or {}).get(losses.RECORD_KEY)
+        if not recorded:
+            return None  # a launch by a master from before the pods were noted
+        for look in range(2):
+            if look:
+                time.sleep(KUBELET_LAG)
+            try:
+                lost = self._pods.workers_lost(recorded, self.launch.pod)
+            except ClusterError as error:
+                log.warning(
+                    "launch %s: cannot tell which pods it lost: %s", self.launch.launch_id, error
+                )
+                return None
+            if lost:
+                return lost
+        return None
 
     def _close_stream(self) -> None:
         if self._stream is not None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from mlbench_master.cluster import python_probe
 from mlbench_master.cluster.base import ClusterError, PodInfo
-from mlbench_master.cluster.kubernetes import images
+from mlbench_master.cluster.kubernetes import images, losses
 from mlbench_master.cluster.kubernetes.config import (
     load_api_client,
     namespace_from_environment,
@@ -164,7 +164,9 @@ class WorkerPods:
             )
         return worker
 
-    def _latest_event(self, name: str) -> Any | None:
+    def _events(self, name: str) -> list[Any]:
+        """The events of the objects named `name` ([] when they cannot be read: they only
+        add words to a reason)."""
         from kubernetes.client.exceptions import ApiException
 
         try:
@@ -175,8 +177,11 @@ class WorkerPods:
             )
         except ApiException as error:
             log.warning("cannot read the events of %s: %s", name, error)
-            return None
-        events = [e for e in events if e.involved_object and e.involved_object.name == name]
+            return []
+        return [e for e in events if e.involved_object and e.involved_object.name == name]
+
+    def _latest_event(self, name: str) -> Any | None:
+        events = self._events(name)
         return max(events, key=event_time) if events else None
 
     def pod_uid(self, name: str) -> str:
@@ -198,6 +203,20 @@ class WorkerPods:
         if phase != "Running":
             return f"{where} is {phase}"
         return None
+
+    def workers_seen(self, names: list[str]) -> list[dict[str, Any]]:
+        """The launch record's note of the worker pods `names` as they are now (uid, node,
+        restarts of the worker container), for `workers_lost` to compare with later."""
+        pods = {p.metadata.name: p for p in self._worker_pods()}
+        return losses.seen(pods[name] for name in names if name in pods)
+
+    def workers_lost(self, recorded: Any, launcher: str = "") -> str | None:
+        """Which of the pods `workers_seen` recorded were lost or had their worker container
+        end since, in Kubernetes' words, earliest first; None when none was."""
+        found = losses.find(
+            losses.from_record(recorded), self._worker_pods(), self._events, launcher
+        )
+        return losses.reason(found)
 
     # -- commands in pods -------------------------------------------------------------------
 
