@@ -87,9 +87,15 @@ def rank_end(line: OutputLine) -> RankEnd | None:
     )
 
 
+def by_signal(code: int) -> bool:
+    """Whether a shell's exit code says a signal ended the program (128 + N, N a signal:
+    Open MPI's own codes, e.g. 213, are not)."""
+    return 128 < code <= 128 + 64
+
+
 def describe_code(code: int) -> str:
-    """`exited with code C`, with the signal's meaning for codes above 128."""
-    if code > 128:
+    """`exited with code C`, with the signal's meaning for codes that stand for one."""
+    if by_signal(code):
         sig = code - 128
         return f"exited with code {code} ({_SIGNAL_HINTS.get(sig, f'signal {sig}')})"
     return f"exited with code {code}"
@@ -104,7 +110,7 @@ SAME_MOMENT = 1.0  # seconds within which two ends are ordered by their kind, no
 def _kind(end: RankEnd) -> int:
     """0: ended by a fatal signal (killed, crashed); 1: exited with a code (often a reaction:
     an abort after a peer vanished); 2: stopped by TERM, INT or HUP (a launcher's clean-up)."""
-    if end.code > 128:
+    if by_signal(end.code):
         return 2 if end.code - 128 in _STOPPING_SIGNALS else 0
     return 1
 
@@ -171,7 +177,7 @@ def launcher_report(exit_code: int, mpirun_lines: Iterable[str]) -> LauncherRepo
     match = _CALLED_ABORT.search(report)
     if match:
         return LauncherReport(f"rank {match['rank']} called MPI_Abort", int(match["rank"]))
-    return LauncherReport(f"{launcher} {describe_code(exit_code)}", killed=exit_code > 128)
+    return LauncherReport(f"{launcher} {describe_code(exit_code)}", killed=by_signal(exit_code))
 
 
 def first_cause(heads: list[str]) -> str:

@@ -45,11 +45,14 @@ SRUN_RANK = "SLURM_PROCID"  # as srun sets it, whatever its --mpi plugin
 # line on its stderr (cluster/failures.py reads it): the launcher's own report names the
 # first failure IT learned of, which is often a peer that aborted after the real first
 # failure. The child runs in the background only so that its pid is known (to find it in the
-# kernel's OOM record); the time is bash's EPOCHREALTIME, read without starting a process,
-# so the line is written before the launcher can kill the script.
+# kernel's OOM record); the time is bash's EPOCHREALTIME, read without starting a process.
+# The script ignores TERM, INT and HUP once its child runs (the child keeps the defaults):
+# a launcher stopping the job signals the whole group, the child ends, and the script still
+# writes its line (on a loaded machine it may not have had the CPU to write it before).
 RANK_END = "mlbench rank end:"
 RANK_WATCH_SCRIPT = (
     '"$@" & child=$!\n'
+    'trap "" TERM INT HUP\n'
     'wait "$child"; code=$?\n'
     f'printf "{RANK_END} code=%s pid=%s time=%s\\n" "$code" "$child" "$EPOCHREALTIME" >&2\n'
     'exit "$code"'

@@ -144,3 +144,7 @@ def test_a_killed_rank_comes_before_a_peers_abort_its_watcher_stamped_earlier():
 def test_ends_far_apart_are_ordered_by_time_whatever_their_kind():
     tail = tail_of(ended(0, 1, "10.0"), ended(1, 137, f"{10.0 + SAME_MOMENT + 0.5}"))
     assert tail.reason(1).startswith("rank 0 exited with code 1; then: rank 1 exited with code 137")
+
+
+def test_open_mpis_own_codes_are_not_read_as_signals():
+    assert failure_reason(213, [], []) == "mpirun exited with code 213"

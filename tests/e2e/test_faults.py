@@ -287,7 +287,9 @@ def test_rank_killed_fails_the_run_with_a_reason_quickly(master, tmp_path):
     master.ranks(run["id"])[1].kill()
     done = master.wait_state(run["id"], ("FINISHED", "FAILED", "CANCELLED"), timeout=10)
     assert done["state"] == "FAILED"
-    assert "rank 1 exited with code 137 (killed: out of memory?)" in done["reason"]
+    assert "rank 1 exited with code 137 (killed: out of memory?)" in done["reason"], (
+        master.log_text(run["id"])[-3000:]
+    )
     left = [p for p in master.rank_processes(run["id"]) if p.status() != psutil.STATUS_ZOMBIE]
     assert left == [], f"processes of run {run['id']} still alive: {left}"
 
