@@ -103,13 +103,10 @@ def run_job(run_id: int) -> str:
                 return run.state
             log.info("run %s: re-attached", run.pk)
         else:
-            # The driver says where checkpoints live; the builder only reads the spec.
-            spec = runs.run_spec(run, checkpoints=driver.checkpoint_dir)
-            try:
-                hosts = driver.prepare(spec)
-            except ClusterError as exc:
-                runs.mark_failed(run, str(exc))
+            prepared = _prepare(run, driver)
+            if prepared is None:
                 return run.state
+            spec, hosts = prepared
             if not runs.mark_started(run):
                 # Cancelled (or deleted) while the workers were prepared: that cancel may have
                 # come before prepare() set things up (a custom worker image), so undo it.
@@ -127,6 +124,20 @@ def run_job(run_id: int) -> str:
         abandon(run, driver, f"the run's job failed before mpirun was watched: {_describe(exc)}")
         raise
     return _watch(run, driver, execution)
+
+
+def _prepare(run: Any, driver: ClusterDriver) -> tuple[RunSpec, list[str]] | None:
+    """The run's spec and the hosts the driver prepared for it; None after failing the run
+    with the driver's reason. The driver says where checkpoints live; the builder only
+    reads the spec."""
+    from mlbench_master import runs
+
+    spec = runs.run_spec(run, checkpoints=driver.checkpoint_dir)
+    try:
+        return spec, driver.prepare(spec)
+    except ClusterError as exc:
+        runs.mark_failed(run, str(exc))
+        return None
 
 
 def _launch(
@@ -169,7 +180,6 @@ def _launch_again(run: Any, driver: ClusterDriver) -> str:
     undid what prepare made: local slots, a custom image): say so in the run's log,
     prepare the workers again, launch once more and watch it; returns the end state. The
     run keeps its started_at, so its time limit still counts from the first start."""
-    from mlbench_master import runs
     from mlbench_master.api.models import Run
 
     state = _stored_state(run.pk)
@@ -180,13 +190,10 @@ def _launch_again(run: Any, driver: ClusterDriver) -> str:
     note.add([OutputLine(None, "stderr", RELAUNCH_NOTE)])
     note.flush(DB_PATIENCE)
     try:
-        spec = runs.run_spec(run, checkpoints=driver.checkpoint_dir)
-        try:
-            hosts = driver.prepare(spec)
-        except ClusterError as exc:
-            runs.mark_failed(run, str(exc))
+        prepared = _prepare(run, driver)
+        if prepared is None:
             return run.state
-        execution = _launch(run, driver, spec, hosts, attempt=2)
+        execution = _launch(run, driver, *prepared, attempt=2)
     except Exception as exc:
         abandon(run, driver, f"the run's job failed launching mpirun again: {_describe(exc)}")
         raise

@@ -42,7 +42,7 @@ _SRUN_EXIT = re.compile(
     r"(?:Exited with exit code (?P<code>\d+)|(?P<signal>Killed|Terminated|Aborted|"
     r"Segmentation fault|Bus error|Interrupt))"
 )
-_RANK_END = re.compile(
+_RANK_END = re.compile(  # matched at the start of every rank line: anchored, cheap
     re.escape(RANK_END) + r" code=(?P<code>\d+) pid=(?P<pid>\d*) time=(?P<time>[\d.]*)\s*$"
 )
 # What bash says of a watched child that a signal ended ("mlbench-rank: line 2: 41 Killed
@@ -75,7 +75,7 @@ class RankEnd:
 
 def rank_end(line: OutputLine) -> RankEnd | None:
     """The watcher's end line of a rank, else None."""
-    match = _RANK_END.search(line.text) if line.rank is not None else None
+    match = _RANK_END.match(line.text) if line.rank is not None else None
     if match is None:
         return None
     time_text = match["time"]

@@ -23,6 +23,10 @@ import time
 import urllib.error
 import urllib.request
 
+import psutil
+
+from mlbench_master.cluster.base import ClusterError
+from mlbench_master.cluster.local.processes import environ_of, is_alive, kill_processes
 from mlbench_worker.shared.localhost import LOOPBACK
 
 
@@ -123,38 +127,29 @@ def _wait_gone(pids: list[int], timeout: float) -> list[int]:
     return alive
 
 
-def marked_pids(name: str, value: str) -> list[int]:
-    """Processes whose environment has `name`=`value` (this process left out)."""
-    wanted = f"{name}={value}".encode()
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/environ", "rb") as fh:
-                environ = fh.read().split(b"\0")
-        except OSError:
-            continue
-        if wanted in environ and pid_alive(int(entry.name)):
-            found.append(int(entry.name))
-    return found
+def marked_processes(name: str, value: str) -> list[psutil.Process]:
+    """Live processes whose environment has `name`=`value` (this process left out)."""
+    return [
+        proc
+        for proc in psutil.process_iter()
+        if proc.pid != os.getpid() and environ_of(proc).get(name) == value and is_alive(proc)
+    ]
 
 
 def stop_marked(name: str, value: str, grace: float = 5.0) -> tuple[list[int], list[int]]:
-    """SIGTERM every process carrying the marker `name`=`value`, SIGKILL what is left after
-    `grace` (and what appeared meanwhile); returns (the pids found, those still alive)."""
-    found: list[int] = []
-    for attempt in range(3):
-        pids = marked_pids(name, value)
-        if not pids:
-            break
-        found += [pid for pid in pids if pid not in found]
-        sig = signal.SIGTERM if attempt == 0 else signal.SIGKILL
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
-        _wait_gone(pids, grace if attempt == 0 else 5.0)
-    return found, marked_pids(name, value)
+    """Stop every process carrying the marker `name`=`value` as the local driver stops a
+    launch (kill_processes: TERM, then KILL after `grace`, found again each round); returns
+    (the pids found, those still alive)."""
+    found: set[int] = set()
+
+    def find() -> list[psutil.Process]:
+        procs = marked_processes(name, value)
+        found.update(proc.pid for proc in procs)
+        return procs
+
+    with contextlib.suppress(ClusterError):  # what outlived it is answered below
+        kill_processes(find, grace)
+    return sorted(found), [proc.pid for proc in marked_processes(name, value)]
 
 
 # The address the embedded master's web server listens on (`up --host`): loopback unless

@@ -184,6 +184,15 @@ def start_master(
     return master
 
 
+def wait_until(check, timeout: float, message: str) -> None:
+    """Poll `check` every 0.2 s until it is true; fail with `message` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{message} (after {timeout} s)")
+        time.sleep(0.2)
+
+
 def script(source: str) -> str:
     """A custom_image_command running `source` with the venv's Python (under mpirun)."""
     path = Path(__file__).with_name("scripts") / source

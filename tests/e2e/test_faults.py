@@ -41,6 +41,7 @@ import redis
 from rq import Worker
 
 from tests.e2e.live import LiveMaster, script, start_master
+from tests.e2e.live import wait_until as _wait_until
 from tests.services import free_port, postgres_server, restart_postgres
 
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
@@ -79,14 +80,6 @@ def master(fault_master) -> LiveMaster:
 
 
 # -- helpers -------------------------------------------------------------------------------
-
-
-def _wait_until(check, timeout: float, message: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{message} (after {timeout} s)")
-        time.sleep(0.2)
 
 
 def _answers(master: LiveMaster) -> bool:

@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.live import script
-from tests.e2e.test_faults import _wait_until
+from tests.e2e.live import script, wait_until
 
 
 def test_the_first_failure_is_named_when_a_peer_aborts_first(master):
@@ -75,7 +74,7 @@ def test_a_rank_the_oom_killer_ended_is_named_so(master, memory_cgroup):
         custom_image_command=script("out_of_memory.py"),
         run_all_nodes=True,
     )
-    _wait_until(lambda: 1 in master.ranks(run["id"]), 60, "rank 1 did not start")
+    wait_until(lambda: 1 in master.ranks(run["id"]), 60, "rank 1 did not start")
     (memory_cgroup / "cgroup.procs").write_text(str(master.ranks(run["id"])[1].pid))
     done = master.wait_state(run["id"], ("FINISHED", "FAILED", "CANCELLED"), timeout=60)
     assert done["state"] == "FAILED"

@@ -27,7 +27,6 @@ import secrets
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,7 +36,7 @@ import pytest
 
 from mlbench_master.cluster.local import network, slots
 from mlbench_master.stopping import LEFT_BY_SUPERVISOR, MASTER_STOPPED, SETTLED_AT_START
-from tests.e2e.live import ROOT, LiveMaster, script, start_master
+from tests.e2e.live import ROOT, LiveMaster, script, start_master, wait_until
 from tests.services import pg_bindir, postgres_server
 
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
@@ -114,14 +113,6 @@ def slot_master(own_postgres, tmp_path) -> Iterator[LiveMaster]:
 # -- helpers -------------------------------------------------------------------------------
 
 
-def _wait_until(check, timeout: float, message: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{message} (after {timeout} s)")
-        time.sleep(0.2)
-
-
 def _marked(home: Path) -> list[psutil.Process]:
     """Live processes with one of the master's markers set to its home in their environment."""
     found = []
@@ -166,12 +157,12 @@ def _start_training(master: LiveMaster) -> dict:
         run_all_nodes=True,
         time_limit=900,
     )
-    _wait_until(
+    wait_until(
         lambda: len(master.ranks(run["id"])) == 2 or master.run(run["id"])["state"] == "FAILED",
         180,
         f"run {run['id']}'s ranks did not start",
     )
-    _wait_until(lambda: "step" in master.log_text(run["id"]), 120, "no training step logged")
+    wait_until(lambda: "step" in master.log_text(run["id"]), 120, "no training step logged")
     started = master.run(run["id"])
     assert started["state"] == "STARTED", started
     return run
@@ -304,7 +295,7 @@ def test_stop_runs_command_stops_the_run_and_marks_it(settings, tmp_path, test_d
     argv = driver_argv(driver, spec, driver.prepare(spec))
     execution = driver.launch(spec, argv, rank_environment(spec, "http://127.0.0.1:9", "tok"))
     runs.record_launch(run, execution.record)
-    _wait_until(lambda: len(launch_processes(tmp_path, run.pk)) >= 3, 60, "no ranks started")
+    wait_until(lambda: len(launch_processes(tmp_path, run.pk)) >= 3, 60, "no ranks started")
     env = {
         **os.environ,
         "DATABASE_URL": test_database_url,

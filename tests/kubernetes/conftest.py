@@ -269,3 +269,11 @@ def driver(emulator, pods_exec, pod_state):
         master_url="http://127.0.0.1:8000",
         state_dir=str(pod_state),
     )
+
+
+@pytest.fixture
+def gates(tmp_path) -> Path:
+    """A folder for the stand-in launcher's gate files (what lets it go on)."""
+    folder = tmp_path / "gates"
+    folder.mkdir()
+    return folder

@@ -10,8 +10,6 @@ restarts its worker container for memory. Without the driver's view the reason w
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from mlbench_master.cluster.failures import OutputTail
@@ -36,13 +34,6 @@ RANKS_SAY = "then: rank 0 exited with code 14; last lines of stderr:\n"
 RANKS_SAY += "[rank 0] lost the connection to rank 1"
 OOM = {"reason": "OOMKilled", "exitCode": 137, "finishedAt": "2026-11-26T10:00:05Z"}
 LOW_MEMORY = "The node was low on resource: memory. Threshold quantity: 100Mi, available: 80Mi."
-
-
-@pytest.fixture
-def gates(tmp_path) -> Path:
-    folder = tmp_path / "gates"
-    folder.mkdir()
-    return folder
 
 
 @pytest.fixture

@@ -19,13 +19,23 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.slurm.live import SlurmCluster, job_processes, slurm_env, start_slurm_master, wait_until
+from mlbench_master.cluster.slurm import SlurmCluster as SlurmDriver
+from mlbench_master.cluster.slurm.config import SlurmConfig
+from tests.slurm.live import (
+    SETUP,
+    SlurmCluster,
+    job_processes,
+    slurm_env,
+    start_slurm_master,
+    wait_until,
+)
 
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scancel")
 
@@ -121,3 +131,13 @@ def master(slurm_master, slurm_cluster):
             slurm_master.delete(f"/api/runs/{run['id']}/")
     slurm_cluster.cancel_all()
     return slurm_master
+
+
+@pytest.fixture
+def driver(slurm_cluster, tmp_path) -> SlurmDriver:
+    """The Slurm driver on the session's cluster, its job folders under the test's tmp."""
+    config = SlurmConfig(
+        python=sys.executable, mpirun="mpirun", setup=SETUP,
+        directory=str(tmp_path / "slurm"), slurm_conf=slurm_cluster.conf,
+    )  # fmt: skip
+    return SlurmDriver(config)

@@ -11,14 +11,13 @@ import os
 import secrets
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-from tests.e2e.live import ROOT, LiveMaster
+from tests.e2e.live import ROOT, LiveMaster, wait_until
 from tests.services import free_port
 
 SCRIPT = ROOT / "scripts" / "slurm" / "local-cluster.sh"
@@ -153,14 +152,6 @@ def start_slurm_master(postgres_url: str, home: Path, extra: dict[str, str]) -> 
     master = SlurmMaster(f"http://127.0.0.1:{port}", "", home, env, env["DATABASE_URL"], port)
     master.up()
     return master
-
-
-def wait_until(check, timeout: float, message: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{message} (after {timeout} s)")
-        time.sleep(0.2)
 
 
 def job_of(master: LiveMaster, run_id: int, timeout: float = 60) -> str:

@@ -3,7 +3,6 @@ pending reasons mean, the srun launcher's command and output, and the nodes as p
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 
 import pytest
@@ -17,18 +16,7 @@ from mlbench_master.cluster.mpirun import (
 )
 from mlbench_master.cluster.slurm import SlurmCluster, states
 from mlbench_master.cluster.slurm.commands import JobInfo, NodeInfo
-from mlbench_master.cluster.slurm.config import SlurmConfig
 from mlbench_master.cluster.slurm.nodes import phase
-from tests.slurm.live import SETUP
-
-
-@pytest.fixture
-def driver(slurm_cluster, tmp_path) -> SlurmCluster:
-    config = SlurmConfig(
-        python=sys.executable, mpirun="mpirun", setup=SETUP,
-        directory=str(tmp_path / "slurm"), slurm_conf=slurm_cluster.conf,
-    )  # fmt: skip
-    return SlurmCluster(config)
 
 
 def test_a_job_slurm_can_never_start_fails_with_its_reason(driver, slurm_cluster):

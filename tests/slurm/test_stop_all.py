@@ -4,24 +4,11 @@ Slurm ends their processes; another master's job is left alone."""
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
-
-import pytest
 
 from mlbench_master.cluster.base import RunSpec
 from mlbench_master.cluster.slurm import SlurmCluster
-from mlbench_master.cluster.slurm.config import SlurmConfig
-from tests.slurm.live import SETUP, job_processes, wait_until
-
-
-@pytest.fixture
-def driver(slurm_cluster, tmp_path) -> SlurmCluster:
-    config = SlurmConfig(
-        python=sys.executable, mpirun="mpirun", setup=SETUP,
-        directory=str(tmp_path / "slurm"), slurm_conf=slurm_cluster.conf,
-    )  # fmt: skip
-    return SlurmCluster(config)
+from tests.slurm.live import job_processes, wait_until
 
 
 def _sleeping_job(driver: SlurmCluster, run_id: int) -> str:

@@ -1,21 +1,12 @@
-"""Fixtures of the re-attach tests: a folder for the stand-in's gate files, the chart's
-worker pods Ready, and a master whose every process has a driver of its own."""
+"""Fixtures of the re-attach tests: the chart's worker pods Ready, and a master whose
+every process has a driver of its own (the gates folder is tests/kubernetes/conftest.py's)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
 from tests.kubernetes.conftest import STS
 from tests.kubernetes.reattach.helpers import restarted_driver
-
-
-@pytest.fixture
-def gates(tmp_path) -> Path:
-    folder = tmp_path / "gates"
-    folder.mkdir()
-    return folder
 
 
 @pytest.fixture
