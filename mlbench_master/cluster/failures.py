@@ -149,7 +149,7 @@ def bounded(reason: str) -> str:
 @dataclass(frozen=True)
 class LauncherReport:
     """What the launcher says failed: `head` in words, the rank it names (None: none), and
-    whether the launcher itself was ended by a signal (no rank named, code above 128), which
+    whether the launcher itself was ended by a signal (no rank named, a signal's code), which
     then came before the ranks' ends: they die when their launcher is gone."""
 
     head: str
