@@ -70,7 +70,7 @@ class Output:
 
     def __init__(self, run_id: int, execution: Execution) -> None:
         self.log = LogWriter(run_id, on_stored=execution.checkpoint)
-        self.tail = OutputTail()
+        self.tail = OutputTail(execution.launcher)
         self.start = LaunchStart()
 
     def add(self, lines: list[OutputLine]) -> None:
@@ -302,6 +302,7 @@ def _end(run: Any, execution: Execution, output: Output, code: int) -> str:
         return "deleted"
     run.refresh_from_db()
     why = execution.end_reason()
+    output.tail.add_recorded(execution.recorded_rank_ends())
     oom = execution.oom_killed(output.tail.pids())
     if code == 0 and why is None:
         runs.mark_finished(run, 0)

@@ -125,6 +125,8 @@ class OutputLine:
 class Execution(ABC):
     """A launched mpirun: its output as it comes, its exit code, and a way to stop it."""
 
+    launcher = "mpirun"  # what started the ranks, as a FAILED reason names it (or "srun")
+
     @property
     @abstractmethod
     def record(self) -> dict[str, Any]:
@@ -171,6 +173,12 @@ class Execution(ABC):
         OOM killer ended, where this driver can read the kernel's record of it; empty
         where it cannot (the default: the reason then says "out of memory?")."""
         return set()
+
+    def recorded_rank_ends(self) -> str:
+        """The ranks' end lines their watchers wrote to a file beside the output (one
+        "RANK mlbench rank end: ..." a line; see mpirun.RANK_WATCH), where this driver has
+        such a folder; "" where it has none (the default: the output stream alone)."""
+        return ""
 
 
 class ClusterDriver(ABC):

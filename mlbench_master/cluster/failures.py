@@ -36,7 +36,7 @@ _SIGNAL_EXIT = re.compile(
 _CODE_EXIT = re.compile(r"Process name:\s*\[[^\]]*?,(?P<rank>\d+)\]\s+Exit code:\s+(?P<code>\d+)")
 # srun as the launcher (--label, --kill-on-bad-exit) names the first task that failed, by
 # its rank: its exit code, or the signal's name. Under mpirun on Slurm the same lines name
-# Open MPI's daemons (prterun's tasks), not ranks, so they are read only without prterun.
+# Open MPI's daemons (prterun's tasks), not ranks: they are read only when srun launched.
 _SRUN_EXIT = re.compile(
     r"srun: error: \S+: tasks? (?P<rank>\d+)[-,\d]*: "
     r"(?:Exited with exit code (?P<code>\d+)|(?P<signal>Killed|Terminated|Aborted|"
@@ -157,11 +157,13 @@ class LauncherReport:
     killed: bool = False
 
 
-def launcher_report(exit_code: int, mpirun_lines: Iterable[str]) -> LauncherReport:
-    """The launcher's report of a rank's signal or exit code (srun's lines for srun), of a
-    rank that called MPI_Abort, else its own exit code."""
+def launcher_report(
+    exit_code: int, mpirun_lines: Iterable[str], launcher: str = "mpirun"
+) -> LauncherReport:
+    """The launcher's report of a rank's signal or exit code (srun's lines when `launcher`
+    is srun), of a rank that called MPI_Abort, else its own exit code. The launcher is the
+    driver's word, never guessed from the lines: mpirun on Slurm prints srun's warnings too."""
     report = " ".join(" ".join(mpirun_lines).split())
-    launcher = "srun" if "srun: " in report and "prte" not in report.lower() else "mpirun"
     match = _SIGNAL_EXIT.search(report)
     srun = _SRUN_EXIT.search(report) if launcher == "srun" else None
     if srun:
@@ -224,11 +226,12 @@ def failure_reason(
     stderr_tail: Iterable[str],
     ends: Iterable[RankEnd] = (),
     oom_killed: Collection[int] = (),
+    launcher: str = "mpirun",
 ) -> str:
     """A FAILED reason a person can act on: the first failure, the later ones, the ranks'
     last stderr lines. `oom_killed`: the pids the kernel says its OOM killer ended."""
-    launcher = launcher_report(exit_code, mpirun_lines)
-    head = first_cause(rank_failures(ends, launcher, oom_killed))
+    report = launcher_report(exit_code, mpirun_lines, launcher)
+    head = first_cause(rank_failures(ends, report, oom_killed))
     return with_tail(head, stderr_tail)
 
 
@@ -240,9 +243,11 @@ def with_tail(head: str, stderr_tail: Iterable[str]) -> str:
 
 
 class OutputTail:
-    """The end of a launch's output that a FAILED reason quotes (kept in memory only)."""
+    """The end of a launch's output that a FAILED reason quotes (kept in memory only), and
+    the ranks' end lines, from the stream and from the watchers' file (`add_recorded`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, launcher: str = "mpirun") -> None:
+        self.launcher = launcher
         self.stderr: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         self.mpirun_stderr: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         self.mpirun_lines: collections.deque[str] = collections.deque(maxlen=MPIRUN_LINES)
@@ -264,6 +269,19 @@ class OutputTail:
                 else:
                     self.stderr.append(f"[rank {line.rank}] {line.text}")
 
+    def add_recorded(self, text: str) -> None:
+        """The watchers' file ("RANK mlbench rank end: ..." a line): the ends the stream
+        lost (its reader gone first) or that came before a re-attach are added, once."""
+        known = {(end.rank, end.pid) for end in self.ends}
+        for raw in text.splitlines():
+            rank, _, rest = raw.partition(" ")
+            if not rank.isdigit():
+                continue  # a line cut short by a full disk, or no rank variable set
+            end = rank_end(OutputLine(int(rank), "stderr", rest))
+            if end is not None and (end.rank, end.pid) not in known:
+                known.add((end.rank, end.pid))
+                self.ends.append(end)
+
     def last_stderr(self) -> list[str]:
         """The ranks' last stderr lines, else mpirun's own."""
         return list(self.stderr or self.mpirun_stderr)
@@ -275,7 +293,7 @@ class OutputTail:
     def reason(self, exit_code: int, oom_killed: Collection[int] = ()) -> str:
         """Why a launch that exited with `exit_code` failed."""
         return failure_reason(
-            exit_code, self.mpirun_lines, self.last_stderr(), self.ends, oom_killed
+            exit_code, self.mpirun_lines, self.last_stderr(), self.ends, oom_killed, self.launcher
         )
 
     def with_stderr(self, head: str, oom_killed: Collection[int] = ()) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mlbench_master.cluster.base import Execution, OutputLine
-from mlbench_master.cluster.mpirun import parse_line
+from mlbench_master.cluster.mpirun import RANK_ENDS_FILE, parse_line
 
 STREAMS = ("stdout", "stderr")
 CHUNK = 4 * 1024 * 1024  # the most read from a stream at a time
@@ -89,6 +89,12 @@ class FollowedExecution(Execution):
             if lines or time.monotonic() >= deadline or (exited and not self._pending_output()):
                 return lines
             time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+
+    def recorded_rank_ends(self) -> str:
+        try:
+            return (self.dir / RANK_ENDS_FILE).read_text(errors="replace")
+        except OSError:
+            return ""
 
     def poll(self) -> int | None:
         if not self._exited() or self._pending_output():

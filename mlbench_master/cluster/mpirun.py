@@ -36,25 +36,35 @@ FORWARDED_ENV = (
     "MLBENCH_DATA_DIR",
     "OMP_NUM_THREADS",
     "PYTHONUNBUFFERED",
+    "MLBENCH_RANK_ENDS",
 )
 
 MPIRUN_RANK = "OMPI_COMM_WORLD_RANK"  # each rank's number, as mpirun sets it
 SRUN_RANK = "SLURM_PROCID"  # as srun sets it, whatever its --mpi plugin
 
 # Each rank's program runs under this bash script, which says how and when it ended in one
-# line on its stderr (cluster/failures.py reads it): the launcher's own report names the
-# first failure IT learned of, which is often a peer that aborted after the real first
-# failure. The child runs in the background only so that its pid is known (to find it in the
-# kernel's OOM record); the time is bash's EPOCHREALTIME, read without starting a process.
+# line (cluster/failures.py reads it): the launcher's own report names the first failure
+# IT learned of, which is often a peer that aborted after the real first failure. The child
+# runs in the background only so that its pid is known (to find it in the kernel's OOM
+# record); the time is bash's EPOCHREALTIME, read without starting a process.
 # The script ignores TERM, INT and HUP once its child runs (the child keeps the defaults):
 # a launcher stopping the job signals the whole group, the child ends, and the script still
 # writes its line (on a loaded machine it may not have had the CPU to write it before).
+# The line goes first to the file RANK_ENDS_VARIABLE names, where the driver has a folder
+# the ranks can write to (local, Slurm), then to stderr: a launcher that has already ended
+# has closed the pipe its ranks write to, so the stream alone loses exactly the lines of a
+# job torn down at once. The file's lines start with the rank (mpirun's or srun's number).
 RANK_END = "mlbench rank end:"
+RANK_ENDS_VARIABLE = "MLBENCH_RANK_ENDS"
+RANK_ENDS_FILE = "rank-ends.log"
 RANK_WATCH_SCRIPT = (
     '"$@" & child=$!\n'
     'trap "" TERM INT HUP\n'
     'wait "$child"; code=$?\n'
-    f'printf "{RANK_END} code=%s pid=%s time=%s\\n" "$code" "$child" "$EPOCHREALTIME" >&2\n'
+    f'end="{RANK_END} code=$code pid=$child time=$EPOCHREALTIME"\n'
+    f'[ -z "${RANK_ENDS_VARIABLE}" ] || printf "%s %s\\n" '
+    f'"${{OMPI_COMM_WORLD_RANK:-$SLURM_PROCID}}" "$end" 2>/dev/null >> "${RANK_ENDS_VARIABLE}"\n'
+    'printf "%s\\n" "$end" >&2\n'
     'exit "$code"'
 )
 RANK_WATCH = ["bash", "-c", RANK_WATCH_SCRIPT, "mlbench-rank"]
@@ -288,6 +298,7 @@ def rank_environment(run: RunSpec, master_url: str, token: str) -> dict[str, str
         "MLBENCH_RUN_TOKEN": token,
         "OMP_NUM_THREADS": threads,
         "PYTHONUNBUFFERED": "1",
+        RANK_ENDS_VARIABLE: "",  # a driver with a folder the ranks can write names a file
     }
 
 

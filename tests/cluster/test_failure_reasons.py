@@ -148,3 +148,48 @@ def test_ends_far_apart_are_ordered_by_time_whatever_their_kind():
 
 def test_open_mpis_own_codes_are_not_read_as_signals():
     assert failure_reason(213, [], []) == "mpirun exited with code 213"
+
+
+def test_ends_the_stream_lost_are_read_from_the_watchers_file():
+    # The launcher tore the job down and closed the ranks' pipe: rank 1's line reached
+    # only the file. The same end in both is counted once.
+    tail = tail_of(ended(0, 14, "7.2"), *[OutputLine(None, "stderr", t) for t in ABORT_REPORT])
+    recorded = f"1 {RANK_END} code=137 pid=101 time=7.1\n0 {RANK_END} code=14 pid=100 time=7.2\n"
+    tail.add_recorded(recorded + "garbage without a rank\n3 cut sho")
+    assert len(tail.ends) == 2
+    assert tail.reason(14).startswith(
+        "rank 1 exited with code 137 (killed: out of memory?); then: rank 0 exited with code 14;"
+    )
+
+
+def test_the_watcher_writes_its_file_even_when_its_stderr_is_gone(tmp_path):
+    import os
+    import subprocess
+
+    from mlbench_master.cluster.mpirun import RANK_ENDS_VARIABLE, RANK_WATCH
+
+    ends = tmp_path / "ends.log"
+    read, write = os.pipe()
+    os.close(read)  # a reader that has gone: writing to stderr now fails (EPIPE)
+    env = {**os.environ, RANK_ENDS_VARIABLE: str(ends), "OMPI_COMM_WORLD_RANK": "1"}
+    done = subprocess.run([*RANK_WATCH, "sh", "-c", "exit 3"], env=env, stderr=write, check=False)
+    os.close(write)
+    assert done.returncode in (3, -13)  # its own code, or SIGPIPE from the dead stderr
+    tail = OutputTail()
+    tail.add_recorded(ends.read_text())
+    assert [(end.rank, end.code) for end in tail.ends] == [(1, 3)]
+
+
+def test_a_watcher_with_nowhere_to_record_says_nothing_of_it(tmp_path):
+    import os
+    import subprocess
+
+    from mlbench_master.cluster.mpirun import RANK_ENDS_VARIABLE, RANK_WATCH
+
+    for where in ("", str(tmp_path / "missing" / "ends.log")):  # Kubernetes; no shared folder
+        env = {**os.environ, RANK_ENDS_VARIABLE: where}
+        done = subprocess.run(
+            [*RANK_WATCH, "sh", "-c", "exit 4"], env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 4
+        assert done.stderr.startswith(RANK_END) and done.stderr.count("\n") == 1

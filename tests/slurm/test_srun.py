@@ -12,11 +12,13 @@ import subprocess
 import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from mlbench_master.cluster.base import OutputLine, RunSpec
 from mlbench_master.cluster.failures import OutputTail
+from mlbench_master.cluster.mpirun import RANK_ENDS_FILE
 from mlbench_master.cluster.slurm import SlurmCluster
 from mlbench_master.cluster.slurm.config import SlurmConfig
 from tests.slurm.live import slurm_env, start_slurm_master, wait_until
@@ -111,16 +113,19 @@ def test_srun_starts_one_world_of_two_ranks_on_two_nodes(srun_driver, slurm_clus
 
     # One rank fails: srun kills the other (blocked in a barrier) and the step's code says so.
     failing = replace(run, id=42, custom_image_command=f"{sys.executable} {script} {{rank}} 1")
-    code, lines, _record = _run_to_end(srun_driver, failing)
+    code, lines, failed_record = _run_to_end(srun_driver, failing)
     assert code != 0, lines
     said = {(x.rank, x.stream, x.text) for x in lines}
     assert (1, "stderr", "rank 1 fails on purpose") in said, lines
     assert any(x.rank is None and "task 1" in x.text for x in lines), "srun names the task"
     # srun may name rank 0 first (its abort can reach srun before rank 1's exit): the
     # ranks' watcher lines say which ended first.
-    tail = OutputTail()
+    tail = OutputTail("srun")
     tail.add(lines)
     assert tail.reason(code).startswith("rank 1 exited with code 3"), tail.reason(code)
+    # The watchers also wrote their ends to the job's folder, each with srun's rank number.
+    recorded = (Path(failed_record["dir"]) / RANK_ENDS_FILE).read_text().splitlines()
+    assert any(line.startswith("1 mlbench rank end: code=3 ") for line in recorded), recorded
     wait_until(lambda: not slurm_cluster.active_jobs(), 30, "the job stays active")
 
 

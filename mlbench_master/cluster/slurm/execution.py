@@ -35,6 +35,7 @@ class SlurmExecution(FollowedExecution):
         self._notes = dict(notes or {})
         # mpirun tags each line with its rank; srun --label prefixes it.
         labelled = info.get("launcher") == "srun"
+        self.launcher = "srun" if labelled else "mpirun"
         super().__init__(Path(info["dir"]), parse_labelled_line if labelled else parse_line)
         self._exit_known = True
         self._end_reason: str | None = None
