@@ -56,8 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix=f"chaos-{seed}-", dir=args.out))
     outcome = run_series(settings, workdir)
-    if not outcome.held:
-        print(outcome.report(), flush=True)
+    print(outcome.report() if not outcome.held else outcome.runs(), flush=True)
     print(table(outcome.summary), flush=True)
     path = args.out / f"chaos-{args.driver}-{seed}.json"
     path.write_text(json.dumps(outcome.summary, indent=2) + "\n")

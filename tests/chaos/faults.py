@@ -306,18 +306,15 @@ def disk_full(stage: Stage, fault: Fault) -> None:
     filler = stage.log_dir / "chaos-filler"
     written = 0
     try:
-        with open(filler, "wb") as fh:
+        with open(filler, "wb", buffering=0) as fh:  # unbuffered: ENOSPC comes from write()
             block = b"\0" * (1 << 20)
-            while True:
+            while block:
                 try:
-                    written += fh.write(block)
-                    fh.flush()
+                    written += fh.write(block) or 0
                 except OSError as exc:
                     if exc.errno != errno.ENOSPC:
                         raise
                     block = block[: len(block) // 2]
-                    if not block:
-                        break
         fault.details["filled_bytes"] = written
         time.sleep(fault.hold)
     finally:
@@ -365,4 +362,3 @@ INJECTORS: dict[str, Callable[[Stage, Fault], None]] = {
     "link-drop": link_drop,
 }
 KINDS = tuple(INJECTORS)
-

@@ -8,9 +8,10 @@ entry means the platform promises to survive that fault: a run it hit that FAILE
 a violation whatever its reason says.
 
 Patterns may name the fault's details in braces (`{rank}`: the rank that was hit); they
-are filled in from the fault's log record before matching. The run-failure reasons are
-being reworked to name the first cause first ("rank 1 exited with code 137 (killed: out
-of memory?); then: ..."): adjust the words here, nowhere else.
+are filled in from the fault's log record before matching (a literal brace is doubled). A
+pattern anchored with `^` demands the fault as the reason's first cause: a FAILED reason
+names the first thing that went wrong, later failures after "; then: " (docs/architecture.rst,
+"The first cause"). Adjust the words here, nowhere else.
 """
 
 from __future__ import annotations
@@ -21,15 +22,15 @@ from typing import Any
 # fault kind -> patterns, one of which a FAILED/CANCELLED run's reason must match.
 FAULT_WORDS: dict[str, tuple[str, ...]] = {
     # cluster/failures.py: a rank's signal death, read from mpirun's report
-    "rank-kill": (r"\brank {rank} exited with code 137\b",),
+    "rank-kill": (r"^rank {rank} exited with code 137\b",),
     # a paused rank holds its peers in the all-reduce; it goes on when continued
     "rank-stop": (),
     # the job's view of its launch: mpirun's own exit status (128 + SIGKILL)
-    "mpirun-kill": (r"\bmpirun exited with code 137\b",),
+    "mpirun-kill": (r"^mpirun exited with code 137\b",),
     "mpirun-stop": (),
     # reconcile.JOB_DIED when no job watches the run any more; jobs.LOST when it cannot
     # be re-attached after a restart
-    "rq-worker-kill": (r"the run's job died", r"master restarted; run lost"),
+    "rq-worker-kill": (r"^the run's job died", r"^master restarted; run lost"),
     "rq-worker-stop": (),
     # the reporter retries; the supervisor starts the web server again
     "web-kill": (),
@@ -39,9 +40,9 @@ FAULT_WORDS: dict[str, tuple[str, ...]] = {
     # the job waits for the database (jobs.DB_PATIENCE); the reporter retries
     "postgres-restart": (),
     # the master's processes SIGKILLed, then `mlbench up`: the run is re-attached, or lost
-    "master-restart": (r"master restarted; run lost",),
+    "master-restart": (r"^master restarted; run lost",),
     # DELETE /api/runs/<id>/ (runs.delete_run: "deleted by <user>")
-    "cancel": (r"\bdeleted by\b", r"\bcancelled by\b"),
+    "cancel": (r"^deleted by\b", r"^cancelled by\b"),
     # the folder of the runs' output files fills up for a moment
     "disk-full": (r"no space left on device", r"\bENOSPC\b", r"disk (is )?full"),
     # one slot's link down for a moment: TCP retransmits

@@ -61,19 +61,22 @@ class Outcome:
         return not any(self.violations.values())
 
     def report(self) -> str:
-        """The violations, then the fault log: everything a replay needs."""
+        """The violations, the runs, then the fault log: everything a replay needs."""
         lines = [f"chaos series, seed {self.settings.seed} ({self.settings.driver} driver)"]
         for name, found in self.violations.items():
             lines += [f"VIOLATED {name}: {v}" for v in found]
-        lines += self.notes
-        lines.append("runs (id, kind, end state, reason, faults that hit it):")
+        lines += [*self.notes, self.runs(), f"fault log ({self.fault_log}):"]
+        return "\n".join(lines) + "\n" + self.fault_log.read_text()
+
+    def runs(self) -> str:
+        """One line per run: id, kind, end state, reason, the faults that hit it."""
+        lines = ["runs (id, kind, end state, reason, faults that hit it):"]
         for run in self.evidence.submitted:
             final = final_write(self.evidence, run.run_id)
             state = final.new if final else self.evidence.unfinished.get(run.run_id, "?")
             reason = (final.reason if final else "")[:200].replace("\n", " | ")
             hit = [f"{f.n}:{f.kind}" for f in hits(self.evidence, run.run_id)]
             lines.append(f"  {run.run_id} {run.label!r} {state} {reason!r} {hit}")
-        lines += ["fault log (" + str(self.fault_log) + "):", self.fault_log.read_text()]
         return "\n".join(lines)
 
 
@@ -112,6 +115,22 @@ def slurm_cluster(workdir: Path) -> Iterator[Any]:
         with contextlib.suppress(Exception):
             cluster.cancel_all()
         cluster.down()
+
+
+def missing_capabilities(settings: Settings, no_log_dir: str) -> dict[str, str]:
+    """The planned fault kinds this machine cannot do, and why (their faults are skipped
+    with the reason; under CI=true the series fails instead, as other tests that need a
+    capability do)."""
+    missing = {}
+    if "disk-full" in settings.kinds and no_log_dir:
+        missing["disk-full"] = no_log_dir
+    if "link-drop" in settings.kinds and settings.driver == "local":
+        from mlbench_master.cluster.local.network import missing_capability
+
+        why = missing_capability()
+        if why:
+            missing["link-drop"] = f"the local driver makes no slot links here: {why}"
+    return missing
 
 
 def _start(settings: Settings, postgres: str, home: Path, cluster: Any) -> LiveMaster:
@@ -160,11 +179,15 @@ def run_series(settings: Settings, workdir: Path) -> Outcome:
     notes: list[str] = []
     with contextlib.ExitStack() as stack:
         postgres = stack.enter_context(postgres_server())
-        cluster = stack.enter_context(slurm_cluster(workdir)) if settings.driver == "slurm" else None
+        cluster = (
+            stack.enter_context(slurm_cluster(workdir)) if settings.driver == "slurm" else None
+        )
         output = home / ("slurm" if cluster is not None else "local-cluster")
         log_dir, no_log_dir = stack.enter_context(small_filesystem(output))
-        if log_dir is None:
-            notes.append(f"disk-full faults skipped: {no_log_dir}")
+        for kind, why in missing_capabilities(settings, no_log_dir).items():
+            if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+                raise RuntimeError(f"{kind} faults cannot be done here: {why} (under CI they must)")
+            notes.append(f"{kind} faults skipped: {why}")
         master = _start(settings, postgres, home, cluster)
         victims = Victims(master, cluster)
         stack.callback(_clean_up, victims, notes)

@@ -16,7 +16,7 @@ from typing import Any
 
 from tests.chaos import reasons
 from tests.chaos.evidence import Evidence
-from tests.chaos.invariants import final_write, api_back
+from tests.chaos.invariants import api_back, final_write
 
 
 def _spread(values: list[float]) -> dict[str, float] | None:

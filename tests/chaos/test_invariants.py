@@ -143,7 +143,9 @@ def test_a_point_lost_from_a_finished_run_is_caught(database, tmp_path):
     run_id = _finished_run(points)
     Metric.objects.filter(run_id=run_id, metadata__step=2).delete()
     found = _violated(_evidence(database, run_id, points))
-    assert found == {"no point lost": [f"run {run_id} FINISHED with 1 of 3 measured points not stored"]}
+    assert found == {
+        "no point lost": [f"run {run_id} FINISHED with 1 of 3 measured points not stored"]
+    }
 
 
 def test_a_run_launched_twice_is_caught_unless_its_log_says_it_was_retried(database, tmp_path):
@@ -155,7 +157,9 @@ def test_a_run_launched_twice_is_caught_unless_its_log_says_it_was_retried(datab
     runs.record_launch(Run.objects.get(pk=run_id), {"local": {"launch_id": "second"}})
     found = _violated(_evidence(database, run_id, points))
     assert list(found) == ["no run twice"], found
-    LogChunk.objects.create(run_id=run_id, seq=0, text="mpirun failed to start; retrying the launch once\n")
+    LogChunk.objects.create(
+        run_id=run_id, seq=0, text="mpirun failed to start; retrying the launch once\n"
+    )
     assert _violated(_evidence(database, run_id, points)) == {}
 
 
@@ -166,7 +170,9 @@ def test_a_run_lost_or_never_asked_for_is_caught(database, tmp_path):
     ev.submitted.append(Submitted(run_id + 1000, "python -c pass"))
     assert invariants.no_run_lost(ev) == [f"run {run_id + 1000} (python -c pass): never stored"]
     ev.submitted = []
-    assert invariants.no_run_lost(ev) == [f"run {run_id}: stored, but the series never asked for it"]
+    assert invariants.no_run_lost(ev) == [
+        f"run {run_id}: stored, but the series never asked for it"
+    ]
 
 
 def _failed_run(reason: str) -> int:
@@ -182,7 +188,9 @@ def _failed_run(reason: str) -> int:
 
 def _fault(kind: str, run_id: int | None, **details) -> Fault:
     now = time.time()
-    return Fault(0, kind, 1.0, 1.0, 0.5, start=now - 0.5, end=now - 0.4, run_id=run_id, details=details)
+    return Fault(
+        0, kind, 1.0, 1.0, 0.5, start=now - 0.5, end=now - 0.4, run_id=run_id, details=details
+    )
 
 
 def test_a_reason_that_does_not_name_the_fault_is_caught(database, tmp_path):
@@ -192,7 +200,9 @@ def test_a_reason_that_does_not_name_the_fault_is_caught(database, tmp_path):
     found = invariants.reason_names_fault(ev)
     assert len(found) == 1 and "the reason names none" in found[0], found
     named = _failed_run("rank 1 exited with code 137 (killed: out of memory?)")
-    ev = _evidence(database, named, tmp_path / "none.jsonl", faults=[_fault("rank-kill", named, rank=1)])
+    ev = _evidence(
+        database, named, tmp_path / "none.jsonl", faults=[_fault("rank-kill", named, rank=1)]
+    )
     assert invariants.reason_names_fault(ev) == []
 
 
@@ -213,7 +223,9 @@ def test_a_process_left_behind_is_caught(tmp_path):
     env = {**os.environ, "MLBENCH_LOCAL_CLUSTER": str(home)}
     proc = subprocess.Popen(["sleep", "60"], env=env, start_new_session=True)
     try:
-        found = invariants.nothing_left(Evidence([], {}, [], {}, {}, {}, leftovers=victims.leftovers()))
+        found = invariants.nothing_left(
+            Evidence([], {}, [], {}, {}, {}, leftovers=victims.leftovers())
+        )
         assert found == [f"left behind: process {proc.pid} sleep 60"], found
     finally:
         proc.kill()

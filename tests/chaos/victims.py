@@ -55,7 +55,9 @@ class Victims:
             job = self.slurm_job(run_id)
             return [p for p in _with_env("SLURM_JOB_ID", job)] if job else []
         return [
-            p for p in _with_env(CLUSTER_MARK, str(self.home)) if _env(p).get(RUN_MARK) == str(run_id)
+            p
+            for p in _with_env(CLUSTER_MARK, str(self.home))
+            if _env(p).get(RUN_MARK) == str(run_id)
         ]
 
     def ranks(self, run_id: int) -> dict[int, psutil.Process]:
@@ -116,7 +118,9 @@ class Victims:
         found = [f"process {describe(p)}" for p in self.processes()]
         if self.slurm is None:
             tag = home_tag(self.home)
-            found += [f"network namespace {ns}" for ns in _namespaces() if ns.startswith(f"mlb-{tag}-")]
+            found += [
+                f"network namespace {ns}" for ns in _namespaces() if ns.startswith(f"mlb-{tag}-")
+            ]
             found += [f"link {name}" for name in _link_names() if name.startswith(f"mlb{tag}")]
             found += [f"hosts file {p}" for p in NETNS_ETC.glob(f"mlb-{tag}-*")]
         else:

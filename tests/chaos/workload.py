@@ -48,7 +48,11 @@ class Entry:
         if self.fields:
             return {**body, **self.fields}, None
         if self.command:
-            return {**body, "custom_image_command": self.command, "run_all_nodes": self.all_nodes}, None
+            return {
+                **body,
+                "custom_image_command": self.command,
+                "run_all_nodes": self.all_nodes,
+            }, None
         points = str(points_dir / "points-{run_id}.jsonl")
         command = f"{WORKER} {self.worker_args} --metrics-file {points}"
         return {**body, "custom_image_command": command, "run_all_nodes": True}, points
@@ -82,8 +86,12 @@ def entries() -> list[Entry]:
         Entry(
             "logreg topk (task fields)",
             fields={
-                "task": "logreg-epsilon", "dataset": "synthetic", "target": "light",
-                "algorithm": "topk", "algorithm_options": {"density": 0.02}, "max_epochs": 1,
+                "task": "logreg-epsilon",
+                "dataset": "synthetic",
+                "target": "light",
+                "algorithm": "topk",
+                "algorithm_options": {"density": 0.02},
+                "max_epochs": 1,
             },
         ),  # fmt: skip
         Entry("python -c pass", command="python -c pass", all_nodes=False),
