@@ -37,14 +37,14 @@ KINDS = (
 def test_a_short_chaos_series_keeps_every_promise(tmp_path):
     seed = int(os.environ.get("CHAOS_SEED") or SEED)
     settings = Settings(
-        seed=seed, runs=8, faults=len(KINDS), kinds=KINDS, gap=(2.0, 6.0), labels=LABELS,
+        seed=seed, runs=10, faults=len(KINDS), kinds=KINDS, gap=(2.0, 6.0), labels=LABELS,
         deadline=400.0,
     )  # fmt: skip
     outcome = run_series(settings, tmp_path)
     print(outcome.runs(), table(outcome.summary), sep="\n")
     (tmp_path / "summary.json").write_text(json.dumps(outcome.summary, indent=2))
     assert outcome.held, outcome.report()
-    assert outcome.summary["runs"]["asked"] == 8
+    assert outcome.summary["runs"]["asked"] == 10
     # The series meant something: most planned faults were done, not skipped or unreached.
     done = sum(entry["injected"] for entry in outcome.summary["faults"].values())
     assert done >= 6, outcome.report()
