@@ -49,9 +49,10 @@ FAULT_WORDS: dict[str, tuple[str, ...]] = {
     "link-drop": (),
 }
 
-# A second launch of one run is allowed only where its log says the product retried it
-# (issue 35, item 3: a launcher that failed before any rank started, retried once).
-RETRY_WORDS = r"retr(y|ied|ying) (the )?launch"
+# A second launch of one run is allowed only where its log says the product launched it
+# again (issue 35, item 3: Open MPI's launcher failing before any rank started is launched
+# once more, "...; launching once more" in the run's log).
+RETRY_WORDS = r"launching once more|retr(y|ied|ying) (the )?launch"
 
 
 def patterns(kind: str, details: dict[str, Any]) -> list[str]:
