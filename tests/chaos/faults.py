@@ -63,6 +63,7 @@ class Stage:
     log_dir: Path | None  # the runs' output folder, on a small filesystem of its own
     no_log_dir: str  # why there is none (the disk-full fault is skipped with it)
     restart: Callable[[], Any]  # `mlbench up` again after the master was killed
+    unable: dict[str, str] = field(default_factory=dict)  # kinds that cannot be done: why
 
 
 def active_run(master: LiveMaster) -> tuple[int, str] | None:
@@ -329,9 +330,6 @@ def link_drop(stage: Stage, fault: Fault) -> None:
         links = stage.victims.links() if run else []
         return (run, links) if links else None
 
-    if stage.victims.slurm is not None:
-        fault.skipped = "the Slurm driver gives the master no links of its own"
-        return
     found = _wait_for(find)
     if not found:
         fault.skipped = f"no run with slot links within {TARGET_WAIT:.0f} s"

@@ -75,7 +75,10 @@ def inject_all(
             break
         fault.start = time.time()
         try:
-            INJECTORS[fault.kind](stage, fault)
+            if fault.kind in stage.unable:
+                fault.skipped = stage.unable[fault.kind]
+            else:
+                INJECTORS[fault.kind](stage, fault)
         except Exception as exc:  # noqa: BLE001 - recorded; the series goes on
             fault.details["error"] = "".join(traceback.format_exception_only(exc)).strip()
         fault.end = time.time()

@@ -184,15 +184,18 @@ def run_series(settings: Settings, workdir: Path) -> Outcome:
         )
         output = home / ("slurm" if cluster is not None else "local-cluster")
         log_dir, no_log_dir = stack.enter_context(small_filesystem(output))
-        for kind, why in missing_capabilities(settings, no_log_dir).items():
+        unable = missing_capabilities(settings, no_log_dir)
+        for kind, why in unable.items():
             if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
                 raise RuntimeError(f"{kind} faults cannot be done here: {why} (under CI they must)")
             notes.append(f"{kind} faults skipped: {why}")
+        if cluster is not None:
+            unable["link-drop"] = "the Slurm driver gives the master no links of its own"
         master = _start(settings, postgres, home, cluster)
         victims = Victims(master, cluster)
         stack.callback(_clean_up, victims, notes)
         install_history(master.database_url)
-        stage = Stage(master, victims, postgres, log_dir, no_log_dir, restart=master.up)
+        stage = Stage(master, victims, postgres, log_dir, no_log_dir, master.up, unable)
         entries = workload.draw(settings.seed, settings.runs, settings.labels)
         with Poller(master) as poller:
             submitted = submit(master, entries, workdir / "points")
@@ -210,9 +213,17 @@ def run_series(settings: Settings, workdir: Path) -> Outcome:
             master.database_url, submitted, injected, poller.polls, victims.leftovers(),
             home if cluster is None else None, left,
         )  # fmt: skip
+        _keep_logs(evidence, workdir / "logs")
         violations = check(evidence)
         summary = summarize(settings, evidence, violations, time.monotonic() - began)
     return Outcome(settings, evidence, violations, summary, log.path, notes)
+
+
+def _keep_logs(evidence: Evidence, folder: Path) -> None:
+    """Each run's stored log beside the fault log (the database goes with the series)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for run_id, text in evidence.logs.items():
+        (folder / f"run-{run_id}.log").write_text(text)
 
 
 def _clean_up(victims: Victims, notes: list[str]) -> None:
