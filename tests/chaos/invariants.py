@@ -72,7 +72,9 @@ def no_run_lost(ev: Evidence) -> list[str]:
         if "insert" not in ops and run.run_id not in ev.runs:
             problems.append(f"run {run.run_id} ({run.label}): never stored")
         elif run.run_id not in ev.runs and run.run_id not in cancelled:
-            problems.append(f"run {run.run_id} ({run.label}): gone, and the series deleted it not")
+            problems.append(
+                f"run {run.run_id} ({run.label}): gone, though the series did not delete it"
+            )
     for run_id in sorted(set(ev.runs) - asked):
         problems.append(f"run {run_id}: stored, but the series never asked for it")
     return problems
@@ -138,7 +140,7 @@ def reason_names_fault(ev: Evidence) -> list[str]:
         said = f"{final.new}: {reason[:300]!r}"
         if final.new == "CANCELLED":
             if not any(f.kind == "cancel" for f in hit):
-                problems.append(f"run {run.run_id} {said}, but the series cancelled it not")
+                problems.append(f"run {run.run_id} {said}, though the series did not cancel it")
             elif not any(reasons.names(reason, "cancel", f.details) for f in hit):
                 problems.append(f"run {run.run_id} {said}: the reason does not name the cancel")
             continue
