@@ -11,7 +11,7 @@ export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install test-deps test run stop bench lint format docs clean
+.PHONY: install test-deps test chaos run stop bench lint format docs clean
 
 # The dashboard's browser libraries (uPlot), exactly as package-lock.json pins them; Django
 # serves them as static files. Re-run only when the lockfile changes.
@@ -62,6 +62,18 @@ test: test-deps
 	home=$$(mktemp -d -t mlbench-test-XXXXXX); \
 	  MLBENCH_HOME=$$home $(PY) -m pytest; rc=$$?; rm -rf $$home; exit $$rc
 
+# The chaos series' long form (tests/chaos/, docs/chaos.rst): CHAOS_RUNS runs queued on a
+# real embedded master while faults of every kind come at moments drawn from CHAOS_SEED
+# (a new seed when unset; it is printed, and replays the series). CHAOS_DRIVER=slurm runs
+# it on the repository's local Slurm cluster. The summary in numbers is printed and written
+# to chaos-results/chaos-<driver>-<seed>.json; exit status 1 when an invariant was violated.
+CHAOS_RUNS ?= 40
+CHAOS_DRIVER ?= local
+CHAOS_SEED ?=
+chaos: test-deps
+	$(PY) -m tests.chaos --runs $(CHAOS_RUNS) --driver $(CHAOS_DRIVER) \
+	  $(if $(CHAOS_SEED),--seed $(CHAOS_SEED)) --out chaos-results
+
 # The default benchmark through the whole platform: start the embedded master under
 # MLBENCH_HOME (nothing happens if it already runs), then ResNet-20 on CIFAR-10 (synthetic
 # when the real data cannot be downloaded) with 2 workers of 1 core each and a 120 s
@@ -93,7 +105,7 @@ docs: install
 	$(VENV)/bin/sphinx-build -W -q -b html docs docs/_build/html
 
 clean:
-	rm -rf $(VENV) $(SEED_VENV) build dist *.egg-info docs/_build bench-results test-output .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(SEED_VENV) build dist *.egg-info docs/_build bench-results chaos-results test-output .pytest_cache .ruff_cache
 	find . -name __pycache__ -prune -exec rm -rf {} +
 
 # --- Kubernetes (docs/installation.rst) ----------------------------------------------------

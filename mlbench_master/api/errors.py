@@ -17,7 +17,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import DataError, IntegrityError
+from django.db import DataError, IntegrityError, InterfaceError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -133,7 +133,8 @@ def _sentence(errors: dict[str, list[str]]) -> str:
 
 def exception_handler(exc: Exception, context: dict) -> Response | None:
     """DRF's handler with our JSON shape: the domain's errors get their status
-    (DOMAIN_ERRORS); database rejections of client data become 400."""
+    (DOMAIN_ERRORS); database rejections of client data become 400, a database that does
+    not answer 503."""
     exc = api_error(exc)
     if isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(
@@ -148,6 +149,11 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
             "the data conflicts with what is stored (was the run deleted meanwhile?): "
             f"{str(exc).splitlines()[0]}"
         )
+    elif isinstance(exc, (OperationalError, InterfaceError)):
+        # The database went away (a restart, a failover): nothing the client sent is wrong,
+        # and the same request works once it is back, which a 503 says.
+        log.warning("database unavailable: %s", exc)
+        exc = ServiceUnavailable("the database does not answer; try again shortly")
     elif isinstance(exc, RecursionError):
         exc = exceptions.ParseError("the JSON body is nested too deeply")
     elif isinstance(exc, (ValueError, OverflowError, UnicodeError)):

@@ -3,8 +3,9 @@ each gets its status and the API's one error shape, whichever endpoint raised it
 view catches them on its own.
 
 The refusals are made for real where a request can cause them (rules broken, a run
-active, Redis unreachable, a chart without data); the one a request cannot cause at will
-(a resumed run deleted between its check and its store) is given to the real handler.
+active, Redis or the database unreachable, a chart without data); the one a request
+cannot cause at will (a resumed run deleted between its check and its store) is given to
+the real handler.
 """
 
 import ast
@@ -76,6 +77,31 @@ def test_a_chart_without_its_data_is_409_with_what_is_missing(api, make_run):
     r = api.get(f"/api/runs/{run.pk}/plots/time-split.svg")
     assert r.status_code == 409, r.content
     assert r.json() == {"detail": "no time split to draw: the runs reported no step timings yet"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_database_that_does_not_answer_is_503_not_500():
+    """A database restart is nothing the client did, and the same request works once the
+    database is back (the chaos series found 500s here while PostgreSQL restarted)."""
+    from django.db import connection
+    from rest_framework.test import APIClient
+
+    from mlbench_master.api.auth import issue_user_token
+    from tests.services import free_port
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {issue_user_token('u', create_user=True)}")
+    port = connection.settings_dict["PORT"]
+    connection.close()
+    connection.settings_dict["PORT"] = str(free_port())  # nothing listens there
+    try:
+        r = client.get("/api/runs/")
+    finally:
+        connection.close()
+        connection.settings_dict["PORT"] = port
+    assert r.status_code == 503, r.content
+    assert r.json() == {"detail": "the database does not answer; try again shortly"}
+    assert client.get("/api/runs/").status_code == 200  # back: the same request works
 
 
 @pytest.mark.parametrize(

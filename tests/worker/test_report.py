@@ -2,6 +2,8 @@
 
 import http.server
 import json
+import subprocess
+import sys
 import threading
 import time
 
@@ -122,6 +124,27 @@ def test_file_reporter_writes_json_lines(tmp_path):
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert lines[0]["type"] == "metric" and lines[0]["name"] == "val_accuracy" and lines[0]["uid"]
     assert lines[1] == {"type": "summary", "task": "t", "reached": True}
+
+
+def test_a_rank_killed_keeps_every_point_it_measured_in_its_file(tmp_path):
+    """The file is the worker's record of what it posted: a rank SIGKILLed right after
+    measuring (no close, no flush) must not take its last points with it (the chaos series
+    found an empty file behind 19 stored points)."""
+    path = tmp_path / "points.jsonl"
+    code = (
+        "import os, signal\n"
+        "from mlbench_worker.training.metric_sink import make_reporter\n"
+        f"reporter = make_reporter(None, '5', None, {str(path)!r})\n"
+        "for step in range(3):\n"
+        "    reporter.metric('train_loss', 1.0 / (step + 1), step=step)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
+    assert done.returncode == -9, done.stderr
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [(p["name"], p["metadata"]["step"]) for p in lines] == [
+        ("train_loss", s) for s in range(3)
+    ]
 
 
 def test_close_does_not_wait_out_a_back_off_of_the_background_thread(capsys):

@@ -1,0 +1,258 @@
+"""The chaos series' checks are real: each one, fed a planted defect, fails on it, and holds
+on the same data without the defect.
+
+The run and point defects are written to a real PostgreSQL (Django's test database, with
+the series' history trigger installed) the way a faulty writer would: a second final state
+written over a run that ended, a measurement stored again under a new uid. The process
+left behind is a real process carrying the master's marker. The evidence is then gathered
+by the series' own code, so what is tested is what the series runs.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.chaos import invariants
+from tests.chaos.evidence import Evidence, Submitted, gather, install_history, remove_history
+from tests.chaos.faults import Fault
+from tests.chaos.poller import Poll
+from tests.chaos.victims import Victims
+from tests.e2e.live import LiveMaster
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def database(transactional_db, test_database_url):
+    install_history(test_database_url)
+    yield test_database_url
+    remove_history(test_database_url)
+
+
+def _finished_run(points_file: Path) -> int:
+    """A run through runs.py from start to FINISHED, with three points rank 0 measured
+    (written to its file by the worker's own FileReporter) and stored by the master's
+    one writer."""
+    from mlbench_master import runs
+    from mlbench_master.api.models import Run
+    from mlbench_master.metrics_store import store
+    from mlbench_worker.training.metric_sink import FileReporter
+
+    run = Run.objects.create(name="chaos", state=Run.INITIALIZED)
+    runs.record_launch(run, {"local": {"launch_id": "first"}})
+    runs.mark_started(run)
+    reporter = FileReporter(points_file, str(run.pk))
+    points = [reporter.metric("train_loss", 2.0 - step / 10, step=step) for step in range(3)]
+    reporter.close()
+    store([_stored(run.pk, p, p["uid"]) for p in points])
+    runs.mark_finished(run, 0)
+    assert run.state == "FINISHED"
+    return run.pk
+
+
+def _stored(run_id: int, point: dict, uid: str):
+    import datetime as dt
+
+    from mlbench_master.metrics_store import Point
+
+    date = dt.datetime.fromisoformat(point["date"])
+    return Point(run_id, None, point["name"], point["value"], date, False, point["metadata"], uid)
+
+
+def _evidence(url: str, run_id: int, points_file: Path, **extra) -> Evidence:
+    submitted = [Submitted(run_id, "resnet20-cifar10", str(points_file))]
+    return gather(url, submitted, extra.pop("faults", []), extra.pop("polls", []), [], **extra)
+
+
+def _violated(ev: Evidence) -> dict[str, list[str]]:
+    return {name: found for name, found in invariants.check(ev).items() if found}
+
+
+def test_clean_data_violates_nothing(database, tmp_path):
+    points = tmp_path / "points.jsonl"
+    run_id = _finished_run(points)
+    assert _violated(_evidence(database, run_id, points)) == {}
+
+
+def test_a_run_state_written_twice_is_caught(database, tmp_path):
+    from django.utils import timezone
+
+    from mlbench_master.api.models import Run
+
+    points = tmp_path / "points.jsonl"
+    run_id = _finished_run(points)
+    # A second writer (not runs.py, which moves only from the states it expects) ends the
+    # run once more.
+    Run.objects.filter(pk=run_id).update(state="FAILED", reason="late", finished_at=timezone.now())
+    found = _violated(_evidence(database, run_id, points))
+    assert list(found) == ["one end state"], found
+    said = found["one end state"]
+    assert f"run {run_id}: moved FINISHED -> FAILED" in said
+    assert any("a final state written 2 times" in line for line in said), said
+
+
+def test_a_final_state_rewritten_in_place_is_caught(database, tmp_path):
+    from django.utils import timezone
+
+    from mlbench_master.api.models import Run
+
+    points = tmp_path / "points.jsonl"
+    run_id = _finished_run(points)
+    Run.objects.filter(pk=run_id).update(state="FINISHED", finished_at=timezone.now())
+    found = _violated(_evidence(database, run_id, points))
+    assert list(found) == ["one end state"], found
+
+
+def test_a_metric_stored_twice_is_caught(database, tmp_path):
+    import json
+
+    from mlbench_master.metrics_store import store
+
+    points = tmp_path / "points.jsonl"
+    run_id = _finished_run(points)
+    first = json.loads(points.read_text().splitlines()[0])
+    # The same measurement posted again under a new uid (a reporter that re-made its uids).
+    store([_stored(run_id, first, "another-uid")])
+    found = _violated(_evidence(database, run_id, points))
+    assert list(found) == ["no point stored twice"], found
+    said = " ".join(found["no point stored twice"])
+    assert "train_loss=2.0" in said and "stored twice" in said
+    assert "1 stored points rank 0 never measured" in said
+
+
+def test_a_uid_stored_twice_is_caught():
+    """The database's unique uid makes this impossible there; the check must not rely on it."""
+    from tests.chaos.evidence import Stored
+
+    point = Stored(7, "u1", "train_loss", 1.0, {"step": 1}, "2026-01-01T00:00:00+00:00")
+    other = Stored(7, "u1", "train_loss", 1.5, {"step": 2}, "2026-01-01T00:00:01+00:00")
+    ev = Evidence([], {}, [], {7: [point, other]}, {}, {})
+    assert invariants.metrics_once(ev) == ["run 7: point u1 stored 2 times"]
+    assert invariants.metrics_once(Evidence([], {}, [], {7: [point]}, {}, {})) == []
+
+
+def test_a_point_lost_from_a_finished_run_is_caught(database, tmp_path):
+    from mlbench_master.api.models import Metric
+
+    points = tmp_path / "points.jsonl"
+    run_id = _finished_run(points)
+    Metric.objects.filter(run_id=run_id, metadata__step=2).delete()
+    found = _violated(_evidence(database, run_id, points))
+    assert found == {
+        "no point lost": [f"run {run_id} FINISHED with 1 of 3 measured points not stored"]
+    }
+
+
+def test_a_run_launched_twice_is_caught_unless_its_log_says_it_was_retried(database, tmp_path):
+    from mlbench_master import runs
+    from mlbench_master.api.models import LogChunk, Run
+
+    points = tmp_path / "points.jsonl"
+    run_id = _finished_run(points)
+    runs.record_launch(Run.objects.get(pk=run_id), {"local": {"launch_id": "second"}})
+    found = _violated(_evidence(database, run_id, points))
+    assert list(found) == ["no run twice"], found
+    LogChunk.objects.create(
+        run_id=run_id,
+        seq=0,
+        text="mlbench: mpirun could not open its PMIx listener; launching once more\n",
+    )
+    assert _violated(_evidence(database, run_id, points)) == {}
+
+
+def test_a_run_lost_or_never_asked_for_is_caught(database, tmp_path):
+    points = tmp_path / "points.jsonl"
+    run_id = _finished_run(points)
+    ev = _evidence(database, run_id, points)
+    ev.submitted.append(Submitted(run_id + 1000, "python -c pass"))
+    assert invariants.no_run_lost(ev) == [f"run {run_id + 1000} (python -c pass): never stored"]
+    ev.submitted = []
+    assert invariants.no_run_lost(ev) == [
+        f"run {run_id}: stored, but the series never asked for it"
+    ]
+
+
+def _failed_run(reason: str) -> int:
+    from mlbench_master import runs
+    from mlbench_master.api.models import Run
+
+    run = Run.objects.create(name="chaos", state=Run.INITIALIZED)
+    runs.mark_started(run)
+    time.sleep(0.05)
+    runs.mark_failed(run, reason, exit_code=137)
+    return run.pk
+
+
+def _fault(kind: str, run_id: int | None, **details) -> Fault:
+    now = time.time()
+    return Fault(
+        0, kind, 1.0, 1.0, 0.5, start=now - 0.5, end=now - 0.4, run_id=run_id, details=details
+    )
+
+
+def test_a_reason_that_does_not_name_the_fault_is_caught(database, tmp_path):
+    run_id = _failed_run("mpirun exited with code 14; last lines of stderr: [rank 0] MPI abort")
+    rank_kill = _fault("rank-kill", run_id, rank=1)
+    ev = _evidence(database, run_id, tmp_path / "none.jsonl", faults=[rank_kill])
+    found = invariants.reason_names_fault(ev)
+    assert len(found) == 1 and "the reason names none" in found[0], found
+    named = _failed_run("rank 1 exited with code 137 (killed: out of memory?)")
+    ev = _evidence(
+        database, named, tmp_path / "none.jsonl", faults=[_fault("rank-kill", named, rank=1)]
+    )
+    assert invariants.reason_names_fault(ev) == []
+
+
+def test_a_failure_without_a_fault_or_after_a_survivable_one_is_caught(database, tmp_path):
+    run_id = _failed_run("the run's job stopped: JobTimeoutException")
+    ev = _evidence(database, run_id, tmp_path / "none.jsonl")
+    assert "with no fault injected" in invariants.reason_names_fault(ev)[0]
+    ev.faults = [_fault("postgres-restart", run_id)]
+    assert "only faults it must survive" in invariants.reason_names_fault(ev)[0]
+
+
+def test_a_process_left_behind_is_caught(tmp_path):
+    """A real process carrying the master's marker, as every process of a launch does."""
+    home = tmp_path / "home"
+    master = LiveMaster(url="", token="", home=home, env={}, database_url="", port=0)
+    victims = Victims(master)
+    assert victims.leftovers() == []
+    env = {**os.environ, "MLBENCH_LOCAL_CLUSTER": str(home)}
+    proc = subprocess.Popen(["sleep", "60"], env=env, start_new_session=True)
+    try:
+        found = invariants.nothing_left(
+            Evidence([], {}, [], {}, {}, {}, leftovers=victims.leftovers())
+        )
+        assert found == [f"left behind: process {proc.pid} sleep 60"], found
+    finally:
+        proc.kill()
+        proc.wait()
+    assert victims.leftovers() == []
+
+
+def test_a_500_or_a_health_check_that_never_comes_back_is_caught():
+    fault = _fault("web-kill", None)
+    polls = [Poll(fault.end + 1, "/api/health/", 200), Poll(fault.end + 2, "/api/runs/", 200)]
+    ev = Evidence([], {}, [], {}, {}, {}, faults=[fault], polls=polls)
+    assert invariants.api_answered(ev) == []
+    ev.polls = [*polls, Poll(fault.end + 3, "/api/runs/", 500, "Internal Server Error")]
+    assert invariants.api_answered(ev) == [
+        "GET /api/runs/ answered 500 1 times (first: 'Internal Server Error')"
+    ]
+    ev.polls = [Poll(fault.end + t, "/api/health/", None, "ConnectionError") for t in (1, 90)]
+    assert invariants.api_answered(ev) == ["fault 0 (web-kill): no healthy answer afterwards"]
+    ev.polls = [Poll(fault.end + 1, "/api/health/", 503), Poll(fault.end + 70, "/api/health/", 200)]
+    assert invariants.api_answered(ev) == ["fault 0 (web-kill): healthy again 70 s after it"]
+
+
+def test_a_fault_the_platform_did_not_come_back_from_is_caught():
+    fault = _fault("redis-restart", None, error="AssertionError: redis was not started again")
+    ev = Evidence([], {}, [], {}, {}, {}, faults=[fault])
+    assert invariants.recovered(ev) == [
+        "fault 0 (redis-restart): AssertionError: redis was not started again"
+    ]
