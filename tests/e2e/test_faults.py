@@ -227,8 +227,8 @@ def test_postgresql_restarted_mid_run(master, own_postgres, tmp_path):
     before = _last_pod_point(master)
     _still_running(master, run["id"])  # the web server answers again at once
     _finished(master, run["id"])
-    # Rank 0's posts failed meanwhile (HTTP 500: no database) and were retried ...
-    _assert_reporter_retried(master, run["id"], "HTTP 500")
+    # Rank 0's posts failed meanwhile (HTTP 503: no database) and were retried ...
+    _assert_reporter_retried(master, run["id"], "HTTP 503")
     # ... nothing it measured was lost or stored twice, nor any line of output.
     _assert_stored_exactly_once(master, run, points)
     _assert_log_stored_once(master, run["id"])
