@@ -33,6 +33,10 @@ MASTER_MARK = "MLBENCH_EMBEDDED_MASTER"  # value: the master's MLBENCH_HOME
 SERVICE_GRACE = 5.0
 JOB_GRACE = 20.0  # the run job ends by itself within seconds once its run is marked
 JOB_GRACE_UNMARKED = 2.0  # the run could not be marked: the job would never see it end
+# Redis does not answer: the job sees its run marked and stops its launch within seconds,
+# then waits on Redis to record its own end, which nothing is left to read.
+JOB_GRACE_NO_REDIS = 5.0
+REDIS_PING_SECONDS = 1.0
 
 
 def _services(children: dict[str, Any], *names: str) -> list[tuple[int, Any]]:
@@ -44,9 +48,31 @@ def _services(children: dict[str, Any], *names: str) -> list[tuple[int, Any]]:
     return found
 
 
-def stop_master(children: dict[str, Any], home: Path) -> list[str]:
+def redis_answers(url: str | None) -> bool:
+    """Whether the master's Redis answers a PING within REDIS_PING_SECONDS."""
+    if not url:
+        return False
+    import redis
+
+    try:
+        client = redis.Redis.from_url(
+            url, socket_timeout=REDIS_PING_SECONDS, socket_connect_timeout=REDIS_PING_SECONDS
+        )
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
+
+
+def job_grace(marked: bool, redis_url: str | None) -> float:
+    """How long the RQ worker's job may take to end by itself before it is killed."""
+    if not marked:
+        return JOB_GRACE_UNMARKED
+    return JOB_GRACE if redis_answers(redis_url) else JOB_GRACE_NO_REDIS
+
+
+def stop_master(children: dict[str, Any], home: Path, redis_url: str | None = None) -> list[str]:
     """Stop the master's services (`children`: name → Child) and everything they started;
-    the report, one line each."""
+    the report, one line each. `redis_url`: the master's Redis, asked whether it answers."""
     from mlbench_master import stopping
 
     if "rq-runs" not in children:
@@ -62,7 +88,7 @@ def stop_master(children: dict[str, Any], home: Path) -> list[str]:
     report = stopping.StopReport()
     driver = stopping.get_driver_or_say(report)
     stopping.mark_runs_failed(report, driver)
-    grace = JOB_GRACE if report.database_error is None else JOB_GRACE_UNMARKED
+    grace = job_grace(report.database_error is None, redis_url)
     survivors += stop_sessions(worker, grace, signalled=True)
     stopping.stop_launches(report, driver, home)
     survivors += stop_sessions(_services(children, "redis"), SERVICE_GRACE)

@@ -310,7 +310,7 @@ class Supervisor:
         self.stopping = True
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        for line in stop_master(self.children, home()):
+        for line in stop_master(self.children, home(), getattr(self, "redis_url", None)):
             print(line, flush=True)
         with contextlib.suppress(OSError):
             state = read_state()
