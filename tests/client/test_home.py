@@ -1,10 +1,10 @@
 """MLBENCH_HOME for the worker package: one rule, in mlbench_worker/shared/home.py.
 
-Unset, empty or only whitespace means ~/.mlbench; any other value is used with ~ expanded.
+Unset, empty or only whitespace means ~/.mlbench; any other value is used with ~ expanded,
+made absolute against the reader's working directory.
 The client, the `mlbench` command and the worker's data cache all resolve it there.
 """
 
-from pathlib import Path
 
 import pytest
 
@@ -37,11 +37,13 @@ def test_tilde_is_expanded(monkeypatch, home_dir):
     assert mlbench_home() == home_dir / "bench" / "state"
 
 
-def test_a_path_is_used_as_given(monkeypatch, home_dir, tmp_path):
+def test_a_path_is_used_as_given_and_a_relative_one_made_absolute(monkeypatch, home_dir, tmp_path):
     monkeypatch.setenv("MLBENCH_HOME", str(tmp_path / "elsewhere"))
     assert mlbench_home() == tmp_path / "elsewhere"
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLBENCH_HOME", "relative/home")
-    assert mlbench_home() == Path("relative/home")
+    # Absolute: the services and the ranks, in other folders, find the same place.
+    assert mlbench_home() == tmp_path / "relative" / "home" and mlbench_home().is_absolute()
 
 
 @pytest.mark.parametrize("value", [None, "", "   ", "~/h", "/srv/mlbench"])
