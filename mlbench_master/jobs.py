@@ -50,8 +50,11 @@ DB_PATIENCE = 120.0  # how long the end of a run waits for an unreachable databa
 
 LOST = "master restarted; run lost"
 LAUNCH_ATTEMPT = "launch_attempt"  # in the launch record of a launch after the first
+# Only a re-attached job meets a launch that ended unseen: its first job was gone with the
+# master or its RQ worker; the reason says so, as the fault a person must look for.
 UNRECORDED = (
-    "run lost: mpirun ended while no job watched it and recorded no exit code (it was killed)"
+    "run lost: mpirun ended while its job was gone (a master restart or a dead RQ worker) "
+    "and recorded no exit code (it was killed)"
 )
 
 

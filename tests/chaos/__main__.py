@@ -46,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         "--out", type=Path, default=Path("chaos-results"), help="where the summary JSON goes"
     )
     args = parser.parse_args(argv)
+    args.out = args.out.absolute()  # the runs' files (their --metrics-file) are read from it
     seed = seed_from(args.seed)
     print(f"chaos series: seed {seed} (replay: make chaos CHAOS_SEED={seed})", flush=True)
     kinds = tuple(k for k in args.kinds.split(",") if k)

@@ -19,6 +19,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+# jobs.UNRECORDED: the launch died too (the fault took it with the master's processes)
+_ENDED_UNSEEN = r"^run lost: mpirun ended while its job was gone"
+
 # fault kind -> patterns, one of which a FAILED/CANCELLED run's reason must match.
 FAULT_WORDS: dict[str, tuple[str, ...]] = {
     # cluster/failures.py: a rank's signal death, read from mpirun's report
@@ -30,7 +33,7 @@ FAULT_WORDS: dict[str, tuple[str, ...]] = {
     "mpirun-stop": (),
     # reconcile.JOB_DIED when no job watches the run any more; jobs.LOST when it cannot
     # be re-attached after a restart
-    "rq-worker-kill": (r"^the run's job died", r"^master restarted; run lost"),
+    "rq-worker-kill": (r"^the run's job died", r"^master restarted; run lost", _ENDED_UNSEEN),
     "rq-worker-stop": (),
     # the reporter retries; the supervisor starts the web server again
     "web-kill": (),
@@ -40,7 +43,7 @@ FAULT_WORDS: dict[str, tuple[str, ...]] = {
     # the job waits for the database (jobs.DB_PATIENCE); the reporter retries
     "postgres-restart": (),
     # the master's processes SIGKILLed, then `mlbench up`: the run is re-attached, or lost
-    "master-restart": (r"^master restarted; run lost",),
+    "master-restart": (r"^master restarted; run lost", _ENDED_UNSEEN),
     # DELETE /api/runs/<id>/ (runs.delete_run: "deleted by <user>")
     "cancel": (r"^deleted by\b", r"^cancelled by\b"),
     # the folder of the runs' output files fills up for a moment

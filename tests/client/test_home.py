@@ -5,7 +5,6 @@ made absolute against the reader's working directory.
 The client, the `mlbench` command and the worker's data cache all resolve it there.
 """
 
-
 import pytest
 
 from mlbench_worker.client import api

@@ -213,7 +213,7 @@ def test_master_restarted_after_the_ranks_died_fails_the_run(idle_master):
     master.up()
     done = master.wait_state(run["id"], ("FINISHED", "FAILED", "CANCELLED"), timeout=30)
     assert done["state"] == "FAILED"
-    assert done["reason"].startswith("run lost: mpirun ended while no job watched it")
+    assert done["reason"].startswith("run lost: mpirun ended while its job was gone (a master")
     assert done["exit_code"] is None
     assert "rank 0 started" in master.log_text(run["id"]), "the output it left is stored"
 
