@@ -84,7 +84,7 @@ class Evaluator:
         where = p.source or "the predictions"
         if p.test_set_digest != self.digest:
             raise PredictionsRefused(
-                f"{where} are for another test set (digest {p.test_set_digest[:16]}...); "
+                f"{where}: predictions for another test set (digest {p.test_set_digest[:16]}...); "
                 f"this run's is {self.described}, digest {self.digest[:16]}... (a set read "
                 "in another order has another digest too)"
             )
@@ -155,11 +155,12 @@ def _integers(where: str, name: str, array: np.ndarray, shape: tuple) -> np.ndar
             f"{where}: {name} is {array.dtype}; it must hold integers (e.g. int64)"
         )
     if array.shape != shape:
-        what = "entries" if len(shape) == 1 else "rows x columns"
-        found = array.shape[0] if len(shape) == 1 and array.ndim == 1 else array.shape
-        wanted = shape[0] if len(shape) == 1 else shape
+        if len(shape) == 1 and array.ndim == 1:
+            found = f"has {array.shape[0]} entries"
+        else:
+            found = f"is {' x '.join(map(str, array.shape)) or 'a single value'}"
+        wanted = "" if len(shape) == 1 else f", so it must be {shape[0]} x {shape[1]}"
         raise PredictionsRefused(
-            f"{where}: {name} has {found} {what}; the test set has {shape[0]} examples, so "
-            f"it needs {wanted}"
+            f"{where}: {name} {found}; the test set has {shape[0]} examples{wanted}"
         )
     return array

@@ -124,9 +124,10 @@ def read(path: str | Path) -> Predictions:
     path = Path(path)
     where = str(path)
     try:
-        with np.load(path, allow_pickle=False) as npz:
-            if not isinstance(npz, np.lib.npyio.NpzFile):
-                raise PredictionsRefused(f"{where} is a single .npy array, not a .npz file")
+        loaded = np.load(path, allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            raise PredictionsRefused(f"{where} is a single .npy array, not a .npz file")
+        with loaded as npz:
             values = {name: npz[name] for name in npz.files}
     except PredictionsRefused:
         raise
