@@ -7,7 +7,7 @@ import pytest
 
 from mlbench_worker.shared.evaluation.evaluator import Evaluator
 from mlbench_worker.shared.evaluation.file_labels import LabelsUnavailable
-from mlbench_worker.shared.evaluation.predictions import PredictionsRefused, digest_of, read
+from mlbench_worker.shared.evaluation.predictions import PredictionsRefused, digest_of, read, write
 from mlbench_worker.shared.evaluation.test_sets import TestSet, labels
 
 CIFAR = np.array([3, 1, 4, 1, 5, 9, 2, 6])
@@ -218,3 +218,20 @@ def test_files_that_are_not_npz(tmp_path):
 def test_test_sets_that_cannot_be_graded(test_set, error, match):
     with pytest.raises(error, match=match):
         labels(test_set)
+
+
+def test_the_writer_refuses_what_the_evaluator_would(tmp_path):
+    with pytest.raises(
+        PredictionsRefused, match="predicted_class is float32; the format holds integers"
+    ):
+        write(
+            tmp_path,
+            test_set_digest="x",
+            step=1,
+            epoch=0,
+            elapsed=0,
+            predicted_class=np.zeros(3, np.float32),
+        )
+    with pytest.raises(PredictionsRefused, match="nothing to write"):
+        write(tmp_path, test_set_digest="x", step=1, epoch=0, elapsed=0)
+    assert list(tmp_path.iterdir()) == []

@@ -84,9 +84,10 @@ class Evaluator:
         where = p.source or "the predictions"
         if p.test_set_digest != self.digest:
             raise PredictionsRefused(
-                f"{where}: predictions for another test set (digest {p.test_set_digest[:16]}...); "
-                f"this run's is {self.described}, digest {self.digest[:16]}... (a set read "
-                "in another order has another digest too)"
+                f"{where}: predictions for another test set (digest "
+                f"{p.test_set_digest[:16]}...); this run's is {self.described}, digest "
+                f"{self.digest[:16]}... (the same set in another order, or cut to another "
+                "size, has another digest too)"
             )
         wanted = self.expected_fields()
         missing = [n for n in wanted if n not in p.arrays]

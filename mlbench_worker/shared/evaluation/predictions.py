@@ -90,6 +90,9 @@ def write(
     arrays = {name: np.asarray(a) for name, a in given.items() if a is not None}
     if not arrays:
         raise PredictionsRefused(f"nothing to write: give one of {', '.join(PREDICTIONS)}")
+    for name, array in arrays.items():
+        if array.dtype.kind not in "iu":  # refused here already, not only when graded
+            raise PredictionsRefused(f"{name} is {array.dtype}; the format holds integers")
     header = {
         "format": np.array(FORMAT),
         "test_set_digest": np.array(str(test_set_digest)),
