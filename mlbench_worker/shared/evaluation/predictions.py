@@ -113,7 +113,7 @@ def write(
 def _scalar(values: dict[str, np.ndarray], name: str, kind: str, where: str) -> object:
     value = values[name]
     if value.shape != () or value.dtype.kind not in kind:
-        wanted = {"U": "a text", "i": "an integer", "if": "a number"}[kind]
+        wanted = {"U": "a text", "iu": "an integer", "iuf": "a number"}[kind]
         raise PredictionsRefused(
             f"{where}: '{name}' must be {wanted} (a 0-d array); found {value.dtype} "
             f"of shape {value.shape}"
@@ -149,9 +149,9 @@ def read(path: str | Path) -> Predictions:
     if found != FORMAT:
         raise PredictionsRefused(f"{where} is format {found!r}; this evaluator reads {FORMAT!r}")
     digest = str(_scalar(values, "test_set_digest", "U", where))
-    step = int(_scalar(values, "step", "i", where))  # type: ignore[call-overload]
-    epoch = float(_scalar(values, "epoch", "if", where))  # type: ignore[arg-type]
-    elapsed = float(_scalar(values, "elapsed", "if", where))  # type: ignore[arg-type]
+    step = int(_scalar(values, "step", "iu", where))  # type: ignore[call-overload]
+    epoch = float(_scalar(values, "epoch", "iuf", where))  # type: ignore[arg-type]
+    elapsed = float(_scalar(values, "elapsed", "iuf", where))  # type: ignore[arg-type]
     if step < 0 or not (math.isfinite(epoch) and epoch >= 0):
         raise PredictionsRefused(f"{where}: step {step} and epoch {epoch} must not be negative")
     if not (math.isfinite(elapsed) and elapsed >= 0):
