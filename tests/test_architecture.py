@@ -10,7 +10,9 @@
 - tests and benchmarks build no mpirun command by hand: they take it from
   mlbench_master/cluster/mpirun.py (`launcher_argv`), so they launch as runs do.
 
-Who may write users, tokens and metric points: tests/test_write_owners.py, built alike.
+Who may write users, tokens and metric points: tests/test_write_owners.py, built alike;
+what the evaluator may reach (numpy and shared/, no implementation, trainer, model or
+framework): tests/test_worker_rooms.py, with the worker's other rooms.
 
 The checks are plain functions run once on the real packages and once on a small package
 written by the test with each kind of violation, so a check that could never fail is

@@ -3,6 +3,9 @@
 - the master imports only `mlbench_worker.shared` of the worker package;
 - `shared/` and `client/` never reach torch or TensorFlow (the master image and the client
   install without them);
+- the evaluator (`shared/evaluation/`) reaches only the standard library, numpy and the rest
+  of `shared/`: no implementation, trainer, model or framework can touch a grade (this
+  check lives here, not in tests/test_architecture.py, which is at the file size limit);
 - no two modules share a file name while holding different things: the names that repeat
   are listed here with what every module of that name holds (a task folder's parts, on
   purpose), so a new `report.py` beside another one fails until it gets a name of its own.
@@ -13,6 +16,7 @@ the test with a violation of each kind, so a check that could never fail is caug
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from collections import defaultdict
 from pathlib import Path
@@ -52,6 +56,26 @@ def master_imports_outside(graph: grimp.ImportGraph, master: str, shared: str) -
     return problems
 
 
+def reaches_outside(
+    graph: grimp.ImportGraph, package: str, rooms: tuple[str, ...], libraries: set[str]
+) -> list[str]:
+    """Every module `package` reaches, directly or through others, that is neither in one
+    of `rooms` (its own project's packages it may use), the standard library, nor one of
+    `libraries` (top-level names), each with its shortest chain of imports."""
+    assert package in graph.modules, f"no module {package} (the check would prove nothing)"
+    project = package.split(".")[0]
+    problems = []
+    for module in sorted(graph.find_upstream_modules(package, as_package=True)):
+        top = module.split(".")[0]
+        if top == project:
+            if any(module == r or module.startswith(r + ".") for r in rooms):
+                continue
+        elif top in sys.stdlib_module_names or top in libraries:
+            continue
+        problems += forbidden_chains(graph, [package], module)
+    return problems
+
+
 def repeated_names(package: Path, allowed: dict[str, str]) -> list[str]:
     """File names used by more than one module of `package` and not in `allowed`."""
     where: dict[str, list[str]] = defaultdict(list)
@@ -81,6 +105,18 @@ def test_shared_and_client_never_import_a_framework(graph, framework):
     assert not chains, f"shared/ or client/ reaches {framework}:\n" + "\n".join(chains)
 
 
+# The evaluator grades every run: it may reach the standard library, numpy (onnxruntime will
+# join for the ONNX audit) and shared/'s plain data, nothing else.
+EVALUATOR = "mlbench_worker.shared.evaluation"
+EVALUATOR_ROOMS = ("mlbench_worker.shared",)
+EVALUATOR_LIBRARIES = {"numpy"}
+
+
+def test_the_evaluator_reaches_no_implementation_trainer_model_or_framework(graph):
+    problems = reaches_outside(graph, EVALUATOR, EVALUATOR_ROOMS, EVALUATOR_LIBRARIES)
+    assert not problems, "the evaluator reaches beyond numpy and shared/:\n" + "\n".join(problems)
+
+
 def test_no_two_modules_share_a_name_for_different_things():
     problems = repeated_names(WORKER, SHARED_NAMES)
     assert not problems, (
@@ -95,7 +131,8 @@ def test_no_two_modules_share_a_name_for_different_things():
 @pytest.fixture
 def bad_packages(tmp_path, monkeypatch):
     """`badmaster` importing `badworker` past its shared room; a torch import reached from
-    `badworker.shared` and a tensorflow one from `badworker.client`; two `report.py`."""
+    `badworker.shared` and a tensorflow one from `badworker.client`; two `report.py`; an
+    evaluator reaching a model (and through it tensorflow) and scipy."""
     files = {
         "badmaster/__init__.py": "",
         "badmaster/views.py": "from badworker.shared import catalogue\n",
@@ -110,6 +147,14 @@ def bad_packages(tmp_path, monkeypatch):
         "badworker/training/report.py": "",
         "badworker/client/__init__.py": "",
         "badworker/client/report.py": "import tensorflow\n",
+        "badworker/shared/evaluation/__init__.py": "",
+        "badworker/shared/table.py": "import json\n",
+        "badworker/shared/evaluation/grade.py": "import math\nimport numpy\n"
+        "from badworker.shared import table\n\n\ndef grade():\n"
+        "    from badworker.models import net\n",
+        "badworker/shared/evaluation/audit.py": "import scipy\n",
+        "badworker/models/__init__.py": "",
+        "badworker/models/net.py": "import tensorflow\n",
     }
     for name, text in files.items():
         path = tmp_path / name
@@ -130,6 +175,19 @@ def test_the_checks_find_each_kind_of_violation(bad_packages):
     ]
     assert forbidden_chains(graph, ["badworker.client"], "tensorflow") == [
         "badworker.client.report:1 `import tensorflow`"
+    ]
+    # The evaluator's room: what it reaches past numpy and shared/, through a model too.
+    evaluation = "badworker.shared.evaluation"
+    assert reaches_outside(graph, evaluation, ("badworker.shared",), {"numpy"}) == [
+        "badworker.shared.evaluation.grade:7 `from badworker.models import net`",
+        "badworker.shared.evaluation.audit:1 `import scipy`",
+        "badworker.shared.evaluation.grade:7 `from badworker.models import net` ; "
+        "badworker.models.net:1 `import tensorflow`",
+    ]
+    # A model in a permitted room is still caught by the framework it imports.
+    assert reaches_outside(graph, evaluation, ("badworker",), {"numpy", "scipy"}) == [
+        "badworker.shared.evaluation.grade:7 `from badworker.models import net` ; "
+        "badworker.models.net:1 `import tensorflow`"
     ]
     assert repeated_names(bad_packages / "badworker", {"__init__.py": ""}) == [
         "report.py: badworker/client/report.py, badworker/training/report.py"

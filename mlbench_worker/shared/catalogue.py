@@ -1,3 +1,4 @@
+# Over 400 lines: the one list of tasks with the rules read from it, kept in one place.
 """The task catalogue: the one list of benchmark tasks the whole platform reads.
 
 Plain data, no torch and no Django: the master (API validation, MLBENCH_TASKS' default,
@@ -69,6 +70,9 @@ class TaskInfo:
     # `lr_schedule`); the first is its default. Empty: the task has one fixed schedule and
     # a run of it takes no lr_schedule.
     lr_schedules: tuple[str, ...] = ()
+    # Whether a run also submits its five best classes per example and the evaluator grades
+    # top-5 accuracy beside top-1 (shared/evaluation/); the goals stay on top-1.
+    top5: bool = False
 
     @property
     def measurement(self) -> bool:
@@ -193,6 +197,7 @@ def _resnet_imagenet(depth: int) -> TaskInfo:
         description=f"Task 1b: ResNet-{depth} (v1.5) on ImageNet, synchronous SGD",
         implementations=("reference", "torch-ddp"),
         lr_schedules=IMAGENET_LR_SCHEDULES,
+        top5=True,
     )
 
 

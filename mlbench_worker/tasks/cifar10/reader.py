@@ -3,8 +3,10 @@
 The archive holds pickled dicts (`data`: uint8 N x 3072, rows of 1024 red, 1024 green,
 1024 blue values; `labels`: N ints) in data_batch_1..5, test_batch and batches.meta. We read
 them with a restricted unpickler that only builds numpy arrays and plain containers, so a
-tampered file cannot run code, and we check every MD5 first. The parsed arrays are cached as
-.npy files (N x 3 x 32 x 32 uint8) so later runs start in a fraction of a second.
+tampered file cannot run code, and we check every MD5 first (names, checksums and the
+unpickler are the evaluator's too: mlbench_worker/shared/data_files.py). The parsed arrays
+are cached as .npy files (N x 3 x 32 x 32 uint8) so later runs start in a fraction of a
+second.
 
 Where the files are looked for, in order: the .npy cache, an extracted
 `cifar-10-batches-py/` folder, the archive `cifar-10-python.tar.gz`, then a download.
@@ -12,9 +14,7 @@ Where the files are looked for, in order: the .npy cache, an extracted
 
 from __future__ import annotations
 
-import hashlib
 import os
-import pickle
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,24 +22,17 @@ from pathlib import Path
 import numpy as np
 
 from mlbench_worker.data import DataUnavailable, FolderLock
+from mlbench_worker.shared import data_files
 from mlbench_worker.training.errors import WorkerError
 
 URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
-ARCHIVE = "cifar-10-python.tar.gz"
-ARCHIVE_MD5 = "c58f30108f718f92721af3b95e74349a"
-FOLDER = "cifar-10-batches-py"
+ARCHIVE = data_files.CIFAR10_ARCHIVE
+ARCHIVE_MD5 = data_files.CIFAR10_ARCHIVE_MD5
+FOLDER = data_files.CIFAR10_FOLDER
 TRAIN_FILES = tuple(f"data_batch_{i}" for i in range(1, 6))
-TEST_FILES = ("test_batch",)
+TEST_FILES = (data_files.CIFAR10_TEST_FILE,)
 META_FILE = "batches.meta"
-FILE_MD5 = {
-    "data_batch_1": "c99cafc152244af753f735de768cd75f",
-    "data_batch_2": "d4bba439e000b95fd0a9bffe97cbabec",
-    "data_batch_3": "54ebc095f3ab1f0389bbae665268c751",
-    "data_batch_4": "634d18415352ddfa80567beed471001a",
-    "data_batch_5": "482c414d41f54cd18b22e5b47cb7c3cb",
-    "test_batch": "40351d587109b95175f43aff81a1287e",
-    "batches.meta": "5ff9c542aee3614f3951f8cda6e48888",
-}
+FILE_MD5 = data_files.CIFAR10_FILE_MD5
 CACHE = "cifar10-npy"
 CACHE_FILES = ("train_x.npy", "train_y.npy", "test_x.npy", "test_y.npy")
 
@@ -65,40 +58,14 @@ def hand_placement_help(data_dir: Path) -> str:
 
 
 def md5sum(path: Path) -> str:
-    digest = hashlib.md5()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-class _ArrayUnpickler(pickle.Unpickler):
-    """Builds only numpy arrays and dtypes: the batch files need nothing else."""
-
-    ALLOWED = {
-        ("numpy.core.multiarray", "_reconstruct"),
-        ("numpy._core.multiarray", "_reconstruct"),
-        ("numpy", "ndarray"),
-        ("numpy", "dtype"),
-        ("numpy.core.multiarray", "scalar"),
-        ("numpy._core.multiarray", "scalar"),
-        ("_codecs", "encode"),
-    }
-
-    def find_class(self, module: str, name: str) -> object:
-        if (module, name) in self.ALLOWED:
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"unexpected object {module}.{name}")
+    return data_files.file_digest(path, "md5")
 
 
 def read_batch(path: Path) -> dict:
     """One pickled batch file as a dict with str keys; WorkerError naming the file if corrupt."""
     try:
         with open(path, "rb") as fh:
-            raw = _ArrayUnpickler(fh, encoding="bytes").load()
-        if not isinstance(raw, dict):
-            raise ValueError(f"expected a dict, found {type(raw).__name__}")
-        return {(k.decode() if isinstance(k, bytes) else k): v for k, v in raw.items()}
+            return data_files.unpickle_batch(fh)
     except Exception as exc:  # any parse failure means the same thing to the user
         raise WorkerError(
             f"CIFAR-10 file {path} is corrupt ({exc}). Delete {path.parent} and "

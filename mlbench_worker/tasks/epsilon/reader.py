@@ -37,18 +37,14 @@ from pathlib import Path
 import numpy as np
 
 from mlbench_worker.data import DataUnavailable, FolderLock, libsvm
+from mlbench_worker.shared import data_files
 from mlbench_worker.training.errors import WorkerError
 
 TRAIN, TEST = "train", "test"
 SPLITS = (TRAIN, TEST)
-FILES = {TRAIN: "epsilon_normalized", TEST: "epsilon_normalized.t"}
+FILES = {TRAIN: data_files.EPSILON_FILES[TRAIN], TEST: data_files.EPSILON_FILES[TEST]}
 URL_BASE = "https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/binary/"
-# SHA-256 of the LIBSVM collection's files, as two independent public benchmark suites that
-# download them record them (LIBSVM itself publishes no checksums).
-SHA256 = {
-    "epsilon_normalized.bz2": "aff916d4f97f18d286558ca088d2a9f7e1fcee9376539a5aa6ef5b7ef9dfa978",
-    "epsilon_normalized.t.bz2": "cb299295ad11e200696eaa3050f5d8cf700eaa9c65e6aa859bda959f8669458b",
-}
+SHA256 = data_files.EPSILON_SHA256  # of the .bz2 files (where they come from: data_files)
 FEATURES = 2000
 OFFICIAL_ROWS = {TRAIN: 400_000, TEST: 100_000}
 CACHE = "epsilon-npy"

@@ -1,0 +1,12 @@
+"""The evaluator and the predictions format: who grades a run, independently of its code.
+
+- predictions.py: the format every implementation writes at each evaluation (numpy's .npz),
+  its writer and reader;
+- test_sets.py: which test set a run is graded on, and its labels, from
+  generated_labels.py (regenerated from the seed) or file_labels.py (checksummed files);
+- evaluator.py: the grade of a predictions file by the task's own metric.
+
+Numpy and the standard library only, and nothing of any implementation, trainer, model or
+framework (tests/test_architecture.py), so the master can run it and no trainer's code can
+touch a grade. docs/checking.rst says what is built and what is not yet.
+"""

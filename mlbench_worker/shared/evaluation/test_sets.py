@@ -1,0 +1,89 @@
+"""Which test set a run is graded on, and its labels, as the evaluator establishes them.
+
+A run's test set is fixed by what the run records: its task (hence the real data set, from
+the catalogue), the data set it used (that one or "synthetic"), its seed, how many test
+examples it evaluated on (the first N of the set, as every task's data code takes them), and
+for task 2's generated set its number of features. From that alone the evaluator gets the
+labels, in the set's own order: regenerated (generated_labels.py) or read from checksummed
+files (file_labels.py). Nothing here asks the run or its training code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mlbench_worker.shared import catalogue
+from mlbench_worker.shared.evaluation import file_labels, generated_labels
+from mlbench_worker.shared.evaluation.file_labels import LabelsUnavailable
+
+SYNTHETIC = "synthetic"
+EPSILON_FEATURES = 2000  # task 2's rows (the real set's width, and the generated set's default)
+# How each real data set's labels look: a class number below this count, or (None) a sign.
+CLASSES: dict[str, int | None] = {"cifar10": 10, "imagenet": 1000, "epsilon": None}
+
+
+@dataclass(frozen=True)
+class TestSet:
+    """The test set a run evaluated on, as the run records it."""
+
+    __test__ = False  # not a pytest test class, despite its name
+
+    task: str  # a catalogue name, e.g. "resnet20-cifar10"
+    dataset: str  # what the run used: the task's real data set, or "synthetic"
+    seed: int
+    size: int  # test examples evaluated: the first `size` of the set
+    data_dir: str = ""  # where the real set's files are (real sets only)
+    features: int = EPSILON_FEATURES  # task 2's generated set: features per row
+
+    def describe(self) -> str:
+        """How messages name the set."""
+        kind = "generated" if self.dataset == SYNTHETIC else self.dataset
+        seed = f"seed {self.seed}, " if self.dataset == SYNTHETIC else ""
+        return f"the {kind} test set of {self.task} ({seed}first {self.size} examples)"
+
+
+def task_info(task: str) -> catalogue.TaskInfo:
+    """The catalogue entry of a task that has a test set; ValueError naming the problem."""
+    try:
+        info = catalogue.get(task)
+    except catalogue.UnknownTask as exc:
+        raise ValueError(str(exc)) from None
+    if info.measurement or info.dataset not in CLASSES:
+        raise ValueError(f"task {task!r} has no test set to grade (it trains no model)")
+    return info
+
+
+def labels(test_set: TestSet) -> np.ndarray:
+    """The labels (int64, in the set's order) of `test_set`: ValueError for a set that does
+    not exist, LabelsUnavailable when its files are missing, damaged or not yet readable."""
+    info = task_info(test_set.task)
+    family = info.dataset
+    if test_set.dataset not in (family, SYNTHETIC):
+        raise ValueError(
+            f"data set {test_set.dataset!r} is not one of {test_set.task}'s: {family} or "
+            f"{SYNTHETIC}"
+        )
+    if test_set.size < 1:
+        raise ValueError(f"a test set of {test_set.size} examples cannot be graded")
+    if test_set.dataset == SYNTHETIC:
+        if family == "cifar10":
+            return generated_labels.cifar10(test_set.seed, test_set.size)
+        if family == "epsilon":
+            return generated_labels.epsilon(test_set.seed, test_set.size, test_set.features)
+        return generated_labels.imagenet(test_set.size)
+    if family == "cifar10":
+        found = file_labels.cifar10(test_set.data_dir)
+    elif family == "epsilon":
+        found = file_labels.epsilon(test_set.data_dir)
+    else:
+        raise LabelsUnavailable(
+            "the evaluator does not read ImageNet's labels yet: they are the class folders "
+            "the validation images were sorted into, which no checksum covers"
+        )
+    if test_set.size > found.size:
+        raise ValueError(
+            f"{test_set.describe()} asks for {test_set.size} examples; the files hold {found.size}"
+        )
+    return found[: test_set.size]
