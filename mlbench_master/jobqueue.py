@@ -36,10 +36,13 @@ def location() -> str:
     return redis_url().split("@")[-1]
 
 
-def connection() -> Any:
+def connection(url: str | None = None, timeout: float = 10.0) -> Any:
+    """A client of the master's Redis (or of `url`), waiting at most `timeout` s an answer."""
     import redis
 
-    return redis.Redis.from_url(redis_url(), socket_connect_timeout=3, socket_timeout=10)
+    return redis.Redis.from_url(
+        url or redis_url(), socket_connect_timeout=min(3.0, timeout), socket_timeout=timeout
+    )
 
 
 def enqueue_run_job(run_id: int, timeout: int, description: str) -> str:
@@ -110,11 +113,12 @@ def jobs_in_progress(fresh_seconds: float = FRESH_HEARTBEAT) -> set[str]:
         return set()
 
 
-def answers() -> bool:
-    """Whether Redis answers now. When it does not, `jobs_in_progress` cannot tell a live
-    job from a dead one (it answers "none"), so nothing may be concluded from it."""
+def answers(url: str | None = None, timeout: float = 10.0) -> bool:
+    """Whether Redis (the master's, or `url`) answers a PING within `timeout` seconds. When
+    it does not, `jobs_in_progress` cannot tell a live job from a dead one (it answers
+    "none"), so nothing may be concluded from it."""
     try:
-        return bool(connection().ping())
+        return bool(connection(url, timeout).ping())
     except Exception:  # noqa: BLE001 - unreachable, refused, timed out: all mean "no"
         return False
 

@@ -48,26 +48,15 @@ def _services(children: dict[str, Any], *names: str) -> list[tuple[int, Any]]:
     return found
 
 
-def redis_answers(url: str | None) -> bool:
-    """Whether the master's Redis answers a PING within REDIS_PING_SECONDS."""
-    if not url:
-        return False
-    import redis
-
-    try:
-        client = redis.Redis.from_url(
-            url, socket_timeout=REDIS_PING_SECONDS, socket_connect_timeout=REDIS_PING_SECONDS
-        )
-        return bool(client.ping())
-    except redis.RedisError:
-        return False
-
-
 def job_grace(marked: bool, redis_url: str | None) -> float:
     """How long the RQ worker's job may take to end by itself before it is killed."""
     if not marked:
         return JOB_GRACE_UNMARKED
-    return JOB_GRACE if redis_answers(redis_url) else JOB_GRACE_NO_REDIS
+    from mlbench_master import jobqueue
+
+    if redis_url and jobqueue.answers(redis_url, REDIS_PING_SECONDS):
+        return JOB_GRACE
+    return JOB_GRACE_NO_REDIS
 
 
 def stop_master(children: dict[str, Any], home: Path, redis_url: str | None = None) -> list[str]:

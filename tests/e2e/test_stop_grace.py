@@ -9,10 +9,16 @@ from mlbench_master.embedded.shutdown import (
     JOB_GRACE,
     JOB_GRACE_NO_REDIS,
     JOB_GRACE_UNMARKED,
+    REDIS_PING_SECONDS,
     job_grace,
-    redis_answers,
 )
+from mlbench_master.jobqueue import answers
 from tests.services import redis_server
+
+
+def redis_answers(url: str | None) -> bool:
+    """The question job_grace asks, within its ping's timeout."""
+    return answers(url, REDIS_PING_SECONDS) if url else False
 
 
 def _pid_on_port(url: str) -> int:
