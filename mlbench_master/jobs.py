@@ -50,9 +50,12 @@ DB_PATIENCE = 120.0  # how long the end of a run waits for an unreachable databa
 
 LOST = "master restarted; run lost"
 LAUNCH_ATTEMPT = "launch_attempt"  # in the launch record of a launch after the first
-# Only a re-attached job meets a launch that ended unseen: its first job was gone with the
-# master or its RQ worker; the reason says so, as the fault a person must look for.
-UNRECORDED = (
+# mpirun ended and no exit code was recorded (it was killed with its wrapper). A job that
+# re-attached says why nobody saw it end, the fault a person must look for: its first job
+# was gone with the master or its RQ worker. A job that watched it all along (a Kubernetes
+# exec session cut, a Slurm job its controller forgot) says only what is known.
+UNRECORDED = "run lost: mpirun ended and recorded no exit code (it was killed)"
+UNRECORDED_UNWATCHED = (
     "run lost: mpirun ended while its job was gone (a master restart or a dead RQ worker) "
     "and recorded no exit code (it was killed)"
 )
@@ -71,7 +74,8 @@ class Output:
     """Where a launch's lines go: the run's stored log, the tail a FAILED reason quotes, and
     what they say of the launch's start (a transient failure of Open MPI's launcher)."""
 
-    def __init__(self, run_id: int, execution: Execution) -> None:
+    def __init__(self, run_id: int, execution: Execution, reattached: bool = False) -> None:
+        self.reattached = reattached  # a job that took over from one that was gone
         self.log = LogWriter(run_id, on_stored=execution.checkpoint)
         self.tail = OutputTail(execution.launcher)
         self.start = LaunchStart()
@@ -105,7 +109,9 @@ def run_job(run_id: int) -> str:
             if execution is None:
                 return run.state
             log.info("run %s: re-attached", run.pk)
+            reattached = True
         else:
+            reattached = False
             prepared = _prepare(run, driver)
             if prepared is None:
                 return run.state
@@ -126,7 +132,7 @@ def run_job(run_id: int) -> str:
         # shlex cannot split, a database error): never leave the run active with no job.
         abandon(run, driver, f"the run's job failed before mpirun was watched: {_describe(exc)}")
         raise
-    return _watch(run, driver, execution)
+    return _watch(run, driver, execution, reattached)
 
 
 def _prepare(run: Any, driver: ClusterDriver) -> tuple[RunSpec, list[str]] | None:
@@ -242,12 +248,12 @@ def _reattach(run: Any, driver: ClusterDriver) -> Execution | None:
     return None
 
 
-def _watch(run: Any, driver: ClusterDriver, execution: Execution) -> str:
+def _watch(run: Any, driver: ClusterDriver, execution: Execution, reattached: bool = False) -> str:
     """Store output, enforce the time limit, notice cancellation, decide the end state."""
     from mlbench_master import runs
     from mlbench_master.api.models import Run
 
-    output = Output(run.pk, execution)
+    output = Output(run.pk, execution, reattached)
     started = run.started_at or dt.datetime.now(dt.UTC)
     deadline = started + dt.timedelta(seconds=int(run.time_limit))
     next_check = 0.0
@@ -315,7 +321,8 @@ def _end(run: Any, execution: Execution, output: Output, code: int) -> str:
         runs.mark_failed(run, output.tail.with_stderr(why, oom), exit_code=exit_code)
     elif not execution.exit_known:
         # Re-attached to an mpirun that ended while nobody watched and left no exit code.
-        runs.mark_failed(run, output.tail.with_stderr(UNRECORDED))
+        lost = UNRECORDED_UNWATCHED if output.reattached else UNRECORDED
+        runs.mark_failed(run, output.tail.with_stderr(lost))
     else:
         runs.mark_failed(run, output.tail.reason(code, oom), exit_code=code)
     return run.state

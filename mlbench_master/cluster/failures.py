@@ -270,10 +270,12 @@ class OutputTail:
                     self.stderr.append(f"[rank {line.rank}] {line.text}")
 
     def add_recorded(self, text: str) -> None:
-        """The watchers' file ("RANK mlbench rank end: ..." a line): the ends the stream
-        lost (its reader gone first) or that came before a re-attach are added, once."""
+        """The watchers' files ("RANK mlbench rank end: ..." a line): the ends the stream
+        lost (its reader gone first) or that came before a re-attach are added, once. A last
+        line without its newline was cut short (a full disk) and is left out: a time cut in
+        the middle would read as an earlier end."""
         known = {(end.rank, end.pid) for end in self.ends}
-        for raw in text.splitlines():
+        for raw in text.split("\n")[:-1]:
             rank, _, rest = raw.partition(" ")
             if not rank.isdigit():
                 continue  # a line cut short by a full disk, or no rank variable set

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mlbench_master.cluster.base import Execution, OutputLine
-from mlbench_master.cluster.mpirun import RANK_ENDS_FILE, parse_line
+from mlbench_master.cluster.mpirun import RANK_ENDS_DIR, parse_line
 
 STREAMS = ("stdout", "stderr")
 CHUNK = 4 * 1024 * 1024  # the most read from a stream at a time
@@ -91,10 +91,20 @@ class FollowedExecution(Execution):
             time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
 
     def recorded_rank_ends(self) -> str:
+        """The watchers' files, each whole (a file cut short by a full disk is left out)."""
         try:
-            return (self.dir / RANK_ENDS_FILE).read_text(errors="replace")
+            files = sorted((self.dir / RANK_ENDS_DIR).iterdir())
         except OSError:
             return ""
+        texts = []
+        for path in files:
+            try:
+                text = path.read_text(errors="replace")
+            except OSError:
+                continue
+            if text.endswith("\n"):
+                texts.append(text)
+        return "".join(texts)
 
     def poll(self) -> int | None:
         if not self._exited() or self._pending_output():

@@ -50,20 +50,23 @@ SRUN_RANK = "SLURM_PROCID"  # as srun sets it, whatever its --mpi plugin
 # The script ignores TERM, INT and HUP once its child runs (the child keeps the defaults):
 # a launcher stopping the job signals the whole group, the child ends, and the script still
 # writes its line (on a loaded machine it may not have had the CPU to write it before).
-# The line goes first to the file RANK_ENDS_VARIABLE names, where the driver has a folder
-# the ranks can write to (local, Slurm), then to stderr: a launcher that has already ended
-# has closed the pipe its ranks write to, so the stream alone loses exactly the lines of a
-# job torn down at once. The file's lines start with the rank (mpirun's or srun's number).
+# The line goes first to a file of its own in the folder RANK_ENDS_VARIABLE names, where
+# the driver has a folder the ranks can write to (local, Slurm), then to stderr: a launcher
+# that has already ended has closed the pipe its ranks write to, so the stream alone loses
+# exactly the lines of a job torn down at once. One file a rank (named RANK.PID), not one
+# shared file: appends from several nodes to one file on a network disk can overwrite each
+# other. The line in it starts with the rank (mpirun's number, or srun's).
 RANK_END = "mlbench rank end:"
 RANK_ENDS_VARIABLE = "MLBENCH_RANK_ENDS"
-RANK_ENDS_FILE = "rank-ends.log"
+RANK_ENDS_DIR = "rank-ends"
 RANK_WATCH_SCRIPT = (
     '"$@" & child=$!\n'
     'trap "" TERM INT HUP\n'
     'wait "$child"; code=$?\n'
     f'end="{RANK_END} code=$code pid=$child time=$EPOCHREALTIME"\n'
-    f'[ -z "${RANK_ENDS_VARIABLE}" ] || printf "%s %s\\n" '
-    f'"${{OMPI_COMM_WORLD_RANK:-$SLURM_PROCID}}" "$end" 2>/dev/null >> "${RANK_ENDS_VARIABLE}"\n'
+    'rank="${OMPI_COMM_WORLD_RANK:-$SLURM_PROCID}"\n'
+    f'[ -z "${RANK_ENDS_VARIABLE}" ] || printf "%s %s\\n" "$rank" "$end" 2>/dev/null '
+    f'> "${RANK_ENDS_VARIABLE}/$rank.$child"\n'
     'printf "%s\\n" "$end" >&2\n'
     'exit "$code"'
 )
@@ -298,7 +301,7 @@ def rank_environment(run: RunSpec, master_url: str, token: str) -> dict[str, str
         "MLBENCH_RUN_TOKEN": token,
         "OMP_NUM_THREADS": threads,
         "PYTHONUNBUFFERED": "1",
-        RANK_ENDS_VARIABLE: "",  # a driver with a folder the ranks can write names a file
+        RANK_ENDS_VARIABLE: "",  # a driver with a folder the ranks can write names one
     }
 
 

@@ -112,6 +112,7 @@ class Supervisor:
         self.port = port
         self.url = f"http://{url_host(reach_host())}:{port}"
         self.children: dict[str, Child] = {}
+        self.redis_url: str | None = None  # set by prepare_environment
         self.stopping = False
         self.env = dict(os.environ)
 
@@ -216,7 +217,7 @@ class Supervisor:
                 "pid": os.getpid(),
                 "url": self.url,
                 "port": self.port,
-                "redis_url": getattr(self, "redis_url", ""),
+                "redis_url": self.redis_url or "",
                 "home": str(home()),
                 "ready": ready,
                 "processes": {n: c.pid for n, c in self.children.items() if c.pid},
@@ -310,7 +311,7 @@ class Supervisor:
         self.stopping = True
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        for line in stop_master(self.children, home(), getattr(self, "redis_url", None)):
+        for line in stop_master(self.children, home(), self.redis_url):
             print(line, flush=True)
         with contextlib.suppress(OSError):
             state = read_state()

@@ -7,9 +7,10 @@ means. The rule: MLBENCH_HOME unset, empty or only whitespace means ``~/.mlbench
 other value is used with ``~`` expanded, and a relative one is made absolute against the
 working directory of the command that reads it: the master's services and the ranks run
 in other folders (a launch runs in its own), and a relative home there named another place
-(the chaos series found every run failing so, its home given as ``chaos-results/...``). It imports nothing but the standard
-library (no torch, no Django), so the master may import it too (a shared worker module, as
-tests/test_worker_rooms.py allows) and can read it before Django is configured.
+(the chaos series found every run failing so, its home given as ``chaos-results/...``).
+It imports nothing but the standard library (no torch, no Django), so the master may
+import it too (a shared worker module, as tests/test_worker_rooms.py allows) and can read
+it before Django is configured.
 """
 
 from __future__ import annotations

@@ -287,7 +287,11 @@ def cancel(stage: Stage, fault: Fault) -> None:
     """DELETE the active run (a queued one when none is active) through the API."""
     found = active_run(stage.master)
     if found is None:
-        queued = [r for r in stage.master.get("/api/runs/").json() if r["state"] == "QUEUED"]
+        listed = stage.master.get("/api/runs/")
+        if listed.status_code != 200:  # a 503 while a service is down: nothing to pick from
+            fault.skipped = f"the run list answered {listed.status_code}"
+            return
+        queued = [r for r in listed.json() if r["state"] == "QUEUED"]
         if not queued:
             fault.skipped = "no active or queued run"
             return

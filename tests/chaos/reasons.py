@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-# jobs.UNRECORDED: the launch died too (the fault took it with the master's processes)
+# jobs.UNRECORDED_UNWATCHED: the launch died too (the fault took it with the master's processes)
 _ENDED_UNSEEN = r"^run lost: mpirun ended while its job was gone"
 
 # fault kind -> patterns, one of which a FAILED/CANCELLED run's reason must match.

@@ -155,7 +155,9 @@ def test_ends_the_stream_lost_are_read_from_the_watchers_file():
     # only the file. The same end in both is counted once.
     tail = tail_of(ended(0, 14, "7.2"), *[OutputLine(None, "stderr", t) for t in ABORT_REPORT])
     recorded = f"1 {RANK_END} code=137 pid=101 time=7.1\n0 {RANK_END} code=14 pid=100 time=7.2\n"
-    tail.add_recorded(recorded + "garbage without a rank\n3 cut sho")
+    # A line without a rank is ignored; one cut short by a full disk (no newline) too, even
+    # where what is left parses: its time, cut, would read as the earliest end.
+    tail.add_recorded(recorded + "garbage without a rank\n" + f"2 {RANK_END} code=9 pid=9 time=7")
     assert len(tail.ends) == 2
     assert tail.reason(14).startswith(
         "rank 1 exited with code 137 (killed: out of memory?); then: rank 0 exited with code 14;"
@@ -168,15 +170,18 @@ def test_the_watcher_writes_its_file_even_when_its_stderr_is_gone(tmp_path):
 
     from mlbench_master.cluster.mpirun import RANK_ENDS_VARIABLE, RANK_WATCH
 
-    ends = tmp_path / "ends.log"
+    ends = tmp_path / "rank-ends"
+    ends.mkdir()
     read, write = os.pipe()
     os.close(read)  # a reader that has gone: writing to stderr now fails (EPIPE)
     env = {**os.environ, RANK_ENDS_VARIABLE: str(ends), "OMPI_COMM_WORLD_RANK": "1"}
     done = subprocess.run([*RANK_WATCH, "sh", "-c", "exit 3"], env=env, stderr=write, check=False)
     os.close(write)
     assert done.returncode in (3, -13)  # its own code, or SIGPIPE from the dead stderr
+    (written,) = ends.iterdir()  # one file a rank: RANK.PID
+    assert written.name.startswith("1.")
     tail = OutputTail()
-    tail.add_recorded(ends.read_text())
+    tail.add_recorded(written.read_text())
     assert [(end.rank, end.code) for end in tail.ends] == [(1, 3)]
 
 
@@ -186,7 +191,7 @@ def test_a_watcher_with_nowhere_to_record_says_nothing_of_it(tmp_path):
 
     from mlbench_master.cluster.mpirun import RANK_ENDS_VARIABLE, RANK_WATCH
 
-    for where in ("", str(tmp_path / "missing" / "ends.log")):  # Kubernetes; no shared folder
+    for where in ("", str(tmp_path / "missing")):  # Kubernetes; a folder this node lacks
         env = {**os.environ, RANK_ENDS_VARIABLE: where}
         done = subprocess.run(
             [*RANK_WATCH, "sh", "-c", "exit 4"], env=env, capture_output=True, text=True

@@ -18,7 +18,7 @@ import pytest
 
 from mlbench_master.cluster.base import OutputLine, RunSpec
 from mlbench_master.cluster.failures import OutputTail
-from mlbench_master.cluster.mpirun import RANK_ENDS_FILE
+from mlbench_master.cluster.mpirun import RANK_ENDS_DIR
 from mlbench_master.cluster.slurm import SlurmCluster
 from mlbench_master.cluster.slurm.config import SlurmConfig
 from tests.slurm.live import slurm_env, start_slurm_master, wait_until
@@ -124,7 +124,8 @@ def test_srun_starts_one_world_of_two_ranks_on_two_nodes(srun_driver, slurm_clus
     tail.add(lines)
     assert tail.reason(code).startswith("rank 1 exited with code 3"), tail.reason(code)
     # The watchers also wrote their ends to the job's folder, each with srun's rank number.
-    recorded = (Path(failed_record["dir"]) / RANK_ENDS_FILE).read_text().splitlines()
+    folder = Path(failed_record["dir"]) / RANK_ENDS_DIR
+    recorded = [line for f in folder.iterdir() for line in f.read_text().splitlines()]
     assert any(line.startswith("1 mlbench rank end: code=3 ") for line in recorded), recorded
     wait_until(lambda: not slurm_cluster.active_jobs(), 30, "the job stays active")
 

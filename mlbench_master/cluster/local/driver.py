@@ -54,7 +54,7 @@ from mlbench_master.cluster.local.processes import (
     rank_processes,
 )
 from mlbench_master.cluster.local.usage import POD_PREFIX, rank_samples
-from mlbench_master.cluster.mpirun import RANK_ENDS_FILE, RANK_ENDS_VARIABLE
+from mlbench_master.cluster.mpirun import RANK_ENDS_DIR, RANK_ENDS_VARIABLE
 from mlbench_master.cluster.python_probe import python_has_module
 
 # Runs `mpirun ...` ("$@"), then records its exit code atomically next to its output.
@@ -194,7 +194,8 @@ class LocalCluster(ClusterDriver):
         # Django's settings module must not leak into the ranks' environment as a hint.
         full_env.pop("DJANGO_SETTINGS_MODULE", None)
         full_env.update(slots.rank_environment(self.home))
-        full_env[RANK_ENDS_VARIABLE] = str(directory / RANK_ENDS_FILE)
+        (directory / RANK_ENDS_DIR).mkdir()
+        full_env[RANK_ENDS_VARIABLE] = str(directory / RANK_ENDS_DIR)
         with (
             open(directory / "stdout.log", "wb") as out,
             open(directory / "stderr.log", "wb") as err,

@@ -195,7 +195,7 @@ def test_the_job_of_a_restarted_master_ends_the_run_by_what_happened_unwatched(
     from mlbench_master import runs
     from mlbench_master.api.models import LogChunk
     from mlbench_master.api.models import Run as RunRow
-    from mlbench_master.jobs import UNRECORDED, run_job
+    from mlbench_master.jobs import UNRECORDED_UNWATCHED, run_job
     from mlbench_master.reconcile import reconcile
 
     row = RunRow.objects.create(name="re-attached", num_workers=2, max_bandwidth=0)
@@ -221,7 +221,7 @@ def test_the_job_of_a_restarted_master_ends_the_run_by_what_happened_unwatched(
     row.refresh_from_db()
     text = "".join(c.text for c in LogChunk.objects.filter(run=row).order_by("seq"))
     if how == "killed":
-        assert row.reason.startswith(UNRECORDED) and row.exit_code is None
+        assert row.reason.startswith(UNRECORDED_UNWATCHED) and row.exit_code is None
         assert sorted(text.splitlines()) == [
             "step 1 line 1",
             "step 1 warning",
