@@ -21,6 +21,14 @@ STREAMS = ("stdout", "stderr")
 CHUNK = 4 * 1024 * 1024  # the most read from a stream at a time
 
 
+def rank_ends_folder(launch_dir: Path) -> str:
+    """The folder in `launch_dir` where the ranks' watchers write their ends (made now; the
+    value of mpirun.RANK_ENDS_VARIABLE for the launch), read back by `recorded_rank_ends`."""
+    folder = launch_dir / RANK_ENDS_DIR
+    folder.mkdir(exist_ok=True)
+    return str(folder)
+
+
 class FollowedExecution(Execution):
     """The file-following half of an Execution; subclasses say when mpirun has ended."""
 

@@ -26,7 +26,12 @@ import urllib.request
 import psutil
 
 from mlbench_master.cluster.base import ClusterError
-from mlbench_master.cluster.local.processes import environ_of, is_alive, kill_processes
+from mlbench_master.cluster.local.processes import (
+    environ_of,
+    is_alive,
+    kill_processes,
+    wait_gone,
+)
 from mlbench_worker.shared.localhost import LOOPBACK
 
 
@@ -115,16 +120,11 @@ def stop_sessions(
         if proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
-    return _wait_gone(left, 5.0)
-
-
-def _wait_gone(pids: list[int], timeout: float) -> list[int]:
-    deadline = time.monotonic() + timeout
-    alive = [pid for pid in pids if pid_alive(pid)]
-    while alive and time.monotonic() < deadline:
-        time.sleep(0.05)
-        alive = [pid for pid in alive if pid_alive(pid)]
-    return alive
+    killed = []
+    for member in left:
+        with contextlib.suppress(psutil.Error):
+            killed.append(psutil.Process(member))
+    return [proc.pid for proc in wait_gone(killed, 5.0)]
 
 
 def marked_processes(name: str, value: str) -> list[psutil.Process]:

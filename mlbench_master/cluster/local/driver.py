@@ -42,6 +42,7 @@ from mlbench_master.cluster.base import (
     RunSpec,
 )
 from mlbench_master.cluster.environment import setting
+from mlbench_master.cluster.followed import rank_ends_folder
 from mlbench_master.cluster.local import slots
 from mlbench_master.cluster.local.execution import LocalExecution, launch_session
 from mlbench_master.cluster.local.processes import (
@@ -54,7 +55,7 @@ from mlbench_master.cluster.local.processes import (
     rank_processes,
 )
 from mlbench_master.cluster.local.usage import POD_PREFIX, rank_samples
-from mlbench_master.cluster.mpirun import RANK_ENDS_DIR, RANK_ENDS_VARIABLE
+from mlbench_master.cluster.mpirun import RANK_ENDS_VARIABLE
 from mlbench_master.cluster.python_probe import python_has_module
 
 # Runs `mpirun ...` ("$@"), then records its exit code atomically next to its output.
@@ -194,8 +195,7 @@ class LocalCluster(ClusterDriver):
         # Django's settings module must not leak into the ranks' environment as a hint.
         full_env.pop("DJANGO_SETTINGS_MODULE", None)
         full_env.update(slots.rank_environment(self.home))
-        (directory / RANK_ENDS_DIR).mkdir()
-        full_env[RANK_ENDS_VARIABLE] = str(directory / RANK_ENDS_DIR)
+        full_env[RANK_ENDS_VARIABLE] = rank_ends_folder(directory)
         with (
             open(directory / "stdout.log", "wb") as out,
             open(directory / "stderr.log", "wb") as err,

@@ -122,13 +122,13 @@ def kill_processes(find: Callable[[], list[psutil.Process]], grace: float = 3.0)
                 proc.send_signal(sig)
             except psutil.Error:
                 pass
-        alive = _wait_gone(procs, grace if attempt == 0 else 2.0)
+        alive = wait_gone(procs, grace if attempt == 0 else 2.0)
         for proc in alive:
             try:
                 proc.kill()
             except psutil.Error:
                 pass
-        _wait_gone(alive, 2.0)
+        wait_gone(alive, 2.0)
     leftover = [p for p in find() if is_alive(p)]
     if leftover:
         raise ClusterError(
@@ -136,7 +136,7 @@ def kill_processes(find: Callable[[], list[psutil.Process]], grace: float = 3.0)
         )
 
 
-def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+def wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
     """Wait until `procs` are dead or zombies; return those still running.
 
     Deliberately not psutil.wait_procs: that reaps our own children, and the exit status

@@ -31,7 +31,8 @@ from mlbench_master.cluster.base import (
     RunSpec,
 )
 from mlbench_master.cluster.environment import setting
-from mlbench_master.cluster.mpirun import RANK_ENDS_DIR, RANK_ENDS_VARIABLE, srun_argv
+from mlbench_master.cluster.followed import rank_ends_folder
+from mlbench_master.cluster.mpirun import RANK_ENDS_VARIABLE, srun_argv
 from mlbench_master.cluster.python_probe import python_has_module
 from mlbench_master.cluster.slurm import batch, commands, nodes
 from mlbench_master.cluster.slurm.config import SlurmConfig, load_config
@@ -169,8 +170,7 @@ class SlurmCluster(ClusterDriver):
         script = directory / "job.sh"
         script.write_text(batch.batch_script(config, argv, directory))
         script.chmod(0o700)
-        (directory / RANK_ENDS_DIR).mkdir()
-        job_env = batch.job_environment({**env, RANK_ENDS_VARIABLE: str(directory / RANK_ENDS_DIR)})
+        job_env = batch.job_environment({**env, RANK_ENDS_VARIABLE: rank_ends_folder(directory)})
         job_env.setdefault(
             "MLBENCH_DATA_DIR",
             setting("MLBENCH_DATA_DIR") or str(Path(config.directory) / "datasets"),
