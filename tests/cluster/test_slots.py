@@ -335,3 +335,26 @@ def test_slots_being_built_are_left_alone_by_other_runs(home):
     assert network.existing(network.home_tag(home))[0], "run 12's slots were removed"
     assert slots.release_leftovers(home, set())  # no active run owns them: removed
     assert left_behind(home) == []
+
+
+def test_a_relay_that_cannot_start_says_why(tmp_path):
+    """Its readiness comes on a pipe, not in a file: on a full disk the file and the log that
+    would name the error stay empty (the chaos series' disk-full fault got a run failed
+    with "the worker slots' relay did not start: " and nothing after). No root needed: the
+    namespace does not exist, so the relay fails on its first socket, and its log is
+    /dev/full, which takes no line."""
+    from urllib.parse import urlsplit
+
+    from mlbench_master.cluster.base import ClusterError
+
+    run = RunSpec(id=3, num_workers=2, max_bandwidth=100)
+    slots._folder(tmp_path).mkdir(parents=True)
+    (slots._folder(tmp_path) / "relay.log").symlink_to("/dev/full")  # every write: ENOSPC
+    with pytest.raises(ClusterError) as failed:
+        slots._start_relay(
+            tmp_path, run, ["mlb-no-such-slot"], urlsplit("http://127.0.0.1:9"), None, []
+        )  # fmt: skip
+    reason = str(failed.value)
+    assert reason.startswith("the worker slots' relay did not start: ")
+    assert "mlb-no-such-slot" in reason or "No such file" in reason, reason
+    assert slots._relays(tmp_path) == []

@@ -19,9 +19,11 @@ delay line (delay_line.py, `--delay-ms` with each slot's `--addresses`): it open
 slot's TUN device from inside the slot's namespace, as the sockets are opened.
 
 Run as `python -m mlbench_master.cluster.local.relay [--target HOST:PORT] --proxy-port P
-[--delay-ms MS --addresses A,B,...] --ready FILE NS...`;
+[--delay-ms MS --addresses A,B,...] --ready-fd FD NS...`;
 the driver starts it detached (it outlives a master restart with the ranks) and stops it
-with the slots' network. Python 3.11 has no os.setns, hence the one libc call.
+with the slots' network. It says "ready" (or why it could not start) on a pipe the driver
+passes, not in a file: on a full disk a file, and the log that would name the error, stay
+empty, and the run would fail with no reason (the chaos series' disk-full fault found it). Python 3.11 has no os.setns, hence the one libc call.
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ import os
 import socket
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from urllib.parse import urlsplit
 
 from mlbench_master.cluster.local import delay_line
@@ -138,15 +139,13 @@ async def _proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
 
 async def _serve(
     relays: list[socket.socket], proxies: list[socket.socket], target: tuple[str, int] | None,
-    ready: Path,
+    ready_fd: int,
 ) -> None:  # fmt: skip
     servers = [await asyncio.start_server(_proxy, sock=sock) for sock in proxies]
     if target is not None:
         handle = _relay_to(*target)
         servers += [await asyncio.start_server(handle, sock=sock) for sock in relays]
-    tmp = ready.with_suffix(".tmp")
-    tmp.write_text(str(os.getpid()))
-    tmp.replace(ready)
+    _say(ready_fd, f"ready {os.getpid()}")
     await asyncio.gather(*(server.serve_forever() for server in servers))
 
 
@@ -154,26 +153,39 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mlbench_master.cluster.local.relay")
     parser.add_argument("--target", help="HOST:PORT of a master on loopback, to relay to")
     parser.add_argument("--proxy-port", type=int, required=True, help="the proxy's port")
-    parser.add_argument("--ready", required=True, help="file written once every socket listens")
+    parser.add_argument(
+        "--ready-fd", type=int, required=True,
+        help="a pipe told 'ready PID' once every socket listens, or why the relay did not start",
+    )  # fmt: skip
     parser.add_argument("--delay-ms", type=float, help="run the slots' delay line with this delay")
     parser.add_argument("--addresses", help="each slot's address, in the namespaces' order")
     parser.add_argument("namespaces", nargs="+")
     args = parser.parse_args(argv)
-    if args.delay_ms:
-        addresses = (args.addresses or "").split(",")
-        open_delay_line(args.namespaces, addresses, args.delay_ms).start()
-    target = None
-    relays = []
-    if args.target:
-        host, _, port = args.target.rpartition(":")
-        target = (host, int(port))
-        relays = [listen_in(ns, host, int(port)) for ns in args.namespaces]
-    proxies = [listen_in(ns, "127.0.0.1", args.proxy_port) for ns in args.namespaces]
     try:
-        asyncio.run(_serve(relays, proxies, target, Path(args.ready)))
+        if args.delay_ms:
+            addresses = (args.addresses or "").split(",")
+            open_delay_line(args.namespaces, addresses, args.delay_ms).start()
+        target = None
+        relays = []
+        if args.target:
+            host, _, port = args.target.rpartition(":")
+            target = (host, int(port))
+            relays = [listen_in(ns, host, int(port)) for ns in args.namespaces]
+        proxies = [listen_in(ns, "127.0.0.1", args.proxy_port) for ns in args.namespaces]
+    except Exception as exc:
+        _say(args.ready_fd, f"{type(exc).__name__}: {exc}")
+        raise
+    try:
+        asyncio.run(_serve(relays, proxies, target, args.ready_fd))
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def _say(fd: int, line: str) -> None:
+    """One line to the driver on the readiness pipe, which is then closed."""
+    with contextlib.suppress(OSError), os.fdopen(fd, "w") as pipe:
+        pipe.write(line + "\n")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -171,9 +172,9 @@ def _start_relay(
     and runs their delay line when the slots have one (`delayed`: their addresses)."""
     host = target.hostname or "127.0.0.1"
     port = target.port or (443 if target.scheme == "https" else 80)
-    ready = _folder(home) / "relay.ready"
-    ready.unlink(missing_ok=True)
-    argv = [sys.executable, "-m", "mlbench_master.cluster.local.relay", "--ready", str(ready)]
+    read_end, write_end = os.pipe()
+    argv = [sys.executable, "-m", "mlbench_master.cluster.local.relay"]
+    argv += ["--ready-fd", str(write_end)]
     if host in LOOPBACK:
         argv += ["--target", f"{'127.0.0.1' if host == 'localhost' else host}:{port}"]
     if delayed:
@@ -182,19 +183,58 @@ def _start_relay(
     env = dict(os.environ)
     env[CLUSTER_MARK] = str(home)
     env[RELAY_MARK] = str(run.id)
-    with open(_folder(home) / "relay.log", "ab") as log:
-        proc = subprocess.Popen(
-            argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-            start_new_session=True,
-        )  # fmt: skip
-    deadline = time.monotonic() + 15
-    while not ready.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            tail = (_folder(home) / "relay.log").read_text(errors="replace")[-400:]
-            raise ClusterError(f"the worker slots' relay did not start: {tail.strip()}")
-        time.sleep(0.02)
+    try:
+        with open(_folder(home) / "relay.log", "ab") as log:
+            proc = subprocess.Popen(
+                argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                start_new_session=True, pass_fds=(write_end,),
+            )  # fmt: skip
+    except BaseException:
+        os.close(read_end)
+        raise
+    finally:
+        os.close(write_end)
+    with os.fdopen(read_end, "rb") as ready:
+        said = _first_line(ready, deadline=time.monotonic() + 15)
+    if not said.startswith("ready"):
+        why = _why(home, proc, said)
+        proc.kill()
+        raise ClusterError(f"the worker slots' relay did not start: {why}")
     return {"pid": proc.pid, "proxy": f"http://127.0.0.1:{PROXY_PORT}"}
+
+
+def _first_line(pipe: Any, deadline: float) -> str:
+    """The first line the relay says on its readiness pipe ("" when it closed it unsaid or
+    the deadline passed)."""
+    said = b""
+    while b"\n" not in said:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([pipe], [], [], left)[0]:
+            break
+        chunk = os.read(pipe.fileno(), 4096)
+        if not chunk:
+            break
+        said += chunk
+    return said.decode(errors="replace").strip()
+
+
+def _why(home: Path, proc: subprocess.Popen, said: str) -> str:
+    """What the relay said, else its log's last lines, else how it ended: never empty, since
+    a reason is what a user reads first."""
+    if said:
+        return said
+    try:
+        with open(_folder(home) / "relay.log", "rb") as log:
+            log.seek(max(0, os.fstat(log.fileno()).st_size - 400))
+            tail = log.read(400).decode(errors="replace").strip("\0 \n")
+    except OSError as exc:
+        tail = f"its log cannot be read ({exc})"
+    if tail:
+        return tail
+    code = proc.poll()
+    if code is None:
+        return "it said nothing within 15 s"
+    return f"it exited with code {code} and wrote nothing to relay.log"
 
 
 def rank_environment(home: Path) -> dict[str, str]:
