@@ -10,3 +10,13 @@ Numpy and the standard library only, and nothing of any implementation, trainer,
 framework (tests/test_architecture.py), so the master can run it and no trainer's code can
 touch a grade. docs/checking.rst says what is built and what is not yet.
 """
+
+# The evaluator's grades are stored on the master beside what the run reports itself, under
+# the reported metric's name with this prefix ("evaluated_val_accuracy"): both are kept,
+# and the results read the evaluated one where a run has it (docs/checking.rst).
+GRADED_PREFIX = "evaluated_"
+
+
+def graded_name(metric: str) -> str:
+    """The stored name of the evaluator's grade of `metric`."""
+    return GRADED_PREFIX + metric
