@@ -12,8 +12,9 @@ from typing import Any
 from rest_framework import serializers
 
 from mlbench_master import run_rules
-from mlbench_master.api.models import LogChunk, Pod, Run, Series
+from mlbench_master.api.models import LogChunk, Pod, Run
 from mlbench_master.api.run_queue import queue_position
+from mlbench_master.results import stored
 from mlbench_worker.shared import result
 
 RUN_OUTPUT_FIELDS = [
@@ -25,8 +26,18 @@ RUN_OUTPUT_FIELDS = [
     "max_epochs", "dataset", "dataset_used", "image",
     "custom_image_name", "custom_image_command", "custom_backend", "run_all_nodes",
     "time_limit", "resumed_from", "exit_code", "summary", "manifest", "created_by",
-    "seed", "lr_schedule", "series", "queue_position",
+    "seed", "lr_schedule", "series", "queue_position", "evaluation",
 ]  # fmt: skip
+
+
+EVALUATION_HELP = (
+    "who graded the run: status 'evaluated' (the platform's evaluator graded its predictions; "
+    "its grades are the run's accuracy), 'self-reported, not evaluated' (only the run's own "
+    "numbers), or '' (no accuracy yet); grades: evaluations graded; mismatches: the "
+    "evaluations whose own accuracy differs from the grade by more than tolerance, with both "
+    "numbers; where evaluated, the run's time_to_target, accuracy_after_time and its elapsed "
+    "by the grades"
+)
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -53,6 +64,11 @@ class RunSerializer(serializers.ModelSerializer):
         help_text="a QUEUED run's place in the master's queue (1: it starts when the active "
         "run ends); null for any other run"
     )
+
+    evaluation = serializers.SerializerMethodField(help_text=EVALUATION_HELP)
+
+    def get_evaluation(self, run: Run) -> dict[str, Any]:
+        return stored.evaluation_of(run, self.context)
 
     def get_queue_position(self, run: Run) -> int | None:
         return queue_position(run, self.context)
@@ -173,100 +189,6 @@ class RunCreateSerializer(serializers.Serializer):
                 {"algorithm_options": ['an object of option: value, e.g. {"rank": 4}']}
             )
         return {k: v for k, v in values.items() if v is not None and v != ""}
-
-
-def _number_list(value: Any) -> Any:
-    """A form body's "1,2,3" (or "1 2 3") as [1, 2, 3]; anything else unchanged."""
-    if isinstance(value, str):
-        parts = value.replace(",", " ").split()
-        return [int(p) if p.lstrip("-").isdigit() else p for p in parts]
-    return value
-
-
-class SeriesCreateSerializer(RunCreateSerializer):
-    """POST /api/series/: the fields of POST /api/runs/ (less `queue`: a series always
-    queues) plus the seeds (or repeats) and the worker counts its runs go over."""
-
-    queue = None  # type: ignore[assignment]
-    seeds = serializers.ListField(
-        child=serializers.IntegerField(),
-        required=False,
-        allow_null=True,
-        help_text="the seeds, each once, e.g. [1, 2, 3] (a form may send 1,2,3)",
-    )
-    repeats = serializers.IntegerField(
-        required=False, allow_null=True, help_text="N: seeds 1 to N (instead of seeds)"
-    )
-    workers = serializers.ListField(
-        child=serializers.IntegerField(),
-        required=False,
-        allow_null=True,
-        help_text="the worker counts, each once, e.g. [1, 2, 4]; default: num_workers or the "
-        "default worker count",
-    )
-
-    def to_internal_value(self, data: Any) -> dict[str, Any]:
-        if isinstance(data, dict):
-            data = {k: _number_list(v) if k in ("seeds", "workers") else v for k, v in data.items()}
-        return super().to_internal_value(data)
-
-
-class SeriesRunSerializer(serializers.ModelSerializer):
-    """A run as its series lists it."""
-
-    queue_position = serializers.SerializerMethodField(
-        help_text="its place in the master's queue while QUEUED, else null"
-    )
-
-    def get_queue_position(self, run: Run) -> int | None:
-        return queue_position(run, self.context)
-
-    class Meta:
-        model = Run
-        fields = ["id", "name", "seed", "num_workers", "state", "reason", "queue_position",
-                  "created_at", "started_at", "finished_at"]  # fmt: skip
-        read_only_fields = fields
-
-
-class SeriesSerializer(serializers.ModelSerializer):
-    """A series with its runs (GET /api/series/ and, with `statistics`, its detail)."""
-
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    state = serializers.SerializerMethodField(
-        help_text="queued, running, ended or cancelled (from its runs' states)"
-    )
-    runs = serializers.SerializerMethodField(help_text="its runs, in the order they run")
-
-    def get_runs(self, series: Series) -> list[dict[str, Any]]:
-        members = sorted(series.runs.all(), key=lambda r: r.pk)
-        return SeriesRunSerializer(members, many=True, context=self.context).data
-
-    def get_state(self, series: Series) -> str:
-        from mlbench_master.series import status
-
-        return status(series, [r.state for r in series.runs.all()])
-
-    class Meta:
-        model = Series
-        fields = ["id", "name", "created_at", "created_by", "state", "seeds", "worker_counts",
-                  "settings", "cancelled_at", "runs"]  # fmt: skip
-        read_only_fields = fields
-
-
-class SeriesDetailSerializer(SeriesSerializer):
-    """GET /api/series/<id>/: the series and its statistics (documents the shape)."""
-
-    statistics = serializers.JSONField(
-        read_only=True,
-        help_text="per worker count (groups): runs, reached, valid, invalid_reason and "
-        "{n, median, mean, sd, cv, min, max, olympic_mean} of time_to_target, "
-        "accuracy_after_time, images_per_second, communication_share, speedup, efficiency; "
-        "target; curves of every run; bands per worker count",
-    )
-
-    class Meta(SeriesSerializer.Meta):
-        fields = [*SeriesSerializer.Meta.fields, "statistics"]
-        read_only_fields = fields
 
 
 class RunDefaultsSerializer(serializers.Serializer):

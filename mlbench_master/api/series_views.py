@@ -19,7 +19,7 @@ from mlbench_master import series as series_rules
 from mlbench_master.api import bodies
 from mlbench_master.api.errors import Conflict, error_responses
 from mlbench_master.api.models import Run, Series
-from mlbench_master.api.serializers import (
+from mlbench_master.api.series_serializers import (
     SeriesCreateSerializer,
     SeriesDetailSerializer,
     SeriesSerializer,

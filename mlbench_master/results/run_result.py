@@ -22,6 +22,8 @@ class RunResult:
     communication_share: float | None = None  # exposed communication / step time, 0..1
     curve: tuple[tuple[float, float], ...] = ()  # (seconds, validation accuracy)
     time_split: dict[str, float] = field(default_factory=dict)  # seconds per step
+    evaluation: str = ""  # stored.EVALUATED, stored.SELF_REPORTED, or "" (no accuracy yet)
+    mismatches: int = 0  # evaluations whose own accuracy strays from the grade (stored.py)
 
     @property
     def final(self) -> bool:

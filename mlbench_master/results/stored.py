@@ -7,6 +7,13 @@ value is read from the same points the dashboard and the API show (`val_accuracy
 benchmark clock in its metadata, `time_to_target` posted when the goal was reached, the
 throughput metric of the task, the `time_*` timings), so a reader can redo any number from
 `GET /api/metrics/<run>/`.
+
+Who graded the accuracy: where the evaluator graded a run's predictions
+(`evaluated_val_accuracy` points, api/predictions.py), its grades are the run's accuracy,
+its time to target and its accuracy after time; what the run reported itself is kept
+beside them and only compared (`mismatches`, TOLERANCE). A run with no grade is
+"self-reported, not evaluated" and its own numbers are used, labelled so wherever shown
+(docs/checking.rst, "Who grades a run").
 """
 
 from __future__ import annotations
@@ -22,9 +29,18 @@ from mlbench_master.api.auth import ended_past_grace
 from mlbench_master.api.models import Metric, Run
 from mlbench_master.results.run_result import RunResult
 from mlbench_worker.shared import catalogue, result
+from mlbench_worker.shared.evaluation import graded_name
 
 TIMINGS = ("time_data", "time_compute", "time_comm")
 SPLIT_NAMES = {"time_data": "data", "time_compute": "compute", "time_comm": "communication"}
+REPORTED = "val_accuracy"  # what a run says of itself
+GRADED = graded_name(REPORTED)  # what the evaluator said of its predictions
+# How far a run's own accuracy may stray from the evaluator's grade of the same evaluation
+# before the run is marked (absolute, accuracy in 0..1: half a percentage point). Both
+# count the same examples, so an honest run differs by rounding at most; the margin
+# leaves room for a framework's float32 accumulation, not for a different test set.
+TOLERANCE = 0.005
+EVALUATED, SELF_REPORTED = "evaluated", "self-reported, not evaluated"
 
 
 @dataclass
@@ -55,9 +71,38 @@ class StoredRun:
             lambda m: m in self.points,
         )
 
+    @property
+    def evaluated(self) -> bool:
+        """Whether the evaluator graded this run (at least one evaluation)."""
+        return bool(self.points.get(GRADED))
+
+    def evaluation_status(self) -> str:
+        """EVALUATED, SELF_REPORTED, or "" for a run that has no accuracy at all yet."""
+        if self.evaluated:
+            return EVALUATED
+        return SELF_REPORTED if self.points.get(REPORTED) else ""
+
     def evaluations(self) -> list[Evaluation]:
+        """The run's accuracies on the benchmark clock: the evaluator's where it graded."""
+        return self._evaluations(GRADED if self.evaluated else REPORTED)
+
+    def reported_evaluations(self) -> list[Evaluation]:
+        return self._evaluations(REPORTED)
+
+    def mismatches(self) -> list[dict[str, Any]]:
+        """The evaluations where the run's own accuracy and the evaluator's grade of the same
+        step differ by more than TOLERANCE: both numbers, for the run's mark."""
+        reported = {e.step: e.accuracy for e in self.reported_evaluations() if e.step is not None}
         out = []
-        for value, meta in self.points.get("val_accuracy", []):
+        for graded in self._evaluations(GRADED):
+            said = reported.get(graded.step)
+            if said is not None and abs(said - graded.accuracy) > TOLERANCE:
+                out.append({"step": graded.step, "reported": said, "graded": graded.accuracy})
+        return out
+
+    def _evaluations(self, name: str) -> list[Evaluation]:
+        out = []
+        for value, meta in self.points.get(name, []):
             if meta.get("elapsed") is None:
                 continue  # not placed on the benchmark clock: cannot be drawn or logged
             step = meta.get("step")
@@ -72,6 +117,14 @@ class StoredRun:
         return out
 
     def time_to_target(self) -> float | None:
+        """When the goal was reached: by the evaluator's grades where it graded the run
+        (whatever the run said of itself), else as the run reported it."""
+        if self.evaluated:
+            goal = _goal(self.run)
+            if goal is None:
+                return None
+            reached = [e.seconds for e in self.evaluations() if goal.reached(e.accuracy)]
+            return min(reached) if reached else None
         if self.summary:
             ttt = result.read(self.summary, "time_to_target")
             return float(ttt) if ttt is not None else None
@@ -79,6 +132,8 @@ class StoredRun:
         return float(posted[0][0]) if posted else None
 
     def accuracy_after_time(self) -> float | None:
+        if self.evaluated:
+            return self.evaluations()[-1].accuracy
         final = result.read(self.summary, "final_val_accuracy")
         if final is not None:
             return float(final)
@@ -132,12 +187,48 @@ class StoredRun:
             communication_share=self.communication_share(),
             curve=tuple((e.seconds, e.accuracy) for e in self.evaluations()),
             time_split=self.time_split(),
+            evaluation=self.evaluation_status(),
+            mismatches=len(self.mismatches()),
         )
 
 
 # Every throughput metric some task posts (images_per_sec, samples_per_sec, ...).
 THROUGHPUT_METRICS = tuple(dict.fromkeys(t.throughput_metric for t in catalogue.TASKS.values()))
-NEEDED = ("val_accuracy", "time_to_target", *TIMINGS, *THROUGHPUT_METRICS)
+NEEDED = (REPORTED, GRADED, "time_to_target", *TIMINGS, *THROUGHPUT_METRICS)
+
+
+def evaluation_of(run: Run, memo: dict[str, Any]) -> dict[str, Any]:
+    """Who graded `run` and where it disagrees with itself, as the API shows it. The grades
+    and reported accuracies of every run are read once per `memo` (a serializer's context:
+    once per response, not once per run)."""
+    if "evaluations" not in memo:
+        rows = (
+            Metric.objects.filter(name__in=(REPORTED, GRADED))
+            .order_by("run_id", "name", "date", "id")
+            .values_list("run_id", "name", "value", "metadata")
+        )
+        grouped: dict[int, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+        for run_id, name, value, metadata in rows:
+            grouped[run_id][name].append((value, metadata if isinstance(metadata, dict) else {}))
+        memo["evaluations"] = grouped
+    found = StoredRun(run, dict(memo["evaluations"].get(run.pk, {})))
+    record: dict[str, Any] = {
+        "status": found.evaluation_status(),
+        "grades": len(found.points.get(GRADED, [])),
+        "tolerance": TOLERANCE,
+        "mismatches": found.mismatches(),
+    }
+    if found.evaluated:  # the run's result by its grades, for clients that compare runs
+        last = found.evaluations()
+        record["time_to_target"] = found.time_to_target()
+        record["accuracy_after_time"] = last[-1].accuracy if last else None
+        record["elapsed"] = last[-1].seconds if last else None
+    return record
+
+
+def _goal(run: Run) -> catalogue.Goal | None:
+    info = catalogue.TASKS.get(run.task)
+    return info.goals.get(run.target) if info else None
 
 
 def load(runs: Iterable[Run]) -> list[StoredRun]:

@@ -11,7 +11,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from mlbench_master.api.auth import issue_user_token
-from mlbench_master.api.models import Run, Series
+from mlbench_master.api.models import Metric, Run, Series
+from mlbench_worker.shared.evaluation import graded_name
 from tests.summaries import summary_body
 
 START = dt.datetime(2026, 11, 1, 12, 0, 0, tzinfo=dt.UTC)
@@ -69,6 +70,7 @@ class Maker:
         timings: tuple[float, float, float] = (0.01, 0.05, 0.02),
         summary: bool = True,
         config: dict | None = None,
+        graded: list[float] | None = None,  # the evaluator's grade of each evaluation
     ) -> Run:
         run = Run.objects.create(
             name=f"seed {seed} x{workers}",
@@ -102,6 +104,15 @@ class Maker:
                 points.append(self._point(run, "time_to_target", elapsed, date, meta))
         response = self.client.post("/api/metrics/", points, format="json")
         assert response.status_code in (200, 201), response.content
+        for i, grade in enumerate(graded or []):  # stored as the predictions intake stores them
+            elapsed, _, epoch = evals[i]
+            Metric.objects.create(
+                run=run,
+                name=graded_name("val_accuracy"),
+                value=grade,
+                date=clock + dt.timedelta(seconds=elapsed + 0.5),
+                metadata={"epoch": epoch, "step": (i + 1) * 10, "elapsed": elapsed},
+            )
         if summary and evals:
             body = summary_body(
                 task,

@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from mlbench_worker.client.api import resolve_image
+from mlbench_worker.client.cli.comparison import evaluation_line, evaluation_notes
 from mlbench_worker.client.cli.formatting import (
     algorithm_text,
     duration,
@@ -244,6 +245,11 @@ def cmd_show(args: argparse.Namespace, master: Master) -> int:
             value = shown[key](run) if key in shown else run[key]
             print(f"{key.ljust(width)}  {value}")
     print(f"{'network'.ljust(width)}  {network_line(run)}")
+    graded = evaluation_line(run)
+    if graded:
+        print(f"{'graded by'.ljust(width)}  {graded}")
+    for note in evaluation_notes(run):
+        print(f"{''.ljust(width)}  {note}")
     if run.get("custom_image_command"):
         print(f"{'command'.ljust(width)}  {run['custom_image_command']}")
     if run.get("resumed_from") is not None:

@@ -25,7 +25,7 @@ from mlbench_worker.client.cli.formatting import (
     size,
     table,
 )
-from mlbench_worker.client.cli.master import CliError, Master
+from mlbench_worker.client.cli.master import FINAL_STATES, CliError, Master
 from mlbench_worker.shared import catalogue
 
 # Every metric some task posts its throughput as (images_per_sec, samples_per_sec, ...).
@@ -83,6 +83,11 @@ def report_table(
         target = s.get("target") or run.get("target") or "-"
         if s.get("target_accuracy") is not None:
             target = f"{target} ({percent(s['target_accuracy'])})"
+        graded = run.get("evaluation") or {}
+        if graded.get("status") == EVALUATED:  # the evaluator's numbers, not the run's own
+            s = {**s, "time_to_target": graded.get("time_to_target")}
+            s["final_val_accuracy"], s["elapsed"] = graded["accuracy_after_time"], graded["elapsed"]
+            reported = reported or run.get("state") in FINAL_STATES
         ttt = s.get("time_to_target")
         reached = duration(ttt) if ttt is not None else ("not reached" if reported else "-")
         after = "-"
@@ -90,6 +95,9 @@ def report_table(
             after = percent(s["final_val_accuracy"])
             if s.get("elapsed"):
                 after += f" @ {duration(s['elapsed'])}"
+        notes += evaluation_notes(run)
+        if graded.get("status") == SELF_REPORTED:
+            after += " *"
         rates.append(_throughput(run, s))
         base, why = baseline(run, runs, across_implementations)
         speedup = _speedup(run, base) if base is not None else "-"
@@ -136,6 +144,47 @@ def report_table(
     ]  # fmt: skip
     warning = _mixed_warning(runs)
     return "\n".join(([warning] if warning else []) + [table(headers, rows)] + notes)
+
+
+EVALUATED, SELF_REPORTED = "evaluated", "self-reported, not evaluated"
+
+
+def time_to_target(run: dict) -> float | None:
+    """The evaluator's time to target where it graded the run, else the run's own."""
+    graded = run.get("evaluation") or {}
+    if graded.get("status") == EVALUATED:
+        return graded.get("time_to_target")
+    return (run.get("summary") or {}).get("time_to_target")
+
+
+def evaluation_line(run: dict) -> str:
+    """Who graded the run, for `mlbench show`: the evaluator (with its result), the run
+    itself, or nobody yet ("")."""
+    graded = run.get("evaluation") or {}
+    if graded.get("status") == SELF_REPORTED:
+        return "the run itself: self-reported, not evaluated"
+    if graded.get("status") != EVALUATED:
+        return ""
+    ttt = graded.get("time_to_target")
+    reached = f"target reached at {duration(ttt)}" if ttt is not None else "target not reached"
+    after = percent(graded.get("accuracy_after_time"))
+    return f"the evaluator ({graded.get('grades')} evaluations graded; last {after}, {reached})"
+
+
+def evaluation_notes(run: dict) -> list[str]:
+    """What a reader must know of who graded a run: its own numbers only (marked * in the
+    table), or where they stray from the evaluator's grade (both numbers)."""
+    graded = run.get("evaluation") or {}
+    if graded.get("status") == SELF_REPORTED:
+        return [f"* run {run['id']}: {SELF_REPORTED} (its own accuracy; no predictions graded)"]
+    out = []
+    for m in graded.get("mismatches") or []:
+        out.append(
+            f"run {run['id']} MISMATCH at step {m['step']}: it reported {percent(m['reported'])}, "
+            f"the evaluator graded {percent(m['graded'])} (tolerance "
+            f"{100 * float(graded.get('tolerance') or 0):g} points)"
+        )
+    return out
 
 
 def volume(summary: dict) -> str:
@@ -326,8 +375,9 @@ def _speedup(run: dict, base: dict) -> str:
     across = ""
     if implementation_of(base) != implementation_of(run):
         across = f" vs {implementation_of(base)} (cross-implementation)"
-    if s.get("time_to_target") and b.get("time_to_target"):
-        return f"{float(b['time_to_target']) / float(s['time_to_target']):.2f}x{across}"
+    mine_ttt, base_ttt = time_to_target(run), time_to_target(base)
+    if mine_ttt and base_ttt:
+        return f"{float(base_ttt) / float(mine_ttt):.2f}x{across}"
     (mine, unit), (theirs, base_unit) = _throughput(run, s), _throughput(base, b)
     if mine and theirs and unit == base_unit:
         return f"{mine / theirs:.2f}x thr{across}"

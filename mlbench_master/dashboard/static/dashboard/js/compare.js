@@ -76,13 +76,18 @@ function sortedXY(series) {
 // The numbers of one run, from its summary when the workers reported one, else from metrics.
 // Throughput is in the unit of the run's task (tasks.js): images/s and samples/s never meet,
 // because runs of different tasks are never compared (comparable.js).
+// Where the platform's evaluator graded the run, its grades are the accuracy and the time to
+// target (run.evaluation, stored.py); the run's own numbers are used only for a run that was
+// not evaluated, and that run is labelled so in the table.
 function measure(run) {
   const feed = feeds.get(run.id);
-  const s = run.summary || {};
-  const acc = feed ? sortedXY(elapsedSeries(feed, run, "val_accuracy")) : { t: [], v: [] };
+  const graded = run.evaluation?.status === "evaluated" ? run.evaluation : null;
+  const s = graded ? { ...(run.summary || {}), time_to_target: graded.time_to_target, best_val_accuracy: undefined } : run.summary || {};
+  const name = graded ? "evaluated_val_accuracy" : "val_accuracy";
+  const acc = feed ? sortedXY(elapsedSeries(feed, run, name)) : { t: [], v: [] };
   const { metric, unit } = throughputOf(run, { has: (m) => Boolean(feed?.get(m).v.length) });
   const rates = feed && metric ? feed.get(metric).v.filter((v) => v !== null) : [];
-  const ttm = feed ? feed.get("time_to_target").v : [];
+  const ttm = feed && !graded ? feed.get("time_to_target").v : [];
   return {
     acc,
     ttt: s.time_to_target ?? (ttm.length ? ttm[ttm.length - 1] : null),
@@ -91,6 +96,16 @@ function measure(run) {
     unit,
     length: acc.t.length ? acc.t[acc.t.length - 1] : (s.elapsed ?? null),
   };
+}
+
+// Who graded the run, beside its time to target: a run graded only by itself says so, and
+// a run whose own accuracy strays from the evaluator's grade shows both numbers.
+function gradedMark(run) {
+  const e = run.evaluation || {};
+  if (e.status === "self-reported, not evaluated") return el("div", { class: "graded self", text: "self-reported, not evaluated" });
+  const m = (e.mismatches || [])[0];
+  if (!m) return "";
+  return el("div", { class: "graded mismatch", text: `mismatch at step ${m.step}: reported ${pct(m.reported)}, graded ${pct(m.graded)}` });
 }
 
 function accuracyAfter(m, seconds) {
@@ -178,7 +193,7 @@ function render() {
         el("td", { text: String(r.num_workers ?? "—") }),
         el("td", { class: "network", text: networkLabel(r) || "—" }),
         el("td", {}, datasetBadge(r)),
-        el("td", { class: "ttt", text: m.ttt !== null ? duration(m.ttt) : "not reached" }),
+        el("td", { class: "ttt", text: m.ttt !== null ? duration(m.ttt) : "not reached" }, gradedMark(r)),
         el("td", { class: "after", text: after ? pct(accuracyAfter(m, after)) : "—" }),
         el("td", { text: pct(m.best) }),
         el("td", { class: "throughput", text: m.throughput === null ? "—" : `${num(m.throughput)} ${m.unit}` }),
@@ -202,7 +217,7 @@ async function load() {
         commCells.set(id, (await fetchCells(run)).cells);
         return;
       }
-      if (!feeds.has(id)) feeds.set(id, new MetricFeed(id, { type: "run", names: ["val_accuracy", ...throughputMetrics(), "time_to_target", ...PROGRESS], summarize: 500 }));
+      if (!feeds.has(id)) feeds.set(id, new MetricFeed(id, { type: "run", names: ["val_accuracy", "evaluated_val_accuracy", ...throughputMetrics(), "time_to_target", ...PROGRESS], summarize: 500 }));
       await feeds.get(id).refresh();
     }),
   );

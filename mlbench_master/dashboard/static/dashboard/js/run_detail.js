@@ -32,7 +32,7 @@ const SPLIT = [
 ];
 const CHARTS = [
   { id: "loss", title: "Training loss", series: [["train_loss", "train loss"], ["val_loss", "validation loss"]], fmt: (v) => num(v) },
-  { id: "accuracy", title: "Validation accuracy", series: [["val_accuracy", "validation"], ["train_accuracy", "training"]], fmt: pct, range: fractionRange },
+  { id: "accuracy", title: "Validation accuracy", series: [["evaluated_val_accuracy", "validation (evaluator)"], ["val_accuracy", "validation (reported)"], ["train_accuracy", "training"]], fmt: pct, range: fractionRange },
   { id: "lr", title: "Learning rate", series: [["learning_rate", "learning rate"]], fmt: (v) => num(v) },
 ];
 // The throughput chart counts what the run's task counts (tasks.js): images for task 1a,
@@ -214,6 +214,7 @@ function showRun() {
   }
   document.getElementById("run-manifest").textContent = JSON.stringify(run.manifest || {}, null, 2);
   showResumed();
+  showEvaluation();
   const cancel = document.getElementById("cancel-run");
   if (cancel) cancel.hidden = !live(run.state); // a queued one leaves the queue
 }
@@ -234,6 +235,24 @@ function showResumed() {
     `${where}: this run continues that run's training; it did not start from scratch.`,
   );
   box.hidden = false;
+}
+
+// Who graded the run: the platform's evaluator (its grades are the run's result; the
+// summary above is what the run said of itself), or the run alone; a mismatch shows both.
+function showEvaluation() {
+  const box = document.getElementById("run-evaluation");
+  const e = run.evaluation || {};
+  const lines = [];
+  if (e.status === "evaluated") {
+    const reached = e.time_to_target !== null && e.time_to_target !== undefined ? `target reached at ${duration(e.time_to_target)}` : "target not reached";
+    lines.push(`Graded by the platform's evaluator: ${e.grades} evaluation${e.grades === 1 ? "" : "s"}, last ${pct(e.accuracy_after_time)}, ${reached}. The summary is the run's own report.`);
+  } else if (e.status) {
+    lines.push("Self-reported, not evaluated: the run wrote no predictions, so its accuracy is its own word.");
+  }
+  for (const m of e.mismatches || []) lines.push(`Mismatch at step ${m.step}: the run reported ${pct(m.reported)}, the evaluator graded ${pct(m.graded)} (tolerance ${(100 * e.tolerance).toFixed(1)} points).`);
+  box.replaceChildren(...lines.flatMap((line, i) => (i ? [el("br"), line] : [line])));
+  box.classList.toggle("mismatch", Boolean((e.mismatches || []).length));
+  box.hidden = !lines.length;
 }
 
 // ---- resume ----

@@ -1,0 +1,64 @@
+"""Who graded a run, on the run page and the compare page: the evaluator's grades are the
+run's accuracy and time to target, a run whose own accuracy strays from them shows both
+numbers, and a run that wrote no predictions is labelled "self-reported, not evaluated"."""
+
+import pytest
+
+from tests.browser.conftest import assert_accessible, screenshot
+from tests.browser.seed import make_run, store_points
+
+pytestmark = pytest.mark.browser
+
+
+def grade(run, value: float | None = None) -> None:
+    """The evaluator's grade beside each accuracy the run reported: the same number
+    (an honest run), or `value` (a run whose predictions say otherwise)."""
+    from mlbench_master.api.models import Metric
+
+    reported = Metric.objects.filter(run=run, name="val_accuracy").order_by("date")
+    store_points(
+        {
+            "run_id": run.pk,
+            "name": "evaluated_val_accuracy",
+            "value": m.value if value is None else value,
+            "date": m.date.isoformat(),
+            "metadata": m.metadata,
+            "uid": f"graded-{m.pk}",
+        }  # fmt: skip
+        for m in reported
+    )
+
+
+def test_the_run_and_compare_pages_say_who_graded_each_run(page):
+    honest = make_run("honest", 2, ago=5400)
+    liar = make_run("claims 93 %", 2, ago=3600)
+    unchecked = make_run("no predictions", 2, ago=1800)
+    grade(honest)
+    grade(liar, 0.1)
+
+    page.goto(f"/runs/{liar.pk}/")
+    box = page.locator("#run-evaluation")
+    box.wait_for(state="visible")
+    text = box.inner_text()
+    assert "Graded by the platform's evaluator: 10 evaluations, last 10.0 %" in text, text
+    assert "target not reached" in text
+    assert "Mismatch at step 100: the run reported 28.0 %, the evaluator graded 10.0 %" in text
+    assert_accessible(page)
+
+    page.goto(f"/runs/{unchecked.pk}/")
+    page.locator("#run-evaluation").wait_for(state="visible")
+    assert "Self-reported, not evaluated" in page.locator("#run-evaluation").inner_text()
+
+    page.goto(f"/compare/?runs={honest.pk},{liar.pk},{unchecked.pk}")
+    page.wait_for_selector("body[data-loaded='1']")
+    page.wait_for_function("Number(document.querySelector('#chart-compare').dataset.points) > 0")
+    row = {
+        r.pk: page.locator(f"#compare-table tr[data-run-id='{r.pk}']")
+        for r in (honest, liar, unchecked)
+    }
+    assert row[liar.pk].locator(".ttt").inner_text().startswith("not reached")
+    assert "mismatch at step 100" in row[liar.pk].locator(".graded.mismatch").inner_text()
+    assert row[honest.pk].locator(".graded").count() == 0
+    assert not row[honest.pk].locator(".ttt").inner_text().startswith("not reached")
+    assert "self-reported, not evaluated" in row[unchecked.pk].locator(".graded.self").inner_text()
+    screenshot(page, "compare-evaluated")
