@@ -1,0 +1,146 @@
+"""What the universal evaluator costs, measured side by side in one run, for each task.
+
+For each task's full canonical test set size (generated sets, so nothing is downloaded):
+1. the evaluator's set-up once per run: regenerating the test labels from the seed;
+2. its cost per evaluation: reading one predictions file (as the master's intake does) and
+   grading it (top-1, top-5 for task 1b, the -1/+1 labels for task 2);
+3. beside it, what the evaluation itself costs the run: the reference model predicting the
+   same number of test examples on one CPU thread (for ResNet-50, 256 images timed and
+   scaled: a full pass takes many minutes), so the evaluator's share of an evaluation is
+   read from one table.
+
+The worker's side (gathering, writing and posting predictions against a loop without it) is
+measured by the worker's own predictions code path; this file measures the grading.
+Nothing is asserted; the target (a grade costing well under 1 % of an evaluation) is
+printed next to the measurements.
+Usage: python tests/benchmarks/bench_evaluator.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests" / "benchmarks"))
+
+import numpy as np  # noqa: E402
+from common import machine, write_results  # noqa: E402
+
+from mlbench_worker.shared.evaluation import predictions, test_sets  # noqa: E402
+from mlbench_worker.shared.evaluation.evaluator import Evaluator  # noqa: E402
+
+# task -> (test examples, classes or None for -1/+1, model to time, input shape, sample)
+TASKS = {
+    "resnet20-cifar10": (10_000, 10, "resnet20", (3, 32, 32), 10_000),
+    "resnet50-imagenet": (50_000, 1000, "resnet50", (3, 224, 224), 256),
+    "logreg-epsilon": (100_000, None, "linear", (2000,), 100_000),
+}
+
+
+def _best(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def _predictions(task: str, evaluator: Evaluator, folder: Path) -> Path:
+    """A file of mostly right predictions (90 %), as a trained model would write."""
+    rng = np.random.default_rng(0)
+    labels = evaluator.labels
+    wrong = rng.random(labels.size) < 0.1
+    if evaluator.classes is None:
+        return predictions.write(
+            folder, test_set_digest=evaluator.digest, step=1, epoch=1.0, elapsed=1.0,
+            predicted_label=np.where(wrong, -labels, labels),
+        )  # fmt: skip
+    top1 = np.where(wrong, (labels + 1) % evaluator.classes, labels)
+    fields = {"predicted_class": top1}
+    if evaluator.top5:
+        fields["predicted_top5"] = (top1[:, None] + np.arange(5)) % evaluator.classes
+    return predictions.write(
+        folder, test_set_digest=evaluator.digest, step=1, epoch=1.0, elapsed=1.0, **fields
+    )
+
+
+def _model_seconds(name: str, shape: tuple, sample: int, examples: int, batch: int) -> float:
+    """Seconds the reference model takes to predict `examples` inputs (timed on `sample`)."""
+    import torch
+
+    from mlbench_worker.models import build_imagenet_model, build_model
+
+    torch.set_num_threads(1)
+    if name == "linear":
+        model = torch.nn.Linear(shape[0], 1)
+    elif name == "resnet50":
+        model = build_imagenet_model(name)
+    else:
+        model = build_model(name)
+    model.eval()
+    x = torch.randn(min(batch, sample), *shape)
+    batches = -(-sample // len(x))
+
+    def run() -> None:
+        with torch.no_grad():
+            for _ in range(batches):
+                model(x).argmax(dim=1) if name != "linear" else model(x).sign()
+
+    return _best(run, 1 if name == "resnet50" else 2) * examples / (batches * len(x))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="fewer repeats, small samples")
+    args = parser.parse_args()
+    repeats = 3 if args.quick else 10
+    rows, data = [], {"machine": machine(), "tasks": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        for task, (size, _, model, shape, sample) in TASKS.items():
+            dataset = test_sets.SYNTHETIC
+            test_set = test_sets.TestSet(task, dataset, seed=42, size=size)
+            setup = _best(lambda ts=test_set: Evaluator.of(ts), 1 if args.quick else 3)
+            evaluator = Evaluator.of(test_set)
+            path = _predictions(task, evaluator, Path(tmp) / task)
+            read = _best(lambda p=path: predictions.read(p), repeats)
+            grade = _best(lambda p=path, e=evaluator: e.grade(p), repeats)
+            grade_only = grade - read
+            if args.quick:
+                sample = min(sample, 512 if model != "resnet50" else 32)
+            predict = _model_seconds(model, shape, sample, size, 64 if model != "linear" else 4096)
+            share = grade / (grade + predict)
+            metric = evaluator.grade(path).metrics
+            rows.append(
+                [
+                    task, f"{size:,}", f"{setup * 1000:.1f}", f"{read * 1000:.2f}",
+                    f"{grade_only * 1000:.2f}", f"{predict:.2f}", f"{100 * share:.3f} %",
+                    f"{path.stat().st_size / 1024:.0f} KiB",
+                    " ".join(f"{k}={v:.3f}" for k, v in metric.items()),
+                ]
+            )  # fmt: skip
+            data["tasks"][task] = {
+                "examples": size, "setup_s": setup, "read_s": read, "grade_s": grade_only,
+                "model_predict_s": predict, "model_sample": sample, "grader_share": share,
+                "file_bytes": path.stat().st_size, "metrics": metric,
+            }  # fmt: skip
+    headers = [
+        "TASK", "EXAMPLES", "LABELS MS (ONCE)", "READ MS", "GRADE MS", "MODEL PREDICTS S",
+        "GRADER SHARE", "FILE", "GRADE",
+    ]  # fmt: skip
+    write_results(
+        "evaluator",
+        "The evaluator's cost per evaluation against the evaluation itself (target: < 1 %)",
+        headers,
+        rows,
+        data,
+    )
+
+
+if __name__ == "__main__":
+    main()
