@@ -6,6 +6,12 @@ point is written the same way: one statement per batch, a point whose `uid` is a
 stored skipped (a retried post is stored once), points without a uid always stored.
 tests/test_write_owners.py checks that nothing else in mlbench_master writes the metric
 table. The caller validates: names, owners (exactly one of run and pod), finite values.
+
+A batch may also take the place of points already stored (`Replaced`): the evaluator's
+grades of a step posted again replace that step's grades (mlbench_master/grading.py). They
+are deleted in the same transaction, and on PostgreSQL the per-second sums of their seconds
+(`MetricRollup`, kept by an insert-only trigger) are counted again from the points left, so
+a summarized series never averages a replaced grade in.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from typing import Any, NamedTuple
 
 from django.db import connection, transaction
 
-from mlbench_master.api.models import Metric
+from mlbench_master.api.models import Metric, MetricRollup
 
 
 class Point(NamedTuple):
@@ -33,26 +39,43 @@ class Point(NamedTuple):
 
 
 _COLUMNS = Point._fields
+_EPOCH, _SECOND = dt.datetime(1970, 1, 1, tzinfo=dt.UTC), dt.timedelta(seconds=1)
 _PG_TYPES = (
     "run_id bigint, pod_name text, name text, value double precision, date timestamptz, "
     "cumulative boolean, metadata jsonb, uid text"
 )
 
 
-def store(rows: list[Point]) -> None:
+class Replaced(NamedTuple):
+    """Stored points a batch takes the place of: the run's points of these names whose
+    metadata has `key` equal to `value` (e.g. the grades of one step)."""
+
+    run_id: int
+    names: tuple[str, ...]
+    key: str
+    value: Any
+
+
+def store(rows: list[Point], *, replaces: Replaced | None = None) -> None:
     """Insert all rows in one transaction; a point whose uid is already stored is skipped.
+    With `replaces`, the points it names are deleted first, in the same transaction (a
+    batch of no rows then only deletes).
 
     On PostgreSQL the whole batch travels as ONE JSON parameter that the server unpacks
     (`json_to_recordset`) into an `INSERT ... ON CONFLICT DO NOTHING`: no model instances,
     no per-row parameters, so a 1,000-point batch costs a few milliseconds. Elsewhere
     (the embedded SQLite) a prepared single-row INSERT is executed for every row.
     """
-    if not rows:
+    if not rows and replaces is None:
         return
     ops = connection.ops
     table = ops.quote_name(Metric._meta.db_table)
     columns = ", ".join(ops.quote_name(c) for c in _COLUMNS)
     with transaction.atomic(), connection.cursor() as cursor:
+        if replaces is not None:
+            _forget(replaces)
+        if not rows:
+            return
         if connection.vendor == "postgresql":
             payload = json.dumps(
                 [
@@ -94,3 +117,37 @@ def store(rows: list[Point]) -> None:
                 for r in rows
             ],  # fmt: skip
         )
+
+
+def _forget(replaced: Replaced) -> None:
+    """Delete the points `replaced` names; on PostgreSQL recount their seconds' sums from
+    the points left (a sum left at zero points is deleted). Called inside `store`'s
+    transaction."""
+    gone = Metric.objects.filter(
+        run_id=replaced.run_id,
+        name__in=replaced.names,
+        **{f"metadata__{replaced.key}": replaced.value},
+    )
+    found = gone.values_list("name", "date")
+    seconds = sorted({(name, (date - _EPOCH) // _SECOND) for name, date in found})
+    if not seconds:
+        return
+    gone.delete()
+    if connection.vendor != "postgresql":
+        return  # SQLite keeps no sums: summaries are computed from the points
+    table = connection.ops.quote_name(Metric._meta.db_table)
+    rollup = connection.ops.quote_name(MetricRollup._meta.db_table)
+    keys = json.dumps([{"name": name, "second": second} for name, second in seconds])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {rollup} AS r SET count = s.count, total = s.total, "
+            "last_date = COALESCE(s.last_date, r.last_date) FROM ("
+            "SELECT k.name, k.second, count(m.id) AS count, COALESCE(sum(m.value), 0) AS total, "
+            "max(m.date) AS last_date FROM json_to_recordset(%s) AS k(name text, second bigint) "
+            f"LEFT JOIN {table} AS m ON m.run_id = %s AND m.name = k.name "
+            "AND m.date >= to_timestamp(k.second) AND m.date < to_timestamp(k.second + 1) "
+            "GROUP BY k.name, k.second) AS s "
+            "WHERE r.run_id = %s AND r.name = s.name AND r.second = s.second",
+            [keys, replaced.run_id, replaced.run_id],
+        )
+        cursor.execute(f"DELETE FROM {rollup} WHERE run_id = %s AND count = 0", [replaced.run_id])

@@ -23,8 +23,9 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from mlbench_master import run_rules, runs
+from mlbench_master import grading, prediction_files, run_rules, runs
 from mlbench_worker.shared import plots
+from mlbench_worker.shared.evaluation.predictions import PredictionsRefused
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +95,11 @@ DOMAIN_ERRORS: tuple[tuple[type[Exception], Callable[[Any], exceptions.APIExcept
     ),
     # 409: the data cannot give the chart yet (the message says what is missing)
     (plots.PlotError, lambda exc: Conflict(str(exc))),
+    # 400: predictions the evaluator refuses (its message), or a test set the run cannot
+    # have (the parameter named); 413: a predictions file over its cap
+    (PredictionsRefused, lambda exc: invalid("predictions", str(exc))),
+    (grading.SetRefused, lambda exc: invalid(exc.field, exc.message)),
+    (prediction_files.TooLarge, lambda exc: PayloadTooLarge(str(exc))),
 )
 
 

@@ -22,6 +22,7 @@ from mlbench_master.api.errors import PayloadTooLarge
 from mlbench_master.api.models import Run
 from mlbench_master.api.params import parse_iso_datetime
 from mlbench_master.metrics_store import Point
+from mlbench_worker.shared.evaluation import GRADED_PREFIX
 
 MAX_NAME = 200
 MAX_UID = 200
@@ -87,6 +88,14 @@ def _point(item: Any, now: dt.datetime) -> Point:
         raise _PointError("name", f"must be a non-empty string of at most {MAX_NAME} characters")
     if "\x00" in name:
         raise _PointError("name", "must not contain NUL characters")
+    if name.startswith(GRADED_PREFIX) and run_id is not None:
+        # A grade a run could post itself would be no grade: only the master's evaluator
+        # stores these (mlbench_master/grading.py).
+        raise _PointError(
+            "name",
+            f"{name[:60]!r}: names starting with {GRADED_PREFIX!r} are the evaluator's grades; "
+            f"post the predictions to /api/runs/{run_id}/predictions/ and the master grades them",
+        )
 
     value = _value(item.get("value", _MISSING))
 

@@ -8,10 +8,12 @@
     through the ORM, not over HTTP);
   - a run's summary (`POST /api/runs/<id>/summary/`): only from that run's worker token or
     a staff user, and only while the run is active or within MLBENCH_RUN_TOKEN_GRACE
-    seconds after it ended (see `auth.ended_past_grace`).
-- A run's worker token may only post metrics of its own run and its summary. The
-  permission classes admit it for POSTs; the views check the target run
-  (`check_worker_run`), because only they know it.
+    seconds after it ended (see `auth.ended_past_grace`);
+  - a run's predictions (`POST /api/runs/<id>/predictions/`), which the platform grades:
+    as metric points, that run's worker token or a staff user.
+- A run's worker token may only post metrics, predictions and the summary of its own run,
+  and read its predictions back. The permission classes admit it for those methods; the
+  views check the target run (`check_worker_run`), because only they know it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from django.conf import settings
 from rest_framework import exceptions, permissions
 
 from mlbench_master.api.auth import RunWorker
+
+WORKER_ONLY = "a worker token may only post metrics, predictions and the summary of its run"
 
 
 def is_worker(request) -> bool:  # noqa: ANN001
@@ -31,11 +35,11 @@ def is_staff(request) -> bool:  # noqa: ANN001
     return bool(user and user.is_authenticated and user.is_active and user.is_staff)
 
 
-def check_worker_run(request, run_id: int, what: str) -> None:  # noqa: ANN001
+def check_worker_run(request, run_id: int, what: str, verb: str = "post") -> None:  # noqa: ANN001
     """403 unless a worker-token request targets the token's own run (users pass)."""
     if is_worker(request) and request.auth.pk != run_id:
         raise exceptions.PermissionDenied(
-            f"the worker token of run {request.auth.pk} may not post {what} of run {run_id}"
+            f"the worker token of run {request.auth.pk} may not {verb} {what} of run {run_id}"
         )
 
 
@@ -56,7 +60,7 @@ class ReadPublicOrUser(permissions.BasePermission):
 
     def has_permission(self, request, view) -> bool:  # noqa: ANN001
         if is_worker(request):
-            self.message = "a worker token may only post metrics and the summary of its run"
+            self.message = WORKER_ONLY
             return False
         if request.method in permissions.SAFE_METHODS and settings.MLBENCH_PUBLIC_READ:
             return True
@@ -72,7 +76,7 @@ class _WorkerOrStaffWrites(permissions.BasePermission):
 
     def has_permission(self, request, view) -> bool:  # noqa: ANN001
         if is_worker(request):
-            self.message = "a worker token may only post metrics and the summary of its run"
+            self.message = WORKER_ONLY
             return request.method == "POST"
         if request.method in permissions.SAFE_METHODS:
             return _read_allowed(request)
@@ -100,3 +104,18 @@ class SummaryWriters(_WorkerOrStaffWrites):
         "a run's summary may only be posted with that run's worker token "
         "(MLBENCH_RUN_TOKEN) or by a staff user"
     )
+
+
+class PredictionsAccess(_WorkerOrStaffWrites):
+    """POST /api/runs/<id>/predictions/ as metric points (the run's worker token, staff);
+    reads for readers and for the run's own worker token (the view checks its run)."""
+
+    refused = (
+        "a run's predictions may only be posted with that run's worker token "
+        "(MLBENCH_RUN_TOKEN) or by a staff user"
+    )
+
+    def has_permission(self, request, view) -> bool:  # noqa: ANN001
+        if is_worker(request) and request.method in ("GET", "HEAD"):
+            return True
+        return super().has_permission(request, view)

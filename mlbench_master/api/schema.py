@@ -25,7 +25,8 @@ try:
                 "in": "header",
                 "name": "Authorization",
                 "description": "A run's worker token: `Token mlbr_<run id>_<hmac>`. It may only "
-                "post metrics and the summary of that run.",
+                "post metrics, predictions and the summary of that run, and read its "
+                "predictions.",
             }
 
     class TokenBasicScheme(OpenApiAuthenticationExtension):

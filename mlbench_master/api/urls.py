@@ -5,7 +5,7 @@ canonical form."""
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from mlbench_master.api import result_urls, series_views, views
+from mlbench_master.api import predictions, result_urls, series_views, views
 
 
 def both(route: str, view, name: str) -> list:  # noqa: ANN001
@@ -23,6 +23,16 @@ urlpatterns = [
     *both(r"runs/(?P<pk>[0-9]{1,18})", views.RunDetail.as_view(), "run-detail"),
     *both(r"runs/(?P<pk>[0-9]{1,18})/summary", views.RunSummary.as_view(), "run-summary"),
     *both(r"runs/(?P<pk>[0-9]{1,18})/logs", views.RunLogs.as_view(), "run-logs"),
+    *both(
+        r"runs/(?P<pk>[0-9]{1,18})/predictions",
+        predictions.RunPredictions.as_view(),
+        "run-predictions",
+    ),
+    *both(
+        r"runs/(?P<pk>[0-9]{1,18})/predictions/(?P<step>[0-9]{1,10})",
+        predictions.RunPrediction.as_view(),
+        "run-prediction",
+    ),
     *both("series", series_views.SeriesList.as_view(), "series"),
     *both(r"series/(?P<pk>[0-9]{1,18})", series_views.SeriesDetail.as_view(), "series-detail"),
     *both(

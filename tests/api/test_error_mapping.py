@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from mlbench_master import run_rules, runs
+from mlbench_master import grading, prediction_files, run_rules, runs
 from mlbench_master.api.errors import DOMAIN_ERRORS, exception_handler
 from mlbench_master.api.models import Run, Series
 from mlbench_worker.shared import plots
+from mlbench_worker.shared.evaluation.predictions import PredictionsRefused
 
 pytestmark = pytest.mark.django_db
 
@@ -134,6 +135,23 @@ def test_a_database_that_does_not_answer_is_503_not_500():
             },
         ),
         (plots.PlotError("no speed-up to draw"), 409, {"detail": "no speed-up to draw"}),
+        (
+            PredictionsRefused("the posted file lacks step"),
+            400,
+            {
+                "detail": "predictions: the posted file lacks step",
+                "errors": {"predictions": ["the posted file lacks step"]},
+            },
+        ),
+        (
+            grading.SetRefused("dataset", "'x' is not a data set of t"),
+            400,
+            {
+                "detail": "dataset: 'x' is not a data set of t",
+                "errors": {"dataset": ["'x' is not a data set of t"]},
+            },
+        ),
+        (prediction_files.TooLarge("over the cap"), 413, {"detail": "over the cap"}),
     ],
     ids=lambda v: type(v).__name__ if isinstance(v, Exception) else None,
 )
@@ -146,7 +164,8 @@ def test_the_handler_answers_each_domain_error(error, status, body):
 
 def test_every_domain_error_is_tested_above():
     tested = {"RunRefused", "ResumeRefused", "StaffOnly", "RunConflict", "QueueUnavailable"}
-    assert {kind.__name__ for kind, _ in DOMAIN_ERRORS} == tested | {"PlotError"}
+    tested |= {"PlotError", "PredictionsRefused", "SetRefused", "TooLarge"}
+    assert {kind.__name__ for kind, _ in DOMAIN_ERRORS} == tested
 
 
 def catches(source: str, names: set[str]) -> list[int]:

@@ -1,5 +1,6 @@
 """The embedded default runs on SQLite: migrations apply, ingestion with uid de-dup and
-the summarize / last_n SQL give the same answers as on PostgreSQL."""
+the summarize / last_n SQL give the same answers as on PostgreSQL, and a step's grade
+posted again replaces the first."""
 
 import os
 import subprocess
@@ -44,6 +45,22 @@ assert got == {"busbw_mbps": [{"date": "2018-08-03T09:21:29.347960Z", "value": 1
                "cumulative": True, "metadata": {"op": "allreduce", "size": 1024}}]}, got
 got = series(SeriesQuery("run", run.pk, last_n=1), details=True)[str(run.pk)]["loss"]
 assert got[0]["metadata"] == {} and got[0]["cumulative"] is False, got
+
+import numpy as np
+from pathlib import Path
+from mlbench_master import grading, prediction_files
+from mlbench_worker.shared.evaluation import generated_labels, predictions
+labels = generated_labels.cifar10(run.seed, 100)
+for wrong in (10, 0):  # step 5 graded, then posted again
+    guess = labels.copy()
+    guess[:wrong] = (guess[:wrong] + 1) % 10
+    written = predictions.write(Path(prediction_files.folder(run.pk)), step=5, epoch=1,
+        elapsed=2, test_set_digest=predictions.digest_of(labels), predicted_class=guess)
+    tmp = written.with_name(".upload-test.tmp")
+    written.rename(tmp)
+    grading.intake(run, tmp, "synthetic", None)
+graded = list(Metric.objects.filter(name="evaluated_val_accuracy").values_list("value", flat=True))
+assert graded == [1.0], graded
 print("ok")
 """
 

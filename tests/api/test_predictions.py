@@ -1,0 +1,213 @@
+"""POST /api/runs/<id>/predictions/: the platform grades a run's predictions with the
+evaluator and stores the grade; GET lists and returns the stored files. Refusals:
+test_predictions_refused.py.
+
+Grades are checked against counts made by hand on the evaluator's own labels (the labels'
+agreement with the generators is tests/evaluation/'s).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+from django.utils import timezone
+
+from mlbench_master import grading, prediction_files
+from mlbench_master.api.models import Run
+from mlbench_worker.shared.evaluation import generated_labels, predictions, test_sets
+from mlbench_worker.shared.evaluation.predictions import digest_of
+from tests.api.conftest import worker_client
+from tests.api.predictions_bodies import (
+    CIFAR,
+    SEED,
+    WRONG,
+    N,
+    cifar_file,
+    grades,
+    npz,
+    post,
+    stored_files,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fresh(settings, tmp_path):
+    settings.MLBENCH_DATA_DIR = tmp_path / "datasets"  # empty: real labels unavailable
+    grading.forget_evaluators()
+
+
+@pytest.fixture
+def cifar_run(make_run):
+    return make_run(state=Run.STARTED, task=CIFAR, seed=SEED)
+
+
+# --------------------------------------------------------------------------- grades
+
+
+def test_task_1a_generated_set_is_graded_and_stored(cifar_run):
+    body = cifar_file()
+    r = post(worker_client(cifar_run), cifar_run, body)
+    assert r.status_code == 201, r.json()
+    assert r.json() == {
+        "step": 100,
+        "epoch": 1.5,
+        "elapsed": 30.25,
+        "examples": 500,
+        "dataset": "synthetic",
+        "metrics": {"val_accuracy": 490 / 500},
+    }
+    meta = {"step": 100, "epoch": 1.5, "elapsed": 30.25, "examples": 500, "dataset": "synthetic"}
+    assert grades(cifar_run) == [("evaluated_val_accuracy", 0.98, meta)]
+    assert stored_files(cifar_run) == {"predictions-step0000000100.npz": body}
+
+
+def test_task_2_generated_set_is_graded(make_run):
+    run = make_run(state=Run.STARTED, task="logreg-epsilon", seed=3)
+    labels = generated_labels.epsilon(3, 1000, test_sets.EPSILON_FEATURES)
+    predicted = labels.copy()
+    predicted[:125] *= -1  # 875 of 1,000 right
+    body = npz(digest=digest_of(labels), step=40, predicted_label=predicted)
+    r = post(worker_client(run), run, body)
+    assert r.status_code == 201, r.json()
+    assert r.json()["metrics"] == {"val_accuracy": 0.875} and r.json()["examples"] == 1000
+    # a set generated with other features has other labels: its digest is not this file's
+    r = post(worker_client(run), run, body, "dataset=synthetic&features=50")
+    assert r.status_code == 400 and "another test set" in r.json()["errors"]["predictions"][0]
+    assert [(n, v) for n, v, _ in grades(run)] == [("evaluated_val_accuracy", 0.875)]
+
+
+def test_task_1b_generated_set_is_graded_top1_and_top5(make_run):
+    run = make_run(state=Run.STARTED, task="resnet50-imagenet", seed=1)
+    n = 2000
+    labels = np.arange(n) % 1000  # the generated validation set: image i is of class i mod 1000
+    top5 = (labels[:, None] + np.arange(1, 6)) % 1000  # never the right class
+    top5[:1200, 0] = labels[:1200]  # 1,200 right at the top
+    top5[1200:1500, 2] = labels[1200:1500]  # 300 more right within the top 5
+    body = npz(digest=digest_of(labels), predicted_class=top5[:, 0], predicted_top5=top5)
+    r = post(worker_client(run), run, body)
+    assert r.status_code == 201, r.json()
+    assert r.json()["metrics"] == {"val_accuracy": 0.6, "val_top5_accuracy": 0.75}
+    assert [(n, v) for n, v, _ in grades(run)] == [
+        ("evaluated_val_accuracy", 0.6),
+        ("evaluated_val_top5_accuracy", 0.75),
+    ]
+
+
+def test_a_retry_of_a_step_replaces_its_file_and_grade(cifar_run, staff_api):
+    client = worker_client(cifar_run)
+    assert post(client, cifar_run, cifar_file()).status_code == 201
+    assert post(client, cifar_run, cifar_file(step=200)).status_code == 201
+    again = cifar_file(wrong=[])  # the same step, now every row right
+    r = post(client, cifar_run, again)
+    assert r.status_code == 201 and r.json()["metrics"] == {"val_accuracy": 1.0}
+    assert [(v, m["step"]) for _, v, m in grades(cifar_run)] == [(0.98, 200), (1.0, 100)]
+    assert stored_files(cifar_run)["predictions-step0000000100.npz"] == again
+    # the per-second sums agree: the replaced grade is in no summary
+    r = staff_api.get(
+        f"/api/metrics/{cifar_run.pk}/?metric_type=run&summarize=2"
+        "&metric_filter=evaluated_val_accuracy"
+    )
+    assert sorted(p["value"] for p in r.json()["evaluated_val_accuracy"]) == [0.98, 1.0]
+
+
+def test_the_master_lacks_the_real_labels_the_file_is_kept_ungraded(make_run, cifar_run):
+    r = post(worker_client(cifar_run), cifar_run, cifar_file(), "dataset=cifar10")
+    assert r.status_code == 202 and r.json()["graded"] is False
+    assert "test labels are not under" in r.json()["why"]
+    assert list(stored_files(cifar_run)) == ["predictions-step0000000100.npz"]
+    assert grades(cifar_run) == []
+    imagenet = make_run(task="resnet50-imagenet", finished_at=timezone.now())  # within grace
+    top5 = np.arange(15).reshape(3, 5)
+    body = npz(digest="0" * 64, predicted_class=top5[:, 0], predicted_top5=top5)
+    r = post(worker_client(imagenet), imagenet, body, "dataset=imagenet")
+    assert r.status_code == 202 and "ImageNet's labels" in r.json()["why"]
+
+
+def test_each_test_set_has_one_evaluator_kept_in_a_small_lru():
+    sets = [test_sets.TestSet(CIFAR, "synthetic", seed, 100) for seed in range(9)]
+    first = grading.evaluator_for(sets[0])
+    assert grading.evaluator_for(sets[0]) is first
+    for other in sets[1:]:
+        grading.evaluator_for(other)
+    assert grading.evaluator_for(sets[0]) is not first  # the oldest of 9 left a cache of 8
+
+
+# --------------------------------------------------------------------------- reading back
+
+
+def test_list_and_download_return_the_stored_bytes(cifar_run, api, make_run, tmp_path):
+    bodies = {100: cifar_file(), 200: cifar_file(step=200, wrong=[])}
+    for body in bodies.values():
+        assert post(worker_client(cifar_run), cifar_run, body).status_code == 201
+    for client in (api, worker_client(cifar_run)):
+        r = client.get(f"/api/runs/{cifar_run.pk}/predictions/")
+        assert r.status_code == 200, r.json()
+        listed = r.json()
+        assert [f["step"] for f in listed] == [100, 200]
+        for entry in listed:
+            body = bodies[entry["step"]]
+            assert entry["bytes"] == len(body)
+            assert entry["sha256"] == hashlib.sha256(body).hexdigest()
+            assert entry["url"] == (
+                f"http://testserver/api/runs/{cifar_run.pk}/predictions/{entry['step']}/"
+            )
+            got = client.get(entry["url"], HTTP_ACCEPT="application/octet-stream")
+            assert got.status_code == 200 and got["Content-Type"] == "application/octet-stream"
+            data = b"".join(got.streaming_content)
+            assert hashlib.sha256(data).hexdigest() == entry["sha256"]
+            (tmp_path / "got.npz").write_bytes(data)
+            assert predictions.read(tmp_path / "got.npz").step == entry["step"]
+    other = worker_client(make_run(finished_at=timezone.now()))
+    assert other.get(f"/api/runs/{cifar_run.pk}/predictions/").status_code == 403
+    r = api.get(f"/api/runs/{cifar_run.pk}/predictions/300/")
+    assert r.status_code == 404 and "no predictions of step 300" in r.json()["detail"]
+    assert api.get("/api/runs/999999/predictions/").status_code == 404
+
+
+def test_deleting_the_run_deletes_its_files(make_run, staff_api):
+    run = make_run(state=Run.FINISHED, task=CIFAR, seed=SEED, finished_at=timezone.now())
+    assert post(worker_client(run), run, cifar_file()).status_code == 201
+    assert prediction_files.folder(run.pk).exists()
+    assert staff_api.delete(f"/api/runs/{run.pk}/").status_code == 204
+    assert not prediction_files.folder(run.pk).exists()
+
+
+# --------------------------------------------------------------------------- over real HTTP
+
+
+@pytest.mark.django_db(transaction=True)
+def test_over_http_retries_racing_each_other_leave_one_grade_per_step(live_server, settings):
+    """Posts of one step at once (a retry racing its original) over the live server: the
+    step ends with one file and one grade, the grade of that file."""
+    import concurrent.futures as cf
+
+    import requests
+
+    from mlbench_master import runs
+
+    grading.forget_evaluators()
+    run = Run.objects.create(name="race", state=Run.STARTED, task=CIFAR, seed=SEED)
+    headers = {
+        "Authorization": f"Token {runs.worker_token(run)}",
+        "Content-Type": "application/octet-stream",
+    }
+    url = f"{live_server.url}/api/runs/{run.pk}/predictions/?dataset=synthetic"
+    bodies = [cifar_file(wrong=WRONG[:k]) for k in range(6)]  # 6 grades of one step
+
+    def send(body: bytes) -> int:
+        return requests.post(url, data=body, headers=headers, timeout=60).status_code
+
+    for _ in range(3):
+        with cf.ThreadPoolExecutor(6) as pool:
+            assert list(pool.map(send, bodies)) == [201] * 6
+        (grade,) = grades(run)
+        kept = stored_files(run)["predictions-step0000000100.npz"]
+        assert grade[1] == (N - bodies.index(kept)) / N
+
+    settings.MLBENCH_PREDICTIONS_MAX_BYTES = 1000  # the server reads settings per request
+    r = requests.post(url, data=bodies[0], headers=headers, timeout=60)
+    assert r.status_code == 413 and "at most 1000 bytes" in r.json()["detail"]
