@@ -15,6 +15,7 @@ This module holds the command line (`build_parser`) and the entry point (`main`,
 - `comparison`: the `mlbench report` table and which runs may be compared (comparable.js);
 - `series`: `mlbench run` with several seeds or worker counts, and `mlbench series`;
 - `results`: `mlbench report --series` / `--plot` and `mlbench download --mllog`;
+- `evaluate`: `mlbench evaluate RUN`, a run's predictions graded again here;
 - `formatting`: tables, durations, percentages, API dates.
 """
 
@@ -24,7 +25,7 @@ import argparse
 import os
 import sys
 
-from mlbench_worker.client.cli import results
+from mlbench_worker.client.cli import evaluate, results
 from mlbench_worker.client.cli.commands import (
     cmd_delete,
     cmd_download,
@@ -249,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="speed-ups against 1-worker runs of another implementation too, where a run has "
         "none of its own (labelled cross-implementation)",
     )
+    evaluate.add_parser(sub)
     return parser
 
 
@@ -261,6 +263,7 @@ COMMANDS = {
     "download": cmd_download,
     "delete": cmd_delete,
     "report": results.cmd_report,
+    "evaluate": evaluate.cmd_evaluate,
 }
 
 

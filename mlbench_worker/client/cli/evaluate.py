@@ -1,0 +1,143 @@
+"""`mlbench evaluate RUN`: grade a stored run again, here, from its predictions files.
+
+Why a client command and not a button on the master: it is a second, independent grading.
+The files come from the master (GET /api/runs/<id>/predictions/, each checked against the
+SHA-256 the master lists), the labels do not: the evaluator in this process regenerates a
+generated set's labels from the run's seed, or reads a real set's from the files under
+`--data-dir`, after checking their checksums. Each grade is printed beside what the master
+stored for that evaluation and what the run reported of itself; the command fails (exit 1)
+where this grade and the master's differ, which no honest installation produces.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from mlbench_worker.client.cli.formatting import duration, percent, table
+from mlbench_worker.client.cli.master import EXIT_OK, CliError, Master
+from mlbench_worker.shared.evaluation import graded_name, test_sets
+from mlbench_worker.shared.evaluation.evaluator import Evaluator
+from mlbench_worker.shared.evaluation.file_labels import LabelsUnavailable
+from mlbench_worker.shared.evaluation.predictions import Predictions, PredictionsRefused, read
+
+EXIT_DISAGREES = 1
+REPORTED = "val_accuracy"
+AGREE = 1e-12  # two gradings of one file by the same code: equal, up to float printing
+
+
+def add_parser(sub: Any) -> None:
+    evaluate = sub.add_parser(
+        "evaluate", help="grade a run's predictions again, here, with the evaluator"
+    )
+    evaluate.add_argument("run", type=int, metavar="RUN")
+    evaluate.add_argument(
+        "--data-dir",
+        default="",
+        help="where the real data set's files are (a run on generated data needs none)",
+    )
+
+
+def cmd_evaluate(args: argparse.Namespace, master: Master) -> int:
+    run = master.json("get_run", args.run)
+    listed = master.call("_submit", "GET", f"runs/{args.run}/predictions/").json()
+    files = listed.get("results", listed) if isinstance(listed, dict) else listed
+    if not files:
+        raise CliError(
+            f"run {args.run} has no predictions stored: it is {_status(run)}", EXIT_DISAGREES
+        )
+    stored = _points(master, args.run, graded_name(REPORTED))
+    reported = _points(master, args.run, REPORTED)
+    rows, disagree, evaluators = [], [], {}
+    with tempfile.TemporaryDirectory(prefix="mlbench-evaluate-") as folder:
+        for entry in sorted(files, key=lambda e: e["step"]):
+            predictions = _fetch(master, args.run, entry, Path(folder))
+            grade = _grade(run, predictions, args.data_dir, evaluators)
+            mine = grade.metrics[REPORTED]
+            theirs = stored.get(grade.step)
+            if theirs is None or abs(theirs - mine) > AGREE:
+                disagree.append(grade.step)
+            rows.append(
+                [
+                    grade.step, f"{grade.epoch:g}", duration(grade.elapsed), grade.examples,
+                    percent(mine), percent(theirs) if theirs is not None else "not stored",
+                    percent(reported[grade.step]) if grade.step in reported else "-",
+                ]
+            )  # fmt: skip
+    headers = ["STEP", "EPOCH", "CLOCK", "EXAMPLES", "GRADED HERE", "MASTER'S GRADE", "REPORTED"]
+    print(f"run {args.run} ({run.get('task')}, seed {run.get('seed')}): {len(rows)} evaluations")
+    print(table(headers, rows))
+    if disagree:
+        steps = ", ".join(map(str, disagree))
+        print(f"DISAGREES with the master's stored grade at step {steps}")
+        return EXIT_DISAGREES
+    print("every grade equals the master's")
+    return EXIT_OK
+
+
+def _status(run: dict) -> str:
+    return (run.get("evaluation") or {}).get("status") or "not evaluated yet"
+
+
+def _points(master: Master, run_id: int, name: str) -> dict[int, float]:
+    body = master.call(
+        "_submit", "GET", f"metrics/{run_id}/",
+        params={"metric_type": "run", "metric_filter": name, "details": 1},
+    ).json()  # fmt: skip
+    out = {}
+    for point in body.get(name, []) if isinstance(body, dict) else []:
+        step = (point.get("metadata") or {}).get("step")
+        if step is not None:
+            out[int(step)] = float(point["value"])
+    return out
+
+
+def _fetch(master: Master, run_id: int, entry: dict, folder: Path) -> Predictions:
+    body = master.call("_submit", "GET", f"runs/{run_id}/predictions/{entry['step']}/").content
+    if hashlib.sha256(body).hexdigest() != entry.get("sha256"):
+        raise CliError(
+            f"run {run_id}'s predictions of step {entry['step']} arrived damaged (SHA-256 "
+            "differs from the master's listing); try again",
+            EXIT_DISAGREES,
+        )
+    path = folder / f"step-{entry['step']}.npz"
+    path.write_bytes(body)
+    try:
+        return read(path)
+    except PredictionsRefused as exc:
+        raise CliError(f"run {run_id}: {exc}", EXIT_DISAGREES) from None
+
+
+def _grade(run: dict, p: Predictions, data_dir: str, evaluators: dict) -> Any:
+    """The grade of `p` by an evaluator of the run's test set: the generated set of its seed,
+    or the real set under `data_dir`, whichever the file's digest names (a set is never
+    taken on the run's word: the labels are this evaluator's)."""
+    size = len(next(iter(p.arrays.values())))
+    info = test_sets.task_info(run["task"])
+    last_error = ""
+    for dataset in (test_sets.SYNTHETIC, info.dataset):
+        if dataset != test_sets.SYNTHETIC and not data_dir:
+            last_error = f"not a generated set; give --data-dir with {info.dataset}'s files"
+            continue
+        key = (dataset, size)
+        if key not in evaluators:
+            try:
+                evaluators[key] = Evaluator.of(
+                    test_sets.TestSet(run["task"], dataset, int(run["seed"]), size, data_dir)
+                )
+            except (ValueError, LabelsUnavailable) as exc:
+                last_error = str(exc)
+                continue
+        if evaluators[key].digest == p.test_set_digest:
+            try:
+                return evaluators[key].grade(p)
+            except PredictionsRefused as exc:
+                raise CliError(f"run {run['id']}: {exc}", EXIT_DISAGREES) from None
+    raise CliError(
+        f"run {run['id']}'s predictions of step {p.step} are of no test set found here "
+        f"({last_error or 'neither the generated set of its seed nor the real one'})",
+        EXIT_DISAGREES,
+    )

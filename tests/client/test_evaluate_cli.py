@@ -1,0 +1,76 @@
+"""`mlbench evaluate RUN`: the run's stored predictions graded again in the client's own
+process, against labels it regenerates itself, beside the master's grade and the run's word.
+Over a live web server, with the predictions posted as a worker posts them."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+
+from mlbench_master import grading, runs
+from mlbench_master.api.auth import issue_user_token
+from mlbench_master.api.models import Metric, Run
+from mlbench_worker.client.cli import main
+from mlbench_worker.shared.evaluation import generated_labels
+from tests.api.predictions_bodies import N, SEED, cifar_file
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _post(live_server, run: Run, body: bytes) -> None:
+    r = requests.post(
+        f"{live_server.url}/api/runs/{run.pk}/predictions/?dataset=synthetic",
+        data=body,
+        headers={
+            "Authorization": f"Token {runs.worker_token(run)}",
+            "Content-Type": "application/octet-stream",
+        },
+        timeout=60,
+    )
+    assert r.status_code == 201, r.text
+
+
+def _cli(live_server, *args: str) -> list[str]:
+    token = issue_user_token("alice", create_user=True)
+    return ["--url", live_server.url, "--token", token, *args]
+
+
+def test_evaluate_grades_the_stored_predictions_again_here(live_server, capsys, settings):
+    settings.MLBENCH_DATA_DIR = "/nonexistent"
+    grading.forget_evaluators()
+    run = Run.objects.create(name="graded", state=Run.STARTED, task="resnet20-cifar10", seed=SEED)
+    _post(live_server, run, cifar_file(step=100))
+    _post(live_server, run, cifar_file(step=200, wrong=[]))
+    Metric.objects.create(run=run, name="val_accuracy", value=0.99, metadata={"step": 100})
+
+    assert main(_cli(live_server, "evaluate", str(run.pk))) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines() if line[:1].isdigit()}
+    assert "98.0%" in rows["100"] and "99.0%" in rows["100"]  # graded 490/500; it said 99 %
+    assert rows["200"].count("100.0%") == 2 and rows["200"].rstrip().endswith("-")
+    assert "every grade equals the master's" in out
+
+    # A stored grade that is not what the file earns (a master tampered with) is caught.
+    Metric.objects.filter(run=run, name="evaluated_val_accuracy", metadata__step=200).update(
+        value=0.5
+    )
+    assert main(_cli(live_server, "evaluate", str(run.pk))) == 1
+    assert "DISAGREES with the master's stored grade at step 200" in capsys.readouterr().out
+
+
+def test_evaluate_says_why_it_cannot(live_server, capsys):
+    bare = Run.objects.create(name="bare", state=Run.FINISHED, task="resnet20-cifar10", seed=1)
+    assert main(_cli(live_server, "evaluate", str(bare.pk))) == 1
+    assert f"run {bare.pk} has no predictions stored" in capsys.readouterr().err
+
+    # Files of a real set, and no --data-dir here: told what to give.
+    run = Run.objects.create(name="real", state=Run.STARTED, task="resnet20-cifar10", seed=SEED)
+    _post(live_server, run, cifar_file())
+    # The generated set of another seed is not this run's: its labels were drawn otherwise.
+    Run.objects.filter(pk=run.pk).update(seed=SEED + 1)
+    assert main(_cli(live_server, "evaluate", str(run.pk))) == 1
+    err = capsys.readouterr().err
+    assert "are of no test set found here" in err and "give --data-dir" in err
+    assert (
+        generated_labels.cifar10(SEED + 1, N).tolist() != generated_labels.cifar10(SEED, N).tolist()
+    )
