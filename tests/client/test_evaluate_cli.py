@@ -12,7 +12,7 @@ from mlbench_master.api.auth import issue_user_token
 from mlbench_master.api.models import Metric, Run
 from mlbench_worker.client.cli import main
 from mlbench_worker.shared.evaluation import generated_labels
-from tests.api.predictions_bodies import N, SEED, cifar_file
+from tests.api.predictions_bodies import SEED, N, cifar_file
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
