@@ -68,7 +68,8 @@ class RunSerializer(serializers.ModelSerializer):
     evaluation = serializers.SerializerMethodField(help_text=EVALUATION_HELP)
 
     def get_evaluation(self, run: Run) -> dict[str, Any]:
-        return stored.evaluation_of(run, self.context)
+        listed = self.parent.instance if self.parent is not None else ()
+        return stored.evaluation_of(run, self.context, listed or ())
 
     def get_queue_position(self, run: Run) -> int | None:
         return queue_position(run, self.context)

@@ -197,13 +197,14 @@ THROUGHPUT_METRICS = tuple(dict.fromkeys(t.throughput_metric for t in catalogue.
 NEEDED = (REPORTED, GRADED, "time_to_target", *TIMINGS, *THROUGHPUT_METRICS)
 
 
-def evaluation_of(run: Run, memo: dict[str, Any]) -> dict[str, Any]:
+def evaluation_of(run: Run, memo: dict[str, Any], listed: Iterable[Run] = ()) -> dict[str, Any]:
     """Who graded `run` and where it disagrees with itself, as the API shows it. The grades
-    and reported accuracies of every run are read once per `memo` (a serializer's context:
-    once per response, not once per run)."""
+    and reported accuracies of `run` and the other runs `listed` in the same response are
+    read in one query per `memo` (a serializer's context: once per response, not per run)."""
     if "evaluations" not in memo:
+        ids = {run.pk, *(r.pk for r in listed)}
         rows = (
-            Metric.objects.filter(name__in=(REPORTED, GRADED))
+            Metric.objects.filter(run_id__in=ids, name__in=(REPORTED, GRADED))
             .order_by("run_id", "name", "date", "id")
             .values_list("run_id", "name", "value", "metadata")
         )

@@ -65,3 +65,20 @@ def test_a_run_without_predictions_is_self_reported_and_keeps_its_own_numbers(ma
     }  # fmt: skip
     empty = maker.run(None, 6, 2, [])
     assert api.get(f"/api/runs/{empty.pk}/").json()["evaluation"]["status"] == ""
+
+
+def test_listing_runs_reads_their_evaluations_in_one_query_whatever_their_number(maker, api):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as seen:
+            assert api.get("/api/runs/").status_code == 200
+        return len(seen.captured_queries)
+
+    for seed in (1, 2):
+        maker.run(None, seed, 2, CLAIMED, graded=[0.7, 0.99, 0.99])
+    few = queries()
+    for seed in (3, 4, 5, 6):
+        maker.run(None, seed, 2, CLAIMED, graded=[0.7, 0.99, 0.99])
+    assert queries() == few
