@@ -1,4 +1,5 @@
 """Where metrics go: the master's REST API (batched, retried, de-duplicated) or a JSON-lines file.
+Each evaluation's predictions file (prediction_sink.py) goes the same way to the master.
 
 Points are queued by the training loop and sent by a background thread, so a slow or
 restarting master never stalls training. Each point gets a uid when it is created; a batch
@@ -21,12 +22,14 @@ import time
 import uuid
 from collections import deque
 from pathlib import Path
+from urllib.parse import urlencode
 
 BATCH_SIZE = 200
 SEND_INTERVAL = 2.0  # seconds between background sends
 BACKOFF_START = 0.5
 BACKOFF_MAX = 30.0
 RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
+BINARY = {"Content-Type": "application/octet-stream"}
 
 
 def now_iso() -> str:
@@ -70,6 +73,10 @@ class Reporter:
     def summary(self, record: dict) -> None:
         pass
 
+    def predictions(self, path: Path, dataset: str, features: int | None = None) -> None:
+        """Hand over one evaluation's predictions file (shared/evaluation/predictions.py)
+        for the master's evaluator; the file may be removed once this returns."""
+
     def flush(self) -> None:
         pass
 
@@ -108,7 +115,8 @@ class FileReporter(Reporter):
 
 
 class HttpReporter(Reporter):
-    """Posts JSON lists of points to <master>/api/metrics/ from a background thread."""
+    """Posts JSON lists of points to <master>/api/metrics/ from a background thread, and
+    each predictions file, as it is, to <master>/api/runs/<id>/predictions/ after them."""
 
     def __init__(
         self,
@@ -135,8 +143,13 @@ class HttpReporter(Reporter):
         self.backoff_max = backoff_max
         self.timeout = timeout
         self.queue: deque[dict] = deque()
+        self.files: deque[tuple[str, bytes, str]] = deque()  # (url, body, what it is)
         self.sent = 0
         self.dropped = 0
+        self.files_sent = 0
+        self.files_refused = 0
+        self.refused_with = 0  # the status of the last refusal
+        self.takes_predictions = True  # False once the master has no such endpoint (404)
         self.failures = 0  # failed attempts in all
         self._failing = 0  # failed attempts since the last delivery (the current outage)
         self._wake = threading.Event()
@@ -154,6 +167,16 @@ class HttpReporter(Reporter):
     def flush(self) -> None:
         self._wake.set()
 
+    def predictions(self, path: Path, dataset: str, features: int | None = None) -> None:
+        """Queue the file's bytes (read now: the file may go) for the background thread."""
+        if not self.takes_predictions:
+            return
+        query = {"dataset": dataset} | ({"features": str(features)} if features else {})
+        url = f"{self.base}/api/runs/{self.run_id}/predictions/?{urlencode(query)}"
+        with self._lock:
+            self.files.append((url, Path(path).read_bytes(), f"the predictions {Path(path).name}"))
+        self._wake.set()
+
     def summary(self, record: dict) -> None:
         """POST the run summary (retried like metrics; the master stores the last one)."""
         url = f"{self.base}/api/runs/{self.run_id}/summary/"
@@ -169,8 +192,13 @@ class HttpReporter(Reporter):
         while self.queue and time.monotonic() < end:
             if not self._send_one_batch(end):
                 break
+        while self.files and not self.queue and time.monotonic() < end:
+            if not self._send_one_file(end):
+                break
         if self.queue:
             _warn(f"{len(self.queue)} metric points could not be delivered to {self.base}")
+        if self.files:
+            _warn(f"{len(self.files)} predictions files could not be delivered to {self.base}")
         self.session.close()
 
     # --- internals ----------------------------------------------------------------
@@ -180,6 +208,10 @@ class HttpReporter(Reporter):
             self._wake.clear()
             while self.queue and not self._stop.is_set():
                 if not self._send_one_batch(None):
+                    break
+            # Files after the points: after an outage the master gets the metrics first.
+            while self.files and not self._stop.is_set():
+                if not self._send_one_file(None):
                     break
 
     def _send_one_batch(self, deadline: float | None) -> bool:
@@ -194,24 +226,58 @@ class HttpReporter(Reporter):
             self.sent += len(batch)
         return ok
 
-    def _post(self, url: str, payload: object, deadline: float | None) -> bool:
-        """POST with exponential back-off until success, a final refusal, stop or deadline."""
+    def _send_one_file(self, deadline: float | None) -> bool:
+        """Send the oldest predictions file, retrying; False when it is still undelivered."""
+        with self._lock:
+            url, body, what = self.files[0]
+        refused_before = self.files_refused
+        ok = self._post(url, None, deadline, body=body, what=what)
+        if ok:
+            with self._lock:
+                self.files.popleft()
+            if self.files_refused == refused_before:  # delivered, not refused
+                self.files_sent += 1
+            elif self.refused_with == 404:  # a master without the endpoint: stop asking
+                self.takes_predictions = False
+                with self._lock:
+                    self.files.clear()
+                _warn(f"{self.base} takes no predictions files; the run posts no more of them")
+        return ok
+
+    def _post(
+        self,
+        url: str,
+        payload: object,
+        deadline: float | None,
+        *,
+        body: bytes | None = None,
+        what: str = "",
+    ) -> bool:
+        """POST `payload` as JSON, or `body` as bytes (application/octet-stream), with
+        exponential back-off until success, a final refusal, stop or deadline."""
         import requests
 
         delay = self.backoff_start
         while True:
             try:
-                resp = self.session.post(url, json=payload, timeout=self.timeout)
+                if body is None:
+                    resp = self.session.post(url, json=payload, timeout=self.timeout)
+                else:
+                    resp = self.session.post(url, data=body, headers=BINARY, timeout=self.timeout)
                 if resp.status_code < 300:
                     self._delivered(url)
                     return True
                 if resp.status_code not in RETRY_STATUS:
                     # The master refused the data itself: retrying cannot help; keep going.
                     _warn(
-                        f"{url} refused {_size(payload)}: HTTP {resp.status_code} {resp.text[:300]}"
+                        f"{url} refused {what or _size(payload)}: HTTP {resp.status_code} "
+                        f"{_said(resp.text)}"
                     )
                     if isinstance(payload, list):
                         self.dropped += len(payload)
+                    if body is not None:
+                        self.files_refused += 1
+                    self.refused_with = resp.status_code
                     self._delivered(url)
                     return True
                 problem = f"HTTP {resp.status_code}"
@@ -257,6 +323,10 @@ class TeeReporter(Reporter):
         for r in self.reporters:
             r.summary(record)
 
+    def predictions(self, path: Path, dataset: str, features: int | None = None) -> None:
+        for r in self.reporters:
+            r.predictions(path, dataset, features)
+
     def flush(self) -> None:
         for r in self.reporters:
             r.flush()
@@ -282,6 +352,17 @@ def make_reporter(
 
 def _size(payload: object) -> str:
     return f"{len(payload)} points" if isinstance(payload, list) else "the summary"
+
+
+def _said(text: str) -> str:
+    """What the master said in a refusal: its JSON messages joined, or the text, cut short."""
+    try:
+        found = json.loads(text)
+    except ValueError:
+        found = None
+    if isinstance(found, dict) and found:
+        text = "; ".join(f"{key}: {value}" for key, value in found.items())
+    return text[:1000]
 
 
 def _warn(message: str) -> None:

@@ -23,6 +23,7 @@ from mlbench_worker.training.entry import World, run_rank
 from mlbench_worker.training.environment import default_threads  # torch-free there, shared
 from mlbench_worker.training.errors import WorkerError
 from mlbench_worker.training.metric_sink import Reporter, make_reporter
+from mlbench_worker.training.prediction_sink import open_sink
 from mlbench_worker.training.progress import finite, outcome
 from mlbench_worker.training.summary_table import summary_table
 from mlbench_worker.training.trainer import Trainer
@@ -72,6 +73,14 @@ def _run(config: RunConfig, comm: Communicator) -> int:
 
     built = build_run(config, comm, task, lambda line: say(line, flush=True), open_reporter)
     trainer, reporter, device = built.trainer, built.trainer.reporter, comm.device
+    trainer.predictions = open_sink(
+        comm,
+        reporter,
+        metrics_file=config.metrics_file,
+        master_url=config.master_url,
+        dataset=built.dataset,
+        features=built.config.get("features"),  # task 2's rows; the image tasks have none
+    )
     workers = comm.size
     goal = trainer.goal
 

@@ -42,9 +42,11 @@ from mlbench_worker import algorithms
 from mlbench_worker.algorithms.interface import Exchange, Parts
 from mlbench_worker.data.loader import Batches, shard_indices
 from mlbench_worker.shared import catalogue
+from mlbench_worker.shared.evaluation.predictions import CLASS
 from mlbench_worker.training.comm import Communicator, FlatGradients, average_buffers
 from mlbench_worker.training.errors import WorkerError
 from mlbench_worker.training.metric_sink import Reporter
+from mlbench_worker.training.prediction_sink import PredictionSink, Shard
 from mlbench_worker.training.progress import (  # the step's bookkeeping, shared with TensorFlow's
     CORRECT,
     IMAGES,
@@ -130,6 +132,10 @@ class Trainer:
         # Cross-entropy label smoothing (task 1b's option; 0 is the plain loss of task 1a).
         self.label_smoothing = 0.0
         self.hit_rates: list[float] = []  # the last evaluation's accuracies, top-1 first
+        # Where each evaluation's predictions go (run.py opens it; None: nowhere), and this
+        # rank's part of the last evaluation, handed over once its metrics are reported.
+        self.predictions: PredictionSink | None = None
+        self.shard: Shard | None = None
         self.progress = Progress()
         self.clock_start: float | None = None
         self.steps_per_epoch = train_data.steps(len(self.epoch_indices(0)))
@@ -375,6 +381,28 @@ class Trainer:
         """This batch's hits, HIT_KINDS counts; the first is top-1 (the goal's accuracy)."""
         return [(out.argmax(1) == y).sum()]
 
+    def predict(self, out: torch.Tensor) -> dict[str, torch.Tensor]:
+        """This batch's predictions in the format's fields (the hits' own argmax: the
+        evaluator grades exactly what the trainer counted)."""
+        return {CLASS: out.argmax(1)}
+
+    def keeps_predictions(self) -> list | None:
+        """A list to collect an evaluation's batches in when the run writes predictions."""
+        return [] if self.predictions is not None and self.predictions.enabled else None
+
+    def keep_shard(self, indices: np.ndarray, kept: list | None) -> None:
+        """This rank's part of the evaluation, from its (labels, predictions) batches; on the
+        host once, at the end, not a copy per batch."""
+        if kept is None:
+            return
+        labels = [y for y, _ in kept]
+        names = kept[0][1] if kept else {}
+        self.shard = Shard(
+            np.asarray(indices),
+            torch.cat(labels).cpu().numpy() if labels else np.zeros(0, np.int64),
+            {n: torch.cat([p[n] for _, p in kept]).cpu().numpy() for n in names},
+        )
+
     @torch.no_grad()
     def evaluate(self) -> tuple[float, float]:
         """Global validation loss and accuracy: each rank a disjoint part of the test set.
@@ -385,6 +413,7 @@ class Trainer:
         n = len(self.test_data)
         idx = np.arange(self.comm.rank, n, self.comm.size)
         sums = torch.zeros(2 + self.HIT_KINDS, dtype=torch.float64, device=self.device)
+        kept = self.keeps_predictions()
         for x, y in self.test_data.iterate(idx):
             with torch.autocast(
                 self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None
@@ -394,19 +423,28 @@ class Trainer:
             for k, count in enumerate(self.hits(out, y), start=1):
                 sums[k] += count
             sums[-1] += y.shape[0]
+            if kept is not None:
+                kept.append((y, self.predict(out)))
         loss_sum, *hits, count = self.comm.allreduce_sums(sums.tolist())
         self.model.train()
+        self.keep_shard(idx, kept)
         self.hit_rates = [float(h / max(count, 1)) for h in hits]
         return float(loss_sum / max(count, 1)), self.hit_rates[0]
 
     def evaluate_and_track(self) -> None:
-        """Evaluate, post epoch metrics, and record the first time the target is reached."""
+        """Evaluate, post epoch metrics, and record the first time the target is reached;
+        then the evaluation's predictions go to the sink, with the same step and clock."""
         with self.allreduce.evaluation():  # the replicas' average, for algorithms whose differ
             val_loss, val_acc = self.evaluate()
         record_evaluation(
             self.progress, val_loss, val_acc, self.elapsed(), self.goal, self.reporter,
             self.comm.rank, self.print,
         )  # fmt: skip
+        if self.predictions is not None and self.shard is not None:
+            record = self.progress.history[-1]
+            meta = {k: record[k] for k in ("step", "epoch", "elapsed")}
+            self.predictions.submit(self.shard, meta)
+            self.shard = None
 
     def comm_share(self) -> float:
         """Exposed communication's share of this rank's step time, 0..1."""

@@ -139,3 +139,30 @@ def metrics_file(path: Path) -> tuple[dict, list[dict]]:
 def points(metrics: list[dict], name: str) -> list[float]:
     """The values of metric `name`, in the order they were written."""
     return [m["value"] for m in metrics if m["name"] == name]
+
+
+GRADED = ("val_accuracy", "val_top5_accuracy")  # what the run reports and the evaluator grades
+
+
+def assert_graded_as_reported(folder: Path, metrics: list[dict], evaluator: object) -> int:
+    """Every evaluation the run reported (its `val_accuracy` points, and `val_top5_accuracy`
+    where it has them) has a predictions file in `folder`, with the same step, epoch and
+    clock, and the evaluator grades it as the run reported it (to float rounding: ranks sum
+    their hits in float32 under TensorFlow). Returns how many files were graded."""
+    import pytest
+
+    from mlbench_worker.shared.evaluation.predictions import files_in
+
+    reported: dict[int, dict] = {}
+    meta: dict[int, dict] = {}
+    for m in metrics:
+        if m.get("name") in GRADED:
+            reported.setdefault(m["metadata"]["step"], {})[m["name"]] = m["value"]
+            meta[m["metadata"]["step"]] = m["metadata"]
+    grades = {g.step: g for g in map(evaluator.grade, files_in(folder))}  # type: ignore[attr-defined]
+    assert reported and sorted(grades) == sorted(reported), (sorted(grades), sorted(reported))
+    for step, values in reported.items():
+        grade = grades[step]
+        assert grade.metrics == pytest.approx(values, abs=1e-6), (step, grade, values)
+        assert (grade.epoch, grade.elapsed) == (meta[step]["epoch"], meta[step]["elapsed"])
+    return len(grades)

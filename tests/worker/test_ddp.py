@@ -14,8 +14,10 @@ import pytest
 import torch
 
 from mlbench_worker.models import build_model
+from mlbench_worker.shared.evaluation.evaluator import Evaluator
+from mlbench_worker.shared.evaluation.test_sets import TestSet
 
-from .helpers import metrics_file, mpirun, points, run_worker
+from .helpers import assert_graded_as_reported, metrics_file, mpirun, points, run_worker
 
 STEPS = 20
 BATCH = 32
@@ -63,6 +65,10 @@ def test_ddp_and_the_reference_hold_the_same_parameters_after_20_steps(tmp_path)
     # The exposed communication DDP waited for inside backward is booked as communication.
     assert all(t > 0 for t in points(ddp_metrics, "time_comm"))
     assert ddp["identity"]["implementation"] == "torch-ddp"
+    # Both write their predictions of the whole test set, which grade as they reported.
+    evaluator = Evaluator.of(TestSet("resnet20-cifar10", "synthetic", ref_summary["seed"], 100))
+    for name, metrics in (("reference", ref_metrics), ("torch-ddp", ddp_metrics)):
+        assert assert_graded_as_reported(tmp_path / name / "predictions", metrics, evaluator) == 1
 
 
 def _initial() -> dict:

@@ -4,7 +4,10 @@ import json
 
 import pytest
 
-from .helpers import mpirun
+from mlbench_worker.shared.evaluation.evaluator import Evaluator
+from mlbench_worker.shared.evaluation.test_sets import TestSet
+
+from .helpers import assert_graded_as_reported, mpirun
 
 pytestmark = pytest.mark.mpi
 
@@ -56,6 +59,16 @@ def test_each_rank_trains_on_its_own_half(two_ranks):
     top5 = [r for r in first_run if r.get("name") == "val_top5_accuracy"]
     top1 = [r for r in first_run if r.get("name") == "val_accuracy"]
     assert len(top5) == len(top1) == 1 and top5[0]["metadata"] == top1[0]["metadata"]
+
+
+def test_predictions_with_their_top5_grade_as_reported(two_ranks):
+    """Each evaluation (the resumed run's too) writes the 24 images' classes and five best
+    classes, in the validation set's order; the evaluator's top-1 and top-5 are the run's."""
+    _, _, records, tmp = two_ranks
+    seed = next(r for r in records if r["type"] == "summary")["seed"]
+    evaluator = Evaluator.of(TestSet("resnet50-imagenet", "synthetic", seed, 24))
+    assert evaluator.top5
+    assert assert_graded_as_reported(tmp / "predictions", records, evaluator) == 2
 
 
 def test_resume_continues_with_the_learning_rate_schedule(two_ranks):

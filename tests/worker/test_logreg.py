@@ -347,6 +347,21 @@ def test_two_ranks_reach_the_full_batch_optimum(epsilon_dir, two_rank_run):
 
 
 @pytest.mark.mpi
+def test_every_evaluation_writes_signs_the_evaluator_grades_as_reported(epsilon_dir, two_rank_run):
+    """Rank 0 puts both ranks' every-other test rows back in the file's order at each of
+    the 20 evaluations; graded against the file's own labels, each equals the run's own."""
+    from mlbench_worker.shared.evaluation.evaluator import Evaluator
+
+    from .helpers import assert_graded_as_reported
+
+    evaluator = Evaluator("logreg-epsilon", epsilon_dir[1][3])  # the test file's labels
+    graded = assert_graded_as_reported(
+        two_rank_run["out"] / "predictions", two_rank_run["records"], evaluator
+    )
+    assert graded == 20
+
+
+@pytest.mark.mpi
 def test_summary_and_metrics_carry_task_1a_names_in_samples(two_rank_run):
     s = two_rank_run["summary"]
     assert s["task"] == "logreg-epsilon" and s["model"] == "logistic-regression"

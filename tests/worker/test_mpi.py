@@ -5,7 +5,10 @@ import sys
 
 import pytest
 
-from .helpers import REPO, mpi_result, mpirun, run_worker
+from mlbench_worker.shared.evaluation.evaluator import Evaluator
+from mlbench_worker.shared.evaluation.test_sets import TestSet
+
+from .helpers import REPO, assert_graded_as_reported, mpi_result, mpirun, run_worker
 
 pytestmark = pytest.mark.mpi
 
@@ -70,6 +73,17 @@ def test_short_two_rank_run_learns_and_reports(short_run):
     elapsed = [p["value"] for p in points if p["name"] == "elapsed"]
     assert len(elapsed) == len(epochs) and elapsed == sorted(elapsed) and elapsed[0] > 0
     assert {p["metadata"]["rank"] for p in points if p["name"] == "rank_time_comm"} == {0, 1}
+
+
+def test_each_evaluation_writes_the_whole_test_set_graded_as_reported(short_run):
+    """Rank 0 gathers both ranks' halves into the test set's order at every evaluation (one
+    per epoch, the resumed run's too) beside the metrics file; the evaluator, from the seed
+    alone, grades each file exactly as the run reported its own accuracy."""
+    *_, metrics, tmp = short_run
+    records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    seed = next(r for r in records if r["type"] == "summary")["seed"]
+    evaluator = Evaluator.of(TestSet("resnet20-cifar10", "synthetic", seed, 500))
+    assert assert_graded_as_reported(tmp / "predictions", records, evaluator) == 2
 
 
 def test_resume_continues_from_the_checkpoint(short_run):

@@ -1,13 +1,44 @@
-"""A whole single-process run: `auto` falling back to synthetic data, stopped by a time budget."""
+"""A whole single-process run: `auto` falling back to synthetic data, stopped by a time budget,
+reporting to a master (a recording server on loopback) and to a metrics file."""
 
 import json
 
+from mlbench_worker.shared.evaluation import predictions
+
 from .helpers import run_worker
+from .recording_master import RecordingMaster
 
 
 def test_auto_falls_back_loudly_and_time_budget_stops_mid_epoch(tmp_path):
     metrics = tmp_path / "m.jsonl"
-    proc = run_worker(
+    master = RecordingMaster()
+    try:
+        proc = _run(tmp_path, metrics, master.url)
+    finally:
+        master.stop()
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "SYNTHETIC DATA" in proc.stdout and "CIFAR-10 could not be had" in proc.stdout
+    assert "synthetic (generated; NOT the cifar10 data set)" in proc.stdout
+    summary = next(json.loads(x) for x in metrics.read_text().splitlines() if '"summary"' in x)
+    assert summary["dataset"] == "synthetic" and "Could not download" in summary["dataset_note"]
+    assert summary["stop_reason"] == "time budget spent"
+    assert 0 < summary["epochs"] < 1  # 40 steps per epoch; a 1 s budget ends it early
+    assert summary["final_val_accuracy"] is not None  # the final model is always evaluated
+    assert summary["elapsed"] >= 1
+    # The final evaluation's predictions: in predictions/ beside the metrics file, and the
+    # same bytes posted to the master with the run's token and the data set it used.
+    (kept,) = predictions.files_in(tmp_path / "predictions")
+    (posted,) = master.posted("predictions")
+    assert posted.body == kept.read_bytes()
+    assert (posted.path, posted.query) == ("/api/runs/7/predictions/", {"dataset": "synthetic"})
+    assert posted.headers["Authorization"] == "Token tok-7"
+    assert posted.headers["Content-Type"] == "application/octet-stream"
+    assert len(predictions.read(kept).arrays[predictions.CLASS]) == 200
+    assert master.posted("summary") and master.posted("metrics")
+
+
+def _run(tmp_path, metrics, master_url):
+    return run_worker(
         [
             "resnet20-cifar10",
             "--dataset",
@@ -24,16 +55,12 @@ def test_auto_falls_back_loudly_and_time_budget_stops_mid_epoch(tmp_path):
             "1",
             "--metrics-file",
             str(metrics),
+            "--master-url",
+            master_url,
+            "--run-id",
+            "7",
         ],  # fmt: skip
         MLBENCH_CIFAR10_URL="http://127.0.0.1:9/cifar-10-python.tar.gz",
+        MLBENCH_RUN_TOKEN="tok-7",
         timeout=180,
     )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "SYNTHETIC DATA" in proc.stdout and "CIFAR-10 could not be had" in proc.stdout
-    assert "synthetic (generated; NOT the cifar10 data set)" in proc.stdout
-    summary = next(json.loads(x) for x in metrics.read_text().splitlines() if '"summary"' in x)
-    assert summary["dataset"] == "synthetic" and "Could not download" in summary["dataset_note"]
-    assert summary["stop_reason"] == "time budget spent"
-    assert 0 < summary["epochs"] < 1  # 40 steps per epoch; a 1 s budget ends it early
-    assert summary["final_val_accuracy"] is not None  # the final model is always evaluated
-    assert summary["elapsed"] >= 1

@@ -24,8 +24,10 @@ import pytest
 
 from mlbench_master.cluster.mpirun import launcher_argv
 from mlbench_worker.shared import result
+from mlbench_worker.shared.evaluation.evaluator import Evaluator
+from mlbench_worker.shared.evaluation.test_sets import TestSet
 
-from .helpers import MPIRUN, REPO, mpirun, run_worker, worker_env
+from .helpers import MPIRUN, REPO, assert_graded_as_reported, mpirun, run_worker, worker_env
 
 HAVE_TF = importlib.util.find_spec("tensorflow") is not None
 pytestmark = pytest.mark.skipif(
@@ -170,7 +172,7 @@ def test_augmentation_is_a_padded_crop_mirrored_half_the_time():
 # --- a run ----------------------------------------------------------------------------------
 @pytest.mark.mpi
 def test_two_ranks_reach_the_light_target_and_report_like_the_reference(tmp_path):
-    tf_metrics, ref_metrics = tmp_path / "tf.jsonl", tmp_path / "ref.jsonl"
+    tf_metrics, ref_metrics = tmp_path / "tf" / "m.jsonl", tmp_path / "ref" / "m.jsonl"
     proc = mpirun(
         2,
         ["-c", NO_TORCH_CHECK, *SYNTHETIC, "--target", "light", "--max-epochs", "8",
@@ -219,6 +221,11 @@ def test_two_ranks_reach_the_light_target_and_report_like_the_reference(tmp_path
         assert result.problems({k: v for k, v in record.items() if k != "type"}) == {}
     ranks = {r["metadata"]["rank"] for r in tf_records if r.get("name") == "rank_time_comm"}
     assert ranks == {0, 1}
+    # Each evaluation of either framework writes the whole test set's predicted classes
+    # (beside its metrics file); the evaluator grades them as each run reported itself.
+    evaluator = Evaluator.of(TestSet("resnet20-cifar10", "synthetic", summary["seed"], 500))
+    assert assert_graded_as_reported(tmp_path / "tf" / "predictions", tf_records, evaluator) >= 1
+    assert assert_graded_as_reported(tmp_path / "ref" / "predictions", ref_records, evaluator) == 1
 
 
 # --- what it refuses ------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from mlbench_worker.tasks.cifar10.data import load_dataset
 from mlbench_worker.training import environment
 from mlbench_worker.training.config import RunConfig
 from mlbench_worker.training.metric_sink import make_reporter
+from mlbench_worker.training.prediction_sink import open_sink
 from mlbench_worker.training.progress import finite, outcome
 from mlbench_worker.training.recipe import Goal, Schedule, scaled_rates
 from mlbench_worker.training.summary_table import summary_table
@@ -111,6 +112,13 @@ def run(config: RunConfig, control: cluster.Control) -> int:
         seed=config.seed,
         task=task.name,
         log_every=config.log_every,
+    )
+    trainer.predictions = open_sink(
+        control,
+        reporter,
+        metrics_file=config.metrics_file,
+        master_url=config.master_url,
+        dataset=data.name,
     )
     per_epoch = trainer.steps_per_epoch
     trainer.schedule = Schedule.of_task(task, start_lr, peak_lr, per_epoch)

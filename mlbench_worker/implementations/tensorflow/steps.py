@@ -82,7 +82,7 @@ class Steps:
         grads, stats = self.compute(zeros, tf.zeros([2], tf.int32))
         *summed, _ = self.all_reduce([*grads, tf.zeros([5], tf.float32)])
         self.apply(summed, tf.constant(0.0, tf.float32)).numpy()
-        self.evaluate_batch(zeros, tf.zeros([2], tf.int32)).numpy()
+        self.evaluate_batch(zeros, tf.zeros([2], tf.int32))[0].numpy()
         self.all_reduce([tf.zeros([3], tf.float32)])[0].numpy()  # evaluation's sums
         self.average_statistics().numpy()
         for v, value in zip(self.stats, saved, strict=True):
@@ -124,12 +124,16 @@ class Steps:
     def _evaluate_batch(self, x: tf.Tensor, y: tf.Tensor) -> Any:
         return self.strategy.run(self._replica_evaluate, args=(x, y))
 
-    def _replica_evaluate(self, x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+    def _replica_evaluate(self, x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """The batch's loss sum, hits and size, and its predicted classes (the argmax the
+        hits count: the evaluator grades exactly what was counted)."""
         logits = self.model(x, training=False)
         loss = tf.reduce_sum(
             tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)
         )
-        return tf.stack([loss, _hits(logits, y), tf.cast(tf.shape(y)[0], tf.float32)])
+        predicted = tf.argmax(logits, axis=1, output_type=tf.int32)
+        hits = tf.reduce_sum(tf.cast(tf.equal(predicted, y), tf.float32))
+        return tf.stack([loss, hits, tf.cast(tf.shape(y)[0], tf.float32)]), predicted
 
     def _average_statistics(self) -> Any:
         return self.strategy.run(self._replica_average)

@@ -33,7 +33,9 @@ from mlbench_worker.data.images import shard_indices
 from mlbench_worker.implementations.tensorflow.data import ImageBatches, epoch_generator
 from mlbench_worker.implementations.tensorflow.steps import Steps
 from mlbench_worker.shared import catalogue
+from mlbench_worker.shared.evaluation.predictions import CLASS
 from mlbench_worker.training.metric_sink import Reporter
+from mlbench_worker.training.prediction_sink import PredictionSink, Shard
 from mlbench_worker.training.progress import (
     IMAGES,
     LOG_SECONDS,
@@ -79,6 +81,8 @@ class Trainer:
         self.print = print_fn if control.rank == 0 else (lambda _msg: None)
         self.progress = Progress()
         self.clock_start: float | None = None
+        # Where each evaluation's predictions go (session.py opens it; None: nowhere).
+        self.predictions: PredictionSink | None = None
         self.steps_per_epoch = train_data.steps(len(self.epoch_indices(0)))
         # What one all-reduce of the fp32 gradients counts (algorithms/interface.py's rule).
         numel = sum(int(np.prod(p.shape)) for p in steps.params)
@@ -199,24 +203,39 @@ class Trainer:
             )
         interval.reset(time.perf_counter())
 
-    def evaluate(self) -> tuple[float, float]:
+    def evaluate(self) -> tuple[float, float, Shard]:
         """Global validation loss and accuracy: each rank a disjoint part of the test set,
-        after the ranks' batch-norm statistics are averaged (as the reference does)."""
+        after the ranks' batch-norm statistics are averaged (as the reference does); and
+        this rank's part of the predictions."""
         self.steps.average_statistics()
         n, rank, size = len(self.test_data), self.control.rank, self.control.size
+        indices = np.arange(rank, n, size)
         sums = np.zeros(3)
-        for x, y in self.test_data.iterate(np.arange(rank, n, size)):
-            sums += self.steps.evaluate_batch(tf.constant(x), tf.constant(y)).numpy()
+        labels, predicted = [], []
+        for x, y in self.test_data.iterate(indices):
+            stats, classes = self.steps.evaluate_batch(tf.constant(x), tf.constant(y))
+            sums += stats.numpy()
+            labels.append(y)
+            predicted.append(classes.numpy())
         loss_sum, hits, count = self.steps.all_reduce([tf.constant(sums, tf.float32)])[0].numpy()
-        return float(loss_sum / max(count, 1)), float(hits / max(count, 1))
+        shard = Shard(
+            indices,
+            np.concatenate(labels) if labels else np.zeros(0, np.int32),
+            {CLASS: np.concatenate(predicted)} if predicted else {},
+        )
+        return float(loss_sum / max(count, 1)), float(hits / max(count, 1)), shard
 
     def evaluate_and_track(self) -> None:
-        """Evaluate, post epoch metrics, and record the first time the target is reached."""
-        val_loss, val_acc = self.evaluate()
+        """Evaluate, post epoch metrics, and record the first time the target is reached;
+        then the evaluation's predictions go to the sink, with the same step and clock."""
+        val_loss, val_acc, shard = self.evaluate()
         record_evaluation(
             self.progress, val_loss, val_acc, self.elapsed(), self.goal, self.reporter,
             self.control.rank, self.print,
         )  # fmt: skip
+        if self.predictions is not None:
+            record = self.progress.history[-1]
+            self.predictions.submit(shard, {k: record[k] for k in ("step", "epoch", "elapsed")})
 
     def throughput(self) -> float:
         """Training images per second of all ranks together (evaluation excluded)."""

@@ -73,6 +73,7 @@ def build(
         data.train,
         data.test,
         open_reporter(),
+        test_total=data.test_total,
         seed=config.seed,
         device=device,
         log_every=config.log_every,

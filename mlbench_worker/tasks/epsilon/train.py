@@ -9,7 +9,10 @@ checkpoints) is the reference Trainer's (training/trainer.py). This subclass sup
   linear model it would cost more than the arithmetic. The optimizer is torch's SGD, whose
   weight decay adds the L2 penalty's gradient lambda * theta.
 - `epoch_indices`: the rank's fixed shard in a new order each epoch (data.py says why).
-- `evaluate`: score the rank's part of the test set slice by slice.
+- `evaluate`: score the rank's part of the test set slice by slice; its predictions are
+  the sign of the score (+1 for a score of 0 or more, -1 below, as the generated set's
+  labels are drawn), where the own accuracy counts a score of exactly 0 as wrong for
+  either label (glm.py): the two differ only on rows a model scores exactly 0.
 - the learning-rate schedule: reduced on plateaus of the validation loss (PlateauSchedule).
 
 The gradient exchange stays flat (the run's algorithm exchanges after the gradient is
@@ -29,7 +32,8 @@ import numpy as np
 import torch
 
 from mlbench_worker.shared import catalogue
-from mlbench_worker.tasks.epsilon.data import Rows, epoch_order
+from mlbench_worker.shared.evaluation.predictions import LABEL
+from mlbench_worker.tasks.epsilon.data import Rows, epoch_order, test_indices
 from mlbench_worker.tasks.epsilon.glm import Glm
 from mlbench_worker.training.recipe import Schedule
 from mlbench_worker.training.trainer import CORRECT, LOSS, Trainer
@@ -94,9 +98,19 @@ class LinearTrainer(Trainer):
     test_data: Rows
     schedule: PlateauSchedule
 
-    def __init__(self, model: torch.nn.Module, glm: Glm, *args: object, **kwargs: object) -> None:
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        glm: Glm,
+        *args: object,
+        test_total: int | None = None,
+        **kwargs: object,
+    ) -> None:
+        """`test_total`: the rows of the whole test set, of which this rank holds every K-th
+        (data.test_indices); None when the rank holds all of them (one rank)."""
         self.glm = glm
         super().__init__(model, *args, **kwargs)  # type: ignore[arg-type]
+        self.test_total = len(self.test_data) if test_total is None else test_total
         # Views made once: slicing a tensor costs as much as a small operation on it. The
         # optimizer and checkpoint restores write into theta in place, so they stay valid.
         theta, grads = model.theta.data, self.grads.grads
@@ -129,12 +143,18 @@ class LinearTrainer(Trainer):
     def evaluate(self) -> tuple[float, float]:
         """Global validation loss (the data term, without the penalty) and accuracy."""
         sums = torch.zeros(3, dtype=torch.float64, device=self.device)
+        kept = self.keeps_predictions()
         for x, y in self.test_data.slices(self.test_data.batch_size):
-            loss_sum, _, right = self.glm.batch(torch.addmv(self.b, x, self.w), y, 0.0)
+            z = torch.addmv(self.b, x, self.w)
+            loss_sum, _, right = self.glm.batch(z, y, 0.0)
             sums[0] += loss_sum
             sums[1] += right
             sums[2] += y.shape[0]
+            if kept is not None:
+                sign = torch.where(z >= 0, 1, -1).to(torch.int8)
+                kept.append((y.to(torch.int8), {LABEL: sign}))
         loss_sum, right, count = self.comm.allreduce_sums(sums.tolist())
+        self.keep_shard(test_indices(self.test_total, self.comm.rank, self.comm.size), kept)
         return float(loss_sum / max(count, 1)), float(right / max(count, 1))
 
     def evaluate_and_track(self) -> None:

@@ -5,7 +5,8 @@ Everything that makes the benchmark (clock, time split, all-reduce, goal trackin
 
 - its `hits` also count top-5 hits (the label among the five highest scores), ImageNet's
   second customary measure; `evaluate_and_track` posts it as `val_top5_accuracy` with the
-  same epoch, step and clock as `val_accuracy`, and keeps it in the run's history;
+  same epoch, step and clock as `val_accuracy`, and keeps it in the run's history; its
+  predictions hold the five classes too (`predicted_top5`, best first);
 - `CosineSchedule` and `PolySchedule`, the schedules `--lr-schedule cosine` and `poly` select.
 
 Label smoothing is the Trainer's own `label_smoothing` (set by setup.py).
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from mlbench_worker.shared.evaluation.predictions import CLASS, TOP5
 from mlbench_worker.training.recipe import Schedule
 from mlbench_worker.training.trainer import Trainer
 
@@ -92,6 +94,11 @@ class ImageNetTrainer(Trainer):
         """Top-1 and top-5 hits (the label among the five highest scores)."""
         top5 = out.topk(min(5, out.shape[1]), dim=1).indices
         return [(top5[:, 0] == y).sum(), (top5 == y[:, None]).any(dim=1).sum()]
+
+    def predict(self, out: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The five best classes, best first, and the first of them (as `hits` counts)."""
+        top5 = out.topk(min(5, out.shape[1]), dim=1).indices
+        return {CLASS: top5[:, 0], TOP5: top5}
 
     @property
     def val_top5(self) -> float:
