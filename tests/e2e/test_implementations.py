@@ -37,6 +37,14 @@ def test_each_implementation_finishes_through_the_api(idle_master, implementatio
     # The metrics every implementation posts, under the reference's names.
     assert {"train_loss", "val_accuracy", "images_per_sec", "learning_rate"} <= names, names
     assert f"implementation {implementation}" in master.log_text(run["id"])
+    # The platform graded every evaluation the run reported, and agrees with it.
+    graded = done["evaluation"]
+    reported = master.get(
+        f"/api/metrics/{run['id']}/", params={"metric_type": "run", "metric_filter": "val_accuracy"}
+    ).json()["val_accuracy"]
+    assert graded["status"] == "evaluated", graded
+    assert graded["grades"] == len(reported) and graded["mismatches"] == [], graded
+    assert graded["accuracy_after_time"] == pytest.approx(reported[-1]["value"], abs=1e-6)
 
 
 # The reference's killed rank: test_runs.py and test_faults.py (the same worker code).

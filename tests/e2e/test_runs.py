@@ -78,6 +78,11 @@ def test_task_2_runs_through_the_platform_by_its_task_name(idle_master):
     metrics = master.get(f"/api/metrics/{run['id']}/", params={"metric_type": "run"}).json()
     for name in ("train_loss", "val_accuracy", "samples_per_sec", "epoch"):
         assert metrics.get(name), f"no {name} stored: {sorted(metrics)}"
+    # Graded by the platform on the generated set it regenerated: reached by the grades too.
+    graded = done["evaluation"]
+    assert graded["status"] == "evaluated" and graded["mismatches"] == [], graded
+    assert graded["grades"] == len(metrics["val_accuracy"])
+    assert graded["time_to_target"] == pytest.approx(summary["time_to_target"], abs=1e-3)
 
 
 def test_pod_metrics_are_recorded_for_workers_in_use(idle_master):
