@@ -12,6 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 
+from mlbench_worker.shared.evaluation import GRADED_PREFIX, graded_name
 from tests.chaos import reasons
 from tests.chaos.evidence import FINAL, Change, Evidence, Submitted
 from tests.chaos.faults import Fault
@@ -166,11 +167,22 @@ def _point_key(point: object) -> tuple:
     return (point.name, point.date, point.value, meta)  # type: ignore[attr-defined]
 
 
+def _graded(point: object) -> bool:
+    """A grade the master's evaluator stored (evaluated_*), not a point the run measured."""
+    return point.name.startswith(GRADED_PREFIX)  # type: ignore[attr-defined]
+
+
 def metrics_once(ev: Evidence) -> list[str]:
     """No point is stored twice (by uid, or the same measurement under two uids), and every
-    point stored for a run whose rank 0 kept a record is one it measured, with its value."""
+    point stored for a run whose rank 0 kept a record is one it measured, with its value.
+    The evaluator's grades are the master's own points: one per metric and step."""
     problems = []
-    for run_id, points in sorted(ev.stored.items()):
+    for run_id, stored_points in sorted(ev.stored.items()):
+        grades = Counter((p.name, p.metadata.get("step")) for p in stored_points if _graded(p))
+        for (name, step), n in sorted(grades.items(), key=str):
+            if n > 1:
+                problems.append(f"run {run_id}: {name} of step {step} stored {n} times")
+        points = [p for p in stored_points if not _graded(p)]
         uids = Counter(p.uid for p in points if p.uid)
         for uid, n in uids.items():
             if n > 1:
@@ -193,6 +205,14 @@ def metrics_once(ev: Evidence) -> list[str]:
     return problems
 
 
+def _ungraded_steps(points: list) -> list:
+    """The steps a run reported an accuracy for and the evaluator has no grade of (every
+    implementation posts its predictions with each evaluation, retried like its points)."""
+    reported = {p.metadata.get("step") for p in points if p.name == "val_accuracy"}
+    graded = {p.metadata.get("step") for p in points if p.name == graded_name("val_accuracy")}
+    return sorted(reported - graded, key=str)
+
+
 def metrics_complete(ev: Evidence) -> list[str]:
     """A run that FINISHED lost no point: every point rank 0 measured is stored; for a run
     whose rank 0 kept no record, its summary arrived and its log says nothing was dropped."""
@@ -208,6 +228,12 @@ def metrics_complete(ev: Evidence) -> list[str]:
                 continue
             stored = {p.uid for p in ev.stored.get(run.run_id, [])}
             missing = set(measured) - stored
+            ungraded = _ungraded_steps(ev.stored.get(run.run_id, []))
+            if ungraded:
+                problems.append(
+                    f"run {run.run_id} FINISHED with evaluations never graded (steps "
+                    f"{', '.join(map(str, ungraded[:5]))}): its predictions were lost"
+                )
             if missing:
                 problems.append(
                     f"run {run.run_id} FINISHED with {len(missing)} of {len(measured)} "

@@ -10,6 +10,7 @@ by the series' own code, so what is tested is what the series runs.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -109,7 +110,6 @@ def test_a_final_state_rewritten_in_place_is_caught(database, tmp_path):
 
 
 def test_a_metric_stored_twice_is_caught(database, tmp_path):
-    import json
 
     from mlbench_master.metrics_store import store
 
@@ -256,3 +256,37 @@ def test_a_fault_the_platform_did_not_come_back_from_is_caught():
     assert invariants.recovered(ev) == [
         "fault 0 (redis-restart): AssertionError: redis was not started again"
     ]
+
+
+def test_a_grade_stored_twice_or_lost_is_caught(database, tmp_path):
+    """The evaluator's grades are the master's points, not rank 0's: one per step, and one
+    for every evaluation a finished run reported."""
+    import datetime as dt
+
+    from mlbench_master.api.models import Metric
+
+    points = tmp_path / "points.jsonl"
+    run_id = _finished_run(points)
+    from mlbench_master.metrics_store import store
+    from mlbench_worker.training.metric_sink import FileReporter
+
+    reporter = FileReporter(points, str(run_id))  # rank 0 measures an accuracy, stored
+    reported = reporter.metric("val_accuracy", 0.5, step=2)
+    reporter.close()
+    store([_stored(run_id, reported, reported["uid"])])
+    now = dt.datetime.now(dt.UTC)
+    found = _violated(_evidence(database, run_id, points))
+    assert found == {
+        "no point lost": [
+            f"run {run_id} FINISHED with evaluations never graded (steps 2): its predictions "
+            "were lost"
+        ]
+    }, found
+    grade = {"run_id": run_id, "name": "evaluated_val_accuracy", "value": 0.5, "date": now}
+    Metric.objects.create(**grade, metadata={"step": 2})
+    assert _violated(_evidence(database, run_id, points)) == {}  # graded: a master's point
+    Metric.objects.create(**grade, metadata={"step": 2})
+    found = _violated(_evidence(database, run_id, points))
+    assert found == {
+        "no point stored twice": [f"run {run_id}: evaluated_val_accuracy of step 2 stored 2 times"]
+    }, found

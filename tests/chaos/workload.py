@@ -55,7 +55,12 @@ class Entry:
             }, None
         points = str(points_dir / "points-{run_id}.jsonl")
         command = f"{WORKER} {self.worker_args} --metrics-file {points}"
-        return {**body, "custom_image_command": command, "run_all_nodes": True}, points
+        # The run's task is the one the command trains: the master takes its summary and
+        # grades its predictions by it (another task's would be refused, rightly).
+        task = self.worker_args.split()[0]
+        return {
+            **body, "task": task, "custom_image_command": command, "run_all_nodes": True,
+        }, points  # fmt: skip
 
 
 def _family(task: catalogue.TaskInfo) -> str:
