@@ -74,3 +74,29 @@ def test_evaluate_says_why_it_cannot(live_server, capsys):
     assert (
         generated_labels.cifar10(SEED + 1, N).tolist() != generated_labels.cifar10(SEED, N).tolist()
     )
+
+
+def test_evaluate_regrades_task_2_with_the_width_the_master_recorded(live_server, capsys):
+    """Task 2's generated labels depend on the rows' width: the master keeps the `features`
+    it graded with beside the grade, so the run is graded again on the same set."""
+    from mlbench_worker.shared.evaluation.predictions import digest_of
+    from tests.api.predictions_bodies import npz
+
+    grading.forget_evaluators()
+    run = Run.objects.create(name="t2", state=Run.STARTED, task="logreg-epsilon", seed=SEED)
+    labels = generated_labels.epsilon(SEED, 400, 50)
+    guessed = labels.copy()
+    guessed[:100] *= -1  # 300 of 400 right
+    r = requests.post(
+        f"{live_server.url}/api/runs/{run.pk}/predictions/?dataset=synthetic&features=50",
+        data=npz(digest=digest_of(labels), step=7, predicted_label=guessed),
+        headers={
+            "Authorization": f"Token {runs.worker_token(run)}",
+            "Content-Type": "application/octet-stream",
+        },
+        timeout=60,
+    )
+    assert r.status_code == 201 and r.json()["metrics"]["val_accuracy"] == 0.75, r.text
+    assert main(_cli(live_server, "evaluate", str(run.pk))) == 0
+    out = capsys.readouterr().out
+    assert "75.0%" in next(line for line in out.splitlines() if line.startswith("7 "))

@@ -49,13 +49,16 @@ def cmd_evaluate(args: argparse.Namespace, master: Master) -> int:
         raise CliError(
             f"run {args.run} has no predictions stored: it is {_status(run)}", EXIT_DISAGREES
         )
-    stored = _points(master, args.run, graded_name(REPORTED))
-    reported = _points(master, args.run, REPORTED)
+    stored_meta = _points(master, args.run, graded_name(REPORTED))
+    stored = {step: value for step, (value, _) in stored_meta.items()}
+    reported = {step: value for step, (value, _) in _points(master, args.run, REPORTED).items()}
     rows, disagree, evaluators = [], [], {}
     with tempfile.TemporaryDirectory(prefix="mlbench-evaluate-") as folder:
         for entry in sorted(files, key=lambda e: e["step"]):
             predictions = _fetch(master, args.run, entry, Path(folder))
-            grade = _grade(run, predictions, args.data_dir, evaluators)
+            meta = stored_meta.get(predictions.step, (None, {}))[1]
+            features = int(meta.get("features") or test_sets.EPSILON_FEATURES)
+            grade = _grade(run, predictions, args.data_dir, evaluators, features)
             mine = grade.metrics[REPORTED]
             theirs = stored.get(grade.step)
             if theirs is None or abs(theirs - mine) > AGREE:
@@ -82,7 +85,7 @@ def _status(run: dict) -> str:
     return (run.get("evaluation") or {}).get("status") or "not evaluated yet"
 
 
-def _points(master: Master, run_id: int, name: str) -> dict[int, float]:
+def _points(master: Master, run_id: int, name: str) -> dict[int, tuple[float, dict]]:
     body = master.call(
         "_submit", "GET", f"metrics/{run_id}/",
         params={"metric_type": "run", "metric_filter": name, "details": 1},
@@ -91,7 +94,7 @@ def _points(master: Master, run_id: int, name: str) -> dict[int, float]:
     for point in body.get(name, []) if isinstance(body, dict) else []:
         step = (point.get("metadata") or {}).get("step")
         if step is not None:
-            out[int(step)] = float(point["value"])
+            out[int(step)] = (float(point["value"]), point.get("metadata") or {})
     return out
 
 
@@ -111,10 +114,11 @@ def _fetch(master: Master, run_id: int, entry: dict, folder: Path) -> Prediction
         raise CliError(f"run {run_id}: {exc}", EXIT_DISAGREES) from None
 
 
-def _grade(run: dict, p: Predictions, data_dir: str, evaluators: dict) -> Any:
-    """The grade of `p` by an evaluator of the run's test set: the generated set of its seed,
-    or the real set under `data_dir`, whichever the file's digest names (a set is never
-    taken on the run's word: the labels are this evaluator's)."""
+def _grade(run: dict, p: Predictions, data_dir: str, evaluators: dict, features: int) -> Any:
+    """The grade of `p` by an evaluator of the run's test set: the generated set of its seed
+    (task 2's with `features`, as the master recorded it), or the real set under `data_dir`,
+    whichever the file's digest names (a set is never taken on the run's word: the labels
+    are this evaluator's)."""
     size = len(next(iter(p.arrays.values())))
     info = test_sets.task_info(run["task"])
     last_error = ""
@@ -122,11 +126,13 @@ def _grade(run: dict, p: Predictions, data_dir: str, evaluators: dict) -> Any:
         if dataset != test_sets.SYNTHETIC and not data_dir:
             last_error = f"not a generated set; give --data-dir with {info.dataset}'s files"
             continue
-        key = (dataset, size)
+        key = (dataset, size, features)
         if key not in evaluators:
             try:
                 evaluators[key] = Evaluator.of(
-                    test_sets.TestSet(run["task"], dataset, int(run["seed"]), size, data_dir)
+                    test_sets.TestSet(
+                        run["task"], dataset, int(run["seed"]), size, data_dir, features
+                    )
                 )
             except (ValueError, LabelsUnavailable) as exc:
                 last_error = str(exc)
