@@ -18,11 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from mlbench_worker.client.cli.formatting import duration, percent, table
-from mlbench_worker.client.cli.master import EXIT_OK, CliError, Master
-from mlbench_worker.shared.evaluation import graded_name, test_sets
-from mlbench_worker.shared.evaluation.evaluator import Evaluator
-from mlbench_worker.shared.evaluation.file_labels import LabelsUnavailable
-from mlbench_worker.shared.evaluation.predictions import Predictions, PredictionsRefused, read
+from mlbench_worker.client.cli.master import EXIT_OK, EXIT_USAGE, CliError, Master
+from mlbench_worker.shared.evaluation import graded_name  # the package itself: no numpy
 
 EXIT_DISAGREES = 1
 REPORTED = "val_accuracy"
@@ -42,6 +39,19 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace, master: Master) -> int:
+    try:  # the evaluator needs numpy, which `pip install mlbench` (the client) lacks
+        import numpy  # noqa: F401
+    except ImportError:
+        raise CliError(
+            "mlbench evaluate grades with numpy: pip install numpy (or the worker extra)",
+            EXIT_USAGE,
+        ) from None
+    return _evaluate(args, master)
+
+
+def _evaluate(args: argparse.Namespace, master: Master) -> int:
+    from mlbench_worker.shared.evaluation import test_sets
+
     run = master.json("get_run", args.run)
     listed = master.call("_submit", "GET", f"runs/{args.run}/predictions/").json()
     files = listed.get("results", listed) if isinstance(listed, dict) else listed
@@ -98,7 +108,9 @@ def _points(master: Master, run_id: int, name: str) -> dict[int, tuple[float, di
     return out
 
 
-def _fetch(master: Master, run_id: int, entry: dict, folder: Path) -> Predictions:
+def _fetch(master: Master, run_id: int, entry: dict, folder: Path) -> Any:
+    from mlbench_worker.shared.evaluation.predictions import PredictionsRefused, read
+
     body = master.call("_submit", "GET", f"runs/{run_id}/predictions/{entry['step']}/").content
     if hashlib.sha256(body).hexdigest() != entry.get("sha256"):
         raise CliError(
@@ -114,11 +126,16 @@ def _fetch(master: Master, run_id: int, entry: dict, folder: Path) -> Prediction
         raise CliError(f"run {run_id}: {exc}", EXIT_DISAGREES) from None
 
 
-def _grade(run: dict, p: Predictions, data_dir: str, evaluators: dict, features: int) -> Any:
+def _grade(run: dict, p: Any, data_dir: str, evaluators: dict, features: int) -> Any:
     """The grade of `p` by an evaluator of the run's test set: the generated set of its seed
     (task 2's with `features`, as the master recorded it), or the real set under `data_dir`,
     whichever the file's digest names (a set is never taken on the run's word: the labels
     are this evaluator's)."""
+    from mlbench_worker.shared.evaluation import test_sets
+    from mlbench_worker.shared.evaluation.evaluator import Evaluator
+    from mlbench_worker.shared.evaluation.file_labels import LabelsUnavailable
+    from mlbench_worker.shared.evaluation.predictions import PredictionsRefused
+
     size = len(next(iter(p.arrays.values())))
     info = test_sets.task_info(run["task"])
     last_error = ""
