@@ -56,11 +56,10 @@ $(SEED_VENV)/.installed: constraints.txt
 	$(SEED_VENV)/bin/pip install -qq -c constraints.txt --no-deps mlbench-core
 	touch $@
 
-# The tests get an MLBENCH_HOME of their own, so they never touch (or cancel) the runs of a
-# master started by `make run`.
+# The tests get MLBENCH_HOMEs of their own, so they never touch (or cancel) the runs of a
+# master started by `make run`; scripts/run-tests.sh says why the suite runs as two processes.
 test: test-deps
-	home=$$(mktemp -d -t mlbench-test-XXXXXX); \
-	  MLBENCH_HOME=$$home $(PY) -m pytest; rc=$$?; rm -rf $$home; exit $$rc
+	PY=$(PY) bash scripts/run-tests.sh
 
 # The chaos series' long form (tests/chaos/, docs/chaos.rst): CHAOS_RUNS runs queued on a
 # real embedded master while faults of every kind come at moments drawn from CHAOS_SEED
