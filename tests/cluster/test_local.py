@@ -11,7 +11,7 @@ import pytest
 from mlbench_master.cluster.base import CannotAttach, ClusterError, RunSpec
 from mlbench_master.cluster.failures import failure_reason
 from mlbench_master.cluster.local import LocalCluster, launch_processes, network, slots
-from tests.cluster.local_launch import launch, read_until_exit
+from tests.cluster.local_launch import launch, read_until_exit, run_to_exit
 
 pytestmark = pytest.mark.mpi
 
@@ -87,9 +87,15 @@ def test_slots_are_pods_and_too_many_workers_is_refused(driver):
 
 def test_launch_streams_attributed_output_and_exit_code(driver):
     run = make_run(11, 0.5)
-    execution = launch(driver, run)
-    code, lines = read_until_exit(execution)
+    executions = []
+
+    def start():
+        executions.append(launch(driver, run))
+        return executions[-1]
+
+    code, lines = run_to_exit(start)
     assert code == 0
+    execution = executions[-1]  # the launch that ran (a transient failure is relaunched)
     stdout = {(line.rank, line.text) for line in lines if line.stream == "stdout"}
     assert (0, "up 0 tok-123 1") in stdout and (1, "up 1 tok-123 1") in stdout
     assert {(line.rank, line.stream) for line in lines if "warn" in line.text} == {

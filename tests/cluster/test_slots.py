@@ -182,7 +182,7 @@ def test_mpi_ranks_talk_across_a_delayed_link(home):
         id=8, num_workers=2, max_bandwidth=1000, latency_ms=5,
         custom_image_command=ALLREDUCES, run_all_nodes=True,
     )  # fmt: skip
-    code, lines = read_until_exit(launch(LocalCluster(), run))
+    code, lines = run_to_exit(lambda: launch(LocalCluster(), run))
     assert code == 0, [line.text for line in lines]
     took = [line.text.split() for line in lines if line.text.startswith("took")]
     assert len(took) == 2 and all(float(words[2]) == 2**11 for words in took), took
