@@ -74,6 +74,11 @@ def compare(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
+def prices(request: HttpRequest) -> HttpResponse:
+    return _page(request, "prices.html", {"nav": "prices"})
+
+
+@require_GET
 def login_once(request: HttpRequest, token: str) -> HttpResponse:
     """Consume a one-time sign-in link (see links.py)."""
     user = user_for_token(token)
