@@ -192,3 +192,28 @@ def test_only_staff_change_the_price_table(api, staff_api):
     assert "only be changed by a staff user" in refused.json()["detail"]
     assert api.delete(f"/api/prices/{line['id']}/").status_code == 403
     assert NodePrice.objects.count() == 1
+
+
+def test_the_prices_command_loads_a_file_whole_or_not_at_all(tmp_path, capsys):
+    import json
+
+    from django.core.management import CommandError, call_command
+
+    line = {"node_kind": "local", "price_per_hour": 0.35, "currency": "usd", "source": "own",
+            "as_of": "2026-11-01"}  # fmt: skip
+    good = tmp_path / "prices.json"
+    good.write_text(json.dumps([line, {**line, "pricing": "preemptible", "price_per_hour": 0.1}]))
+    call_command("mlbench_prices", "--load", str(good))
+    shown = json.loads(capsys.readouterr().out)
+    assert [(p["pricing"], p["price_per_hour"], p["currency"]) for p in shown] == [
+        ("on-demand", 0.35, "USD"),
+        ("preemptible", 0.1, "USD"),
+    ]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{**line, "node_kind": "n2"}, {**line, "price_per_hour": -2}]))
+    with pytest.raises(CommandError, match=r"line \[1\]: price_per_hour: a price per hour is 0"):
+        call_command("mlbench_prices", "--load", str(bad))
+    assert sorted(NodePrice.objects.values_list("node_kind", "pricing")) == [
+        ("local", "on-demand"),
+        ("local", "preemptible"),
+    ]
