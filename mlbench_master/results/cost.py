@@ -18,14 +18,21 @@ no price for, or prices in more than one currency.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from mlbench_master.api.models import Run
 from mlbench_master.cluster.node_kinds import RECORD_KEY
 from mlbench_master.results import prices
 
-if TYPE_CHECKING:
-    from mlbench_master.results.stored import StoredRun
+
+class StoredRun(Protocol):
+    """What of stored.py's StoredRun a cost needs (stored.py imports this module, so the
+    type is named by its shape rather than imported)."""
+
+    run: Run
+
+    def time_to_target(self) -> float | None: ...
+
 
 NOT_PRICED = "not priced"
 SECONDS_PER_HOUR = 3600.0
