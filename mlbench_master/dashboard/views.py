@@ -53,6 +53,7 @@ SERIES_CHARTS = [
     ("accuracy", "Accuracy against time, every seed with the band"),
     ("speedup", "Speed-up against workers"),
     ("time-split", "Where the time goes, per worker count"),
+    ("cost", "Cost to target and price index against workers"),
 ]
 
 

@@ -217,3 +217,30 @@ def test_the_prices_command_loads_a_file_whole_or_not_at_all(tmp_path, capsys):
         ("local", "on-demand"),
         ("local", "preemptible"),
     ]
+
+
+def test_the_cost_chart_draws_the_statistics_or_says_why_not(maker, staff_api):
+    from tests.client.test_plots import described
+
+    series = maker.series(seeds=[1], worker_counts=[1, 2])
+    for workers in (1, 2):
+        maker.run(series, 1, workers, EVALS, nodes=node_kinds.local_nodes(workers))
+    refused = staff_api.get(f"/api/series/{series.pk}/plots/cost.svg")
+    assert refused.status_code == 409
+    assert refused.json()["detail"] == (
+        "no cost to draw: not priced: the price table was empty when the run was created"
+    )
+    price(staff_api, "local", "1.5")
+    priced = maker.series(seeds=[1], worker_counts=[1, 2])
+    for workers, at in ((1, 30.0), (2, 20.0)):
+        evals = [(10.0, 0.5, 1), (at, 0.85, 2)]
+        maker.run(priced, 1, workers, evals, nodes=node_kinds.local_nodes(workers))
+    svg = staff_api.get(f"/api/series/{priced.pk}/plots/cost.svg")
+    assert svg.status_code == 200, svg.content
+    stats = staff_api.get(f"/api/series/{priced.pk}/").json()["statistics"]
+    drawn = described(svg.content, "svg")["lines"]
+    groups = stats["groups"]
+    assert drawn["cost_to_target"] == [
+        [g["num_workers"], g["cost_to_target"]["median"]] for g in groups
+    ]
+    assert drawn["price_index"] == [[1, 1.0], [2, pytest.approx(20.0 / 30.0)]]

@@ -18,7 +18,7 @@ from mlbench_worker.client.cli.costs import series_cost, series_cost_note
 from mlbench_worker.client.cli.formatting import table
 from mlbench_worker.client.cli.master import EXIT_OK, EXIT_USAGE, CliError, Master
 
-CHARTS = ("accuracy", "speedup", "time-split")
+CHARTS = ("accuracy", "speedup", "time-split", "cost")
 RUN_CHARTS = ("accuracy", "time-split")
 
 
@@ -164,8 +164,8 @@ def cmd_report(args: argparse.Namespace, master: Master) -> int:
     fmt = _format(args.plot)
     if args.chart not in RUN_CHARTS:
         raise CliError(
-            f"--chart {args.chart}: runs have {', '.join(RUN_CHARTS)}; a speed-up needs a "
-            "series (--series ID)",
+            f"--chart {args.chart}: runs have {', '.join(RUN_CHARTS)}; a speed-up or a cost "
+            "against workers needs a series (--series ID)",
             EXIT_USAGE,
         )
     if len(args.runs) == 1:  # the master's own chart of the run
