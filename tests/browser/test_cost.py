@@ -80,9 +80,11 @@ def test_the_series_page_plots_cost_and_price_index_against_workers(page):
 
 
 def test_run_and_compare_pages_show_the_cost_or_why_there_is_none(page):
-    from mlbench_master.api.models import NodePrice
+    from mlbench_master.api.models import NodePrice, Series
 
-    unpriced = make_run("before prices", 1, epochs=8)
+    alone = Series.objects.create(name="unpriced", seeds=[1], worker_counts=[1],
+                                  settings={"task": "resnet20-cifar10", "target": "light"})  # fmt: skip
+    unpriced = make_run("before prices", 1, epochs=8, series=alone, seed=1)
     _priced(unpriced, node_kinds.local_nodes(1))  # the table was empty: not priced
     NodePrice.objects.create(node_kind="local", price_per_hour="3", currency="EUR",
                              source="own", as_of=dt.date(2026, 11, 1))  # fmt: skip
@@ -104,6 +106,13 @@ def test_run_and_compare_pages_show_the_cost_or_why_there_is_none(page):
     whole = cost["whole_run"]["cost"]
     assert texts[0] == f"{cost['to_target']['cost']:.3g} / {whole:.3g} EUR"
     assert texts[1].startswith("not priced") and "the price table was empty" in texts[1], texts
+    page.goto(f"/series/{alone.pk}/")
+    page.wait_for_selector("body[data-loaded='1']")
+    assert page.locator("#series-cost-note").inner_text() == f"{EMPTY}."
+    assert page.locator(f"#series-runs tr[data-run-id='{unpriced.pk}'] .cost").inner_text() == (
+        "not priced"
+    )
+    assert page.locator("#chart-cost").get_attribute("data-points") == "0"
 
 
 def test_staff_edit_the_price_table_and_see_its_refusals(page, dashboard_user):
