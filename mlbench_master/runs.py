@@ -34,6 +34,7 @@ from mlbench_master.api.models import Run
 from mlbench_master.api.run_queue import queued_runs
 from mlbench_master.cluster.base import RunSpec
 from mlbench_master.manifest import build_manifest
+from mlbench_master.results import prices
 from mlbench_worker.shared import catalogue
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,8 @@ def new_run(fields: dict[str, Any], user: Any, state: str, series: Any = None) -
         fields["dataset"] = resumed.identity.get("dataset") or fields.get("dataset")
     run = Run(**fields, state=state, series=series, created_by=creator(user))
     run.manifest = build_manifest(run, resumed)
+    # The prices in force now: the run's cost never follows a later edit of the table.
+    run.prices = prices.snapshot()
     run.save()
     return run
 

@@ -114,6 +114,10 @@ class Run(models.Model):
     token_salt = models.CharField(max_length=32, default=_token_salt, editable=False)
     # Bytes of log text stored for this run, kept to bound the log (MLBENCH_LOG_MAX_BYTES).
     log_bytes = models.BigIntegerField(default=0, editable=False)
+    # The price table as it stood when the run was created (results/prices.py, set by
+    # runs.new_run): its cost never follows a later change of the table. {}: made before
+    # prices were kept.
+    prices = models.JSONField(default=dict, blank=True, editable=False)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -160,6 +164,37 @@ class Series(models.Model):
 
     def __str__(self) -> str:
         return f"Series {self.pk} {self.name!r}"
+
+
+class NodePrice(models.Model):
+    """One line of the operator's price table: what an hour of one node of a kind costs.
+
+    A run copies the whole table when it is created (Run.prices), so editing a line here
+    changes the cost of the runs created after the edit only (docs/results.rst, "Cost").
+    """
+
+    ON_DEMAND = "on-demand"
+    PREEMPTIBLE = "preemptible"
+    PRICINGS = [(ON_DEMAND, "on-demand"), (PREEMPTIBLE, "preemptible")]
+
+    node_kind = models.CharField(
+        max_length=253, help_text="a node name, machine type, Slurm partition or cluster kind"
+    )
+    pricing = models.CharField(max_length=16, choices=PRICINGS, default=ON_DEMAND)
+    price_per_hour = models.DecimalField(max_digits=14, decimal_places=6)
+    currency = models.CharField(max_length=3, help_text="ISO 4217 code, e.g. USD")
+    source = models.CharField(max_length=500, help_text="where the price comes from")
+    as_of = models.DateField(help_text="the date the source gave this price")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["node_kind", "pricing"]
+        constraints = [
+            models.UniqueConstraint(fields=["node_kind", "pricing"], name="nodeprice_kind_pricing"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node_kind} ({self.pricing}): {self.price_per_hour} {self.currency}/h"
 
 
 class Pod(models.Model):

@@ -119,3 +119,26 @@ class PredictionsAccess(_WorkerOrStaffWrites):
         if is_worker(request) and request.method in ("GET", "HEAD"):
             return True
         return super().has_permission(request, view)
+
+
+class PriceWriters(permissions.BasePermission):
+    """The price table: read as the rest (`ReadPublicOrUser`), changed by staff only: a
+    price decides what every later run is said to cost."""
+
+    message = ReadPublicOrUser.message
+
+    def has_permission(self, request, view) -> bool:  # noqa: ANN001
+        if is_worker(request):
+            self.message = WORKER_ONLY
+            return False
+        if request.method in permissions.SAFE_METHODS:
+            return _read_allowed(request)
+        if not _authenticated(request):
+            return False  # DRF answers 401 (not authenticated)
+        if is_staff(request):
+            return True
+        self.message = (
+            f"the price table may only be changed by a staff user; user "
+            f"{request.user.get_username()!r} is not staff"
+        )
+        return False

@@ -140,7 +140,7 @@ class SeriesPlot(APIView):
     """GET /api/series/<id>/plots/<chart>.<png|svg>: accuracy with a band, speed-up, split."""
 
     @extend_schema(
-        summary="A chart of a series (accuracy, speedup, time-split) as PNG or SVG",
+        summary="A chart of a series (accuracy, speedup, time-split, cost) as PNG or SVG",
         operation_id="series_plot_retrieve",
         parameters=[
             OpenApiParameter(

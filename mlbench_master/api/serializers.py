@@ -15,6 +15,7 @@ from mlbench_master import run_rules
 from mlbench_master.api.models import LogChunk, Pod, Run
 from mlbench_master.api.run_queue import queue_position
 from mlbench_master.results import stored
+from mlbench_master.results.cost import of_run as cost_of_run
 from mlbench_worker.shared import result
 
 RUN_OUTPUT_FIELDS = [
@@ -26,7 +27,7 @@ RUN_OUTPUT_FIELDS = [
     "max_epochs", "dataset", "dataset_used", "image",
     "custom_image_name", "custom_image_command", "custom_backend", "run_all_nodes",
     "time_limit", "resumed_from", "exit_code", "summary", "manifest", "created_by",
-    "seed", "lr_schedule", "series", "queue_position", "evaluation",
+    "seed", "lr_schedule", "series", "queue_position", "evaluation", "cost",
 ]  # fmt: skip
 
 
@@ -37,6 +38,16 @@ EVALUATION_HELP = (
     "evaluations whose own accuracy differs from the grade by more than tolerance, with both "
     "numbers; where evaluated, the run's time_to_target, accuracy_after_time and its elapsed "
     "by the grades"
+)
+
+
+COST_HELP = (
+    "what the run cost, with the prices it copied from the price table when it was created: "
+    "priced (false: reason says why, e.g. 'not priced: the price table was empty when the run "
+    "was created'; never 0), currency, per_hour (its nodes together), nodes (each with its "
+    "kind, pricing, price_per_hour, source, as_of and workers), prices_taken_at, to_target "
+    "{seconds, cost} (the time to target on the benchmark clock) and whole_run {seconds, "
+    "cost} (start to end); null where there is no such time, and notes say why"
 )
 
 
@@ -67,9 +78,15 @@ class RunSerializer(serializers.ModelSerializer):
 
     evaluation = serializers.SerializerMethodField(help_text=EVALUATION_HELP)
 
+    cost = serializers.SerializerMethodField(help_text=COST_HELP)
+
     def get_evaluation(self, run: Run) -> dict[str, Any]:
         listed = self.parent.instance if self.parent is not None else ()
         return stored.evaluation_of(run, self.context, listed or ())
+
+    def get_cost(self, run: Run) -> dict[str, Any]:
+        listed = self.parent.instance if self.parent is not None else ()
+        return cost_of_run(stored.graded_run(run, self.context, listed or ()))
 
     def get_queue_position(self, run: Run) -> int | None:
         return queue_position(run, self.context)

@@ -5,7 +5,7 @@ canonical form."""
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from mlbench_master.api import predictions, result_urls, series_views, views
+from mlbench_master.api import predictions, prices, result_urls, series_views, views
 
 
 def both(route: str, view, name: str) -> list:  # noqa: ANN001
@@ -38,6 +38,8 @@ urlpatterns = [
     *both(
         r"series/(?P<pk>[0-9]{1,18})/cancel", series_views.SeriesCancel.as_view(), "series-cancel"
     ),
+    *both("prices", prices.PriceList.as_view(), "prices"),
+    *both(r"prices/(?P<pk>[0-9]{1,18})", prices.PriceDetail.as_view(), "price-detail"),
     *result_urls.urlpatterns,
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),

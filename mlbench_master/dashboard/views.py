@@ -53,6 +53,7 @@ SERIES_CHARTS = [
     ("accuracy", "Accuracy against time, every seed with the band"),
     ("speedup", "Speed-up against workers"),
     ("time-split", "Where the time goes, per worker count"),
+    ("cost", "Cost to target and price index against workers"),
 ]
 
 
@@ -71,6 +72,11 @@ def series_detail(request: HttpRequest, series_id: int) -> HttpResponse:
 @require_GET
 def compare(request: HttpRequest) -> HttpResponse:
     return _page(request, "compare.html", {"nav": "compare"})
+
+
+@require_GET
+def prices(request: HttpRequest) -> HttpResponse:
+    return _page(request, "prices.html", {"nav": "prices"})
 
 
 @require_GET

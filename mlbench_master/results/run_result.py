@@ -24,6 +24,10 @@ class RunResult:
     time_split: dict[str, float] = field(default_factory=dict)  # seconds per step
     evaluation: str = ""  # stored.EVALUATED, stored.SELF_REPORTED, or "" (no accuracy yet)
     mismatches: int = 0  # evaluations whose own accuracy strays from the grade (stored.py)
+    price_per_hour: float | None = None  # its nodes' price (cost.py); None: not priced
+    currency: str = ""
+    not_priced: str = ""  # why it has no price ("not priced: ...")
+    run_seconds: float | None = None  # start to end: what its nodes were held for
 
     @property
     def final(self) -> bool:

@@ -23,6 +23,14 @@ How runs enter each statistic (docs/results.rst says the same for readers):
   target; efficiency: speed-up over the number of workers. Their STAT is over the runs
   that reached the target (null without a 1-worker median); `speedup_of_medians` is the
   ratio of the two medians.
+- Cost (each run's own, results/cost.py): `cost_to_target` over the priced runs that
+  reached the target (a run that missed it counts as the dearest in the olympic mean),
+  `run_cost` over the priced runs in a final state (a failed run's nodes were paid for
+  too); `price_per_hour` is the median of the group's priced runs' hourly prices, and
+  `price_index` the original platform's: the group's price per hour over the 1-worker
+  group's, divided by `speedup_of_medians` (1: as dear as one worker; 2: twice the money
+  for the same result). Runs priced in more than one currency leave every cost null and
+  `cost.reason` says why.
 
 A STAT is {"n", "median", "mean", "sd", "cv", "min", "max", "olympic_mean"}, null where
 undefined (no values; sd and cv need two values; the olympic mean needs a value left after
@@ -95,6 +103,55 @@ def _validity(runs: int, pending: int, not_reached: int) -> tuple[bool, str]:
     return True, ""
 
 
+def _cost_of(r: RunResult, seconds: float | None) -> float | None:
+    if r.price_per_hour is None or seconds is None:
+        return None
+    return seconds * r.price_per_hour / 3600.0
+
+
+def _costs(
+    workers: int, members: list[RunResult], of_medians: float | None, base_rate: float | None
+) -> dict[str, Any]:
+    """The group's cost statistics (see the module docstring); plain data, no currency:
+    `cost_block` says which one, and makes them null where currencies are mixed."""
+    final = [r for r in members if r.final]
+    priced = [r for r in final if r.price_per_hour is not None]
+    rate = statistics.median([r.price_per_hour for r in priced]) if priced else None
+    to_target = [_cost_of(r, r.time_to_target) for r in priced if r.reached]
+    whole = [_cost_of(r, r.run_seconds) for r in priced if r.run_seconds is not None]
+    index = None
+    if workers == 1 and rate is not None:
+        index = 1.0
+    elif rate is not None and base_rate and of_medians:
+        index = (rate / base_rate) / of_medians
+    return {
+        "price_per_hour": rate,
+        "cost_to_target": describe(to_target, len([r for r in priced if not r.reached])),
+        "run_cost": describe(whole),
+        "price_index": index,
+    }
+
+
+def cost_block(results: Sequence[RunResult]) -> dict[str, Any]:
+    """The series' currency and the runs that are not priced, with why."""
+    final = [r for r in results if r.final]
+    currencies = sorted({r.currency for r in final if r.price_per_hour is not None})
+    missing = [{"run": r.run, "reason": r.not_priced} for r in final if r.price_per_hour is None]
+    reason = ""
+    if len(currencies) > 1:
+        reason = (
+            f"not priced: its runs are priced in more than one currency ({', '.join(currencies)})"
+        )
+    elif not currencies:
+        reason = missing[0]["reason"] if missing else "not priced: no run has ended yet"
+    return {
+        "currency": currencies[0] if len(currencies) == 1 else None,
+        "priced": len(final) - len(missing),
+        "not_priced": missing,
+        "reason": reason,
+    }
+
+
 def _group(workers: int, members: list[RunResult], baseline: float | None) -> dict[str, Any]:
     final = [r for r in members if r.final]
     finished = [r for r in final if r.state == "FINISHED"]
@@ -127,6 +184,22 @@ def _group(workers: int, members: list[RunResult], baseline: float | None) -> di
         "efficiency": efficiency,
         "speedup_of_medians": of_medians,
     }
+
+
+def _with_costs(groups: list[dict], by_count: dict[int, list[RunResult]], mixed: bool) -> None:
+    """Each group's cost statistics, next to its other numbers (null where `mixed`)."""
+    ones = [
+        r.price_per_hour for r in by_count.get(1, []) if r.final and r.price_per_hour is not None
+    ]
+    base_rate = statistics.median(ones) if ones else None
+    for g in groups:
+        costs = _costs(
+            g["num_workers"], by_count[g["num_workers"]], g["speedup_of_medians"], base_rate
+        )
+        if mixed:
+            costs = {"price_per_hour": None, "cost_to_target": describe([]),
+                     "run_cost": describe([]), "price_index": None}  # fmt: skip
+        g.update(costs)
 
 
 def band(curves: Sequence[Sequence[tuple[float, float]]]) -> list[list[float]]:
@@ -164,10 +237,14 @@ def summarize(results: Sequence[RunResult], target: dict[str, Any]) -> dict[str,
     by_count = {k: [r for r in results if r.num_workers == k] for k in counts}
     ones = [r.time_to_target for r in by_count.get(1, []) if r.reached]
     baseline = statistics.median(ones) if ones else None
+    groups = [_group(k, by_count[k], baseline) for k in counts]
+    cost = cost_block(results)
+    _with_costs(groups, by_count, mixed=cost["currency"] is None and cost["priced"] > 0)
     return {
         "target": target,
         "baseline": {"num_workers": 1, "median_time_to_target": baseline},
-        "groups": [_group(k, by_count[k], baseline) for k in counts],
+        "groups": groups,
+        "cost": cost,
         "curves": [
             {
                 "run": r.run,
@@ -178,6 +255,9 @@ def summarize(results: Sequence[RunResult], target: dict[str, Any]) -> dict[str,
                 "time_to_target": r.time_to_target,
                 "points": [[t, a] for t, a in r.curve],
                 "time_split": dict(r.time_split),
+                "price_per_hour": r.price_per_hour,
+                "cost_to_target": _cost_of(r, r.time_to_target),
+                "run_cost": _cost_of(r, r.run_seconds),
             }
             for r in sorted(results, key=lambda r: (r.num_workers, r.seed, r.run))
         ],

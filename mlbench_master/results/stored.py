@@ -27,6 +27,7 @@ from typing import Any
 
 from mlbench_master.api.auth import ended_past_grace
 from mlbench_master.api.models import Metric, Run
+from mlbench_master.results import cost
 from mlbench_master.results.run_result import RunResult
 from mlbench_worker.shared import catalogue, result
 from mlbench_worker.shared.evaluation import graded_name
@@ -177,6 +178,7 @@ class StoredRun:
         return split["communication"] / whole if whole > 0 and "communication" in split else None
 
     def result(self) -> RunResult:
+        rate = cost.rate_of(self.run)
         return RunResult(
             run=self.run.pk,
             seed=self.run.seed,
@@ -190,6 +192,10 @@ class StoredRun:
             time_split=self.time_split(),
             evaluation=self.evaluation_status(),
             mismatches=len(self.mismatches()),
+            price_per_hour=rate.per_hour,
+            currency=rate.currency,
+            not_priced=rate.reason,
+            run_seconds=cost.run_seconds(self.run),
         )
 
 
@@ -198,16 +204,22 @@ THROUGHPUT_METRICS = tuple(dict.fromkeys(t.throughput_metric for t in catalogue.
 NEEDED = (REPORTED, GRADED, "time_to_target", *TIMINGS, *THROUGHPUT_METRICS)
 
 
-def evaluation_of(run: Run, memo: dict[str, Any], listed: Iterable[Run] = ()) -> dict[str, Any]:
-    """Who graded `run` and where it disagrees with itself, as the API shows it. The grades
-    and reported accuracies of `run` and the other runs `listed` beside it are read in one
-    query, kept in `memo` (a serializer's context: once per response, not per run; a list
-    of series asks again for each series' runs)."""
+def graded_run(run: Run, memo: dict[str, Any], listed: Iterable[Run] = ()) -> StoredRun:
+    """`run` with the points its grading and its time to target need (its accuracies as
+    reported and as graded, its posted time to target). They are read for `run` and the
+    other runs `listed` beside it in one query, kept in `memo` (a serializer's context:
+    once per response, not per run; a list of series asks again for each series' runs)."""
     known = memo.setdefault("evaluations", {})
     if run.pk not in known:
         ids = {run.pk, *(r.pk for r in listed)} - known.keys()
-        known.update({i: {} for i in ids} | _points_of(ids, (REPORTED, GRADED)))
-    found = StoredRun(run, known[run.pk])
+        known.update({i: {} for i in ids} | _points_of(ids, (REPORTED, GRADED, "time_to_target")))
+    return StoredRun(run, known[run.pk])
+
+
+def evaluation_of(run: Run, memo: dict[str, Any], listed: Iterable[Run] = ()) -> dict[str, Any]:
+    """Who graded `run` and where it disagrees with itself, as the API shows it (its points
+    read as `graded_run` reads them)."""
+    found = graded_run(run, memo, listed)
     record: dict[str, Any] = {
         "status": found.evaluation_status(),
         "grades": len(found.points.get(GRADED, [])),

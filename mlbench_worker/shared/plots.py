@@ -24,7 +24,7 @@ try:
 except ImportError:  # the client's base install: only --plot needs it
     Figure = None  # type: ignore[assignment,misc]
 
-CHARTS = ("accuracy", "speedup", "time-split")
+CHARTS = ("accuracy", "speedup", "time-split", "cost")
 FORMATS = ("png", "svg")
 MISSING = "drawing charts needs matplotlib: pip install matplotlib (or pip install mlbench[master])"
 SPLIT = (("data", "data loading"), ("compute", "compute"), ("communication", "exposed comm."))
@@ -42,10 +42,10 @@ def render(chart: str, data: dict[str, Any], fmt: str, title: str = "") -> bytes
         raise PlotError(f"chart {chart!r} is not one of {', '.join(CHARTS)}")
     if fmt not in FORMATS:
         raise PlotError(f"format {fmt!r} is not one of {', '.join(FORMATS)}")
-    fig = Figure(figsize=(8, 5) if chart != "speedup" else (10, 4.5), layout="constrained")
-    drawn = {"accuracy": _accuracy, "speedup": _speedup, "time-split": _time_split}[chart](
-        fig, data
-    )
+    wide = chart in ("speedup", "cost")
+    fig = Figure(figsize=(10, 4.5) if wide else (8, 5), layout="constrained")
+    draw = {"accuracy": _accuracy, "speedup": _speedup, "time-split": _time_split, "cost": _cost}
+    drawn = draw[chart](fig, data)
     target = data.get("target") or {}
     heading = title or f"{target.get('task', '')}"
     fig.suptitle(f"{heading}: {_TITLES[chart]}".strip(": "))
@@ -66,6 +66,7 @@ _TITLES = {
     "accuracy": "validation accuracy against time",
     "speedup": "speed-up and efficiency against workers",
     "time-split": "where a step's time goes",
+    "cost": "cost to target and price index against workers",
 }
 
 
@@ -151,3 +152,39 @@ def _time_split(fig: Any, data: dict) -> dict:
     ax.grid(alpha=0.3, axis="x")
     ax.legend(fontsize=8)
     return {"bars": bars, "runs": [c["run"] for c in curves]}
+
+
+def _cost(fig: Any, data: dict) -> dict:
+    """Median cost to target with the cheapest and dearest run, and the price index
+    (statistics.py: the price per hour over one worker's, divided by the speed-up)."""
+    block = data.get("cost") or {}
+    groups = [g for g in data.get("groups", []) if (g.get("cost_to_target") or {}).get("n")]
+    if not groups:
+        why = block.get("reason") or "no priced run reached the target"
+        raise PlotError(f"no cost to draw: {why}")
+    currency = block.get("currency") or ""
+    workers = [g["num_workers"] for g in groups]
+    stats = [g["cost_to_target"] for g in groups]
+    med = [s["median"] for s in stats]
+    ax = fig.add_subplot(1, 2, 1)
+    ax.errorbar(
+        workers, med, yerr=[[m - s["min"] for m, s in zip(med, stats, strict=True)],
+        [s["max"] - m for m, s in zip(med, stats, strict=True)]], marker="o", capsize=4,
+        label="median, cheapest–dearest run",
+    )  # fmt: skip
+    ax.set_ylabel(f"cost to target ({currency})")
+    lines = {"cost_to_target": [[w, m] for w, m in zip(workers, med, strict=True)]}
+    indexed = [g for g in data.get("groups", []) if g.get("price_index") is not None]
+    right = fig.add_subplot(1, 2, 2)
+    if indexed:
+        index = [[g["num_workers"], g["price_index"]] for g in indexed]
+        right.plot([w for w, _ in index], [v for _, v in index], marker="o", label="price index")
+        lines["price_index"] = index
+    right.axhline(1.0, color="grey", linestyle=":", label="as dear as 1 worker")
+    right.set_ylabel("price index (price per hour ratio / speed-up)")
+    for a in (ax, right):
+        a.set_xlabel("workers")
+        a.set_xticks(sorted({*workers, *(g["num_workers"] for g in indexed)}))
+        a.grid(alpha=0.3)
+        a.legend(fontsize=8)
+    return {"lines": lines}

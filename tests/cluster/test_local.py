@@ -1,6 +1,7 @@
 """The local cluster driver with a real mpirun and 2 ranks (no master, no database)."""
 
 import dataclasses
+import socket
 import subprocess
 import sys
 import time
@@ -103,6 +104,11 @@ def test_launch_streams_attributed_output_and_exit_code(driver):
         (1, "stderr"),
     }
     assert execution.record["local"]["sid"] > 0
+    # Both slots are on this machine: one node to price (results/cost.py).
+    host = socket.gethostname()
+    assert execution.record["nodes"] == [
+        {"name": host, "kinds": [host, "local"], "workers": 2, "capacity": ""}
+    ]
     # Slots as hosts are the default where the master may make them (test_slots.py).
     note = execution.record["max_bandwidth"]
     assert note["requested_mbit_s"] == 1000

@@ -5,7 +5,9 @@ happy path runs the real ResNet-20 worker on a small synthetic data set.
 """
 
 import contextlib
+import datetime as dt
 import signal
+import socket
 import time
 
 import psutil
@@ -42,15 +44,30 @@ def test_happy_path_real_worker_finishes_with_metrics_logs_and_pod_metrics(idle_
         "python -m mlbench_worker resnet20-cifar10 --dataset synthetic --max-epochs 2"
         " --train-images 512 --test-images 256 --threads 1 --log-every 1"
     )
-    run = master.create_run(
-        name="happy", custom_image_command=command, run_all_nodes=True, time_limit=300
-    )
+    # A price for this machine: the run copies it, and its launch records the machine.
+    price = master.post("/api/prices/", {"node_kind": "local", "price_per_hour": 1.8,
+                        "currency": "USD", "source": "e2e", "as_of": "2026-11-01"})  # fmt: skip
+    assert price.status_code == 201, price.text
+    try:
+        run = master.create_run(
+            name="happy", custom_image_command=command, run_all_nodes=True, time_limit=300
+        )
+    finally:
+        master.delete(f"/api/prices/{price.json()['id']}/")
     assert run["state"] in ("INITIALIZED", "STARTED")
     done = master.wait_state(run["id"], ("FINISHED", "FAILED", "CANCELLED"), timeout=240)
     assert done["state"] == "FINISHED", done["reason"]
     assert done["exit_code"] == 0
     assert done["dataset_used"] == "synthetic"
     assert done["summary"]["num_workers"] == 2
+    # Priced from its own copy (the price is gone now), by the one machine it ran on.
+    cost, held = done["cost"], _seconds(done["finished_at"]) - _seconds(done["started_at"])
+    assert cost["priced"] is True, cost["reason"]
+    assert [(n["name"], n["node_kind"], n["workers"]) for n in cost["nodes"]] == [
+        (socket.gethostname(), "local", 2)
+    ]
+    assert cost["whole_run"]["seconds"] == pytest.approx(held)
+    assert cost["whole_run"]["cost"] == pytest.approx(held * 1.8 / 3600)
 
     metrics = master.get(f"/api/metrics/{run['id']}/", params={"metric_type": "run"}).json()
     for name in ("train_loss", "val_accuracy", "images_per_sec", "epoch"):
@@ -271,3 +288,7 @@ def test_down_stops_a_run_in_progress_and_says_so(idle_master):
     done = master.run(run["id"])
     assert done["state"] == "FAILED"
     assert done["reason"] == "the master was stopped during the run"
+
+
+def _seconds(iso: str) -> float:
+    return dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 
+from mlbench_master.cluster import node_kinds
 from mlbench_master.cluster.failures import OutputTail
 from mlbench_master.cluster.kubernetes import losses
 from mlbench_master.cluster.mpirun import RANK_END
@@ -231,6 +232,11 @@ def test_nothing_lost_leaves_the_ranks_reason(driver, workers, pods_exec, gates)
         {"pod": POD0, "uid": uid(workers, POD0), "node": "node-a", "restarts": 0},
         {"pod": POD1, "uid": uid(workers, POD1), "node": "node-3", "restarts": 2},
         {"pod": POD2, "uid": uid(workers, POD2), "node": "node-a", "restarts": 0},
+    ]
+    # The nodes the run is priced by (results/cost.py): node-a once for its two pods.
+    assert execution.record[node_kinds.RECORD_KEY] == [
+        {"name": "node-a", "kinds": ["node-a", "kubernetes"], "workers": 2, "capacity": ""},
+        {"name": "node-3", "kinds": ["node-3", "kubernetes"], "workers": 1, "capacity": ""},
     ]
     assert reason_at_end(execution, gates) == RANKS_SAY.replace("then: ", "", 1)
     assert execution.end_reason() is None

@@ -10,8 +10,10 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from mlbench_master import runs
 from mlbench_master.api.auth import issue_user_token
 from mlbench_master.api.models import Metric, Run, Series
+from mlbench_master.cluster.node_kinds import RECORD_KEY
 from mlbench_worker.shared.evaluation import graded_name
 from tests.summaries import summary_body
 
@@ -71,20 +73,24 @@ class Maker:
         summary: bool = True,
         config: dict | None = None,
         graded: list[float] | None = None,  # the evaluator's grade of each evaluation
+        nodes: list[dict] | None = None,  # the launch record's nodes (cluster/node_kinds.py)
+        seconds: float | None = None,  # start to end; None: ended when the points are in
     ) -> Run:
-        run = Run.objects.create(
-            name=f"seed {seed} x{workers}",
-            series=series,
-            seed=seed,
-            num_workers=workers,
-            task=task,
-            target=target,
-            state=state,
-            dataset="synthetic",
-            dataset_used=dataset,
-            started_at=START,
-            finished_at=None,
-        )
+        fields = {
+            "name": f"seed {seed} x{workers}",
+            "seed": seed,
+            "num_workers": workers,
+            "task": task,
+            "target": target,
+            "dataset": "synthetic",
+        }
+        if nodes is None:
+            run = Run.objects.create(**fields, series=series, state=state, started_at=START)
+        else:  # made as the master makes runs (it copies the price table), then launched
+            run = runs.new_run(fields, None, Run.QUEUED, series=series)
+            Run.objects.filter(pk=run.pk).update(state=state, started_at=START)
+            runs.record_launch(run, {RECORD_KEY: nodes})
+        Run.objects.filter(pk=run.pk).update(dataset_used=dataset)
         clock = START + dt.timedelta(seconds=30)  # 30 s of initialisation
         points, ttt = [], None
         throughput = (
@@ -134,7 +140,8 @@ class Maker:
             )
             response = self.client.post(f"/api/runs/{run.pk}/summary/", body, format="json")
             assert response.status_code == 200, response.content
-        Run.objects.filter(pk=run.pk).update(finished_at=timezone.now())
+        end = timezone.now() if seconds is None else START + dt.timedelta(seconds=seconds)
+        Run.objects.filter(pk=run.pk).update(finished_at=end)
         run.refresh_from_db()
         return run
 

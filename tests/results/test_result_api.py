@@ -72,7 +72,7 @@ def test_charts_of_a_run_and_a_series(api, series):
         ("/api/runs/999999/plots/accuracy.png", "run 999999 does not exist"),
         (
             "/api/series/{s}/plots/pie.png",
-            "chart 'pie' is not one of accuracy, speedup, time-split",
+            "chart 'pie' is not one of accuracy, speedup, time-split, cost",
         ),
         ("/api/series/{s}/plots/accuracy.jpg", "format 'jpg' is not one of png, svg"),
         ("/api/runs/{r}/plots/speedup.svg", "chart 'speedup' is not one of accuracy, time-split"),

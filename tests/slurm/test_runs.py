@@ -56,6 +56,9 @@ def test_resnet20_on_two_nodes_finishes_with_metrics_per_rank_output_and_nodes(
         and "not shape" in record["max_bandwidth"]["why"]
     )
     assert "not applied" in done["manifest"]["not_applied"]["max_bandwidth"]
+    # The nodes the run is priced by: two of the job's partition, one worker each.
+    node = {"name": "", "kinds": ["debug", "slurm"], "workers": 1, "capacity": ""}
+    assert record["nodes"] == [node, node]
 
     # What was asked of Slurm, as squeue reports it: the run's 300 s as 5 minutes, one CPU
     # a task (squeue's cpus_per_task is empty in Slurm 22.05: the per-node minimum says it).

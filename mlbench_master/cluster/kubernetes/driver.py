@@ -25,6 +25,7 @@ import time
 import uuid
 from typing import Any
 
+from mlbench_master.cluster import node_kinds
 from mlbench_master.cluster.base import (
     CannotAttach,
     ClusterDriver,
@@ -277,6 +278,10 @@ class KubernetesCluster(WorkerPods, ClusterDriver):
             seen = self.workers_seen(pods[: rank_count(run)])
             sts = self._statefulset_json()
             image = images.record((sts.get("metadata") or {}).get("annotations"))
+            template = ((sts.get("spec") or {}).get("template") or {}).get("spec") or {}
+            nodes = node_kinds.kubernetes_nodes(
+                [str(w.get("node") or "") for w in seen], template.get("nodeSelector")
+            )
             limited = self._apply_bandwidth(run, pods)
         except ClusterError as error:
             raise ClusterError(f"{error}{self._restore_quietly(run)}") from error
@@ -299,6 +304,7 @@ class KubernetesCluster(WorkerPods, ClusterDriver):
                 "requested_ms": run.latency_ms,
                 "applied": bool(limited and run.latency_ms),
             },
+            node_kinds.RECORD_KEY: nodes,
         }
         return self._execution(dataclasses.replace(run, launch=record), launch, (0, 0))
 

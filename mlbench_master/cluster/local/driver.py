@@ -56,6 +56,7 @@ from mlbench_master.cluster.local.processes import (
 )
 from mlbench_master.cluster.local.usage import POD_PREFIX, rank_samples
 from mlbench_master.cluster.mpirun import RANK_ENDS_VARIABLE
+from mlbench_master.cluster.node_kinds import RECORD_KEY, local_nodes
 from mlbench_master.cluster.python_probe import python_has_module
 
 # Runs `mpirun ...` ("$@"), then records its exit code atomically next to its output.
@@ -220,7 +221,8 @@ class LocalCluster(ClusterDriver):
             "argv": argv,
         }
         (directory / "launch.json").write_text(json.dumps(info))
-        return LocalExecution(info, popen=popen, notes=slots.launch_notes(self.home, run))
+        notes = {**slots.launch_notes(self.home, run), RECORD_KEY: local_nodes(run.num_workers)}
+        return LocalExecution(info, popen=popen, notes=notes)
 
     def attach(self, run: RunSpec) -> Execution:
         info = run.launch.get("local")

@@ -21,6 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from mlbench_master.cluster import node_kinds
 from mlbench_master.cluster.base import (
     CannotAttach,
     ClusterDriver,
@@ -139,6 +140,15 @@ class SlurmCluster(ClusterDriver):
                 f"{most} CPUs; ask for at most {most}"
             )
 
+    def _partition_name(self) -> str:
+        """The partition runs go to: the setting, else Slurm's default ("" if unknown)."""
+        if self.config.partition:
+            return self.config.partition
+        try:
+            return commands.partitions(self.config).get("*", "")
+        except ClusterError:
+            return ""
+
     def pods(self) -> list[PodInfo]:
         name = self.config.partition or commands.partitions(self.config).get("*", "")
         return nodes.pods(commands.nodes(self.config), commands.jobs(self.config), name)
@@ -195,6 +205,7 @@ class SlurmCluster(ClusterDriver):
                 "why": NOT_SHAPED,
             },
             "latency": {"requested_ms": run.latency_ms, "applied": False, "why": NOT_SHAPED},
+            node_kinds.RECORD_KEY: node_kinds.slurm_nodes(run.num_workers, self._partition_name()),
         }
         return SlurmExecution(info, config, notes)
 

@@ -239,9 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument(
         "--chart",
-        choices=("accuracy", "speedup", "time-split"),
+        choices=("accuracy", "speedup", "time-split", "cost"),
         default="accuracy",
-        help="which chart --plot draws (default accuracy; speedup needs --series)",
+        help="which chart --plot draws (default accuracy; speedup and cost need --series)",
     )
     report.add_argument("--json", action="store_true", help="with --series: the statistics")
     report.add_argument(

@@ -18,6 +18,7 @@ from typing import Any
 
 from mlbench_worker.client.api import resolve_image
 from mlbench_worker.client.cli.comparison import evaluation_line, evaluation_notes
+from mlbench_worker.client.cli.costs import cost_line
 from mlbench_worker.client.cli.formatting import (
     algorithm_text,
     duration,
@@ -245,6 +246,7 @@ def cmd_show(args: argparse.Namespace, master: Master) -> int:
             value = shown[key](run) if key in shown else run[key]
             print(f"{key.ljust(width)}  {value}")
     print(f"{'network'.ljust(width)}  {network_line(run)}")
+    print(f"{'cost'.ljust(width)}  {cost_line(run)}")
     graded = evaluation_line(run)
     if graded:
         print(f"{'graded by'.ljust(width)}  {graded}")

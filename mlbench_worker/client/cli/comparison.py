@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mlbench_worker.client.cli.clock import clock_at
+from mlbench_worker.client.cli.costs import cost_cell, cost_notes
 from mlbench_worker.client.cli.formatting import (
     algorithm_text,
     duration,
@@ -129,8 +130,10 @@ def report_table(
                 speedup,
                 percent(s.get("comm_share")) if s.get("comm_share") is not None else "-",
                 volume(s),
+                cost_cell(run),
             ]
         )
+        notes += cost_notes(run)
     units = {unit for _, unit in rates}
     one_unit = units.pop() if len(units) == 1 else None
     for row, (value, unit) in zip(rows, rates, strict=True):
@@ -140,7 +143,7 @@ def report_table(
         "ID", "NAME", "STATE", "WORKERS", "ALGORITHM", "IMPLEMENTATION", "DATASET", "TARGET",
         "TIME TO TARGET",
         "ACC AFTER TIME", one_unit.upper() if one_unit else "THROUGHPUT", "SPEED-UP", "COMM",
-        "SENT/STEP",
+        "SENT/STEP", "COST TO TARGET / RUN",
     ]  # fmt: skip
     warning = _mixed_warning(runs)
     return "\n".join(([warning] if warning else []) + [table(headers, rows)] + notes)

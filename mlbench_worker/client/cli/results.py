@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from mlbench_worker.client.cli.comparison import report_table
+from mlbench_worker.client.cli.costs import series_cost, series_cost_note
 from mlbench_worker.client.cli.formatting import table
 from mlbench_worker.client.cli.master import EXIT_OK, EXIT_USAGE, CliError, Master
 
-CHARTS = ("accuracy", "speedup", "time-split")
+CHARTS = ("accuracy", "speedup", "time-split", "cost")
 RUN_CHARTS = ("accuracy", "time-split")
 
 
@@ -42,6 +43,7 @@ def series_table(series: dict) -> str:
     target = stats.get("target") or {}
     rows = []
     notes = []
+    currency = (stats.get("cost") or {}).get("currency")
     for g in stats.get("groups", []):
         ttt = g["time_to_target"]
         rows.append(
@@ -56,6 +58,7 @@ def series_table(series: dict) -> str:
                 stat_text(g["communication_share"], 1, 100, "%"),
                 stat_text(g.get("speedup"), 2, unit="x"),
                 stat_text(g.get("efficiency"), 2),
+                *series_cost(g, currency),
                 "yes" if g["valid"] else "NO",
             ]
         )
@@ -71,13 +74,16 @@ def series_table(series: dict) -> str:
     headers = [
         "WORKERS", "REACHED", "TIME TO TARGET median (mean ± sd, cv)", "OLYMPIC", "MIN–MAX",
         "ACC AFTER TIME", (target.get("throughput_unit") or "throughput").upper(), "COMM",
-        "SPEED-UP", "EFFICIENCY", "VALID",
+        "SPEED-UP", "EFFICIENCY", "COST TO TARGET median", "PRICE INDEX", "VALID",
     ]  # fmt: skip
     legend = (
         "olympic: MLPerf's mean without the fastest and the slowest run, a run that missed "
         "the target counting as the slowest; speed-up: the 1-worker median time over each "
-        "run's (docs/checking.rst)"
+        "run's (docs/checking.rst); price index: the price per hour over the 1-worker "
+        "runs', divided by the speed-up of the medians (1: as dear as one worker; "
+        "docs/results.rst)"
     )
+    notes += series_cost_note(stats)
     return "\n".join([head, table(headers, rows), *notes, legend])
 
 
@@ -158,8 +164,8 @@ def cmd_report(args: argparse.Namespace, master: Master) -> int:
     fmt = _format(args.plot)
     if args.chart not in RUN_CHARTS:
         raise CliError(
-            f"--chart {args.chart}: runs have {', '.join(RUN_CHARTS)}; a speed-up needs a "
-            "series (--series ID)",
+            f"--chart {args.chart}: runs have {', '.join(RUN_CHARTS)}; a speed-up or a cost "
+            "against workers needs a series (--series ID)",
             EXIT_USAGE,
         )
     if len(args.runs) == 1:  # the master's own chart of the run

@@ -8,6 +8,7 @@ import { LineChart } from "./charts.js";
 import { PROGRESS, elapsed, runClock } from "./clock.js";
 import { MetricFeed } from "./feed.js";
 import { baselineFor, datasetOf, speedup } from "./comparable.js";
+import { costCell } from "./cost.js";
 import { algorithmText, clock, datasetBadge, duration, el, implementationText, num, pct, sentPerStep, stateBadge } from "./format.js";
 import { taskInfo, throughputMetrics, throughputOf } from "./tasks.js";
 import { OP_TITLES, chartOptions, sizeLabel, curves, fetchCells, isMeasurement, networkLabel, peak } from "./backend_benchmark.js";
@@ -201,6 +202,7 @@ function render() {
         el("td", { class: "sent", text: sentPerStep(r.summary) }),
         speedupCell(sp, base.run),
         el("td", { class: "efficiency", text: sp.reason ? "—" : pct(sp.value / (r.num_workers || 1)) }),
+        el("td", { class: "cost" }, costCell(r.cost)),
       );
     }),
   );

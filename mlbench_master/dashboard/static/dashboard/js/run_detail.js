@@ -10,6 +10,7 @@ import { api, every } from "./api.js";
 import { CLOCK_INCRS, clockRange, fractionRange } from "./axes.js";
 import { LineChart } from "./charts.js";
 import { PROGRESS, elapsed, epochs, runClock } from "./clock.js";
+import { costPairs } from "./cost.js";
 import { MetricFeed } from "./feed.js";
 import { algorithmText, clock, datasetBadge, duration, el, implementationText, num, pct, sentPerStep, stateBadge } from "./format.js";
 import { LogFollower } from "./logs.js";
@@ -194,6 +195,7 @@ function showRun() {
     ...(measuring ? [] : [["Dataset used", datasetBadge(run)]]),
     ...(networkText(run) ? [["Network", networkText(run)]] : []),
   ]);
+  kv(document.getElementById("run-cost"), costPairs(run.cost));
   const s = run.summary || {};
   if (measuring && Object.keys(s).length) showMeasurementSummary(s);
   else if (Object.keys(s).length) {

@@ -6,6 +6,7 @@
 import { api, every } from "./api.js";
 import { CLOCK_INCRS, clockRange, fractionRange } from "./axes.js";
 import { LineChart } from "./charts.js";
+import { money } from "./cost.js";
 import { clock, duration, el, num, pct, stateBadge } from "./format.js";
 
 const root = document.getElementById("series-detail");
@@ -21,10 +22,17 @@ const TITLES = {
   communication_share: "Communication share",
   speedup: "Speed-up vs 1 worker",
   efficiency: "Efficiency",
+  cost_to_target: "Cost to target",
+  run_cost: "Cost of a run",
 };
+// Costs are in the series' currency (statistics.cost.currency; null: not priced).
+const COSTS = new Set(["cost_to_target", "run_cost"]);
 
 let series = null;
 let chart = null;
+let costChart = null;
+let indexChart = null;
+let costCurrency = null; // the series' currency, read by the cost chart's axis
 
 // A STAT object ({n, median, mean, sd, cv, min, max, olympic_mean}) in one cell.
 function statCell(stat, fmt) {
@@ -47,9 +55,11 @@ function isStat(value) {
 function drawStats(stats) {
   const groups = stats?.groups || [];
   const keys = [...new Set(groups.flatMap((g) => Object.keys(g).filter((k) => isStat(g[k]))))];
+  const currency = stats?.cost?.currency;
+  const fmt = (k) => (COSTS.has(k) ? (v) => money(v, currency) : FORMATS[k]);
   const head = document.querySelector("#series-stats thead");
   head.replaceChildren(
-    el("tr", {}, ...["Workers", "Reached / runs", "Valid", ...keys.map((k) => TITLES[k] || k)].map((t) => el("th", { scope: "col", text: t }))),
+    el("tr", {}, ...["Workers", "Reached / runs", "Valid", ...keys.map((k) => TITLES[k] || k), "Price per hour", "Price index"].map((t) => el("th", { scope: "col", text: t }))),
   );
   document.querySelector("#series-stats tbody").replaceChildren(
     ...groups.map((g) =>
@@ -59,7 +69,9 @@ function drawStats(stats) {
         el("th", { scope: "row", text: String(g.num_workers) }),
         el("td", { class: "reached", text: `${g.reached} / ${g.runs}` }),
         el("td", { class: "valid", text: g.valid ? "yes" : `no: ${g.invalid_reason || ""}` }),
-        ...keys.map((k) => statCell(g[k], FORMATS[k])),
+        ...keys.map((k) => statCell(g[k], fmt(k))),
+        el("td", { class: "price-per-hour", text: g.price_per_hour === null || g.price_per_hour === undefined ? "—" : `${money(g.price_per_hour, currency)}/h` }),
+        el("td", { class: "price-index", text: g.price_index === null || g.price_index === undefined ? "—" : num(g.price_index) }),
       ),
     ),
   );
@@ -101,6 +113,39 @@ function drawCurves(stats) {
   chart.setSeries(list);
 }
 
+// Cost to target against workers (median with the cheapest and dearest run) and the price
+// index against workers, as the statistics give them; the reason when nothing is priced.
+function drawCost(stats) {
+  const box = document.getElementById("series-cost-charts");
+  const block = stats?.cost || {};
+  const currency = block.currency;
+  costCurrency = currency;
+  if (!costChart) {
+    const opts = (id, title, yLabel, yFmt) => ({ id, title, xLabel: "workers", xFmt: (v) => `${v} w`, xTickFmt: (v) => (Number.isInteger(v) ? String(v) : ""), yLabel, yFmt, height: 240 });
+    costChart = new LineChart(box, opts("chart-cost", "Cost to target against workers", "cost to target", (v) => money(v, costCurrency)));
+    indexChart = new LineChart(box, opts("chart-price-index", "Price index against workers (1: as dear as one worker)", "price index", (v) => num(v)));
+  }
+  const groups = (stats?.groups || []).filter((g) => g.cost_to_target && g.cost_to_target.n);
+  const counts = groups.map((g) => g.num_workers);
+  const line = (label, key, dash) => ({ label, t: counts, v: groups.map((g) => g.cost_to_target[key]), ...(dash ? { dash } : {}) });
+  costChart.setSeries(groups.length ? [line("median", "median"), line("cheapest run", "min", [2, 4]), line("dearest run", "max", [2, 4])] : []);
+  const indexed = (stats?.groups || []).filter((g) => g.price_index !== null && g.price_index !== undefined);
+  indexChart.setSeries(indexed.length ? [{ label: "price index", t: indexed.map((g) => g.num_workers), v: indexed.map((g) => g.price_index) }] : []);
+  const notes = [];
+  if (block.reason) notes.push(block.reason);
+  else for (const m of block.not_priced || []) notes.push(`run ${m.run}: ${m.reason}`);
+  document.getElementById("series-cost-note").textContent = notes.length ? `${notes.join("; ")}.` : `In ${currency}, at the prices each run copied from the price table when it was created.`;
+}
+
+// A run's costs from the statistics' curves (the master's numbers), "not priced" otherwise.
+function runCost(id) {
+  const stats = series.statistics || {};
+  const c = (stats.curves || []).find((x) => x.run === id);
+  if (!c || c.price_per_hour === null || c.price_per_hour === undefined) return "not priced";
+  const cur = stats.cost?.currency;
+  return `${money(c.cost_to_target, null)} / ${money(c.run_cost, cur)}`;
+}
+
 function drawRuns() {
   document.querySelector("#series-runs tbody").replaceChildren(
     ...series.runs.map((r) =>
@@ -112,6 +157,7 @@ function drawRuns() {
         el("td", { text: String(r.num_workers) }),
         el("td", {}, stateBadge(r.state), r.reason ? el("div", { class: "reason", text: r.reason }) : ""),
         el("td", { class: "queue-position", text: r.queue_position ? `#${r.queue_position}` : "—" }),
+        el("td", { class: "cost", text: runCost(r.id) }),
       ),
     ),
   );
@@ -138,6 +184,7 @@ async function refresh() {
   drawRuns();
   drawStats(series.statistics);
   drawCurves(series.statistics);
+  drawCost(series.statistics);
   document.body.dataset.loaded = "1";
   if (ENDED.has(series.state)) stopPolling();
 }
