@@ -354,6 +354,7 @@ class RunSummary(APIView):
     def post(self, request: Request, pk: int) -> Response:
         run = get_object_or_404(Run, pk=pk)
         check_worker_run(request, run.pk, "the summary")
+        runs.refuse_imported([run.pk], "its summary cannot be posted")
         if ended_past_grace(run):
             raise Conflict(
                 f"run {run.pk} ended at {iso(run.finished_at)}, more than "
