@@ -74,7 +74,7 @@ def test_a_series_exported_with_the_cli_is_imported_into_another_master(
         for field in ("name", "state", "summary", "manifest", "seed", "num_workers", "task",
                       "started_at", "finished_at", "evaluation"):  # fmt: skip
             assert run_b[field] == run_a[field], field
-        metrics = f"/api/metrics/{{}}/?metric_type=run&details=1"
+        metrics = "/api/metrics/{}/?metric_type=run&details=1"
         assert _get(master.url, master.token, metrics.format(b)) == _get(
             url, token, metrics.format(a)
         )
