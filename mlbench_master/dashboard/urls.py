@@ -15,6 +15,7 @@ urlpatterns = [
     path("runs/<int:run_id>/cancel/", actions.RunCancel.as_view(), name="run-cancel"),
     path("series/<int:series_id>/", views.series_detail, name="series-detail"),
     path("compare/", views.compare, name="compare"),
+    path("bundles/", views.bundles, name="bundles"),
     path(
         "login/",
         auth_views.LoginView.as_view(

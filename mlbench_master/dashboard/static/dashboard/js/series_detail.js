@@ -7,6 +7,7 @@ import { api, every } from "./api.js";
 import { CLOCK_INCRS, clockRange, fractionRange } from "./axes.js";
 import { LineChart } from "./charts.js";
 import { clock, duration, el, num, pct, stateBadge } from "./format.js";
+import { showOrigin } from "./origin.js";
 
 const root = document.getElementById("series-detail");
 const seriesId = root.dataset.seriesId;
@@ -132,6 +133,7 @@ async function refresh() {
   document.getElementById("series-name").textContent = series.name || `Series ${series.id}`;
   document.title = `${series.name || "Series " + series.id} · mlbench`;
   document.getElementById("series-state").replaceChildren(stateBadge(series.state));
+  showOrigin(document.getElementById("series-origin"), series.origin, "series");
   document.getElementById("series-what").textContent = `seeds ${series.seeds.join(", ")} × workers ${series.worker_counts.join(", ")}: ${series.runs.length} runs, one after another`;
   const cancel = document.getElementById("cancel-series");
   if (cancel) cancel.hidden = ENDED.has(series.state);
