@@ -64,6 +64,11 @@ def test_every_route_is_in_the_schema(api):
         "/api/series/{id}/mllog/": {"get"},
         "/api/runs/{id}/plots/{chart}.{fmt}/": {"get"},
         "/api/series/{id}/plots/{chart}.{fmt}/": {"get"},
+        "/api/installation/": {"get"},
+        "/api/runs/{id}/bundle/": {"get"},
+        "/api/runs/bundle/": {"get"},
+        "/api/series/{id}/bundle/": {"get"},
+        "/api/bundles/": {"get", "post"},
     }
     assert {p: set(ops) - {"parameters"} for p, ops in schema["paths"].items()} == expected
     detail = schema["paths"]["/api/metrics/{pod_name_or_run_id}/"]["get"]
