@@ -68,18 +68,12 @@ class ReadOnlyRun(Exception):
     """A run imported from another installation is its origin's record: nothing changes it
     (the API answers 409), and only staff may delete it (`staff_may`: 403 for others)."""
 
-    def __init__(self, run: Run, what: str, staff_may: bool = False) -> None:
-        origin = RunOrigin.objects.filter(run_id=run.pk).first()
-        where = f"installation {origin.origin_fingerprint}" if origin else "another installation"
+    def __init__(self, run_id: int, origin: str, what: str, staff_may: bool = False) -> None:
         super().__init__(
-            f"run {run.pk} was imported from {where} and is read-only: {what}"
+            f"run {run_id} was imported from installation {origin} and is read-only: {what}"
             + (" (only a staff user may delete it)" if staff_may else "")
         )
         self.staff_may = staff_may
-
-
-def is_imported(run: Run) -> bool:
-    return RunOrigin.objects.filter(run_id=run.pk).exists()
 
 
 def refuse_imported(run_ids: Iterable[int], what: str, staff_may: bool = False) -> None:
@@ -87,7 +81,7 @@ def refuse_imported(run_ids: Iterable[int], what: str, staff_may: bool = False) 
     predictions would change its origin's record)."""
     found = RunOrigin.objects.filter(run_id__in=list(run_ids)).order_by("run_id").first()
     if found is not None:
-        raise ReadOnlyRun(found.run, what, staff_may)
+        raise ReadOnlyRun(found.run_id, found.origin_fingerprint, what, staff_may)
 
 
 def store_imported(fields: dict[str, Any], state: str, series: Any = None) -> Run:
@@ -299,9 +293,9 @@ def delete_run(run: Run, by: str, *, staff: bool = False) -> None:
     Nothing can resume a deleted run, so its checkpoint folder goes too, unless an active
     run is about to continue from it (its worker copies the checkpoint when it starts).
     """
-    if is_imported(run):
+    if RunOrigin.objects.filter(run_id=run.pk).exists():
         if not staff:
-            raise ReadOnlyRun(run, "it cannot be deleted", staff_may=True)
+            refuse_imported([run.pk], "it cannot be deleted", staff_may=True)
         prediction_files.remove(int(run.pk))
         run.delete()
         return

@@ -269,6 +269,9 @@ def _file(path: Path) -> Iterator[bytes]:
 
 
 def _version() -> str:
-    from mlbench_worker import __version__
+    from importlib.metadata import PackageNotFoundError, version
 
-    return __version__
+    try:
+        return version("mlbench")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        return "unknown"
