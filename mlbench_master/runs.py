@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import shutil
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -34,6 +35,7 @@ from django.utils import timezone
 from mlbench_master import jobqueue, prediction_files, run_rules
 from mlbench_master.api.models import Run, RunOrigin
 from mlbench_master.api.run_queue import queued_runs
+from mlbench_master.bundles import places
 from mlbench_master.cluster.base import RunSpec
 from mlbench_master.manifest import build_manifest
 from mlbench_worker.shared import catalogue
@@ -297,6 +299,7 @@ def delete_run(run: Run, by: str, *, staff: bool = False) -> None:
         if not staff:
             refuse_imported([run.pk], "it cannot be deleted", staff_may=True)
         prediction_files.remove(int(run.pk))
+        shutil.rmtree(places.model_folder(run.pk), ignore_errors=True)
         run.delete()
         return
     cancel_run(run, reason=f"deleted by {by}")

@@ -31,7 +31,7 @@ from mlbench_master import metrics_store, prediction_files, runs
 from mlbench_master.api.logs import STREAMS
 from mlbench_master.api.models import ImportedBundle, LogChunk, Run, RunOrigin, Series
 from mlbench_master.api.params import parse_iso_datetime
-from mlbench_master.bundles import layout, reader, regrade, signing, writer
+from mlbench_master.bundles import layout, places, reader, regrade, signing, writer
 from mlbench_master.bundles.refusals import BundleRefused
 
 log = logging.getLogger(__name__)
@@ -150,7 +150,7 @@ def _bundle_row(bundle: reader.Verified, via: list, user: Any, files: _Files) ->
             "manifest": bundle.manifest,
         },
     )
-    kept = writer.bundle_file(bundle.digest)
+    kept = places.bundle_file(bundle.digest)
     if not kept.is_file():
         files.folder(kept.parent)
         with open(bundle.path, "rb") as src:
@@ -255,7 +255,7 @@ def _run(
         if rest.startswith("predictions/"):
             target = files.folder(prediction_files.folder(run.pk)) / rest.split("/", 1)[1]
         elif rest.startswith("model/"):
-            target = files.folder(writer.model_folder(run.pk)) / rest.split("/", 1)[1]
+            target = files.folder(places.model_folder(run.pk)) / rest.split("/", 1)[1]
         else:
             continue
         with bundle.open(path) as src:

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.utils import timezone
 
 from mlbench_master import prediction_files
@@ -32,6 +31,7 @@ from mlbench_master.api.models import LogChunk, Metric, Run, RunOrigin, Series
 from mlbench_master.api.queries import iso
 from mlbench_master.api.zipstream import stream_zip
 from mlbench_master.bundles import layout, signing, system
+from mlbench_master.bundles.places import bundle_file, model_folder
 from mlbench_master.bundles.refusals import NotExportable
 from mlbench_worker.shared import catalogue
 
@@ -55,16 +55,6 @@ class Selection:
     @property
     def count(self) -> int:
         return len(self.local) + sum(len(v) for v in self.carried.values())
-
-
-def bundle_file(digest: str) -> Path:
-    """Where an imported bundle's file is kept (importer.py writes it)."""
-    return Path(settings.MLBENCH_HOME) / "bundles" / f"{digest}.zip"
-
-
-def model_folder(run_id: int) -> Path:
-    """Where a run's model and its audit are kept (issue 31's MLBENCH_HOME/models/<run>/)."""
-    return Path(settings.MLBENCH_HOME) / "models" / str(int(run_id))
 
 
 def select(runs: Iterable[Run], series: Series | None = None) -> Selection:
