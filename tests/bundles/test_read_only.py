@@ -46,8 +46,10 @@ def test_not_changeable_through_the_api(imported, staff, user):
     assert run.state == Run.FINISHED and run.origin is not None
 
 
-def test_deleted_by_staff_only(imported, staff, user):
+def test_deleted_by_staff_only(imported, staff, user, installations):
     run = _first(imported)
+    files = installations.homes["here"] / "predictions" / str(run.pk)
+    assert files.is_dir()
     response = user.delete(f"/api/runs/{run.pk}/")
     assert response.status_code == 403 and "only a staff user" in response.json()["detail"]
     response = user.delete(f"/api/series/{imported.pk}/")
@@ -55,7 +57,7 @@ def test_deleted_by_staff_only(imported, staff, user):
     assert Run.objects.filter(pk=run.pk).exists() and Series.objects.filter(pk=imported.pk).exists()
     assert staff.delete(f"/api/runs/{run.pk}/").status_code == 204
     assert not Run.objects.filter(pk=run.pk).exists()
-    assert not Metric.objects.filter(run_id=run.pk).exists()
+    assert not Metric.objects.filter(run_id=run.pk).exists() and not files.exists()
 
 
 def test_not_resumable(imported, user, redis_settings):

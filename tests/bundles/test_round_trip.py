@@ -75,6 +75,11 @@ def test_the_export_is_signed_and_lists_every_member(installations, staff):
 
 def test_a_series_travels_to_another_installation_unchanged(installations, staff):
     series = data.finished_series(staff)
+    # A model and its audit where the master keeps them (issue 31): they travel too.
+    model = installations.homes["origin"] / "models" / str(series.runs.order_by("id")[0].pk)
+    model.mkdir(parents=True)
+    (model / "model.onnx").write_bytes(b"\x08\x07onnx-bytes")
+    (model / "audit.json").write_text('{"verdict": "ok"}')
     bundle = data.export(staff, f"/api/series/{series.pk}/bundle/")
     origin = signing.this_installation()
     expected_stats = _without_ids(for_series(series))
@@ -104,6 +109,11 @@ def test_a_series_travels_to_another_installation_unchanged(installations, staff
         verdict = imported.origin.regrade
         assert verdict["status"] == "re-graded" and verdict["disagreements"] == 0
         assert verdict["steps"][0]["agrees"] is True
+    assert (
+        home / "models" / str(copies[0].pk) / "model.onnx"
+    ).read_bytes() == b"\x08\x07onnx-bytes"
+    assert (home / "models" / str(copies[0].pk) / "audit.json").read_text() == '{"verdict": "ok"}'
+    assert not (home / "models" / str(copies[1].pk)).exists()
     # Statistics: computed here, by this master's code, from what arrived.
     assert _without_ids(for_series(copy)) == expected_stats
     # The API shows the origin with each run and with the series.
