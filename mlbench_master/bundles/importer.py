@@ -62,6 +62,10 @@ def import_file(path: Path, user: Any) -> Imported:
         levels = [(verified, verified.runs, verified.series, [])]
         via = [_via(verified)]
         levels += [(c.bundle, c.runs, c.series, via) for c in verified.carried]
+        # A bundle that only carries others' runs is no origin of any: it is not stored.
+        levels = [level for level in levels if level[1]]
+        if not levels:
+            raise BundleRefused("the bundle holds no runs")
         for bundle, _, _, _ in levels:
             if bundle.origin.public_key == me.public_key:
                 raise BundleRefused(

@@ -169,6 +169,9 @@ def test_re_export_keeps_the_origin_signature(installations, staff):
     body = data.post_bundle(staff, again).json()
     third = Series.objects.get(pk=body["series"][0])
     assert body["stored"] == 2 and third.pk != series.pk
+    # The bundle stored is the origin's; the middle one's only carried it.
+    assert body["bundle"]["origin"]["fingerprint"] == origin.fingerprint
+    assert ImportedBundle.objects.count() == 1
     for run in third.runs.all():
         assert run.origin.origin_fingerprint == origin.fingerprint  # not the middle one
         assert run.origin.bundle.received_via[0]["fingerprint"] == middle.fingerprint
