@@ -26,6 +26,7 @@ MASTER = [
     "psutil",
     "mlperf-logging",  # writes and checks MLPerf-format result logs (results/mllog.py)
     "matplotlib",  # the charts of runs and series (mlbench_worker/shared/plots.py, shared)
+    "cryptography",  # Ed25519 signatures of result bundles (mlbench_master/bundles/signing.py)
 ]
 WORKER = [
     "torch==2.13.0",

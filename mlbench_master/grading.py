@@ -171,6 +171,20 @@ def graded_names(task: str) -> tuple[str, ...]:
     return tuple(sorted(graded_name(m) for m in metrics))
 
 
+def grade_file(run: Run, file: Path, dataset: str, features: int | None) -> Grade:
+    """The grade of a stored file, storing nothing: an imported run's predictions graded
+    again by this master (bundles/regrade.py). LabelsUnavailable where this master lacks
+    the test set's labels; PredictionsRefused or SetRefused as `intake` raises them."""
+    p = _read(file)
+    test_set = test_set_of(run, dataset, features, size=_size(p))
+    try:
+        return evaluator_for(test_set).grade(p)
+    except (predictions.PredictionsRefused, LabelsUnavailable):
+        raise
+    except ValueError as exc:  # the real set holds fewer examples than predicted
+        raise predictions.PredictionsRefused(f"{POSTED}: {exc}") from None
+
+
 def intake(run: Run, tmp: Path, dataset: str, features: int | None) -> Intake:
     """Grade the received file `tmp` of `run`, then store it with its grade (or, when the
     labels cannot be had here, store it ungraded for a later `mlbench evaluate`).

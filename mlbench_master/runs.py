@@ -1,3 +1,5 @@
+# Over 400 lines: every rule of a run's state lives here by design (the ONLY module that changes
+# Run.state), the read-only rule of imported runs included.
 """The run lifecycle: the ONLY module that changes `Run.state`, and the one place that
 creates, queues, cancels, deletes a run and stores what its job and workers report about it.
 
@@ -22,7 +24,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-from collections.abc import Callable
+import shutil
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.conf import settings
@@ -30,8 +33,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from mlbench_master import jobqueue, prediction_files, run_rules
-from mlbench_master.api.models import Run
+from mlbench_master.api.models import Run, RunOrigin
 from mlbench_master.api.run_queue import queued_runs
+from mlbench_master.bundles import places
 from mlbench_master.cluster.base import RunSpec
 from mlbench_master.manifest import build_manifest
 from mlbench_master.results import prices
@@ -61,6 +65,38 @@ class RunConflict(Exception):
 
 class QueueUnavailable(Exception):
     """Redis could not take the run's job (the API answers 503; the run is FAILED)."""
+
+
+class ReadOnlyRun(Exception):
+    """A run imported from another installation is its origin's record: nothing changes it
+    (the API answers 409), and only staff may delete it (`staff_may`: 403 for others)."""
+
+    def __init__(self, run_id: int, origin: str, what: str, staff_may: bool = False) -> None:
+        super().__init__(
+            f"run {run_id} was imported from installation {origin} and is read-only: {what}"
+            + (" (only a staff user may delete it)" if staff_may else "")
+        )
+        self.staff_may = staff_may
+
+
+def refuse_imported(run_ids: Iterable[int], what: str, staff_may: bool = False) -> None:
+    """ReadOnlyRun for the first imported run among `run_ids` (their points, summary or
+    predictions would change its origin's record)."""
+    found = RunOrigin.objects.filter(run_id__in=list(run_ids)).order_by("run_id").first()
+    if found is not None:
+        raise ReadOnlyRun(found.run_id, found.origin_fingerprint, what, staff_may)
+
+
+def store_imported(fields: dict[str, Any], state: str, series: Any = None) -> Run:
+    """Store a run another installation ran, in the final state it ended in there. Its
+    RunOrigin is stored by the caller in the same transaction (bundles/importer.py); no job is
+    enqueued and no driver is asked, now or later: only active runs reach them."""
+    if state not in Run.FINAL_STATES:
+        raise ValueError(f"an imported run must have ended, not be {state!r:.40}")
+    run = Run(**fields, state=state, series=series)
+    run.full_clean(exclude=["series", "created_by"], validate_constraints=False)
+    run.save()
+    return run
 
 
 def active_run() -> Run | None:
@@ -246,6 +282,7 @@ def record_launch(run: Run, record: dict[str, Any]) -> None:
 def store_summary(run: Run, summary: dict[str, Any], dataset_used: str) -> None:
     """The worker's final summary of `run` and the data set it really used; the manifest
     takes the framework version the workers reported where it had none."""
+    refuse_imported([run.pk], "its summary cannot be posted")
     manifest = run_rules.framework_reported(run.manifest or {}, summary)
     Run.objects.filter(pk=run.pk).update(
         summary=summary, dataset_used=dataset_used, manifest=manifest
@@ -253,13 +290,21 @@ def store_summary(run: Run, summary: dict[str, Any], dataset_used: str) -> None:
     run.refresh_from_db()
 
 
-def delete_run(run: Run, by: str) -> None:
+def delete_run(run: Run, by: str, *, staff: bool = False) -> None:
     """Cancel `run` when it is active (its processes stop), then delete it with its
-    metrics, logs, predictions files and checkpoints.
+    metrics, logs, predictions files and checkpoints. An imported run only when `staff`
+    asks (ReadOnlyRun otherwise), and without a driver: it has no checkpoints here.
 
     Nothing can resume a deleted run, so its checkpoint folder goes too, unless an active
     run is about to continue from it (its worker copies the checkpoint when it starts).
     """
+    if RunOrigin.objects.filter(run_id=run.pk).exists():
+        if not staff:
+            refuse_imported([run.pk], "it cannot be deleted", staff_may=True)
+        prediction_files.remove(int(run.pk))
+        shutil.rmtree(places.model_folder(run.pk), ignore_errors=True)
+        run.delete()
+        return
     cancel_run(run, reason=f"deleted by {by}")
     if not Run.objects.filter(resumed_from=run.pk, state__in=Run.ACTIVE_STATES).exists():
         try:

@@ -153,11 +153,15 @@ def cancel_series(series: Series, by: str) -> bool:
     return done
 
 
-def delete_series(series: Series, by: str) -> None:
-    """Cancel `series`, then delete it with its runs (their metrics, logs, checkpoints)."""
+def delete_series(series: Series, by: str, *, staff: bool = False) -> None:
+    """Cancel `series`, then delete it with its runs (their metrics, logs, checkpoints).
+    A series of imported runs only when `staff` asks (runs.ReadOnlyRun, nothing deleted)."""
+    members = list(Run.objects.filter(series=series))
+    if not staff:
+        runs.refuse_imported([r.pk for r in members], "its series cannot be deleted", True)
     cancel_series(series, by)
-    for run in Run.objects.filter(series=series):
-        runs.delete_run(run, by=by)
+    for run in members:
+        runs.delete_run(run, by=by, staff=staff)
     series.delete()
 
 

@@ -108,6 +108,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "mlbench_master.dashboard.context.installation",
             ]
         },
     }
@@ -250,6 +251,10 @@ MLBENCH_LOG_MAX_BYTES = _env_int("MLBENCH_LOG_MAX_BYTES", 20 * 1024 * 1024)
 # One predictions file (POST /api/runs/<id>/predictions/), and the arrays it unpacks to;
 # ImageNet's 50,000 validation images with their top 5 take about 2.4 MB.
 MLBENCH_PREDICTIONS_MAX_BYTES = _env_int("MLBENCH_PREDICTIONS_MAX_BYTES", 64 * 1024 * 1024)
+# Result bundles (docs/publishing.rst): the largest file POST /api/bundles/ takes, and the
+# most its members may unpack to (a zip bomb is refused by its headers before it is read).
+MLBENCH_BUNDLE_MAX_BYTES = _env_int("MLBENCH_BUNDLE_MAX_BYTES", 2 * 1024**3)
+MLBENCH_BUNDLE_MAX_UNPACKED_BYTES = _env_int("MLBENCH_BUNDLE_MAX_UNPACKED_BYTES", 8 * 1024**3)
 # A run's worker token keeps working this long after the run ended (final metric flushes).
 MLBENCH_RUN_TOKEN_GRACE = _env_int("MLBENCH_RUN_TOKEN_GRACE", 600)
 # GET /api/pods/ asks the cluster driver again when the stored list is older (0: never).

@@ -4,8 +4,8 @@
 # Why two: most of the suite's wall time is spent waiting (mpirun ranks starting, a master
 # coming up, a run reaching its target), not computing. The "quick" group below starts no
 # worker ranks of its own and no mpirun: the REST API on Django's test client and the
-# session's PostgreSQL, the client against a live server, the results' arithmetic, the
-# Kubernetes driver against its in-process API server, the repository's rules. Measured on a
+# session's PostgreSQL, result bundles, the client against a live server, the results'
+# arithmetic, the Kubernetes driver against its in-process API server, the repository's rules. Measured on a
 # 2-core machine (2026-11-26): that group alone takes 7 min of wall time for 3 min of CPU, so
 # it fits in the gaps of the rest, which runs in the foreground as before.
 #
@@ -15,7 +15,7 @@
 # both processes (e.g. `-x`).
 set -u
 PY=${PY:-.venv/bin/python}
-QUICK=(tests/api tests/client tests/results tests/evaluation tests/rules tests/kubernetes)
+QUICK=(tests/api tests/bundles tests/client tests/results tests/evaluation tests/rules tests/kubernetes)
 QUICK+=(tests/test_*.py)
 
 home=$(mktemp -d -t mlbench-test-XXXXXX)

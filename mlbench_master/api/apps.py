@@ -10,4 +10,16 @@ class ApiConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.db.models.signals import post_migrate
+
         from mlbench_master.api import schema  # noqa: F401  (registers the OpenAPI extension)
+
+        post_migrate.connect(_signing_key, sender=self)
+
+
+def _signing_key(**kwargs) -> None:  # noqa: ANN003 - Django's signal arguments
+    """The installation's signing key is made at install: by the migrate step (the embedded
+    master's first start, the chart's init container), or checked there when it is given."""
+    from mlbench_master.bundles import signing
+
+    signing.ensure_key()

@@ -24,6 +24,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from mlbench_master import grading, prediction_files, run_rules, runs
+from mlbench_master.bundles import refusals
 from mlbench_worker.shared import plots
 from mlbench_worker.shared.evaluation.predictions import PredictionsRefused
 
@@ -93,6 +94,11 @@ DOMAIN_ERRORS: tuple[tuple[type[Exception], Callable[[Any], exceptions.APIExcept
             f"{exc}; the run was stored as FAILED. Start Redis (REDIS_URL) and try again."
         ),
     ),
+    # 409: a change to a run imported from another installation; 403: deleting one, not staff
+    (
+        runs.ReadOnlyRun,
+        lambda exc: exceptions.PermissionDenied(str(exc)) if exc.staff_may else Conflict(str(exc)),
+    ),
     # 409: the data cannot give the chart yet (the message says what is missing)
     (plots.PlotError, lambda exc: Conflict(str(exc))),
     # 400: predictions the evaluator refuses (its message), or a test set the run cannot
@@ -100,6 +106,14 @@ DOMAIN_ERRORS: tuple[tuple[type[Exception], Callable[[Any], exceptions.APIExcept
     (PredictionsRefused, lambda exc: invalid("predictions", str(exc))),
     (grading.SetRefused, lambda exc: invalid(exc.field, exc.message)),
     (prediction_files.TooLarge, lambda exc: PayloadTooLarge(str(exc))),
+    # 400 naming the member or the signature of a refused bundle (409: runs of this
+    # installation); 409: runs that cannot be exported; 413: a bundle over its cap
+    (
+        refusals.BundleRefused,
+        lambda exc: Conflict(str(exc)) if exc.status == 409 else invalid("bundle", str(exc)),
+    ),
+    (refusals.NotExportable, lambda exc: Conflict(str(exc))),
+    (refusals.UploadTooLarge, lambda exc: PayloadTooLarge(str(exc))),
 )
 
 

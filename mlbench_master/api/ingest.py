@@ -18,6 +18,7 @@ from django.utils import timezone
 from rest_framework import exceptions
 from rest_framework.fields import BooleanField
 
+from mlbench_master import runs
 from mlbench_master.api.errors import PayloadTooLarge
 from mlbench_master.api.models import Run
 from mlbench_master.api.params import parse_iso_datetime
@@ -197,3 +198,5 @@ def check_owner(rows: list[Point], worker_run: Run | None) -> None:
                 {"run_id": [f"run {names} does not exist" if len(missing) == 1 else
                             f"runs {names} do not exist"]}
             )  # fmt: skip
+        # Not on the workers' path: a worker token's run is active, never imported.
+        runs.refuse_imported(wanted, "metric points cannot be posted to it")

@@ -1,4 +1,5 @@
-"""The master's tables: runs, worker pods, metric points and run logs.
+"""The master's tables: runs, worker pods, metric points, run logs, and where imported runs
+come from.
 
 Design points (see docs/api.rst and DESIGN.md "Lessons"):
 - Metric values are floats, never text; a point belongs to exactly one of a run or a pod
@@ -310,3 +311,55 @@ class MetricRollup(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["run", "name", "second"], name="rollup_run_name_sec"),
         ]
+
+
+class ImportedBundle(models.Model):
+    """A result bundle another installation signed, as this master verified and stored it
+    (mlbench_master/bundles/; docs/publishing.rst). Its file is kept under
+    MLBENCH_HOME/bundles/<digest>.zip, so its runs can be exported again with the origin's
+    own signature."""
+
+    digest = models.CharField(max_length=64, unique=True, help_text="SHA-256 of the file")
+    format_version = models.PositiveIntegerField()
+    origin_key = models.CharField(max_length=64, help_text="Ed25519 public key, base64")
+    origin_fingerprint = models.CharField(max_length=32, db_index=True)
+    exported_at = models.DateTimeField(null=True, blank=True)
+    exported_by = models.CharField(max_length=200, blank=True, default="")
+    imported_at = models.DateTimeField(default=timezone.now)
+    imported_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    # The installations that handed it on, nearest first (a bundle carried inside another
+    # installation's bundle): [{public_key, fingerprint, exported_at, exported_by}].
+    received_via = models.JSONField(default=list, blank=True)
+    manifest = models.JSONField(default=dict, help_text="the signed manifest, as verified")
+
+    class Meta:
+        ordering = ["-imported_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"bundle {self.digest[:12]} from {self.origin_fingerprint}"
+
+
+class RunOrigin(models.Model):
+    """Where an imported run comes from. A run with one is read-only (runs.py): no driver
+    touches it, and only staff may delete it. One row per origin run: the same run arriving
+    again, in the same bundle or another, is stored once."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="origin")
+    bundle = models.ForeignKey(ImportedBundle, on_delete=models.PROTECT, related_name="runs")
+    origin_key = models.CharField(max_length=64)
+    origin_fingerprint = models.CharField(max_length=32, db_index=True)
+    origin_run = models.PositiveBigIntegerField(help_text="the run's id at its origin")
+    origin_series = models.PositiveBigIntegerField(null=True, blank=True)
+    # This master's evaluator on the run's predictions, beside the origin's grades
+    # (bundles/regrade.py): {status, why, steps: [{step, here, origin, agrees}], disagreements}.
+    regrade = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["origin_key", "origin_run"], name="runorigin_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} = run {self.origin_run} of {self.origin_fingerprint}"

@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from mlbench_master import grading, prediction_files
+from mlbench_master import grading, prediction_files, runs
 from mlbench_master.api.errors import error_responses, invalid
 from mlbench_master.api.models import Run
 from mlbench_master.api.permissions import PredictionsAccess, check_worker_run
@@ -127,6 +127,7 @@ class RunPredictions(APIView):
     def post(self, request: Request, pk: int) -> Response:
         run = get_object_or_404(Run, pk=pk)
         check_worker_run(request, run.pk, "predictions")
+        runs.refuse_imported([run.pk], "predictions cannot be posted to it")
         dataset = request.query_params.get("dataset") or ""
         if not dataset:
             raise invalid("dataset", "required: the data set the run evaluated on")

@@ -14,6 +14,7 @@ from rest_framework import serializers
 from mlbench_master import run_rules
 from mlbench_master.api.models import LogChunk, Pod, Run
 from mlbench_master.api.run_queue import queue_position
+from mlbench_master.bundles import origins
 from mlbench_master.results import stored
 from mlbench_master.results.cost import of_run as cost_of_run
 from mlbench_worker.shared import result
@@ -27,7 +28,7 @@ RUN_OUTPUT_FIELDS = [
     "max_epochs", "dataset", "dataset_used", "image",
     "custom_image_name", "custom_image_command", "custom_backend", "run_all_nodes",
     "time_limit", "resumed_from", "exit_code", "summary", "manifest", "created_by",
-    "seed", "lr_schedule", "series", "queue_position", "evaluation", "cost",
+    "seed", "lr_schedule", "series", "queue_position", "evaluation", "cost", "origin",
 ]  # fmt: skip
 
 
@@ -79,6 +80,7 @@ class RunSerializer(serializers.ModelSerializer):
     evaluation = serializers.SerializerMethodField(help_text=EVALUATION_HELP)
 
     cost = serializers.SerializerMethodField(help_text=COST_HELP)
+    origin = serializers.SerializerMethodField(help_text=origins.ORIGIN_HELP)
 
     def get_evaluation(self, run: Run) -> dict[str, Any]:
         listed = self.parent.instance if self.parent is not None else ()
@@ -87,6 +89,9 @@ class RunSerializer(serializers.ModelSerializer):
     def get_cost(self, run: Run) -> dict[str, Any]:
         listed = self.parent.instance if self.parent is not None else ()
         return cost_of_run(stored.graded_run(run, self.context, listed or ()))
+
+    def get_origin(self, run: Run) -> dict[str, Any] | None:
+        return origins.of_run(run)
 
     def get_queue_position(self, run: Run) -> int | None:
         return queue_position(run, self.context)

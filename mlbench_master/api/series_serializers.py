@@ -13,6 +13,7 @@ from rest_framework import serializers
 from mlbench_master.api.models import Run, Series
 from mlbench_master.api.run_queue import queue_position
 from mlbench_master.api.serializers import EVALUATION_HELP, RunCreateSerializer
+from mlbench_master.bundles import origins
 from mlbench_master.results import stored
 
 
@@ -83,6 +84,13 @@ class SeriesSerializer(serializers.ModelSerializer):
         help_text="queued, running, ended or cancelled (from its runs' states)"
     )
     runs = serializers.SerializerMethodField(help_text="its runs, in the order they run")
+    origin = serializers.SerializerMethodField(
+        help_text="null for a series of this installation; for an imported one its origin "
+        "installation (public_key, fingerprint), its id there and the bundle"
+    )
+
+    def get_origin(self, series: Series) -> dict[str, Any] | None:
+        return origins.of_series(series)
 
     def get_runs(self, series: Series) -> list[dict[str, Any]]:
         members = sorted(series.runs.all(), key=lambda r: r.pk)
@@ -96,7 +104,7 @@ class SeriesSerializer(serializers.ModelSerializer):
     class Meta:
         model = Series
         fields = ["id", "name", "created_at", "created_by", "state", "seeds", "worker_counts",
-                  "settings", "cancelled_at", "runs"]  # fmt: skip
+                  "settings", "cancelled_at", "runs", "origin"]  # fmt: skip
         read_only_fields = fields
 
 

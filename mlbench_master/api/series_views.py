@@ -19,11 +19,13 @@ from mlbench_master import series as series_rules
 from mlbench_master.api import bodies
 from mlbench_master.api.errors import Conflict, error_responses
 from mlbench_master.api.models import Run, Series
+from mlbench_master.api.permissions import is_staff
 from mlbench_master.api.series_serializers import (
     SeriesCreateSerializer,
     SeriesDetailSerializer,
     SeriesSerializer,
 )
+from mlbench_master.bundles import origins
 
 _TEXT = {
     400: "invalid input (the message names the field); nothing is stored",
@@ -37,7 +39,7 @@ def _errors(*codes: int) -> dict:
 
 
 def _with_runs() -> Prefetch:
-    return Prefetch("runs", queryset=Run.objects.order_by("id"))
+    return Prefetch("runs", queryset=origins.with_origins(Run.objects.order_by("id")))
 
 
 def detail(series: Series) -> dict:
@@ -97,7 +99,8 @@ class SeriesDetail(APIView):
         responses={204: None, **_errors(401, 403, 404)},
     )
     def delete(self, request: Request, pk: int) -> Response:
-        series_rules.delete_series(get_object_or_404(Series, pk=pk), by=str(request.user))
+        found = get_object_or_404(Series, pk=pk)
+        series_rules.delete_series(found, by=str(request.user), staff=is_staff(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -5,7 +5,14 @@ canonical form."""
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from mlbench_master.api import predictions, prices, result_urls, series_views, views
+from mlbench_master.api import (
+    bundle_views,
+    predictions,
+    prices,
+    result_urls,
+    series_views,
+    views,
+)
 
 
 def both(route: str, view, name: str) -> list:  # noqa: ANN001
@@ -20,6 +27,8 @@ urlpatterns = [
     *both(r"metrics/(?P<pod_name_or_run_id>[^/]+)", views.MetricDetail.as_view(), "metric-detail"),
     *both("runs", views.RunList.as_view(), "runs"),
     *both("runs/defaults", views.RunDefaults.as_view(), "run-defaults"),
+    *both("runs/bundle", bundle_views.RunsBundle.as_view(), "runs-bundle"),
+    *both(r"runs/(?P<pk>[0-9]{1,18})/bundle", bundle_views.RunBundle.as_view(), "run-bundle"),
     *both(r"runs/(?P<pk>[0-9]{1,18})", views.RunDetail.as_view(), "run-detail"),
     *both(r"runs/(?P<pk>[0-9]{1,18})/summary", views.RunSummary.as_view(), "run-summary"),
     *both(r"runs/(?P<pk>[0-9]{1,18})/logs", views.RunLogs.as_view(), "run-logs"),
@@ -40,6 +49,11 @@ urlpatterns = [
     ),
     *both("prices", prices.PriceList.as_view(), "prices"),
     *both(r"prices/(?P<pk>[0-9]{1,18})", prices.PriceDetail.as_view(), "price-detail"),
+    *both(
+        r"series/(?P<pk>[0-9]{1,18})/bundle", bundle_views.SeriesBundle.as_view(), "series-bundle"
+    ),
+    *both("bundles", bundle_views.Bundles.as_view(), "bundles"),
+    *both("installation", bundle_views.Installation.as_view(), "installation"),
     *result_urls.urlpatterns,
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),

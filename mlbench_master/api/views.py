@@ -31,6 +31,7 @@ from mlbench_master.api.permissions import (
     MetricWriters,
     SummaryWriters,
     check_worker_run,
+    is_staff,
     is_worker,
 )
 from mlbench_master.api.pods import refresh_if_stale
@@ -45,6 +46,7 @@ from mlbench_master.api.serializers import (
     RunSerializer,
     RunSummarySerializer,
 )
+from mlbench_master.bundles import origins
 
 
 def _errors(*codes: int) -> dict:
@@ -282,7 +284,11 @@ class RunList(APIView):
     )
     def get(self, request: Request) -> Response:
         return Response(
-            RunSerializer(Run.objects.select_related("created_by"), many=True, context={}).data
+            RunSerializer(
+                origins.with_origins(Run.objects.select_related("created_by")),
+                many=True,
+                context={},
+            ).data
         )
 
     @extend_schema(
@@ -324,7 +330,8 @@ class RunDetail(APIView):
         responses={204: None, **_errors(401, 403, 404)},
     )
     def delete(self, request: Request, pk: int) -> Response:
-        runs.delete_run(get_object_or_404(Run, pk=pk), by=str(request.user))
+        run = get_object_or_404(Run, pk=pk)
+        runs.delete_run(run, by=str(request.user), staff=is_staff(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -347,6 +354,7 @@ class RunSummary(APIView):
     def post(self, request: Request, pk: int) -> Response:
         run = get_object_or_404(Run, pk=pk)
         check_worker_run(request, run.pk, "the summary")
+        runs.refuse_imported([run.pk], "its summary cannot be posted")
         if ended_past_grace(run):
             raise Conflict(
                 f"run {run.pk} ended at {iso(run.finished_at)}, more than "

@@ -16,6 +16,7 @@ urlpatterns = [
     path("series/<int:series_id>/", views.series_detail, name="series-detail"),
     path("compare/", views.compare, name="compare"),
     path("prices/", views.prices, name="prices"),
+    path("bundles/", views.bundles, name="bundles"),
     path(
         "login/",
         auth_views.LoginView.as_view(

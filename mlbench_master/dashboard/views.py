@@ -70,6 +70,13 @@ def series_detail(request: HttpRequest, series_id: int) -> HttpResponse:
 
 
 @require_GET
+def bundles(request: HttpRequest) -> HttpResponse:
+    """Result bundles: this installation's key, the upload of a bundle (POST /api/bundles/
+    from the page's script, so the API's checks are the only ones), the bundles imported."""
+    return _page(request, "bundles.html", {"nav": "bundles"})
+
+
+@require_GET
 def compare(request: HttpRequest) -> HttpResponse:
     return _page(request, "compare.html", {"nav": "compare"})
 

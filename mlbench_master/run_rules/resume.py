@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mlbench_master.api.models import Metric, Run
+from mlbench_master.api.models import Metric, Run, RunOrigin
 from mlbench_master.run_defaults import DEFAULTS
 from mlbench_master.run_rules.errors import ResumeRefused
 from mlbench_master.run_rules.schedules import effective_schedule
@@ -66,6 +66,11 @@ def resume_point(parent_id: int, run: Mapping[str, Any]) -> ResumePoint:
     parent = Run.objects.filter(pk=parent_id).first()
     if parent is None:
         raise ResumeRefused(f"there is no run {parent_id}")
+    if RunOrigin.objects.filter(run_id=parent.pk).exists():
+        raise ResumeRefused(
+            f"run {parent_id} was imported from another installation: its checkpoints stayed "
+            "there, and an imported run is read-only; start a fresh run"
+        )
     if parent.state not in RESUMABLE_STATES:
         raise ResumeRefused(
             f"run {parent_id} is {parent.state}; only a FAILED or CANCELLED run can be resumed"

@@ -16,6 +16,7 @@ import pytest
 from mlbench_master import grading, prediction_files, run_rules, runs
 from mlbench_master.api.errors import DOMAIN_ERRORS, exception_handler
 from mlbench_master.api.models import Run, Series
+from mlbench_master.bundles import refusals
 from mlbench_worker.shared import plots
 from mlbench_worker.shared.evaluation.predictions import PredictionsRefused
 
@@ -152,6 +153,23 @@ def test_a_database_that_does_not_answer_is_503_not_500():
             },
         ),
         (prediction_files.TooLarge("over the cap"), 413, {"detail": "over the cap"}),
+        (runs.ReadOnlyRun(3, "ab12", "x"), 409, {"detail": str(runs.ReadOnlyRun(3, "ab12", "x"))}),
+        (
+            runs.ReadOnlyRun(3, "ab12", "x", staff_may=True),
+            403,
+            {"detail": str(runs.ReadOnlyRun(3, "ab12", "x", staff_may=True))},
+        ),
+        (
+            refusals.BundleRefused("member 'runs/1/run.json' is missing"),
+            400,
+            {
+                "detail": "bundle: member 'runs/1/run.json' is missing",
+                "errors": {"bundle": ["member 'runs/1/run.json' is missing"]},
+            },
+        ),
+        (refusals.BundleRefused("own runs", status=409), 409, {"detail": "own runs"}),
+        (refusals.NotExportable("run 3 is STARTED"), 409, {"detail": "run 3 is STARTED"}),
+        (refusals.UploadTooLarge("over the cap"), 413, {"detail": "over the cap"}),
     ],
     ids=lambda v: type(v).__name__ if isinstance(v, Exception) else None,
 )
@@ -164,7 +182,8 @@ def test_the_handler_answers_each_domain_error(error, status, body):
 
 def test_every_domain_error_is_tested_above():
     tested = {"RunRefused", "ResumeRefused", "StaffOnly", "RunConflict", "QueueUnavailable"}
-    tested |= {"PlotError", "PredictionsRefused", "SetRefused", "TooLarge"}
+    tested |= {"PlotError", "PredictionsRefused", "SetRefused", "TooLarge", "ReadOnlyRun"}
+    tested |= {"BundleRefused", "NotExportable", "UploadTooLarge"}
     assert {kind.__name__ for kind, _ in DOMAIN_ERRORS} == tested
 
 

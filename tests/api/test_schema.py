@@ -66,6 +66,11 @@ def test_every_route_is_in_the_schema(api):
         "/api/series/{id}/plots/{chart}.{fmt}/": {"get"},
         "/api/prices/": {"get", "post"},
         "/api/prices/{id}/": {"get", "put", "patch", "delete"},
+        "/api/installation/": {"get"},
+        "/api/runs/{id}/bundle/": {"get"},
+        "/api/runs/bundle/": {"get"},
+        "/api/series/{id}/bundle/": {"get"},
+        "/api/bundles/": {"get", "post"},
     }
     assert {p: set(ops) - {"parameters"} for p, ops in schema["paths"].items()} == expected
     detail = schema["paths"]["/api/metrics/{pod_name_or_run_id}/"]["get"]

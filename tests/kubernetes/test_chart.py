@@ -3,6 +3,7 @@ Kubernetes (strict schemas of 1.29 and 1.33)."""
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -112,6 +113,9 @@ def test_defaults_match_the_seed():
     assert env["MLBENCH_MAX_WORKERS"] == "2"
     assert env["MLBENCH_MAX_BANDWIDTH"] == "1000"
     assert env["MLBENCH_MASTER_URL"] == f"http://{RELEASE}-mlbench-master.{NAMESPACE}.svc:80"
+    # The installation's signing key from the Secret generated at install (docs/publishing.rst).
+    secrets = f"{RELEASE}-mlbench-secrets"
+    assert env["MLBENCH_SIGNING_KEY"] == {"secretKeyRef": {"name": secrets, "key": "signing-key"}}
     find(objects, "StatefulSet", f"{RELEASE}-mlbench-postgresql")
     find(objects, "Deployment", f"{RELEASE}-mlbench-redis")
 
@@ -187,8 +191,14 @@ def test_image_values_and_pull_secrets():
 def test_secrets_are_generated_at_install_not_stored_in_the_chart():
     first = find(manifests(), "Secret", f"{RELEASE}-mlbench-secrets")["data"]
     second = find(manifests(), "Secret", f"{RELEASE}-mlbench-secrets")["data"]
-    for key in ("secret-key", "admin-token", "admin-password", "database-password"):
+    for key in ("secret-key", "admin-token", "admin-password", "database-password", "signing-key"):
         assert first[key] and first[key] != second[key]
+    # The signing key is one the master reads: an Ed25519 private key in PEM.
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    pem = base64.b64decode(first["signing-key"])
+    assert isinstance(load_pem_private_key(pem, None), Ed25519PrivateKey)
     ssh = find(manifests(), "Secret", f"{RELEASE}-mlbench-ssh")["data"]
     assert ssh["id_ecdsa"].strip()
     for path in CHART.rglob("*"):

@@ -20,6 +20,11 @@
     secretKeyRef:
       name: {{ $secrets }}
       key: secret-key
+- name: MLBENCH_SIGNING_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secrets }}
+      key: signing-key
 - name: MLBENCH_ADMIN_TOKEN
   valueFrom:
     secretKeyRef:

@@ -193,8 +193,10 @@ class LocalCluster(ClusterDriver):
         full_env[CLUSTER_MARK] = str(self.home)
         full_env[RUN_MARK] = str(run.id)
         full_env[LAUNCH_MARK] = launch_id
-        # Django's settings module must not leak into the ranks' environment as a hint.
+        # Django's settings module must not leak into the ranks' environment as a hint, nor
+        # the installation's signing key (docs/publishing.rst) into a user's command.
         full_env.pop("DJANGO_SETTINGS_MODULE", None)
+        full_env.pop("MLBENCH_SIGNING_KEY", None)
         full_env.update(slots.rank_environment(self.home))
         full_env[RANK_ENDS_VARIABLE] = rank_ends_folder(directory)
         with (

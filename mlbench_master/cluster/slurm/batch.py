@@ -79,7 +79,10 @@ def batch_script(config: SlurmConfig, argv: list[str], directory: Path) -> str:
 
 # The master's own secrets and Django's settings never go into a job's environment (Slurm
 # keeps a job's environment in its state files); the ranks get what the job adds.
-_PRIVATE = ("DATABASE_URL", "REDIS_URL", "MLBENCH_SECRET_KEY", "DJANGO_SETTINGS_MODULE")
+_PRIVATE = (
+    "DATABASE_URL", "REDIS_URL", "MLBENCH_SECRET_KEY", "MLBENCH_SIGNING_KEY",
+    "DJANGO_SETTINGS_MODULE",
+)  # fmt: skip
 _PRIVATE_WORDS = ("PASSWORD", "SECRET", "TOKEN")
 
 

@@ -16,6 +16,7 @@ This module holds the command line (`build_parser`) and the entry point (`main`,
 - `series`: `mlbench run` with several seeds or worker counts, and `mlbench series`;
 - `results`: `mlbench report --series` / `--plot` and `mlbench download --mllog`;
 - `evaluate`: `mlbench evaluate RUN`, a run's predictions graded again here;
+- `bundles`: `mlbench export` and `mlbench import`, signed result bundles;
 - `formatting`: tables, durations, percentages, API dates.
 """
 
@@ -25,7 +26,7 @@ import argparse
 import os
 import sys
 
-from mlbench_worker.client.cli import evaluate, results
+from mlbench_worker.client.cli import bundles, evaluate, results
 from mlbench_worker.client.cli.commands import (
     cmd_delete,
     cmd_download,
@@ -251,6 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
         "none of its own (labelled cross-implementation)",
     )
     evaluate.add_parser(sub)
+    bundles.add_parsers(sub)
     return parser
 
 
@@ -264,6 +266,8 @@ COMMANDS = {
     "delete": cmd_delete,
     "report": results.cmd_report,
     "evaluate": evaluate.cmd_evaluate,
+    "export": bundles.cmd_export,
+    "import": bundles.cmd_import,
 }
 
 

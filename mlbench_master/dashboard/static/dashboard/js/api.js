@@ -35,13 +35,18 @@ export function query(params) {
   return s ? `?${s}` : "";
 }
 
-export async function api(path, { method = "GET", body, params } = {}) {
+// `file`: a File (a result bundle) sent as the body itself, never as a form.
+export async function api(path, { method = "GET", body, params, file } = {}) {
   const headers = { Accept: "application/json" };
   const opts = { method, headers, credentials: "same-origin", signal: pageRequests.signal };
   if (method !== "GET" && method !== "HEAD") headers["X-CSRFToken"] = csrfToken();
   if (body !== undefined) {
     headers["Content-Type"] = "application/json";
     opts.body = JSON.stringify(body);
+  }
+  if (file !== undefined) {
+    headers["Content-Type"] = "application/zip";
+    opts.body = file;
   }
   const res = await fetch(path + query(params), opts);
   const text = await res.text();

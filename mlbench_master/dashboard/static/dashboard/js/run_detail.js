@@ -14,6 +14,7 @@ import { costPairs } from "./cost.js";
 import { MetricFeed } from "./feed.js";
 import { algorithmText, clock, datasetBadge, duration, el, implementationText, num, pct, sentPerStep, stateBadge } from "./format.js";
 import { LogFollower } from "./logs.js";
+import { showOrigin } from "./origin.js";
 import { CONFIG, kv } from "./run_info.js";
 import { perSecond, taskInfo, throughputMetrics, throughputOf } from "./tasks.js";
 import { OP_TITLES, chartOptions, sizeLabel, curves, fetchCells, isMeasurement, linkNotes, tableRows } from "./backend_benchmark.js";
@@ -217,6 +218,8 @@ function showRun() {
   document.getElementById("run-manifest").textContent = JSON.stringify(run.manifest || {}, null, 2);
   showResumed();
   showEvaluation();
+  // An imported run: its origin shown; deleted by staff only (the API refuses others too).
+  if (showOrigin(document.getElementById("run-origin"), run.origin, "run") && root.dataset.staff !== "1") document.getElementById("delete-run")?.setAttribute("hidden", "");
   const cancel = document.getElementById("cancel-run");
   if (cancel) cancel.hidden = !live(run.state); // a queued one leaves the queue
 }
@@ -273,7 +276,7 @@ async function lastCheckpoint() {
 async function showResume() {
   const button = document.getElementById("resume-run");
   if (!button) return;
-  if (!rules.run_states.resumable.includes(run.state) || run.custom_image_command || isMeasurement(run)) {
+  if (!rules.run_states.resumable.includes(run.state) || run.custom_image_command || isMeasurement(run) || run.origin) {
     button.hidden = true;
     return;
   }

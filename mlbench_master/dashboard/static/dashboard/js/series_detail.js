@@ -8,6 +8,7 @@ import { CLOCK_INCRS, clockRange, fractionRange } from "./axes.js";
 import { LineChart } from "./charts.js";
 import { money } from "./cost.js";
 import { clock, duration, el, num, pct, stateBadge } from "./format.js";
+import { showOrigin } from "./origin.js";
 
 const root = document.getElementById("series-detail");
 const seriesId = root.dataset.seriesId;
@@ -178,6 +179,7 @@ async function refresh() {
   document.getElementById("series-name").textContent = series.name || `Series ${series.id}`;
   document.title = `${series.name || "Series " + series.id} · mlbench`;
   document.getElementById("series-state").replaceChildren(stateBadge(series.state));
+  showOrigin(document.getElementById("series-origin"), series.origin, "series");
   document.getElementById("series-what").textContent = `seeds ${series.seeds.join(", ")} × workers ${series.worker_counts.join(", ")}: ${series.runs.length} runs, one after another`;
   const cancel = document.getElementById("cancel-series");
   if (cancel) cancel.hidden = ENDED.has(series.state);

@@ -1,0 +1,368 @@
+"""Import: a verified bundle's runs stored here as imported, read-only, once.
+
+Nothing is written before reader.py has verified the whole file. Then one transaction
+stores, for each run this master does not hold yet (by its origin's key and id: the same
+run arriving again, in the same bundle or another, is stored once), the run in the state it
+ended in (runs.store_imported), its origin (RunOrigin: installation, bundle, id there), its
+metric points (metrics_store.store), its log chunks, and, beside the database, its
+predictions and model files and the file its origin signed (kept to export it again). A
+refusal or a failure on the way leaves nothing: the transaction rolls back and the files
+written for it are removed. Statistics need no step of their own: this master computes them
+from the stored points with its own code whenever they are asked for. The predictions are
+then graded again by this master's evaluator where it has the test set (regrade.py).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import math
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.core.exceptions import FieldDoesNotExist, ValidationError
+from django.db import IntegrityError, transaction
+
+from mlbench_master import metrics_store, prediction_files, runs
+from mlbench_master.api.logs import STREAMS
+from mlbench_master.api.models import ImportedBundle, LogChunk, Run, RunOrigin, Series
+from mlbench_master.api.params import parse_iso_datetime
+from mlbench_master.bundles import layout, places, reader, regrade, signing, writer
+from mlbench_master.bundles.refusals import BundleRefused
+
+log = logging.getLogger(__name__)
+BATCH = 5000
+# Columns of run.json this master sets itself: the origin's ids mean nothing here (a resumed
+# run's parent is named in its manifest), and the state goes through runs.py.
+NOT_COPIED = {*writer.LOCAL_ONLY, "resumed_from", "state"}
+
+
+@dataclass
+class Imported:
+    """What an import did: the bundle row (the file's own, or the first carried one's) and
+    every run it holds, stored now (`new`) or already here."""
+
+    bundle: ImportedBundle
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    series: list[int] = field(default_factory=list)
+
+    @property
+    def stored(self) -> int:
+        return sum(1 for r in self.runs if r["new"])
+
+
+def import_file(path: Path, user: Any) -> Imported:
+    """Verify the bundle at `path` and store its runs; BundleRefused when it is refused."""
+    me = signing.this_installation()
+    with reader.opened(path) as verified:
+        levels = [(verified, verified.runs, verified.series, [])]
+        via = [_via(verified)]
+        levels += [(c.bundle, c.runs, c.series, via) for c in verified.carried]
+        # A bundle that only carries others' runs is no origin of any: it is not stored.
+        levels = [level for level in levels if level[1]]
+        if not levels:
+            raise BundleRefused("the bundle holds no runs")
+        for bundle, _, _, _ in levels:
+            if bundle.origin.public_key == me.public_key:
+                raise BundleRefused(
+                    f"the bundle holds runs of this installation ({me.fingerprint}): they are "
+                    "here already, as its own",
+                    status=409,
+                )
+        try:
+            return _store(levels, user)
+        except IntegrityError:  # the same runs were imported meanwhile: say what is here now
+            pass
+        try:
+            return _store(levels, user)
+        except IntegrityError as exc:
+            raise BundleRefused(
+                f"the bundle's rows conflict with each other or with what is stored: {exc}"
+            ) from None
+
+
+def _via(verified: reader.Verified) -> dict[str, Any]:
+    exporter = verified.manifest.get("exporter") or {}
+    return {
+        **verified.origin.as_dict(),
+        "exported_at": verified.manifest.get("exported_at"),
+        "exported_by": str(exporter.get("user", ""))[:200],
+        "digest": verified.digest,
+    }
+
+
+class _Files:
+    """Files written for an import, removed again when it fails."""
+
+    def __init__(self) -> None:
+        self.made: list[Path] = []
+
+    def folder(self, path: Path) -> Path:
+        if not path.exists():
+            path.mkdir(parents=True)
+            self.made.append(path)
+        return path
+
+    def copy(self, src: io.IOBase | Any, dst: Path) -> None:
+        self.made.append(dst)
+        with open(dst, "wb") as out:
+            shutil.copyfileobj(src, out, reader.CHUNK)
+
+    def remove(self) -> None:
+        for path in reversed(self.made):
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+
+
+def _store(levels: list, user: Any) -> Imported:
+    files = _Files()
+    outcome: Imported | None = None
+    try:
+        with transaction.atomic():
+            for bundle, run_ids, series_id, via in levels:
+                row = _bundle_row(bundle, via, user, files)
+                outcome = outcome or Imported(row)
+                _level(bundle, row, run_ids, series_id, files, outcome)
+    except BaseException:
+        files.remove()
+        raise
+    assert outcome is not None
+    for item in outcome.runs:
+        if item["new"]:
+            regrade.record(item["id"])
+    return outcome
+
+
+def _bundle_row(bundle: reader.Verified, via: list, user: Any, files: _Files) -> ImportedBundle:
+    exporter = bundle.manifest.get("exporter") or {}
+    row, _ = ImportedBundle.objects.get_or_create(
+        digest=bundle.digest,
+        defaults={
+            "format_version": layout.VERSION,
+            "origin_key": bundle.origin.public_key,
+            "origin_fingerprint": bundle.origin.fingerprint,
+            "exported_at": parse_iso_datetime(str(bundle.manifest.get("exported_at") or "")),
+            "exported_by": str(exporter.get("user", ""))[:200],
+            "imported_by": runs.creator(user),
+            "received_via": via,
+            "manifest": bundle.manifest,
+        },
+    )
+    kept = places.bundle_file(bundle.digest)
+    if not kept.is_file():
+        files.folder(kept.parent)
+        with open(bundle.path, "rb") as src:
+            files.copy(src, kept)
+    return row
+
+
+def _level(
+    bundle: reader.Verified,
+    row: ImportedBundle,
+    run_ids: list[int],
+    series_id: int | None,
+    files: _Files,
+    outcome: Imported,
+) -> None:
+    key = bundle.origin.public_key
+    here = dict(
+        RunOrigin.objects.filter(origin_key=key, origin_run__in=run_ids).values_list(
+            "origin_run", "run_id"
+        )
+    )
+    series = _series(bundle, series_id) if series_id is not None else None
+    if series is not None and series.pk not in outcome.series:
+        outcome.series.append(series.pk)
+    for origin_run in run_ids:
+        if origin_run in here:
+            outcome.runs.append(_said(here[origin_run], origin_run, bundle, new=False))
+            continue
+        run = _run(bundle, row, origin_run, series, files)
+        outcome.runs.append(_said(run.pk, origin_run, bundle, new=True))
+
+
+def _said(run_id: int, origin_run: int, bundle: reader.Verified, new: bool) -> dict[str, Any]:
+    return {
+        "id": run_id,
+        "origin_run": origin_run,
+        "origin": bundle.origin.fingerprint,
+        "new": new,
+    }
+
+
+def _series(bundle: reader.Verified, series_id: int) -> Series:
+    """The series of these runs here: the one an earlier import made, else a new one."""
+    earlier = (
+        RunOrigin.objects.filter(origin_key=bundle.origin.public_key, origin_series=series_id)
+        .exclude(run__series=None)
+        .select_related("run")
+        .first()
+    )
+    if earlier is not None:
+        return earlier.run.series
+    record = _json_member(bundle, layout.SERIES)
+    name = layout.SERIES
+    try:
+        created = parse_iso_datetime(str(record.get("created_at") or ""))
+        cancelled = record.get("cancelled_at")
+        series = Series(
+            name=str(record["name"])[:200],
+            seeds=list(record.get("seeds") or []),
+            worker_counts=list(record.get("worker_counts") or []),
+            settings=dict(record.get("settings") or {}),
+            cancelled_at=parse_iso_datetime(str(cancelled)) if cancelled else None,
+        )
+        if created is not None:
+            series.created_at = created
+        series.full_clean(exclude=["created_by"])
+    except (KeyError, TypeError, ValueError, ValidationError) as exc:
+        raise BundleRefused(f"member {name!r}: {_why(exc)}") from None
+    series.save()
+    return series
+
+
+def _run(
+    bundle: reader.Verified,
+    row: ImportedBundle,
+    origin_run: int,
+    series: Series | None,
+    files: _Files,
+) -> Run:
+    folder = layout.run_folder(origin_run)
+    member = folder + "run.json"
+    record = _json_member(bundle, member)
+    fields, state = _fields(record, member)
+    try:
+        run = runs.store_imported(fields, state, series)
+    except (ValidationError, ValueError) as exc:
+        raise BundleRefused(f"member {member!r}: {_why(exc)}") from None
+    origin_series = record.get("series")
+    RunOrigin.objects.create(
+        run=run,
+        bundle=row,
+        origin_key=bundle.origin.public_key,
+        origin_fingerprint=bundle.origin.fingerprint,
+        origin_run=origin_run,
+        origin_series=origin_series if isinstance(origin_series, int) else None,
+        regrade={"status": regrade.PENDING},
+    )
+    _points(bundle, folder + "metrics.jsonl", run)
+    _logs(bundle, folder + "logs.jsonl", run)
+    for path in bundle.run_members(origin_run):
+        rest = path[len(folder) :]
+        if rest.startswith("predictions/"):
+            target = files.folder(prediction_files.folder(run.pk)) / rest.split("/", 1)[1]
+        elif rest.startswith("model/"):
+            target = files.folder(places.model_folder(run.pk)) / rest.split("/", 1)[1]
+        else:
+            continue
+        with bundle.open(path) as src:
+            files.copy(src, target)
+    return run
+
+
+def _fields(record: Any, member: str) -> tuple[dict[str, Any], str]:
+    given = record.get("fields") if isinstance(record, dict) else None
+    if not isinstance(given, dict) or not isinstance(given.get("state"), str):
+        raise BundleRefused(f"member {member!r} holds no run fields with a state")
+    fields: dict[str, Any] = {}
+    for name, value in given.items():
+        if name in NOT_COPIED:
+            continue
+        try:
+            model_field = Run._meta.get_field(name)
+        except FieldDoesNotExist:
+            continue  # a column of a newer mlbench: its value stays in the bundle
+        try:
+            fields[name] = model_field.to_python(value) if value is not None else None
+        except ValidationError as exc:
+            raise BundleRefused(f"member {member!r}: {name}: {_why(exc)}") from None
+    return fields, given["state"]
+
+
+def _json_member(bundle: reader.Verified, path: str) -> Any:
+    try:
+        return json.loads(bundle.read(path))
+    except (ValueError, RecursionError) as exc:
+        raise BundleRefused(f"member {path!r} is not JSON: {exc}") from None
+
+
+def _lines(bundle: reader.Verified, path: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    with bundle.open(path) as raw:
+        for number, line in enumerate(io.TextIOWrapper(raw, encoding="utf-8"), 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except (ValueError, RecursionError) as exc:
+                raise BundleRefused(f"member {path!r}, line {number}: not JSON: {exc}") from None
+            if not isinstance(item, dict):
+                raise BundleRefused(f"member {path!r}, line {number}: not a JSON object")
+            yield number, item
+
+
+def _points(bundle: reader.Verified, path: str, run: Run) -> None:
+    batch: list[metrics_store.Point] = []
+    for number, item in _lines(bundle, path):
+        name, value, date = item.get("name"), item.get("value"), item.get("date")
+        when = parse_iso_datetime(date) if isinstance(date, str) else None
+        if not isinstance(name, str) or not name or len(name) > 200:
+            raise BundleRefused(f"member {path!r}, line {number}: the point has no name")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            raise BundleRefused(f"member {path!r}, line {number}: value {value!r:.40} is no number")
+        if when is None:
+            raise BundleRefused(f"member {path!r}, line {number}: date {date!r:.40} is no date")
+        meta = item.get("metadata")
+        batch.append(
+            metrics_store.Point(
+                run.pk, None, name, float(value), when, bool(item.get("cumulative")), meta, None
+            )
+        )
+        if len(batch) >= BATCH:
+            metrics_store.store(batch)
+            batch = []
+    metrics_store.store(batch)
+
+
+def _logs(bundle: reader.Verified, path: str, run: Run) -> None:
+    batch: list[LogChunk] = []
+    size = 0
+    for number, item in _lines(bundle, path):
+        rank, stream, seq, text = (item.get(k) for k in ("rank", "stream", "seq", "text"))
+        when = parse_iso_datetime(str(item.get("created_at") or ""))
+        if (
+            (rank is not None and not isinstance(rank, int))
+            or stream not in STREAMS
+            or not isinstance(seq, int)
+            or not isinstance(text, str)
+            or when is None
+        ):
+            raise BundleRefused(f"member {path!r}, line {number}: not a log chunk")
+        text = text.replace("\x00", "")
+        size += len(text.encode())
+        batch.append(
+            LogChunk(run=run, rank=rank, stream=stream, seq=seq, text=text, created_at=when)
+        )
+        if len(batch) >= BATCH:
+            LogChunk.objects.bulk_create(batch)
+            batch = []
+    LogChunk.objects.bulk_create(batch)
+    Run.objects.filter(pk=run.pk).update(log_bytes=size)
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, ValidationError):
+        if hasattr(exc, "error_dict"):
+            return "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
+        return " ".join(exc.messages)
+    return str(exc)

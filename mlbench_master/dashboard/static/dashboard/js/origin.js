@@ -1,0 +1,39 @@
+// Where an imported run or series comes from (docs/publishing.rst): the installation that
+// ran it (its key's fingerprint), its id there, who imported it and when, and, for a run,
+// what this master's evaluator said of its predictions beside the origin's grades. Nothing
+// for this installation's own: `origin` is null in the API then.
+
+import { el, pct } from "./format.js";
+
+function regradeText(r) {
+  if (!r || !r.status) return "";
+  if (r.status === "re-graded") {
+    if (!r.disagreements) return ` This master graded its ${r.steps.length} predictions file(s) again: the grades agree.`;
+    const off = r.steps.filter((s) => s.agrees === false).map((s) => {
+      const here = Object.values(s.here || {})[0];
+      const there = Object.values(s.origin || {})[0];
+      return s.refused ? `step ${s.step}: refused here (${s.refused})` : `step ${s.step}: origin ${pct(there)}, here ${pct(here)}`;
+    });
+    return ` This master's evaluator DISAGREES with the origin's grades: ${off.join("; ")}.`;
+  }
+  return ` Not graded again here: ${r.why}.`;
+}
+
+// Fill `box` (hidden when the run is this installation's) and say whether it was imported.
+export function showOrigin(box, origin, what) {
+  if (!origin) {
+    box.hidden = true;
+    return false;
+  }
+  const id = what === "series" ? origin.origin_series : origin.origin_run;
+  const imported = origin.imported_at ? ` on ${origin.imported_at.slice(0, 10)}` : "";
+  const by = origin.imported_by ? ` by ${origin.imported_by}` : "";
+  box.replaceChildren(
+    `Imported${imported}${by}, read-only: ${what} ${id ?? "?"} of installation `,
+    el("span", { class: "fingerprint", text: origin.fingerprint, title: `Ed25519 public key ${origin.public_key}` }),
+    `, verified against its signature (bundle ${String(origin.bundle).slice(0, 12)}…).${regradeText(origin.regrade)}`,
+  );
+  box.classList.toggle("disagrees", Boolean(origin.regrade && origin.regrade.disagreements));
+  box.hidden = false;
+  return true;
+}
