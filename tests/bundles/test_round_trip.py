@@ -20,11 +20,6 @@ from tests.bundles import data
 pytestmark = pytest.mark.django_db
 
 
-def _without_ids(stats: dict) -> dict:
-    """Series statistics with the run ids left out (they differ between installations)."""
-    return {**stats, "curves": [{**c, "run": None} for c in stats["curves"]]}
-
-
 def test_installation_key_is_made_once_private_and_shown(installations, user, client):
     home = installations.use("here")
     answer = user.get("/api/installation/").json()
@@ -82,7 +77,7 @@ def test_a_series_travels_to_another_installation_unchanged(installations, staff
     (model / "audit.json").write_text('{"verdict": "ok"}')
     bundle = data.export(staff, f"/api/series/{series.pk}/bundle/")
     origin = signing.this_installation()
-    expected_stats = _without_ids(for_series(series))
+    expected_stats = data.without_run_ids(for_series(series))
     originals = list(series.runs.order_by("id"))
 
     home = installations.use("here")
@@ -115,7 +110,7 @@ def test_a_series_travels_to_another_installation_unchanged(installations, staff
     assert (home / "models" / str(copies[0].pk) / "audit.json").read_text() == '{"verdict": "ok"}'
     assert not (home / "models" / str(copies[1].pk)).exists()
     # Statistics: computed here, by this master's code, from what arrived.
-    assert _without_ids(for_series(copy)) == expected_stats
+    assert data.without_run_ids(for_series(copy)) == expected_stats
     # The API shows the origin with each run and with the series.
     shown = staff.get(f"/api/runs/{copies[0].pk}/").json()["origin"]
     assert shown["fingerprint"] == origin.fingerprint and shown["origin_run"] == originals[0].pk
