@@ -77,6 +77,10 @@ class Reporter:
         """Hand over one evaluation's predictions file (shared/evaluation/predictions.py)
         for the master's evaluator; the file may be removed once this returns."""
 
+    def model(self, path: Path, dataset: str, features: int | None = None) -> None:
+        """Hand over the run's final model (ONNX) for the master's audit, after the last
+        predictions; the file may be removed once this returns."""
+
     def flush(self) -> None:
         pass
 
@@ -175,6 +179,16 @@ class HttpReporter(Reporter):
         url = f"{self.base}/api/runs/{self.run_id}/predictions/?{urlencode(query)}"
         with self._lock:
             self.files.append((url, Path(path).read_bytes(), f"the predictions {Path(path).name}"))
+        self._wake.set()
+
+    def model(self, path: Path, dataset: str, features: int | None = None) -> None:
+        """Queue the model's bytes behind the predictions, to <master>/api/runs/<id>/model/."""
+        if not self.takes_predictions:
+            return
+        query = {"dataset": dataset} | ({"features": str(features)} if features else {})
+        url = f"{self.base}/api/runs/{self.run_id}/model/?{urlencode(query)}"
+        with self._lock:
+            self.files.append((url, Path(path).read_bytes(), f"the model {Path(path).name}"))
         self._wake.set()
 
     def summary(self, record: dict) -> None:
@@ -326,6 +340,10 @@ class TeeReporter(Reporter):
     def predictions(self, path: Path, dataset: str, features: int | None = None) -> None:
         for r in self.reporters:
             r.predictions(path, dataset, features)
+
+    def model(self, path: Path, dataset: str, features: int | None = None) -> None:
+        for r in self.reporters:
+            r.model(path, dataset, features)
 
     def flush(self) -> None:
         for r in self.reporters:

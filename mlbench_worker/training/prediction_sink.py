@@ -20,6 +20,11 @@ Why rank 0 writes the file and does not post it itself: the reporter's thread al
 metrics with retries and back-off, and one evaluation's file is a few hundred kilobytes, so
 posting it there keeps the training loop from waiting on the network (metric_sink.py).
 
+At the end of training the run's final model, exported to ONNX by the implementation
+(training/torch_export.py, implementations/tensorflow/keras_export.py), goes the same way:
+``model.onnx`` beside ``predictions/``, or a temporary file, handed to the reporter after
+the last predictions (`submit_model`).
+
 Torch-free (numpy and the standard library): the TensorFlow process uses it too.
 """
 
@@ -28,6 +33,7 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -36,6 +42,8 @@ import numpy as np
 
 from mlbench_worker.shared.evaluation import predictions
 from mlbench_worker.training.metric_sink import Reporter
+
+MODEL_FILE = "model.onnx"
 
 
 class Collectives(Protocol):
@@ -159,6 +167,36 @@ class PredictionSink:
         )
         if path is not None:
             self.written.append(path)
+
+    def submit_model(self, write: Callable[[Path], None]) -> Path | None:
+        """Rank 0, once, after the last evaluation: `write(path)` exports the final model
+        into `path` (model.onnx beside the predictions, or a temporary folder); it is handed
+        to the reporter. A model that cannot be exported or written is said in the run's
+        log and skipped: the run stays graded by its predictions (its audit: "no model").
+        The file kept, or None."""
+        if not self.enabled or self.comm.rank != 0:
+            return None
+        kept = self.folder is not None
+        where = self.folder.parent if kept else Path(tempfile.mkdtemp(prefix="mlbench-model-"))
+        path = where / MODEL_FILE
+        try:
+            where.mkdir(parents=True, exist_ok=True)
+            write(path)
+            self.reporter.model(path, self.dataset, self.features)
+        except Exception as exc:  # any exporter's failure: the run itself is not at fault
+            said = (str(exc).strip().splitlines() or [""])[0][:300]
+            print(
+                f"mlbench-worker: note: the final model is not exported to ONNX "
+                f"({type(exc).__name__}: {said}); the run is graded by its predictions alone",
+                file=sys.stderr,
+                flush=True,
+            )
+            path.unlink(missing_ok=True)
+            return None
+        finally:
+            if not kept:
+                shutil.rmtree(where, ignore_errors=True)
+        return path if kept else None
 
 
 def open_sink(

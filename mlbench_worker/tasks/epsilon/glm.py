@@ -43,7 +43,9 @@ class LinearModel(torch.nn.Module):
         self.theta = torch.nn.Parameter(torch.zeros(features + 1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.addmv(self.theta[-1], x, self.theta[:-1])
+        # A product and a sum, not the trainer's fused addmv: the same scores (up to float
+        # rounding), in operators torch's ONNX exporter has (training/torch_export.py).
+        return x @ self.theta[:-1] + self.theta[-1]
 
 
 def _logistic(
