@@ -148,7 +148,7 @@ def _read(tmp: Path) -> predictions.Predictions:
     return dataclasses.replace(read, source=POSTED)
 
 
-def _size(p: predictions.Predictions) -> int:
+def size_of(p: predictions.Predictions) -> int:
     """How many examples the file predicts: the test set is the first that many."""
     for name in predictions.PREDICTIONS:
         array = p.arrays.get(name)
@@ -180,7 +180,7 @@ def intake(run: Run, tmp: Path, dataset: str, features: int | None) -> Intake:
     NaN, classes out of range, fields the task lacks), with the evaluator's message.
     """
     p = _read(tmp)
-    test_set = test_set_of(run, dataset, features, size=_size(p))
+    test_set = test_set_of(run, dataset, features, size=size_of(p))
     try:
         grade: Grade | None = evaluator_for(test_set).grade(p)
         why = ""

@@ -29,7 +29,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from mlbench_master import jobqueue, prediction_files, run_rules
+from mlbench_master import jobqueue, model_files, prediction_files, run_rules
 from mlbench_master.api.models import Run
 from mlbench_master.api.run_queue import queued_runs
 from mlbench_master.cluster.base import RunSpec
@@ -252,7 +252,7 @@ def store_summary(run: Run, summary: dict[str, Any], dataset_used: str) -> None:
 
 def delete_run(run: Run, by: str) -> None:
     """Cancel `run` when it is active (its processes stop), then delete it with its
-    metrics, logs, predictions files and checkpoints.
+    metrics, logs, predictions files, its model and checkpoints.
 
     Nothing can resume a deleted run, so its checkpoint folder goes too, unless an active
     run is about to continue from it (its worker copies the checkpoint when it starts).
@@ -266,6 +266,7 @@ def delete_run(run: Run, by: str) -> None:
         except Exception as exc:  # the run is deleted all the same; say what remains
             log.warning("run %s: its checkpoints could not be removed: %s", run.pk, exc)
     prediction_files.remove(int(run.pk))
+    model_files.remove(int(run.pk))
     run.delete()
 
 

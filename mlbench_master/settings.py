@@ -250,6 +250,10 @@ MLBENCH_LOG_MAX_BYTES = _env_int("MLBENCH_LOG_MAX_BYTES", 20 * 1024 * 1024)
 # One predictions file (POST /api/runs/<id>/predictions/), and the arrays it unpacks to;
 # ImageNet's 50,000 validation images with their top 5 take about 2.4 MB.
 MLBENCH_PREDICTIONS_MAX_BYTES = _env_int("MLBENCH_PREDICTIONS_MAX_BYTES", 64 * 1024 * 1024)
+# A run's final model (POST /api/runs/<id>/model/, ONNX), and how many test examples its
+# audit runs it on at most (a seeded sample of larger sets; docs/checking.rst).
+MLBENCH_MODEL_MAX_BYTES = _env_int("MLBENCH_MODEL_MAX_BYTES", 512 * 1024 * 1024)
+MLBENCH_AUDIT_SAMPLE = max(1, _env_int("MLBENCH_AUDIT_SAMPLE", 2000))
 # A run's worker token keeps working this long after the run ended (final metric flushes).
 MLBENCH_RUN_TOKEN_GRACE = _env_int("MLBENCH_RUN_TOKEN_GRACE", 600)
 # GET /api/pods/ asks the cluster driver again when the stored list is older (0: never).

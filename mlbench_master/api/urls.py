@@ -5,7 +5,7 @@ canonical form."""
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from mlbench_master.api import predictions, result_urls, series_views, views
+from mlbench_master.api import model_upload, predictions, result_urls, series_views, views
 
 
 def both(route: str, view, name: str) -> list:  # noqa: ANN001
@@ -33,6 +33,7 @@ urlpatterns = [
         predictions.RunPrediction.as_view(),
         "run-prediction",
     ),
+    *both(r"runs/(?P<pk>[0-9]{1,18})/model", model_upload.RunModel.as_view(), "run-model"),
     *both("series", series_views.SeriesList.as_view(), "series"),
     *both(r"series/(?P<pk>[0-9]{1,18})", series_views.SeriesDetail.as_view(), "series-detail"),
     *both(

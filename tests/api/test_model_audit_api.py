@@ -1,0 +1,160 @@
+"""POST /api/runs/<id>/model/: the platform checks a run's final model (ONNX), stores it and
+audits it in the background against the run's last predictions, on test inputs the
+evaluator owns; the result is the run's `evaluation.audit`. Refusals store nothing."""
+
+from __future__ import annotations
+
+import io
+import time
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from mlbench_master import grading, model_files
+from mlbench_master.api.models import Run
+from mlbench_worker.shared.evaluation.predictions import digest_of
+from mlbench_worker.tasks.cifar10 import synthetic as cifar_synthetic
+from tests.api.conftest import worker_client
+from tests.api.predictions_bodies import CIFAR, SEED, N, cifar_labels, npz, post
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fresh(settings, tmp_path):
+    settings.MLBENCH_DATA_DIR = tmp_path / "datasets"
+    settings.MLBENCH_AUDIT_SAMPLE = 300  # of the 500 examples: a seeded sample
+    grading.forget_evaluators()
+
+
+@pytest.fixture
+def cifar_run(make_run):
+    return make_run(state=Run.STARTED, task=CIFAR, seed=SEED)
+
+
+def onnx(module, shape=(2, 3, 32, 32), dynamic=True) -> bytes:
+    buffer = io.BytesIO()
+    axes = {"x": {0: "batch"}, "scores": {0: "batch"}} if dynamic else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            module.eval(), (torch.zeros(shape),), buffer, dynamo=False,
+            input_names=["x"], output_names=["scores"], dynamic_axes=axes,
+        )  # fmt: skip
+    return buffer.getvalue()
+
+
+def linear(classes=10, inputs=3 * 32 * 32):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(inputs, classes))
+
+
+def predicted_by(module) -> np.ndarray:
+    images = cifar_synthetic.generate(SEED, train_size=1, test_size=N).test_x
+    with torch.no_grad():
+        return module(torch.from_numpy(images).float()).argmax(1).numpy()
+
+
+def post_model(client, run, body: bytes, query="dataset=synthetic"):
+    return client.post(
+        f"/api/runs/{run.pk}/model/?{query}", body, content_type="application/octet-stream"
+    )
+
+
+def audited(run, timeout=60.0) -> dict:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        found = model_files.audit_of(run.pk) or {}
+        if found.get("status") != "pending":
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"run {run.pk}'s audit still pending after {timeout} s")
+
+
+def test_an_honest_model_matches_and_shows_on_the_run(cifar_run, api):
+    module = linear()
+    classes = predicted_by(module)
+    labels = cifar_labels()
+    body = npz(digest=digest_of(labels), step=100, predicted_class=classes)
+    assert post(worker_client(cifar_run), cifar_run, body).status_code == 201
+    model = onnx(module)
+    r = post_model(worker_client(cifar_run), cifar_run, model)
+    assert r.status_code == 202, r.json()
+    assert r.json()["status"] == "pending" and r.json()["step"] == 100
+    result = audited(cifar_run)
+    assert result["status"] == "matches", result
+    assert (result["examples"], result["sample"], result["differ"]) == (300, True, 0)
+    shown = api.get(f"/api/runs/{cifar_run.pk}/").json()["evaluation"]["audit"]
+    assert shown["status"] == "matches" and shown["model_bytes"] == len(model)
+    download = api.get(f"/api/runs/{cifar_run.pk}/model/")
+    assert download.status_code == 200 and b"".join(download.streaming_content) == model
+
+
+def test_predictions_the_model_does_not_make_are_a_mismatch_with_the_rows(cifar_run, api, settings):
+    module = linear()
+    lied = predicted_by(module)
+    lied[[5, 250]] = (lied[[5, 250]] + 3) % 10  # two rows the model predicts otherwise
+    body = npz(digest=digest_of(cifar_labels()), step=100, predicted_class=lied)
+    assert post(worker_client(cifar_run), cifar_run, body).status_code == 201
+    settings.MLBENCH_AUDIT_SAMPLE = N  # the whole set: every lie is found
+    assert post_model(worker_client(cifar_run), cifar_run, onnx(module)).status_code == 202
+    result = audited(cifar_run)
+    assert (result["status"], result["differ"], result["first_rows"]) == ("mismatch", 2, [5, 250])
+    assert "on 2 of 500 test examples" in result["why"]
+    assert api.get(f"/api/runs/{cifar_run.pk}/").json()["evaluation"]["audit"]["status"] == (
+        "mismatch"
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (lambda: b"\x08\x07 not a model at all", "not an ONNX model onnxruntime can load"),
+        (lambda: onnx(linear(inputs=3 * 16 * 16), (2, 3, 16, 16)), "input is batch x 3 x 16 x 16"),
+        (lambda: onnx(linear(classes=7)), "scores of shape 2 x 7 for 2 inputs"),
+        (lambda: onnx(linear(), dynamic=False), "batch dimension is fixed at 2"),
+    ],
+    ids=["not-onnx", "input-shape", "output-shape", "fixed-batch"],
+)
+def test_models_that_do_not_fit_are_refused_and_nothing_is_stored(cifar_run, api, body, words):
+    labels = cifar_labels()
+    post(worker_client(cifar_run), cifar_run, npz(digest=digest_of(labels), predicted_class=labels))
+    honest = onnx(linear())
+    assert post_model(worker_client(cifar_run), cifar_run, honest).status_code == 202
+    before = audited(cifar_run)
+    r = post_model(worker_client(cifar_run), cifar_run, body())
+    assert r.status_code == 400, r.json()
+    assert words in r.json()["errors"]["model"][0]
+    assert model_files.model_path(cifar_run.pk).read_bytes() == honest  # the earlier one
+    assert model_files.audit_of(cifar_run.pk) == before
+    assert sorted(p.name for p in model_files.folder(cifar_run.pk).iterdir()) == [
+        "audit.json",
+        "model.onnx",
+    ]
+
+
+def test_another_runs_token_no_predictions_and_bad_parameters_are_refused(cifar_run, make_run, api):
+    other = make_run(state=Run.FINISHED, task=CIFAR, seed=SEED)
+    r = post_model(worker_client(other), cifar_run, onnx(linear()))
+    assert r.status_code == 403 and f"may not post the model of run {cifar_run.pk}" in str(r.json())
+    r = post_model(worker_client(cifar_run), cifar_run, onnx(linear()))
+    assert r.status_code == 400 and "has no predictions stored" in r.json()["errors"]["model"][0]
+    r = post_model(worker_client(cifar_run), cifar_run, onnx(linear()), "dataset=imagenet")
+    assert r.status_code == 400 and "dataset" in r.json()["errors"]
+    assert not model_files.folder(cifar_run.pk).exists() or not any(
+        model_files.folder(cifar_run.pk).iterdir()
+    )
+    shown = api.get(f"/api/runs/{cifar_run.pk}/").json()["evaluation"]["audit"]
+    assert shown == {"status": "no model"}
+    assert api.get(f"/api/runs/{cifar_run.pk}/model/").status_code == 404
+
+
+def test_over_the_cap_is_413(cifar_run, settings):
+    labels = cifar_labels()
+    post(worker_client(cifar_run), cifar_run, npz(digest=digest_of(labels), predicted_class=labels))
+    settings.MLBENCH_MODEL_MAX_BYTES = 1000
+    r = post_model(worker_client(cifar_run), cifar_run, onnx(linear()))
+    assert r.status_code == 413 and "MLBENCH_MODEL_MAX_BYTES" in str(r.json())
+    assert model_files.audit_of(cifar_run.pk) is None
