@@ -184,7 +184,23 @@ def evaluation_notes(run: dict) -> list[str]:
             f"the evaluator graded {percent(m['graded'])} (tolerance "
             f"{100 * float(graded.get('tolerance') or 0):g} points)"
         )
+    audit = graded.get("audit") or {}
+    if audit.get("status") in ("mismatch", "refused"):
+        out.append(f"run {run['id']} MODEL AUDIT {audit['status'].upper()}: {audit_line(run)}")
     return out
+
+
+def audit_line(run: dict) -> str:
+    """The ONNX audit of the run's final model, for `mlbench show` and the report's notes."""
+    audit = (run.get("evaluation") or {}).get("audit") or {}
+    status = audit.get("status") or "no model"
+    if status in ("matches", "mismatch"):
+        where = "a seeded sample of " if audit.get("sample") else "all "
+        found = f"{where}{audit.get('examples')} test examples, {audit.get('differ')} differ"
+        rows = audit.get("first_rows") or []
+        first = f" (first rows {', '.join(map(str, rows))})" if rows else ""
+        return f"{status}: the final model against step {audit.get('step')}'s predictions on {found}{first}"
+    return f"{status}: {audit['why']}" if audit.get("why") else status
 
 
 def volume(summary: dict) -> str:

@@ -7,6 +7,12 @@ generated set's labels from the run's seed, or reads a real set's from the files
 `--data-dir`, after checking their checksums. Each grade is printed beside what the master
 stored for that evaluation and what the run reported of itself; the command fails (exit 1)
 where this grade and the master's differ, which no honest installation produces.
+
+Where the master holds the run's final model (GET /api/runs/<id>/model/), it is audited
+here too (shared/evaluation/model_audit.py, with onnxruntime where it is installed): run on
+the test inputs this process regenerates or reads, against the last predictions file, on
+the same seeded rows as the master's audit. The command fails where the model predicts
+otherwise than the run submitted, or where this audit and the master's disagree.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from typing import Any
 
 from mlbench_worker.client.cli.formatting import duration, percent, table
 from mlbench_worker.client.cli.master import EXIT_OK, CliError, Master
-from mlbench_worker.shared.evaluation import graded_name, test_sets
+from mlbench_worker.shared.evaluation import graded_name, model_audit, test_sets
 from mlbench_worker.shared.evaluation.evaluator import Evaluator
 from mlbench_worker.shared.evaluation.file_labels import LabelsUnavailable
 from mlbench_worker.shared.evaluation.predictions import Predictions, PredictionsRefused, read
@@ -53,12 +59,14 @@ def cmd_evaluate(args: argparse.Namespace, master: Master) -> int:
     stored = {step: value for step, (value, _) in stored_meta.items()}
     reported = {step: value for step, (value, _) in _points(master, args.run, REPORTED).items()}
     rows, disagree, evaluators = [], [], {}
+    last: Predictions | None = None
     with tempfile.TemporaryDirectory(prefix="mlbench-evaluate-") as folder:
         for entry in sorted(files, key=lambda e: e["step"]):
             predictions = _fetch(master, args.run, entry, Path(folder))
             meta = stored_meta.get(predictions.step, (None, {}))[1]
             features = int(meta.get("features") or test_sets.EPSILON_FEATURES)
             grade = _grade(run, predictions, args.data_dir, evaluators, features)
+            last = predictions
             mine = grade.metrics[REPORTED]
             theirs = stored.get(grade.step)
             if theirs is None or abs(theirs - mine) > AGREE:
@@ -73,12 +81,53 @@ def cmd_evaluate(args: argparse.Namespace, master: Master) -> int:
     headers = ["STEP", "EPOCH", "CLOCK", "EXAMPLES", "GRADED HERE", "MASTER'S GRADE", "REPORTED"]
     print(f"run {args.run} ({run.get('task')}, seed {run.get('seed')}): {len(rows)} evaluations")
     print(table(headers, rows))
+    audited = _audit(master, run, last, evaluators, args.data_dir) if last is not None else True
     if disagree:
         steps = ", ".join(map(str, disagree))
         print(f"DISAGREES with the master's stored grade at step {steps}")
         return EXIT_DISAGREES
     print("every grade equals the master's")
-    return EXIT_OK
+    return EXIT_OK if audited else EXIT_DISAGREES
+
+
+def _audit(master: Master, run: dict, last: Predictions, evaluators: dict, data_dir: str) -> bool:
+    """Audit the run's stored model here against `last`; False where it predicts otherwise
+    than the run submitted or this audit's verdict is not the master's."""
+    theirs = (run.get("evaluation") or {}).get("audit") or {}
+    response = master.call("_submit", "GET", f"runs/{run['id']}/model/", allow=(404,))
+    if response.status_code == 404:
+        print("model: none stored, not audited")
+        return True
+    body = response.content
+    if theirs.get("model_sha256") and hashlib.sha256(body).hexdigest() != theirs["model_sha256"]:
+        print("model: DIFFERS from the one the master audited (SHA-256); try again")
+        return False
+    dataset, size, features = next(
+        k for k, e in evaluators.items() if e.digest == last.test_set_digest
+    )  # the set the last file was graded on, here
+    where = data_dir if dataset != test_sets.SYNTHETIC else ""
+    test_set = test_sets.TestSet(run["task"], dataset, int(run["seed"]), size, where, features)
+    try:
+        contract = model_audit.contract_of(test_set)
+        mine = model_audit.audit(model_audit.Model(body, contract), test_set, last)
+    except ImportError:
+        print("model: not audited here (pip install onnxruntime to audit it)")
+        return True
+    except test_sets.NotAudited as exc:
+        print(f"model: {exc}")
+        return True
+    except (model_audit.ModelRefused, LabelsUnavailable, ValueError) as exc:
+        mine = {"status": model_audit.REFUSED, "why": str(exc)}
+    where = "a seeded sample of " if mine.get("sample") else ""
+    print(
+        f"model audit here: {mine['status']} ({where}{mine.get('examples', 0)} examples, "
+        f"{mine.get('differ', 0)} differ{'; ' + mine['why'] if mine.get('why') else ''}); "
+        f"the master's: {theirs.get('status', 'none')}"
+    )
+    return mine["status"] == model_audit.MATCHES and theirs.get("status") in (
+        model_audit.MATCHES,
+        model_audit.PENDING,
+    )
 
 
 def _status(run: dict) -> str:

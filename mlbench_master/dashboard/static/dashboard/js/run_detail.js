@@ -13,7 +13,7 @@ import { PROGRESS, elapsed, epochs, runClock } from "./clock.js";
 import { MetricFeed } from "./feed.js";
 import { algorithmText, clock, datasetBadge, duration, el, implementationText, num, pct, sentPerStep, stateBadge } from "./format.js";
 import { LogFollower } from "./logs.js";
-import { CONFIG, kv } from "./run_info.js";
+import { CONFIG, auditLine, kv } from "./run_info.js";
 import { perSecond, taskInfo, throughputMetrics, throughputOf } from "./tasks.js";
 import { OP_TITLES, chartOptions, sizeLabel, curves, fetchCells, isMeasurement, linkNotes, tableRows } from "./backend_benchmark.js";
 
@@ -250,8 +250,11 @@ function showEvaluation() {
     lines.push("Self-reported, not evaluated: the run wrote no predictions, so its accuracy is its own word.");
   }
   for (const m of e.mismatches || []) lines.push(`Mismatch at step ${m.step}: the run reported ${pct(m.reported)}, the evaluator graded ${pct(m.graded)} (tolerance ${(100 * e.tolerance).toFixed(1)} points).`);
+  const audit = auditLine(e.audit || {});
+  if (e.status === "evaluated" || (e.audit && e.audit.status !== "no model")) lines.push(audit);
   box.replaceChildren(...lines.flatMap((line, i) => (i ? [el("br"), line] : [line])));
-  box.classList.toggle("mismatch", Boolean((e.mismatches || []).length));
+  const lied = ["mismatch", "refused"].includes((e.audit || {}).status);
+  box.classList.toggle("mismatch", Boolean((e.mismatches || []).length) || lied);
   box.hidden = !lines.length;
 }
 
