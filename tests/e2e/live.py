@@ -109,6 +109,17 @@ class LiveMaster:
                 raise AssertionError(f"run {run_id} still {run['state']} after {timeout} s: {run}")
             time.sleep(0.25)
 
+    def wait_audit(self, run_id: int, timeout: float = 180) -> dict[str, Any]:
+        """The ONNX audit of the run's model (`evaluation.audit`) once it is not pending."""
+        deadline = time.monotonic() + timeout
+        while True:
+            audit = self.run(run_id)["evaluation"]["audit"]
+            if audit["status"] != "pending":
+                return audit
+            if time.monotonic() > deadline:
+                raise AssertionError(f"run {run_id}'s audit still pending after {timeout} s")
+            time.sleep(0.5)
+
     def logs(self, run_id: int) -> list[dict[str, Any]]:
         chunks: list[dict[str, Any]] = []
         offset = 0

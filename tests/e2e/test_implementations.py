@@ -45,6 +45,11 @@ def test_each_implementation_finishes_through_the_api(idle_master, implementatio
     assert graded["status"] == "evaluated", graded
     assert graded["grades"] == len(reported) and graded["mismatches"] == [], graded
     assert graded["accuracy_after_time"] == pytest.approx(reported[-1]["value"], abs=1e-6)
+    # The final model, exported by the implementation and run by the evaluator on inputs it
+    # regenerated, gives the run's last submitted predictions.
+    audit = master.wait_audit(run["id"])
+    assert audit["status"] == "matches", audit
+    assert audit["examples"] == 2000 and audit["sample"] and audit["differ"] == 0, audit
 
 
 # The reference's killed rank: test_runs.py and test_faults.py (the same worker code).
