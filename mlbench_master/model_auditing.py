@@ -70,6 +70,17 @@ def intake(run: Run, tmp: Path, dataset: str, features: int | None) -> dict[str,
     if contract is not None:
         Model(data, contract)  # ModelRefused: nothing stored
         record["status"] = model_audit.PENDING
+        try:  # the same test set as the last predictions' grade (cached: it was built then)
+            grading.evaluator_for(test_set).grade(last)
+        except predictions.PredictionsRefused:
+            raise ModelRefused(
+                f"the model is posted for {test_set.describe()}, but the run's last "
+                f"predictions (step {last.step}) are of another test set: name the data set "
+                "they were posted with"
+            ) from None
+        except LabelsUnavailable as exc:
+            contract = None
+            record |= {"status": model_audit.NOT_AUDITED, "why": str(exc)}
     model_files.folder(run.pk).mkdir(parents=True, exist_ok=True)
     sha = model_files.sha256_of(tmp)
     record |= {"model_sha256": sha, "model_bytes": len(data)}
@@ -100,7 +111,7 @@ def _audit(
             last = _last_predictions(run_id)
             if model_files.sha256_of(model_files.model_path(run_id)) != sha:
                 return  # replaced meanwhile: the newer model's audit decides
-            grading.evaluator_for(test_set).grade(last)  # the same set the grades are of
+            grading.evaluator_for(test_set).grade(last)  # still the set the model is of
             result = model_audit.audit(
                 Model(data, contract), test_set, last, sample=settings.MLBENCH_AUDIT_SAMPLE
             )

@@ -158,3 +158,23 @@ def test_over_the_cap_is_413(cifar_run, settings):
     r = post_model(worker_client(cifar_run), cifar_run, onnx(linear()))
     assert r.status_code == 413 and "MLBENCH_MODEL_MAX_BYTES" in str(r.json())
     assert model_files.audit_of(cifar_run.pk) is None
+
+
+def test_a_model_for_another_test_set_than_the_predictions_is_refused(make_run):
+    """Task 2's generated set depends on its width: predictions of the 50-feature set and a
+    model posted for the default one (2,000) are of two sets, so nothing is audited."""
+    from mlbench_worker.shared.evaluation import generated_labels
+
+    run = make_run(state=Run.STARTED, task="logreg-epsilon", seed=3)
+    labels = generated_labels.epsilon(3, 300, 50)
+    body = npz(digest=digest_of(labels), step=9, predicted_label=labels)
+    assert post(worker_client(run), run, body, "dataset=synthetic&features=50").status_code == 201
+    model = onnx(torch.nn.Linear(2000, 1), shape=(2, 2000))
+    r = post_model(worker_client(run), run, model)
+    assert r.status_code == 400, r.json()
+    assert "last predictions (step 9) are of another test set" in r.json()["errors"]["model"][0]
+    assert model_files.audit_of(run.pk) is None
+    r = post_model(worker_client(run), run, onnx(torch.nn.Linear(50, 1), shape=(2, 50)),
+                   "dataset=synthetic&features=50")  # fmt: skip
+    assert r.status_code == 202, r.json()
+    assert audited(run)["status"] in ("matches", "mismatch")  # audited, whatever it predicts
