@@ -13,7 +13,7 @@ once. A master restarted during an audit leaves it "pending" with the time it be
 the model again (or `mlbench evaluate RUN`) audits it anew.
 
 What is checked before anything is stored (ModelRefused, 400 naming `model`): the file loads
-in onnxruntime, takes the task's inputs and gives scores of the task's shape on two of them;
+in onnxruntime, takes the task's inputs and gives scores of the task's shape on three of them;
 the run has a stored predictions file to compare with (the last one). Nothing of the run's
 grades changes: an audit only adds its result (model_files.py).
 """

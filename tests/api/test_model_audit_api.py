@@ -113,7 +113,7 @@ def test_predictions_the_model_does_not_make_are_a_mismatch_with_the_rows(cifar_
     [
         (lambda: b"\x08\x07 not a model at all", "not an ONNX model onnxruntime can load"),
         (lambda: onnx(linear(inputs=3 * 16 * 16), (2, 3, 16, 16)), "input is batch x 3 x 16 x 16"),
-        (lambda: onnx(linear(classes=7)), "scores of shape 2 x 7 for 2 inputs"),
+        (lambda: onnx(linear(classes=7)), "scores of shape 3 x 7 for 3 inputs"),
         (lambda: onnx(linear(), dynamic=False), "batch dimension is fixed at 2"),
     ],
     ids=["not-onnx", "input-shape", "output-shape", "fixed-batch"],

@@ -104,14 +104,28 @@ def test_models_that_do_not_fit_are_refused(resnet):
     with pytest.raises(ModelRefused, match="input is batch x 3 x 16 x 16; the task's inputs"):
         Model(small, CIFAR)
     seven = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 32 * 32, 7))
-    with pytest.raises(ModelRefused, match="scores of shape 2 x 7 for 2 inputs; .*N x 10 scores"):
+    with pytest.raises(ModelRefused, match="scores of shape 3 x 7 for 3 inputs; .*N x 10 scores"):
         Model(onnx_bytes(seven, torch.zeros(2, 3, 32, 32)), CIFAR)
+    frozen = onnx_bytes(Frozen(), torch.zeros(2, 3, 32, 32))  # dynamic in name only
+    with pytest.raises(ModelRefused, match="the model fails on 3 of the task's inputs"):
+        Model(frozen, CIFAR)
     fixed = _fixed_batch(seven)
     with pytest.raises(ModelRefused, match="batch dimension is fixed at 2"):
         Model(fixed, CIFAR)
     with pytest.raises(ModelRefused, match="input is batch x 3 x 32 x 32; the task's inputs are "
                        "float32 N x 40 in"):  # fmt: skip
         Model(onnx_bytes(seven, torch.zeros(2, 3, 32, 32)), Contract((40,), None))
+
+
+class Frozen(torch.nn.Module):
+    """Reshapes to the example's batch of 2, as a careless export freezes it."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(3 * 32 * 32, 10)
+
+    def forward(self, x):
+        return self.linear(x.reshape(2, -1))
 
 
 def _fixed_batch(module):

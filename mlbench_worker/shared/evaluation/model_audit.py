@@ -42,6 +42,7 @@ TIE = 1e-6
 THREADS = 1
 BATCH = 500
 FIRST_ROWS = 10  # differing rows listed in a result
+TRIAL_ROWS = 3  # inputs a model is tried on when it is checked
 SAMPLE_STREAM = 0xA0D1  # keeps the sample's random stream apart from the data's
 MATCHES, MISMATCH, REFUSED, NO_MODEL, PENDING, NOT_AUDITED = (
     "matches",
@@ -128,10 +129,12 @@ class Model:
         if not outputs or outputs[0].type not in ("tensor(float)", "tensor(double)"):
             found = outputs[0].type if outputs else "nothing"
             raise ModelRefused(f"the model's output 0 is {found}, not float scores")
-        trial = self.scores(np.zeros((2, *contract.shape), dtype=np.float32))
-        if trial.shape[0] != 2:
+        # Three rows: exporters trace with two, so a graph whose batch size was frozen at
+        # export (a Reshape to a fixed shape) fails here, not in the audit.
+        trial = self.scores(np.zeros((TRIAL_ROWS, *contract.shape), dtype=np.float32))
+        if trial.shape[0] != TRIAL_ROWS:
             raise ModelRefused(
-                f"the model gives {trial.shape[0]} rows of scores for 2 inputs; "
+                f"the model gives {trial.shape[0]} rows of scores for {TRIAL_ROWS} inputs; "
                 f"the contract is {contract.describe()}"
             )
 
