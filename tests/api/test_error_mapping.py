@@ -17,6 +17,7 @@ from mlbench_master import grading, prediction_files, run_rules, runs
 from mlbench_master.api.errors import DOMAIN_ERRORS, exception_handler
 from mlbench_master.api.models import Run, Series
 from mlbench_worker.shared import plots
+from mlbench_worker.shared.evaluation.model_audit import ModelRefused
 from mlbench_worker.shared.evaluation.predictions import PredictionsRefused
 
 pytestmark = pytest.mark.django_db
@@ -152,6 +153,14 @@ def test_a_database_that_does_not_answer_is_503_not_500():
             },
         ),
         (prediction_files.TooLarge("over the cap"), 413, {"detail": "over the cap"}),
+        (
+            ModelRefused("the model's input is tensor(int64), not tensor(float)"),
+            400,
+            {
+                "detail": "model: the model's input is tensor(int64), not tensor(float)",
+                "errors": {"model": ["the model's input is tensor(int64), not tensor(float)"]},
+            },
+        ),
     ],
     ids=lambda v: type(v).__name__ if isinstance(v, Exception) else None,
 )
@@ -164,7 +173,7 @@ def test_the_handler_answers_each_domain_error(error, status, body):
 
 def test_every_domain_error_is_tested_above():
     tested = {"RunRefused", "ResumeRefused", "StaffOnly", "RunConflict", "QueueUnavailable"}
-    tested |= {"PlotError", "PredictionsRefused", "SetRefused", "TooLarge"}
+    tested |= {"PlotError", "PredictionsRefused", "SetRefused", "TooLarge", "ModelRefused"}
     assert {kind.__name__ for kind, _ in DOMAIN_ERRORS} == tested
 
 
