@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -81,46 +82,52 @@ def intake(run: Run, tmp: Path, dataset: str, features: int | None) -> dict[str,
         except LabelsUnavailable as exc:
             contract = None
             record |= {"status": model_audit.NOT_AUDITED, "why": str(exc)}
-    model_files.folder(run.pk).mkdir(parents=True, exist_ok=True)
+    folder = model_files.folder(run.pk)
+    folder.mkdir(parents=True, exist_ok=True)
     sha = model_files.sha256_of(tmp)
     record |= {"model_sha256": sha, "model_bytes": len(data)}
     model_files.publish(tmp, run.pk)
-    model_files.write_audit(run.pk, record)
+    model_files.write_audit(folder, record)
     if contract is not None:
+        # Everything the audit needs is fixed now (the model, the predictions it is compared
+        # with, the folder and the sample), so nothing in the thread depends on settings
+        # that may change once this request is over.
+        sample = settings.MLBENCH_AUDIT_SAMPLE
         threading.Thread(
             target=_audit,
-            args=(run.pk, sha, contract, test_set, record),
+            args=(folder, data, last, Audit(sha, contract, test_set, sample, record)),
             name=f"mlbench-audit-{run.pk}",
             daemon=True,
         ).start()
     return record
 
 
-def _audit(
-    run_id: int,
-    sha: str,
-    contract: model_audit.Contract,
-    test_set: test_sets.TestSet,
-    record: dict[str, Any],
-) -> None:
+@dataclass(frozen=True)
+class Audit:
+    """What one audit is of: the model's digest, its contract, the test set and sample."""
+
+    sha: str
+    contract: model_audit.Contract
+    test_set: test_sets.TestSet
+    sample: int
+    record: dict[str, Any]
+
+
+def _audit(folder: Path, data: bytes, last: predictions.Predictions, job: Audit) -> None:
     """The audit itself, in the background; its result replaces "pending" (only while the
-    stored model is still this one)."""
+    stored model is still this one: a model posted again meanwhile has its own audit)."""
     with AUDIT_SLOTS:
         try:
-            data = model_files.model_path(run_id).read_bytes()
-            last = _last_predictions(run_id)
-            if model_files.sha256_of(model_files.model_path(run_id)) != sha:
-                return  # replaced meanwhile: the newer model's audit decides
-            grading.evaluator_for(test_set).grade(last)  # still the set the model is of
             result = model_audit.audit(
-                Model(data, contract), test_set, last, sample=settings.MLBENCH_AUDIT_SAMPLE
+                Model(data, job.contract), job.test_set, last, sample=job.sample
             )
         except ModelRefused as exc:
             result = {"status": model_audit.REFUSED, "why": str(exc)}
         except (LabelsUnavailable, predictions.PredictionsRefused, ValueError) as exc:
             result = {"status": model_audit.NOT_AUDITED, "why": str(exc)}
         except Exception as exc:  # a bug here must not pass for a verdict on the run
-            log.exception("run %s: the audit of its model failed", run_id)
+            log.exception("the audit of the model in %s failed", folder)
             result = {"status": model_audit.NOT_AUDITED, "why": f"the audit failed: {exc}"}
-    base = {k: record[k] for k in ("dataset", "model_sha256", "model_bytes") if k in record}
-    model_files.write_audit(run_id, base | {"step": record["step"]} | result, model_sha256=sha)
+    record = job.record
+    base = {k: record[k] for k in ("dataset", "model_sha256", "model_bytes", "step")}
+    model_files.write_audit(folder, base | result, model_sha256=job.sha)

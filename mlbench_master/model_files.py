@@ -47,14 +47,14 @@ def publish(tmp: Path, run_id: int) -> Path:
     return final
 
 
-def write_audit(run_id: int, result: dict[str, Any], model_sha256: str | None = None) -> bool:
-    """Store `result` as the run's audit; with `model_sha256`, only while the stored audit is
-    still of that model (a later model's audit is never overwritten by an earlier one's).
-    Whether it was stored."""
-    target = folder(run_id)
+def write_audit(target: Path, result: dict[str, Any], model_sha256: str | None = None) -> bool:
+    """Store `result` as the audit of the run whose folder is `target` (found when the model
+    was posted: an audit finishing later writes there whatever the settings are by then);
+    with `model_sha256`, only while the stored audit is still of that model (a later
+    model's audit is never overwritten by an earlier one's). Whether it was stored."""
     if not target.is_dir():
         return False  # the run was deleted meanwhile
-    if model_sha256 is not None and (audit_of(run_id) or {}).get("model_sha256") != model_sha256:
+    if model_sha256 is not None and (_read(target) or {}).get("model_sha256") != model_sha256:
         return False
     tmp = target / f".{AUDIT}.{uuid.uuid4().hex}.tmp"
     tmp.write_text(json.dumps(result))
@@ -62,13 +62,17 @@ def write_audit(run_id: int, result: dict[str, Any], model_sha256: str | None = 
     return True
 
 
-def audit_of(run_id: int) -> dict[str, Any] | None:
-    """The run's stored audit result, or None when no model was posted."""
+def _read(target: Path) -> dict[str, Any] | None:
     try:
-        found = json.loads((folder(run_id) / AUDIT).read_text())
+        found = json.loads((target / AUDIT).read_text())
     except (FileNotFoundError, NotADirectoryError, ValueError):
         return None
     return found if isinstance(found, dict) else None
+
+
+def audit_of(run_id: int) -> dict[str, Any] | None:
+    """The run's stored audit result, or None when no model was posted."""
+    return _read(folder(run_id))
 
 
 def remove(run_id: int) -> None:

@@ -76,6 +76,8 @@ UNDECLARED_ON_PURPOSE = {
     "says 'pip install kubernetes, or pass url=' when it is missing",
     ("client", "matplotlib"): "optional: only `mlbench report --plot` draws (mlbench_worker/"
     "plots.py), and says 'pip install matplotlib' when it is missing",
+    ("client", "numpy"): "optional: only `mlbench evaluate` grades (with the evaluator in "
+    "mlbench_worker/shared/evaluation/), and says 'pip install numpy' when it is missing",
     ("client", "onnxruntime"): "optional: `mlbench evaluate` audits a run's model with it "
     "(shared/evaluation/model_audit.py) and says 'pip install onnxruntime' when it is missing",
     ("tests", "mlbench_core"): "the original client, installed only in .venv-seed (make "

@@ -35,13 +35,14 @@ def audit(run, result: dict) -> None:
     from mlbench_master import model_files
 
     model_files.folder(run.pk).mkdir(parents=True, exist_ok=True)
-    model_files.write_audit(run.pk, result)
+    model_files.write_audit(model_files.folder(run.pk), result)
 
 
 AUDITED = {"step": 100, "examples": 2000, "sample": True, "ties": 0, "dataset": "synthetic"}
 
 
-def test_the_run_and_compare_pages_say_who_graded_each_run(page):
+def test_the_run_and_compare_pages_say_who_graded_each_run(page, settings, tmp_path):
+    settings.MLBENCH_HOME = tmp_path  # the audits written below, and nothing elsewhere
     honest = make_run("honest", 2, ago=5400)
     liar = make_run("claims 93 %", 2, ago=3600)
     unchecked = make_run("no predictions", 2, ago=1800)

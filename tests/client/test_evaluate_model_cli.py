@@ -21,6 +21,15 @@ from tests.api.test_model_audit_api import linear, onnx, predicted_by
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture(autouse=True)
+def _own_home(settings, tmp_path):
+    """Files of our own: run ids start again at 1 in every test of a transactional
+    database, and another test's run 1 must not find this one's model."""
+    settings.MLBENCH_HOME = tmp_path
+    settings.MLBENCH_DATA_DIR = "/nonexistent"
+    grading.forget_evaluators()
+
+
 def _post(live_server, run: Run, what: str, body: bytes) -> requests.Response:
     return requests.post(
         f"{live_server.url}/api/runs/{run.pk}/{what}/?dataset=synthetic",
@@ -47,9 +56,7 @@ def _audited(run: Run) -> dict:
     raise AssertionError("the audit stayed pending")
 
 
-def test_evaluate_audits_the_model_here_and_show_says_the_audit(live_server, capsys, settings):
-    settings.MLBENCH_DATA_DIR = "/nonexistent"
-    grading.forget_evaluators()
+def test_evaluate_audits_the_model_here_and_show_says_the_audit(live_server, capsys):
     run = Run.objects.create(name="audited", state=Run.STARTED, task="resnet20-cifar10", seed=SEED)
     module = linear()
     body = npz(digest=digest_of(cifar_labels()), step=100, predicted_class=predicted_by(module))
@@ -74,9 +81,7 @@ def test_evaluate_audits_the_model_here_and_show_says_the_audit(live_server, cap
     assert f"run {run.pk} MODEL AUDIT MISMATCH" in capsys.readouterr().out
 
 
-def test_evaluate_without_a_model_says_so(live_server, capsys, settings):
-    settings.MLBENCH_DATA_DIR = "/nonexistent"
-    grading.forget_evaluators()
+def test_evaluate_without_a_model_says_so(live_server, capsys):
     run = Run.objects.create(name="no model", state=Run.STARTED, task="resnet20-cifar10", seed=SEED)
     labels = cifar_labels()
     assert (

@@ -40,6 +40,7 @@ import pytest
 import redis
 from rq import Worker
 
+from mlbench_worker.shared.evaluation import GRADED_PREFIX
 from tests.e2e.live import LiveMaster, script, start_master
 from tests.e2e.live import wait_until as _wait_until
 from tests.services import free_port, postgres_server, restart_postgres
@@ -145,9 +146,20 @@ def _assert_stored_exactly_once(master: LiveMaster, run: dict, points: Path) -> 
             summary = record
     assert measured, "rank 0 recorded no point"
     with psycopg.connect(master.database_url) as conn:
-        rows = conn.execute(
-            "SELECT uid, name, value FROM api_metric WHERE run_id = %s", [run["id"]]
+        stored_rows = conn.execute(
+            "SELECT uid, name, value, metadata FROM api_metric WHERE run_id = %s", [run["id"]]
         ).fetchall()
+    # The evaluator's grades are the master's own points: one for each evaluation rank 0
+    # reported, however often its predictions were posted through the outage.
+    graded = Counter(
+        meta.get("step") for _, name, _, meta in stored_rows if name.startswith(GRADED_PREFIX)
+    )
+    reported = set(_steps_of(points, "val_accuracy"))
+    assert set(graded) == set(reported), (
+        f"graded steps {sorted(graded)}, reported {sorted(reported)}"
+    )
+    assert set(graded.values()) == {1}, f"a grade is stored more than once: {graded}"
+    rows = [row[:3] for row in stored_rows if not row[1].startswith(GRADED_PREFIX)]
     stored = {uid: (name, value) for uid, name, value in rows}
     missing = measured.keys() - stored.keys()
     extra = stored.keys() - measured.keys()
@@ -157,6 +169,7 @@ def _assert_stored_exactly_once(master: LiveMaster, run: dict, points: Path) -> 
     assert stored == measured, "a stored point differs from what rank 0 measured"
     # The API serves the same points: one per measured point, for every metric.
     served = master.get(f"/api/metrics/{run['id']}/", params={"metric_type": "run"}).json()
+    served = {name: series for name, series in served.items() if not name.startswith(GRADED_PREFIX)}
     assert {name: len(series) for name, series in served.items()} == dict(
         Counter(name for name, _ in measured.values())
     )
@@ -165,6 +178,14 @@ def _assert_stored_exactly_once(master: LiveMaster, run: dict, points: Path) -> 
     delivered = master.run(run["id"])["summary"]
     for key in ("epochs", "final_val_accuracy", "stop_reason"):
         assert delivered.get(key) == summary.get(key), (key, delivered, summary)
+
+
+def _steps_of(points: Path, name: str) -> list:
+    """The steps of rank 0's recorded points called `name`."""
+    records = (json.loads(line) for line in points.read_text().splitlines())
+    return [
+        r["metadata"].get("step") for r in records if r["type"] == "metric" and r["name"] == name
+    ]
 
 
 def _assert_log_stored_once(master: LiveMaster, run_id: int) -> None:

@@ -199,6 +199,7 @@ def _start_relay(
     if not said.startswith("ready"):
         why = _why(home, proc, said)
         proc.kill()
+        proc.wait(timeout=10)  # gone (and reaped) before the run's failure is reported
         raise ClusterError(f"the worker slots' relay did not start: {why}")
     return {"pid": proc.pid, "proxy": f"http://127.0.0.1:{PROXY_PORT}"}
 

@@ -24,11 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from mlbench_worker.client.cli.formatting import duration, percent, table
-from mlbench_worker.client.cli.master import EXIT_OK, CliError, Master
-from mlbench_worker.shared.evaluation import graded_name, model_audit, test_sets
-from mlbench_worker.shared.evaluation.evaluator import Evaluator
-from mlbench_worker.shared.evaluation.file_labels import LabelsUnavailable
-from mlbench_worker.shared.evaluation.predictions import Predictions, PredictionsRefused, read
+from mlbench_worker.client.cli.master import EXIT_OK, EXIT_USAGE, CliError, Master
+from mlbench_worker.shared.evaluation import graded_name  # the package itself: no numpy
 
 EXIT_DISAGREES = 1
 REPORTED = "val_accuracy"
@@ -48,6 +45,19 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace, master: Master) -> int:
+    try:  # the evaluator needs numpy, which `pip install mlbench` (the client) lacks
+        import numpy  # noqa: F401
+    except ImportError:
+        raise CliError(
+            "mlbench evaluate grades with numpy: pip install numpy (or the worker extra)",
+            EXIT_USAGE,
+        ) from None
+    return _evaluate(args, master)
+
+
+def _evaluate(args: argparse.Namespace, master: Master) -> int:
+    from mlbench_worker.shared.evaluation import test_sets
+
     run = master.json("get_run", args.run)
     listed = master.call("_submit", "GET", f"runs/{args.run}/predictions/").json()
     files = listed.get("results", listed) if isinstance(listed, dict) else listed
@@ -59,7 +69,7 @@ def cmd_evaluate(args: argparse.Namespace, master: Master) -> int:
     stored = {step: value for step, (value, _) in stored_meta.items()}
     reported = {step: value for step, (value, _) in _points(master, args.run, REPORTED).items()}
     rows, disagree, evaluators = [], [], {}
-    last: Predictions | None = None
+    last: Any = None  # the last predictions file, for the model's audit
     with tempfile.TemporaryDirectory(prefix="mlbench-evaluate-") as folder:
         for entry in sorted(files, key=lambda e: e["step"]):
             predictions = _fetch(master, args.run, entry, Path(folder))
@@ -90,9 +100,12 @@ def cmd_evaluate(args: argparse.Namespace, master: Master) -> int:
     return EXIT_OK if audited else EXIT_DISAGREES
 
 
-def _audit(master: Master, run: dict, last: Predictions, evaluators: dict, data_dir: str) -> bool:
+def _audit(master: Master, run: dict, last: Any, evaluators: dict, data_dir: str) -> bool:
     """Audit the run's stored model here against `last`; False where it predicts otherwise
     than the run submitted or this audit's verdict is not the master's."""
+    from mlbench_worker.shared.evaluation import model_audit, test_sets
+    from mlbench_worker.shared.evaluation.file_labels import LabelsUnavailable
+
     theirs = (run.get("evaluation") or {}).get("audit") or {}
     response = master.call("_submit", "GET", f"runs/{run['id']}/model/", allow=(404,))
     if response.status_code == 404:
@@ -147,7 +160,9 @@ def _points(master: Master, run_id: int, name: str) -> dict[int, tuple[float, di
     return out
 
 
-def _fetch(master: Master, run_id: int, entry: dict, folder: Path) -> Predictions:
+def _fetch(master: Master, run_id: int, entry: dict, folder: Path) -> Any:
+    from mlbench_worker.shared.evaluation.predictions import PredictionsRefused, read
+
     body = master.call("_submit", "GET", f"runs/{run_id}/predictions/{entry['step']}/").content
     if hashlib.sha256(body).hexdigest() != entry.get("sha256"):
         raise CliError(
@@ -163,11 +178,16 @@ def _fetch(master: Master, run_id: int, entry: dict, folder: Path) -> Prediction
         raise CliError(f"run {run_id}: {exc}", EXIT_DISAGREES) from None
 
 
-def _grade(run: dict, p: Predictions, data_dir: str, evaluators: dict, features: int) -> Any:
+def _grade(run: dict, p: Any, data_dir: str, evaluators: dict, features: int) -> Any:
     """The grade of `p` by an evaluator of the run's test set: the generated set of its seed
     (task 2's with `features`, as the master recorded it), or the real set under `data_dir`,
     whichever the file's digest names (a set is never taken on the run's word: the labels
     are this evaluator's)."""
+    from mlbench_worker.shared.evaluation import test_sets
+    from mlbench_worker.shared.evaluation.evaluator import Evaluator
+    from mlbench_worker.shared.evaluation.file_labels import LabelsUnavailable
+    from mlbench_worker.shared.evaluation.predictions import PredictionsRefused
+
     size = len(next(iter(p.arrays.values())))
     info = test_sets.task_info(run["task"])
     last_error = ""

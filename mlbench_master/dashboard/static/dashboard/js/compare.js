@@ -98,7 +98,7 @@ function measure(run) {
   };
 }
 
-// Who graded the run, beside its time to target: a run graded only by itself says so, and
+// Who graded the run, under its name: a run graded only by itself says so, and
 // a run whose own accuracy strays from the evaluator's grade shows both numbers.
 function gradedMark(run) {
   const e = run.evaluation || {};
@@ -188,14 +188,14 @@ function render() {
       return el(
         "tr",
         { dataset: { runId: r.id } },
-        el("th", { scope: "row" }, el("a", { href: `/runs/${r.id}/`, text: r.name || `run ${r.id}` }), " ", stateBadge(r.state)),
+        el("th", { scope: "row" }, el("a", { href: `/runs/${r.id}/`, text: r.name || `run ${r.id}` }), " ", stateBadge(r.state), gradedMark(r)),
         el("td", { text: r.task || "—" }),
         el("td", { class: "algorithm", text: algorithmText(r) || "—" }),
         el("td", { class: "implementation", text: implementationText(r) || "—" }),
         el("td", { text: String(r.num_workers ?? "—") }),
         el("td", { class: "network", text: networkLabel(r) || "—" }),
         el("td", {}, datasetBadge(r)),
-        el("td", { class: "ttt", text: m.ttt !== null ? duration(m.ttt) : "not reached" }, gradedMark(r)),
+        el("td", { class: "ttt", text: m.ttt !== null ? duration(m.ttt) : "not reached" }),
         el("td", { class: "after", text: after ? pct(accuracyAfter(m, after)) : "—" }),
         el("td", { text: pct(m.best) }),
         el("td", { class: "throughput", text: m.throughput === null ? "—" : `${num(m.throughput)} ${m.unit}` }),
