@@ -135,7 +135,8 @@ class StoredRun:
 
     def accuracy_after_time(self) -> float | None:
         if self.evaluated:
-            return self.evaluations()[-1].accuracy
+            graded = self.evaluations()
+            return graded[-1].accuracy if graded else None
         final = result.read(self.summary, "final_val_accuracy")
         if final is not None:
             return float(final)
@@ -201,20 +202,14 @@ NEEDED = (REPORTED, GRADED, "time_to_target", *TIMINGS, *THROUGHPUT_METRICS)
 
 def evaluation_of(run: Run, memo: dict[str, Any], listed: Iterable[Run] = ()) -> dict[str, Any]:
     """Who graded `run` and where it disagrees with itself, as the API shows it. The grades
-    and reported accuracies of `run` and the other runs `listed` in the same response are
-    read in one query per `memo` (a serializer's context: once per response, not per run)."""
-    if "evaluations" not in memo:
-        ids = {run.pk, *(r.pk for r in listed)}
-        rows = (
-            Metric.objects.filter(run_id__in=ids, name__in=(REPORTED, GRADED))
-            .order_by("run_id", "name", "date", "id")
-            .values_list("run_id", "name", "value", "metadata")
-        )
-        grouped: dict[int, dict[str, list]] = defaultdict(lambda: defaultdict(list))
-        for run_id, name, value, metadata in rows:
-            grouped[run_id][name].append((value, metadata if isinstance(metadata, dict) else {}))
-        memo["evaluations"] = grouped
-    found = StoredRun(run, dict(memo["evaluations"].get(run.pk, {})))
+    and reported accuracies of `run` and the other runs `listed` beside it are read in one
+    query, kept in `memo` (a serializer's context: once per response, not per run; a list
+    of series asks again for each series' runs)."""
+    known = memo.setdefault("evaluations", {})
+    if run.pk not in known:
+        ids = {run.pk, *(r.pk for r in listed)} - known.keys()
+        known.update({i: {} for i in ids} | _points_of(ids, (REPORTED, GRADED)))
+    found = StoredRun(run, known[run.pk])
     record: dict[str, Any] = {
         "status": found.evaluation_status(),
         "grades": len(found.points.get(GRADED, [])),
@@ -226,7 +221,7 @@ def evaluation_of(run: Run, memo: dict[str, Any], listed: Iterable[Run] = ()) ->
     if found.evaluated:  # the run's result by its grades, for clients that compare runs
         last = found.evaluations()
         record["time_to_target"] = found.time_to_target()
-        record["accuracy_after_time"] = last[-1].accuracy if last else None
+        record["accuracy_after_time"] = found.accuracy_after_time()
         record["elapsed"] = last[-1].seconds if last else None
     return record
 
@@ -239,18 +234,23 @@ def _goal(run: Run) -> catalogue.Goal | None:
 def load(runs: Iterable[Run]) -> list[StoredRun]:
     """The runs with their needed metric points, in one query for all of them."""
     runs = list(runs)
-    by_id = {r.pk: StoredRun(r) for r in runs}
+    grouped = _points_of({r.pk for r in runs}, NEEDED)
+    return [StoredRun(r, grouped.get(r.pk, {})) for r in runs]
+
+
+def _points_of(run_ids: Iterable[int], names: Iterable[str]) -> dict[int, dict[str, list]]:
+    """run id -> metric name -> [(value, metadata)] in date order, in one query."""
     rows = (
-        Metric.objects.filter(run_id__in=list(by_id), name__in=NEEDED)
+        Metric.objects.filter(run_id__in=list(run_ids), name__in=list(names))
         .order_by("run_id", "name", "date", "id")
         .values_list("run_id", "name", "value", "metadata")
     )
-    grouped: dict[int, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    grouped: dict[int, dict[str, list]] = defaultdict(dict)
     for run_id, name, value, metadata in rows:
-        grouped[run_id][name].append((value, metadata if isinstance(metadata, dict) else {}))
-    for run_id, stored in by_id.items():
-        stored.points = dict(grouped.get(run_id, {}))
-    return [by_id[r.pk] for r in runs]
+        grouped[run_id].setdefault(name, []).append(
+            (value, metadata if isinstance(metadata, dict) else {})
+        )
+    return dict(grouped)
 
 
 # The results of runs whose record is final (ended, and past the grace in which their last

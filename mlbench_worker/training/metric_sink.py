@@ -152,7 +152,6 @@ class HttpReporter(Reporter):
         self.dropped = 0
         self.files_sent = 0
         self.files_refused = 0
-        self.refused_with = 0  # the status of the last refusal
         self.takes_predictions = True  # False once the master has no such endpoint (404)
         self.failures = 0  # failed attempts in all
         self._failing = 0  # failed attempts since the last delivery (the current outage)
@@ -194,7 +193,7 @@ class HttpReporter(Reporter):
     def summary(self, record: dict) -> None:
         """POST the run summary (retried like metrics; the master stores the last one)."""
         url = f"{self.base}/api/runs/{self.run_id}/summary/"
-        if not self._post(url, record, deadline=time.monotonic() + 60):
+        if not self._post(url, record, deadline=time.monotonic() + 60):  # 0: undelivered
             _warn(f"could not deliver the run summary to {url}")
 
     def close(self, deadline: float = 60.0) -> None:
@@ -232,7 +231,7 @@ class HttpReporter(Reporter):
         """Send the oldest batch, retrying; False when it is still undelivered."""
         with self._lock:
             batch = [self.queue[i] for i in range(min(self.batch_size, len(self.queue)))]
-        ok = self._post(f"{self.base}/api/metrics/", batch, deadline)
+        ok = bool(self._post(f"{self.base}/api/metrics/", batch, deadline))
         if ok:
             with self._lock:
                 for _ in batch:
@@ -244,19 +243,21 @@ class HttpReporter(Reporter):
         """Send the oldest predictions file, retrying; False when it is still undelivered."""
         with self._lock:
             url, body, what = self.files[0]
-        refused_before = self.files_refused
-        ok = self._post(url, None, deadline, body=body, what=what)
-        if ok:
+        answer = self._post(url, None, deadline, body=body, what=what)
+        if not answer:
+            return False
+        with self._lock:
+            self.files.popleft()
+        if answer < 300:
+            self.files_sent += 1
+        else:
+            self.files_refused += 1
+        if answer == 404:  # a master without the endpoint: stop asking
+            self.takes_predictions = False
             with self._lock:
-                self.files.popleft()
-            if self.files_refused == refused_before:  # delivered, not refused
-                self.files_sent += 1
-            elif self.refused_with == 404:  # a master without the endpoint: stop asking
-                self.takes_predictions = False
-                with self._lock:
-                    self.files.clear()
-                _warn(f"{self.base} takes no predictions files; the run posts no more of them")
-        return ok
+                self.files.clear()
+            _warn(f"{self.base} takes no predictions files; the run posts no more of them")
+        return True
 
     def _post(
         self,
@@ -266,9 +267,10 @@ class HttpReporter(Reporter):
         *,
         body: bytes | None = None,
         what: str = "",
-    ) -> bool:
+    ) -> int:
         """POST `payload` as JSON, or `body` as bytes (application/octet-stream), with
-        exponential back-off until success, a final refusal, stop or deadline."""
+        exponential back-off until success, a final refusal, stop or deadline. The status of
+        the master's final answer (2xx delivered, 4xx refused for good), 0 when undelivered."""
         import requests
 
         delay = self.backoff_start
@@ -280,7 +282,7 @@ class HttpReporter(Reporter):
                     resp = self.session.post(url, data=body, headers=BINARY, timeout=self.timeout)
                 if resp.status_code < 300:
                     self._delivered(url)
-                    return True
+                    return resp.status_code
                 if resp.status_code not in RETRY_STATUS:
                     # The master refused the data itself: retrying cannot help; keep going.
                     _warn(
@@ -289,11 +291,8 @@ class HttpReporter(Reporter):
                     )
                     if isinstance(payload, list):
                         self.dropped += len(payload)
-                    if body is not None:
-                        self.files_refused += 1
-                    self.refused_with = resp.status_code
                     self._delivered(url)
-                    return True
+                    return resp.status_code
                 problem = f"HTTP {resp.status_code}"
             except requests.RequestException as exc:
                 problem = type(exc).__name__
@@ -301,12 +300,12 @@ class HttpReporter(Reporter):
             self._failing += 1
             if deadline is None:
                 if self._stop.is_set():
-                    return False
+                    return 0
             else:
                 # The last try comes at the deadline, not a whole back-off before it.
                 delay = min(delay, deadline - time.monotonic())
                 if delay <= 0:
-                    return False
+                    return 0
             if self._failing == 1 or delay >= self.backoff_max:
                 _warn(f"posting to {url} failed ({problem}); retrying in {delay:.1f}s")
             if deadline is None:

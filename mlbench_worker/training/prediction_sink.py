@@ -152,11 +152,13 @@ class PredictionSink:
         self.enabled = enabled
         self.written: list[Path] = []  # rank 0's files, in the order written
 
-    def submit(self, shard: Shard, meta: dict) -> None:
-        """Every rank's part of the evaluation described by `meta` (its step, epoch and
-        elapsed, as record_evaluation reported them); rank 0 writes and posts the whole."""
+    def submit(self, shard: Shard, record: dict) -> None:
+        """Every rank's part of the evaluation `record` describes (the progress history's
+        entry record_evaluation made: its step, epoch and elapsed are the file's, those the
+        run's own accuracy was reported with); rank 0 writes and posts the whole."""
         if not self.enabled:
             return
+        meta = {key: record[key] for key in ("step", "epoch", "elapsed")}
         parts = self.comm.gather_object(shard)
         if self.comm.rank != 0:
             return

@@ -377,14 +377,14 @@ class Trainer:
     # How many kinds of hits `hits` counts per batch (task 1b adds top-5 to top-1).
     HIT_KINDS = 1
 
-    def hits(self, out: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
-        """This batch's hits, HIT_KINDS counts; the first is top-1 (the goal's accuracy)."""
-        return [(out.argmax(1) == y).sum()]
-
     def predict(self, out: torch.Tensor) -> dict[str, torch.Tensor]:
-        """This batch's predictions in the format's fields (the hits' own argmax: the
-        evaluator grades exactly what the trainer counted)."""
+        """This batch's predictions in the format's fields. The hits are counted from them
+        (`hits`), so the evaluator grades exactly what the trainer counted."""
         return {CLASS: out.argmax(1)}
+
+    def hits(self, predicted: dict[str, torch.Tensor], y: torch.Tensor) -> list[torch.Tensor]:
+        """This batch's hits, HIT_KINDS counts; the first is top-1 (the goal's accuracy)."""
+        return [(predicted[CLASS] == y).sum()]
 
     def keeps_predictions(self) -> list | None:
         """A list to collect an evaluation's batches in when the run writes predictions."""
@@ -420,11 +420,12 @@ class Trainer:
             ):
                 out = self.model(x).float()
             sums[0] += F.cross_entropy(out, y, reduction="sum")
-            for k, count in enumerate(self.hits(out, y), start=1):
+            predicted = self.predict(out)
+            for k, count in enumerate(self.hits(predicted, y), start=1):
                 sums[k] += count
             sums[-1] += y.shape[0]
             if kept is not None:
-                kept.append((y, self.predict(out)))
+                kept.append((y, predicted))
         loss_sum, *hits, count = self.comm.allreduce_sums(sums.tolist())
         self.model.train()
         self.keep_shard(idx, kept)
@@ -441,9 +442,7 @@ class Trainer:
             self.comm.rank, self.print,
         )  # fmt: skip
         if self.predictions is not None and self.shard is not None:
-            record = self.progress.history[-1]
-            meta = {k: record[k] for k in ("step", "epoch", "elapsed")}
-            self.predictions.submit(self.shard, meta)
+            self.predictions.submit(self.shard, self.progress.history[-1])
             self.shard = None
 
     def comm_share(self) -> float:

@@ -18,7 +18,7 @@ import pytest
 from mlbench_master.cluster.base import RunSpec
 from mlbench_master.cluster.local import LocalCluster, network, slots
 from mlbench_master.cluster.mpirun import driver_argv, rank_environment
-from tests.cluster.local_launch import launch, read_until_exit
+from tests.cluster.local_launch import launch, read_until_exit, run_to_exit
 
 pytestmark = pytest.mark.mpi
 
@@ -258,12 +258,18 @@ def test_the_reference_worker_trains_across_slots_with_gloo(home):
     )  # fmt: skip
     argv = driver_argv(driver, run, driver.prepare(run))
     argv += ["--train-images", "256", "--test-images", "128", "--batch-size", "64"]
-    execution = driver.launch(run, argv, rank_environment(run, "", "tok"))
-    code, lines = read_until_exit(execution, timeout=240)
+    executions = []
+
+    def start():
+        executions.append(driver.launch(run, argv, rank_environment(run, "", "tok")))
+        return executions[-1]
+
+    code, lines = run_to_exit(start, timeout=240)
     text = "\n".join(line.text for line in lines)
     assert code == 0, text[-3000:]
     assert "gloo (2 ranks)" in text or "backend gloo" in text
-    execution.kill()
+    for execution in executions:
+        execution.kill()
     assert left_behind(home) == []
 
 

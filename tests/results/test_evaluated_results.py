@@ -82,3 +82,14 @@ def test_listing_runs_reads_their_evaluations_in_one_query_whatever_their_number
     for seed in (3, 4, 5, 6):
         maker.run(None, seed, 2, CLAIMED, graded=[0.7, 0.99, 0.99])
     assert queries() == few
+
+
+def test_every_series_in_a_list_shows_its_runs_evaluations(maker, api):
+    """A list of series serializes each series' runs with the response's one context: the
+    second series' runs must be read too, not found missing from the first one's."""
+    first, second = maker.series(name="a"), maker.series(name="b")
+    maker.run(first, 1, 1, CLAIMED, graded=[0.7, 0.99, 0.99])
+    maker.run(second, 2, 1, CLAIMED, graded=[0.7, 0.99, 0.99])
+    listed = api.get("/api/series/").json()
+    statuses = {s["name"]: [r["evaluation"]["status"] for r in s["runs"]] for s in listed}
+    assert statuses == {"a": [stored.EVALUATED], "b": [stored.EVALUATED]}, statuses

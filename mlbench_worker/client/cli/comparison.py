@@ -168,7 +168,9 @@ def evaluation_line(run: dict) -> str:
     ttt = graded.get("time_to_target")
     reached = f"target reached at {duration(ttt)}" if ttt is not None else "target not reached"
     after = percent(graded.get("accuracy_after_time"))
-    return f"the evaluator ({graded.get('grades')} evaluations graded; last {after}, {reached})"
+    n = graded.get("grades") or 0
+    counted = f"{n} evaluation{'' if n == 1 else 's'} graded"
+    return f"the evaluator ({counted}; last {after}, {reached})"
 
 
 def evaluation_notes(run: dict) -> list[str]:

@@ -234,8 +234,7 @@ class Trainer:
             self.control.rank, self.print,
         )  # fmt: skip
         if self.predictions is not None:
-            record = self.progress.history[-1]
-            self.predictions.submit(shard, {k: record[k] for k in ("step", "epoch", "elapsed")})
+            self.predictions.submit(shard, self.progress.history[-1])
 
     def throughput(self) -> float:
         """Training images per second of all ranks together (evaluation excluded)."""

@@ -90,15 +90,15 @@ class ImageNetTrainer(Trainer):
         self.task = task  # the catalogue entry: its throughput metric and unit
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
-    def hits(self, out: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
-        """Top-1 and top-5 hits (the label among the five highest scores)."""
-        top5 = out.topk(min(5, out.shape[1]), dim=1).indices
-        return [(top5[:, 0] == y).sum(), (top5 == y[:, None]).any(dim=1).sum()]
-
     def predict(self, out: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The five best classes, best first, and the first of them (as `hits` counts)."""
+        """The five best classes, best first, and the first of them."""
         top5 = out.topk(min(5, out.shape[1]), dim=1).indices
         return {CLASS: top5[:, 0], TOP5: top5}
+
+    def hits(self, predicted: dict[str, torch.Tensor], y: torch.Tensor) -> list[torch.Tensor]:
+        """Top-1 and top-5 hits (the label among the five highest scores)."""
+        top5 = predicted[TOP5]
+        return [(predicted[CLASS] == y).sum(), (top5 == y[:, None]).any(dim=1).sum()]
 
     @property
     def val_top5(self) -> float:
