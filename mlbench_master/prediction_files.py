@@ -60,12 +60,13 @@ def receive(
     cap: int,
     *,
     into: Path | None = None,
+    npz: bool = True,
     what: str = "the predictions file",
     setting: str = "MLBENCH_PREDICTIONS_MAX_BYTES",
 ) -> Path:
     """The body, read by `read(n)` in chunks, in a temporary file of the run's folder (or of
     `into`: the run's model, model_files.py); TooLarge (nothing kept) when it is declared or
-    found longer than `cap` bytes."""
+    found longer than `cap` bytes, or, for an `npz` body, unpacks to more."""
     if declared is not None and declared > cap:
         raise _too_large(f"{declared} bytes", cap, what, setting)
     target = into if into is not None else folder(run_id)
@@ -79,7 +80,7 @@ def receive(
                 if size > cap:
                     raise _too_large(f"over {cap} bytes", cap, what, setting)
                 fh.write(chunk)
-        if into is None:
+        if npz:
             unpacked = _unpacked_bytes(tmp)
             if unpacked > cap:
                 raise _too_large(f"{unpacked} bytes when unpacked", cap, what, setting)

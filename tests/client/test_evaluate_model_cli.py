@@ -66,7 +66,9 @@ def test_evaluate_audits_the_model_here_and_show_says_the_audit(live_server, cap
 
     assert main(_cli(live_server, "evaluate", str(run.pk))) == 0
     out = capsys.readouterr().out
-    assert "model audit here: matches (500 examples, 0 differ); the master's: matches" in out
+    assert (
+        "model audit here: matches (step 100, 500 examples, 0 differ); the master's: matches" in out
+    )
 
     assert main(_cli(live_server, "show", str(run.pk))) == 0
     out = capsys.readouterr().out
@@ -79,6 +81,30 @@ def test_evaluate_audits_the_model_here_and_show_says_the_audit(live_server, cap
     assert "the master's: mismatch" in capsys.readouterr().out
     assert main(_cli(live_server, "show", str(run.pk))) == 0
     assert f"run {run.pk} MODEL AUDIT MISMATCH" in capsys.readouterr().out
+
+
+def test_evaluate_repeats_the_masters_audit_whatever_its_own_environment(
+    live_server, capsys, settings, monkeypatch
+):
+    """The step, the rows (the master's sample seed and size) and the precision come from
+    the master's audit, not from this process's MLBENCH_AUDIT_SAMPLE; a predictions file
+    posted after the model is not mistaken for the audited one."""
+    settings.MLBENCH_AUDIT_SAMPLE = 300
+    monkeypatch.setenv("MLBENCH_AUDIT_SAMPLE", "7")
+    run = Run.objects.create(name="sampled", state=Run.STARTED, task="resnet20-cifar10", seed=SEED)
+    module = linear()
+    body = npz(digest=digest_of(cifar_labels()), step=100, predicted_class=predicted_by(module))
+    assert _post(live_server, run, "predictions", body).status_code == 201
+    assert _post(live_server, run, "model", onnx(module)).status_code == 202
+    assert _audited(run)["status"] == "matches"
+    later = npz(digest=digest_of(cifar_labels()), step=200, predicted_class=cifar_labels())
+    assert _post(live_server, run, "predictions", later).status_code == 201
+    assert main(_cli(live_server, "evaluate", str(run.pk))) == 0
+    out = capsys.readouterr().out
+    assert "model audit here: matches (step 100, a sample of 300 examples, 0 differ)" in out
+    assert (
+        "the master's: matches (shown: not audited: the model was audited against step 100" in out
+    )
 
 
 def test_evaluate_without_a_model_says_so(live_server, capsys):

@@ -17,7 +17,8 @@ import time
 from typing import Any
 
 from mlbench_worker.client.api import resolve_image
-from mlbench_worker.client.cli.comparison import audit_line, evaluation_line, evaluation_notes
+from mlbench_worker.client.cli.audit_line import audit_line
+from mlbench_worker.client.cli.comparison import evaluation_line, evaluation_notes
 from mlbench_worker.client.cli.formatting import (
     algorithm_text,
     duration,

@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from mlbench_worker.client.cli.audit_line import audit_line
 from mlbench_worker.client.cli.clock import clock_at
 from mlbench_worker.client.cli.formatting import (
     algorithm_text,
@@ -190,19 +191,6 @@ def evaluation_notes(run: dict) -> list[str]:
     if audit.get("status") in ("mismatch", "refused"):
         out.append(f"run {run['id']} MODEL AUDIT {audit['status'].upper()}: {audit_line(run)}")
     return out
-
-
-def audit_line(run: dict) -> str:
-    """The ONNX audit of the run's final model, for `mlbench show` and the report's notes."""
-    audit = (run.get("evaluation") or {}).get("audit") or {}
-    status = audit.get("status") or "no model"
-    if status in ("matches", "mismatch"):
-        where = "a seeded sample of " if audit.get("sample") else "all "
-        found = f"{where}{audit.get('examples')} test examples, {audit.get('differ')} differ"
-        rows = audit.get("first_rows") or []
-        first = f" (first rows {', '.join(map(str, rows))})" if rows else ""
-        return f"{status}: the final model against step {audit.get('step')}'s predictions on {found}{first}"
-    return f"{status}: {audit['why']}" if audit.get("why") else status
 
 
 def volume(summary: dict) -> str:

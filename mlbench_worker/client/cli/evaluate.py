@@ -9,10 +9,12 @@ stored for that evaluation and what the run reported of itself; the command fail
 where this grade and the master's differ, which no honest installation produces.
 
 Where the master holds the run's final model (GET /api/runs/<id>/model/), it is audited
-here too (shared/evaluation/model_audit.py, with onnxruntime where it is installed): run on
-the test inputs this process regenerates or reads, against the last predictions file, on
-the same seeded rows as the master's audit. The command fails where the model predicts
-otherwise than the run submitted, or where this audit and the master's disagree.
+here too (shared/evaluation/model_audit.py, with onnxruntime where it is installed, in a
+child process bounded as the master bounds its own: audit_process.py, with its default
+limits): run on the test inputs this process regenerates or reads, against the predictions
+file of the step the master audited, on the same rows (the master's `examples` and
+`sample_seed`) and with the same precision's tolerance. The command fails where the model
+predicts otherwise than the run submitted, or where this audit and the master's disagree.
 """
 
 from __future__ import annotations
@@ -69,14 +71,14 @@ def _evaluate(args: argparse.Namespace, master: Master) -> int:
     stored = {step: value for step, (value, _) in stored_meta.items()}
     reported = {step: value for step, (value, _) in _points(master, args.run, REPORTED).items()}
     rows, disagree, evaluators = [], [], {}
-    last: Any = None  # the last predictions file, for the model's audit
+    fetched: dict[int, tuple[Any, Path]] = {}  # step -> (predictions, file), for the audit
     with tempfile.TemporaryDirectory(prefix="mlbench-evaluate-") as folder:
         for entry in sorted(files, key=lambda e: e["step"]):
-            predictions = _fetch(master, args.run, entry, Path(folder))
+            predictions, path = _fetch(master, args.run, entry, Path(folder))
             meta = stored_meta.get(predictions.step, (None, {}))[1]
             features = int(meta.get("features") or test_sets.EPSILON_FEATURES)
             grade = _grade(run, predictions, args.data_dir, evaluators, features)
-            last = predictions
+            fetched[predictions.step] = (predictions, path)
             mine = grade.metrics[REPORTED]
             theirs = stored.get(grade.step)
             if theirs is None or abs(theirs - mine) > AGREE:
@@ -88,10 +90,12 @@ def _evaluate(args: argparse.Namespace, master: Master) -> int:
                     percent(reported[grade.step]) if grade.step in reported else "-",
                 ]
             )  # fmt: skip
-    headers = ["STEP", "EPOCH", "CLOCK", "EXAMPLES", "GRADED HERE", "MASTER'S GRADE", "REPORTED"]
-    print(f"run {args.run} ({run.get('task')}, seed {run.get('seed')}): {len(rows)} evaluations")
-    print(table(headers, rows))
-    audited = _audit(master, run, last, evaluators, args.data_dir) if last is not None else True
+        headers = ["STEP", "EPOCH", "CLOCK", "EXAMPLES", "GRADED HERE", "MASTER'S GRADE"]
+        print(
+            f"run {args.run} ({run.get('task')}, seed {run.get('seed')}): {len(rows)} evaluations"
+        )
+        print(table([*headers, "REPORTED"], rows))
+        audited = _audit(master, run, fetched, evaluators, args.data_dir, Path(folder))
     if disagree:
         steps = ", ".join(map(str, disagree))
         print(f"DISAGREES with the master's stored grade at step {steps}")
@@ -100,11 +104,15 @@ def _evaluate(args: argparse.Namespace, master: Master) -> int:
     return EXIT_OK if audited else EXIT_DISAGREES
 
 
-def _audit(master: Master, run: dict, last: Any, evaluators: dict, data_dir: str) -> bool:
-    """Audit the run's stored model here against `last`; False where it predicts otherwise
-    than the run submitted or this audit's verdict is not the master's."""
-    from mlbench_worker.shared.evaluation import model_audit, test_sets
-    from mlbench_worker.shared.evaluation.file_labels import LabelsUnavailable
+def _audit(
+    master: Master, run: dict, fetched: dict, evaluators: dict, data_dir: str, folder: Path
+) -> bool:
+    """Audit the run's stored model here as the master did (its step, rows and precision);
+    False where it predicts otherwise than the run submitted or this audit's verdict is not
+    the master's."""
+    import importlib.util
+
+    from mlbench_worker.shared.evaluation import audit_process, model_audit, test_sets
 
     theirs = (run.get("evaluation") or {}).get("audit") or {}
     response = master.call("_submit", "GET", f"runs/{run['id']}/model/", allow=(404,))
@@ -115,29 +123,54 @@ def _audit(master: Master, run: dict, last: Any, evaluators: dict, data_dir: str
     if theirs.get("model_sha256") and hashlib.sha256(body).hexdigest() != theirs["model_sha256"]:
         print("model: DIFFERS from the one the master audited (SHA-256); try again")
         return False
-    dataset, size, features = next(
-        k for k, e in evaluators.items() if e.digest == last.test_set_digest
-    )  # the set the last file was graded on, here
-    where = data_dir if dataset != test_sets.SYNTHETIC else ""
-    test_set = test_sets.TestSet(run["task"], dataset, int(run["seed"]), size, where, features)
-    try:
-        contract = model_audit.contract_of(test_set)
-        mine = model_audit.audit(model_audit.Model(body, contract), test_set, last)
-    except ImportError:
+    if importlib.util.find_spec("onnxruntime") is None:
         print("model: not audited here (pip install onnxruntime to audit it)")
         return True
-    except test_sets.NotAudited as exc:
-        print(f"model: {exc}")
-        return True
-    except (model_audit.ModelRefused, LabelsUnavailable, ValueError) as exc:
-        mine = {"status": model_audit.REFUSED, "why": str(exc)}
-    where = "a seeded sample of " if mine.get("sample") else ""
-    print(
-        f"model audit here: {mine['status']} ({where}{mine.get('examples', 0)} examples, "
-        f"{mine.get('differ', 0)} differ{'; ' + mine['why'] if mine.get('why') else ''}); "
-        f"the master's: {theirs.get('status', 'none')}"
+    step = theirs.get("step")
+    if step not in fetched or "sample_seed" not in theirs or "examples" not in theirs:
+        print(f"model: the master's audit names no stored step and sample to repeat: {theirs}")
+        return False
+    last, path = fetched[step]
+    dataset, size, features = next(
+        k for k, e in evaluators.items() if e.digest == last.test_set_digest
+    )  # the set that file was graded on, here
+    where = data_dir if dataset != test_sets.SYNTHETIC else ""
+    test_set = test_sets.TestSet(run["task"], dataset, int(run["seed"]), size, where, features)
+    model = folder / "model.onnx"
+    model.write_bytes(body)
+    request = audit_process.request_of(
+        test_set,
+        mode="audit",
+        model=model,
+        predictions=path,
+        sample=int(theirs["examples"]),
+        sample_seed=int(theirs["sample_seed"]),
+        precision=theirs.get("precision", "fp32"),
     )
-    return mine["status"] == model_audit.MATCHES and theirs.get("status") in (
+    try:
+        answer = audit_process.run(request, audit_process.Limits())
+    except audit_process.Failed as exc:
+        answer = {"not_audited": str(exc)}
+    if "refused" in answer:
+        mine = {"status": model_audit.REFUSED, "why": answer["refused"]}
+    elif "not_audited" in answer:
+        print(f"model: not audited here: {answer['not_audited']}")
+        return True
+    else:
+        mine = answer["result"]
+    where = "a sample of " if mine.get("sample") else ""
+    # The master's own verdict on that step, also where it shows the audit as no longer
+    # covering the run (its predictions replaced or followed by later ones: `why` says).
+    verdict = theirs.get("verdict", theirs.get("status", "none"))
+    shown = f"{verdict}" + (
+        f" (shown: {theirs['status']}: {theirs.get('why')})" if "verdict" in theirs else ""
+    )
+    print(
+        f"model audit here: {mine['status']} (step {step}, {where}{mine.get('examples', 0)} "
+        f"examples, {mine.get('differ', 0)} differ{'; ' + mine['why'] if mine.get('why') else ''}"
+        f"); the master's: {shown}"
+    )
+    return mine["status"] == model_audit.MATCHES and verdict in (
         model_audit.MATCHES,
         model_audit.PENDING,
     )
@@ -160,7 +193,7 @@ def _points(master: Master, run_id: int, name: str) -> dict[int, tuple[float, di
     return out
 
 
-def _fetch(master: Master, run_id: int, entry: dict, folder: Path) -> Any:
+def _fetch(master: Master, run_id: int, entry: dict, folder: Path) -> tuple[Any, Path]:
     from mlbench_worker.shared.evaluation.predictions import PredictionsRefused, read
 
     body = master.call("_submit", "GET", f"runs/{run_id}/predictions/{entry['step']}/").content
@@ -173,7 +206,7 @@ def _fetch(master: Master, run_id: int, entry: dict, folder: Path) -> Any:
     path = folder / f"step-{entry['step']}.npz"
     path.write_bytes(body)
     try:
-        return read(path)
+        return read(path), path
     except PredictionsRefused as exc:
         raise CliError(f"run {run_id}: {exc}", EXIT_DISAGREES) from None
 

@@ -49,14 +49,16 @@ export function kv(dl, pairs) {
 }
 
 // The ONNX audit of the run's final model: the evaluator ran it on its own test inputs and
-// compared it with the run's last predictions (docs/checking.rst, "The ONNX audit").
+// compared it with the run's predictions of that step (docs/checking.rst, "The ONNX audit").
 export function auditLine(a) {
   const status = a.status || "no model";
   if (status === "matches" || status === "mismatch") {
     const where = a.sample ? `a seeded sample of ${a.examples}` : `all ${a.examples}`;
     const rows = (a.first_rows || []).length ? ` (first rows ${a.first_rows.join(", ")})` : "";
     const verdict = status === "matches" ? "gives the submitted predictions" : "MISMATCH: predicts otherwise than submitted";
-    return `Model audit: the final model ${verdict} on ${where} test examples of step ${a.step}; ${a.differ} differ${rows}.`;
+    // An evaluation in reduced precision (--amp, TF32) may rank near-ties otherwise.
+    const precision = a.precision && a.precision !== "fp32" ? `; evaluated in ${a.precision}: ${a.ties || 0} near-ties allowed` : "";
+    return `Model audit: the final model ${verdict} on ${where} test examples of step ${a.step}; ${a.differ} differ${rows}${precision}.`;
   }
   if (status === "pending") return "Model audit: pending (the evaluator is running the final model).";
   if (status === "no model") return "Model audit: no model (the run posted no ONNX model).";
