@@ -7,7 +7,11 @@ replicas differ: the model that was evaluated) and rank 0 exports it. The export
 takes the RAW test inputs, as the evaluator holds them: for the image tasks the run's own
 normalisation ((x/255 - mean) / std, the test batches' `normalize`) is wrapped around the
 model, so the evaluator needs no statistics of the run; task 2's linear model takes its rows
-as they are. The batch dimension is dynamic.
+as they are, through the module its class offers for export (`export_module`: the same
+scores in operators the exporter has, while training keeps its own fused forward). The
+batch dimension is dynamic. The model goes with the arithmetic its evaluation used
+(`precision_of`: bf16 or fp16 under --amp, tf32 where CUDA's tensor cores were allowed,
+else fp32), which sets the audit's tolerance of near-ties.
 
 Why torch's TorchScript-based exporter (``dynamo=False``) and not the dynamo one: for these
 models (ResNets, the linear model: no data-dependent shapes, no attention) both give the
@@ -59,6 +63,8 @@ def exportable(model: torch.nn.Module, test_data: Any) -> tuple[torch.nn.Module,
     example input of two rows (zeros; only its shape matters)."""
     x, _ = next(iter(test_data.iterate(np.arange(1))))
     example = torch.zeros((2, *x.shape[1:]), dtype=torch.float32, device=x.device)
+    if hasattr(model, "export_module"):
+        model = model.export_module()
     normalize = getattr(test_data, "normalize", None)
     if normalize is None:
         return model, example  # task 2: the rows themselves
@@ -88,6 +94,20 @@ def onnx_bytes(module: torch.nn.Module, example: torch.Tensor) -> bytes:
     return buffer.getvalue()
 
 
+def precision_of(trainer: Any) -> str:
+    """The arithmetic of the trainer's evaluation (the model contract's `precision`)."""
+    dtype = getattr(trainer, "amp_dtype", None)
+    if dtype is not None:
+        return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, "fp32")
+    device = trainer.device
+    if device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 8:
+        # Ampere and later: convolutions (cudnn) and, when allowed, matrix products run
+        # in TF32 unless turned off; torch allows it for convolutions by default.
+        if torch.backends.cudnn.allow_tf32 or torch.backends.cuda.matmul.allow_tf32:
+            return "tf32"
+    return "fp32"
+
+
 def export_final(trainer: Any, sink: PredictionSink | None) -> Path | None:
     """Every rank, after training: rank 0 exports the evaluated final model and hands it to
     the sink (which writes and posts it); the file kept, or None."""
@@ -111,4 +131,4 @@ def export_final(trainer: Any, sink: PredictionSink | None) -> Path | None:
             module, example = exportable(trainer.model, trainer.test_data)
             path.write_bytes(onnx_bytes(module, example))
 
-        return sink.submit_model(write)
+        return sink.submit_model(write, precision_of(trainer))

@@ -32,7 +32,9 @@ def submitted(tmp_path, classes):
 
 def audit(data: bytes, tmp_path, classes) -> dict:
     model = model_audit.Model(data, model_audit.contract_of(TEST_SET))
-    return model_audit.audit(model, TEST_SET, submitted(tmp_path, classes))
+    return model_audit.audit(
+        model, TEST_SET, submitted(tmp_path, classes), sample=SIZE, sample_seed=0
+    )
 
 
 def test_the_reference_model_behind_its_normalisation_gives_its_own_scores(tmp_path):
@@ -59,6 +61,7 @@ def test_the_reference_model_behind_its_normalisation_gives_its_own_scores(tmp_p
     assert np.abs(bare - scores).max() > 0.1
 
 
+@pytest.mark.slow  # TensorFlow's import and tf2onnx's conversion: 15 s and more (run by make test)
 def test_the_keras_model_behind_its_transpose_and_normalisation_gives_its_own_scores(tmp_path):
     pytest.importorskip("tensorflow")
     pytest.importorskip("tf2onnx")
@@ -78,3 +81,37 @@ def test_the_keras_model_behind_its_transpose_and_normalisation_gives_its_own_sc
     np.testing.assert_allclose(exported.scores(arrays.test_x.astype(np.float32)), scores, atol=1e-4)
     result = audit(data, tmp_path, scores.argmax(1))
     assert (result["status"], result["examples"], result["differ"]) == ("matches", SIZE, 0)
+
+
+def test_task_2_trains_with_its_fused_forward_and_exports_a_product_and_a_sum(monkeypatch):
+    """Training keeps torch.addmv (its numerics are the benchmark's); the export, which has
+    no addmv, goes through the model's export module: the same scores up to rounding."""
+    from mlbench_worker.tasks.epsilon.glm import LinearModel
+
+    torch.manual_seed(0)
+    linear = LinearModel(6)
+    with torch.no_grad():
+        linear.theta.normal_()
+    x = torch.randn(5, 6)
+    calls, addmv = [], torch.addmv
+    monkeypatch.setattr(torch, "addmv", lambda *a, **k: calls.append(1) or addmv(*a, **k))
+    trained = linear(x)
+    assert calls == [1]
+    exported = linear.export_module()
+    torch.testing.assert_close(exported(x), trained)
+    assert calls == [1]  # the export module computes without addmv
+    model = model_audit.Model(
+        onnx_bytes(exported, torch.zeros(2, 6)), model_audit.Contract((6,), None)
+    )
+    np.testing.assert_allclose(model.scores(x.numpy()), trained.detach().numpy(), atol=1e-5)
+
+
+def test_the_precision_sent_with_the_model_is_the_evaluations():
+    from types import SimpleNamespace
+
+    from mlbench_worker.training.torch_export import precision_of
+
+    cpu = torch.device("cpu")
+    assert precision_of(SimpleNamespace(amp_dtype=torch.bfloat16, device=cpu)) == "bf16"  # --amp
+    assert precision_of(SimpleNamespace(amp_dtype=torch.float16, device=cpu)) == "fp16"
+    assert precision_of(SimpleNamespace(amp_dtype=None, device=cpu)) == "fp32"

@@ -172,12 +172,25 @@ def test_the_final_model_is_kept_beside_and_posted_after_the_last_predictions(ma
     )  # fmt: skip
     labels = np.array([1, -1, 1])
     sink.submit(Shard(np.arange(3), labels, {predictions.LABEL: labels}), META)
-    kept = sink.submit_model(lambda path: path.write_bytes(b"onnx bytes"))
+    final = tmp_path / "model.onnx"
+    final.write_bytes(b"an earlier run's model")
+
+    def export(path):  # a reader meanwhile sees the earlier file whole, never half of this one
+        assert path.parent == tmp_path and path != final
+        path.write_bytes(b"onnx")
+        assert final.read_bytes() == b"an earlier run's model"
+        path.write_bytes(b"onnx bytes")
+
+    kept = sink.submit_model(export, precision="bf16")
     reporter.close(deadline=30)
-    assert kept == tmp_path / "model.onnx" and kept.read_bytes() == b"onnx bytes"
+    assert kept == final and kept.read_bytes() == b"onnx bytes"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx", "predictions"]
     posts = [r for r in master.received if not r.path.endswith("/metrics/")]
     assert [r.path for r in posts] == ["/api/runs/17/predictions/", "/api/runs/17/model/"]
-    assert posts[1].query == {"dataset": "synthetic", "features": "2000"}
+    # Bound to the evaluation it made: its step, and the precision it was evaluated in.
+    assert posts[1].query == {
+        "dataset": "synthetic", "features": "2000", "step": "40", "precision": "bf16"
+    }  # fmt: skip
     assert posts[1].body == b"onnx bytes" and posts[1].headers["Authorization"] == "Token tok-run"
 
 
@@ -186,6 +199,8 @@ def test_a_model_that_does_not_export_is_said_and_not_posted(master, tmp_path, c
     sink = open_sink(
         OneRank(), reporter, metrics_file=None, master_url=master.url, dataset="synthetic"
     )
+    labels = np.array([1, -1, 1])
+    sink.submit(Shard(np.arange(3), labels, {predictions.LABEL: labels}), META)
 
     def fails(path):
         path.write_bytes(b"half")
@@ -193,7 +208,7 @@ def test_a_model_that_does_not_export_is_said_and_not_posted(master, tmp_path, c
 
     assert sink.submit_model(fails) is None
     reporter.close(deadline=30)
-    assert master.posted("model") == []
+    assert master.posted("model") == [] and len(master.posted("predictions")) == 1
     err = capsys.readouterr().err
     assert "the final model is not exported to ONNX (RuntimeError: Exporting the operator" in err
     assert "graded by its predictions alone" in err and "more" not in err

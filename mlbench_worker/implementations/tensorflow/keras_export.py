@@ -12,7 +12,8 @@ anyway; tracing the function with a dynamic batch dimension makes the ONNX input
 axis dynamic. Rank 0 exports after the last evaluation, whose batch-norm statistics were
 averaged over the ranks (Steps.average_statistics), so the model exported is the one whose
 predictions were graded. Reading the model's variables needs no collective, so the other
-ranks do not take part.
+ranks do not take part. Its precision is float32 on the CPU (this implementation refuses
+--amp) and TF32 on a GPU where TensorFlow allows it (its default on Ampere and later).
 """
 
 from __future__ import annotations
@@ -56,4 +57,11 @@ def export_final(trainer: Any) -> Path | None:
     def write(path: Path) -> None:
         path.write_bytes(onnx_bytes(trainer.steps.model, data.scale, data.shift))
 
-    return sink.submit_model(write)
+    return sink.submit_model(write, precision())
+
+
+def precision() -> str:
+    """The arithmetic of this process's evaluation: tf32 on a GPU with TensorFloat-32
+    allowed, else fp32."""
+    gpu = bool(tf.config.list_physical_devices("GPU"))
+    return "tf32" if gpu and tf.config.experimental.tensor_float_32_execution_enabled() else "fp32"

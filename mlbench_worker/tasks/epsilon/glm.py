@@ -43,9 +43,25 @@ class LinearModel(torch.nn.Module):
         self.theta = torch.nn.Parameter(torch.zeros(features + 1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # A product and a sum, not the trainer's fused addmv: the same scores (up to float
-        # rounding), in operators torch's ONNX exporter has (training/torch_export.py).
-        return x @ self.theta[:-1] + self.theta[-1]
+        return torch.addmv(self.theta[-1], x, self.theta[:-1])
+
+    def export_module(self) -> torch.nn.Module:
+        """This model for the ONNX export (training/torch_export.py): torch's exporter has no
+        addmv, so the export computes the same score as a product and a sum (equal up to
+        float rounding), while training keeps its fused forward."""
+        return LinearScores(self)
+
+
+class LinearScores(torch.nn.Module):
+    """z = x.w + b of a LinearModel, in operators ONNX has."""
+
+    def __init__(self, model: LinearModel) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        theta = self.model.theta
+        return x @ theta[:-1] + theta[-1]
 
 
 def _logistic(
