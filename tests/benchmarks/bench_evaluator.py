@@ -14,7 +14,9 @@ not audited): the worker's export once at the end of the run (torch's exporter, 
 the normalisation), then the master's side: the contract check (loading the model and
 running it on two inputs), the test inputs of the audited sample regenerated from the
 seed, and onnxruntime on one thread over the sample (MLBENCH_AUDIT_SAMPLE, 2,000 of the
-set), against the reference model predicting the same rows in torch.
+set), against the reference model predicting the same rows in torch. Measured in this
+process; the master runs the check and the audit each in a child process
+(audit_process.py), whose start adds about half a second to each.
 
 The worker's side (gathering, writing and posting predictions against a loop without it) is
 measured by the worker's own predictions code path; this file measures the grading.
@@ -113,18 +115,18 @@ def _audit_row(task: str, size: int, name: str, shape: tuple, quick: bool) -> tu
     import torch
 
     from mlbench_worker.models import build_model
-    from mlbench_worker.shared.evaluation import model_audit
+    from mlbench_worker.shared.evaluation import audit_process, model_audit
     from mlbench_worker.tasks.epsilon.glm import LinearModel
     from mlbench_worker.training.torch_export import RawInputs, onnx_bytes
 
     torch.set_num_threads(1)
     if name == "linear":
-        module = LinearModel(shape[0])
+        module = LinearModel(shape[0]).export_module()  # what the worker exports
     else:
         scale, shift = torch.full((3,), 1 / (255 * 0.25)), torch.full((3,), -2.0)
         module = RawInputs(build_model(name), scale, shift)
     module.eval()
-    sample = 256 if quick else model_audit.SAMPLE
+    sample = 256 if quick else audit_process.SAMPLE
     test_set = test_sets.TestSet(task, test_sets.SYNTHETIC, seed=42, size=size)
     start = time.perf_counter()
     data = onnx_bytes(module, torch.zeros(2, *shape))
@@ -133,7 +135,7 @@ def _audit_row(task: str, size: int, name: str, shape: tuple, quick: bool) -> tu
     start = time.perf_counter()
     model = model_audit.Model(data, contract)
     check = time.perf_counter() - start
-    rows, _ = model_audit.rows_to_audit(size, 42, sample)
+    rows, _ = model_audit.rows_to_audit(size, sample, 42)
     start = time.perf_counter()
     inputs = test_sets.inputs(test_set, rows)
     regenerate = time.perf_counter() - start

@@ -153,6 +153,9 @@ class LiveMaster:
         return ranks
 
 
+E2E_AUDIT_SAMPLE = 250
+
+
 def start_master(
     postgres_url: str, home: Path, host: str = "", env_extra: dict[str, str] | None = None
 ) -> LiveMaster:
@@ -179,6 +182,9 @@ def start_master(
         OMPI_ALLOW_RUN_AS_ROOT="1",
         OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
         PYTHONPATH=str(ROOT),
+        # The ONNX audits of the runs' models on 250 test examples, not 2,000: a fraction
+        # of the time (the default is audited once, in tests/evaluation/test_model_audit.py).
+        MLBENCH_AUDIT_SAMPLE=str(E2E_AUDIT_SAMPLE),
         **(env_extra or {}),
     )
     port = free_port()
