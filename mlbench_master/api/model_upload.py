@@ -66,7 +66,14 @@ AUDIT_SCHEMA = {
         "ties": {"type": "integer", "description": "rows that differ within the tolerance"},
         "first_rows": {"type": "array", "items": {"type": "integer"}},
         "why": {"type": "string"},
+        "verdict": {
+            "type": "string",
+            "description": "where the audit is shown 'not audited' as no longer covering the "
+            "run's predictions or interrupted: its own status",
+        },
+        "dataset": {"type": "string"},
         "since": {"type": "string", "description": "when the pending audit began"},
+        "audit_id": {"type": "string", "description": "this audit's record (a new one per post)"},
         "audits": {"type": "integer", "description": "models posted for the run so far"},
         "model_sha256": {"type": "string"},
         "model_bytes": {"type": "integer"},
