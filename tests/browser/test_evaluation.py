@@ -48,7 +48,9 @@ def test_the_run_and_compare_pages_say_who_graded_each_run(page, settings, tmp_p
     unchecked = make_run("no predictions", 2, ago=1800)
     grade(honest)
     grade(liar, 0.1)
-    audit(honest, AUDITED | {"status": "matches", "differ": 0, "first_rows": []})
+    # Evaluated under --amp: its near-ties within bf16's tolerance are said.
+    honest_audit = {"status": "matches", "differ": 0, "first_rows": [], "precision": "bf16"}
+    audit(honest, AUDITED | honest_audit | {"ties": 4})
     audit(liar, AUDITED | {"status": "mismatch", "differ": 1790, "first_rows": [0, 2, 5]})
 
     page.goto(f"/runs/{liar.pk}/")
@@ -68,6 +70,7 @@ def test_the_run_and_compare_pages_say_who_graded_each_run(page, settings, tmp_p
     page.locator("#run-evaluation").wait_for(state="visible")
     text = page.locator("#run-evaluation").inner_text()
     assert "the final model gives the submitted predictions on a seeded sample of 2000" in text
+    assert "0 differ; evaluated in bf16: 4 near-ties allowed." in text, text
 
     page.goto(f"/runs/{unchecked.pk}/")
     page.locator("#run-evaluation").wait_for(state="visible")

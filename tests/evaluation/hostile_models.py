@@ -33,7 +33,7 @@ def _linear(out: str) -> tuple[list, list]:
 
 
 def _external(tensor: TensorProto, location: str) -> TensorProto:
-    set_external_data(tensor, location=location, offset=0, length=tensor.ByteSize())
+    set_external_data(tensor, location=location, offset=0, length=len(tensor.raw_data))
     tensor.ClearField("raw_data")
     tensor.data_location = TensorProto.EXTERNAL
     return tensor
