@@ -27,6 +27,7 @@ MASTER = [
     "mlperf-logging",  # writes and checks MLPerf-format result logs (results/mllog.py)
     "matplotlib",  # the charts of runs and series (mlbench_worker/shared/plots.py, shared)
     "cryptography",  # Ed25519 signatures of result bundles (mlbench_master/bundles/signing.py)
+    "onnxruntime",  # the ONNX audit of a run's final model (shared/evaluation/model_audit.py)
 ]
 WORKER = [
     "torch==2.13.0",
@@ -36,11 +37,12 @@ WORKER = [
     "scikit-learn",  # its C LIBSVM reader converts epsilon (task 2) once
     "scipy",  # reads the ImageNet development kit's meta.mat (imagenet/sort_val.py)
     "pillow",  # decodes ImageNet's JPEG files (task 1b)
+    "onnx",  # torch.onnx.export needs it: the final model for the audit (torch_export.py)
 ]
 # The tensorflow implementation of task 1a (mlbench_worker/implementations/tensorflow/), kept out of
 # "all": 1.6 GB that only workers running that implementation need. The CPU build; a GPU
 # worker installs TensorFlow's own CUDA build instead (docs/installation.rst).
-TENSORFLOW = ["tensorflow-cpu"]
+TENSORFLOW = ["tensorflow-cpu", "tf2onnx"]  # tf2onnx: the final model in ONNX (keras_export.py)
 DEV = [
     "pytest",
     "pytest-django",

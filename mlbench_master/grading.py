@@ -148,7 +148,7 @@ def _read(tmp: Path) -> predictions.Predictions:
     return dataclasses.replace(read, source=POSTED)
 
 
-def _size(p: predictions.Predictions) -> int:
+def size_of(p: predictions.Predictions) -> int:
     """How many examples the file predicts: the test set is the first that many."""
     for name in predictions.PREDICTIONS:
         array = p.arrays.get(name)
@@ -176,7 +176,7 @@ def grade_file(run: Run, file: Path, dataset: str, features: int | None) -> Grad
     again by this master (bundles/regrade.py). LabelsUnavailable where this master lacks
     the test set's labels; PredictionsRefused or SetRefused as `intake` raises them."""
     p = _read(file)
-    test_set = test_set_of(run, dataset, features, size=_size(p))
+    test_set = test_set_of(run, dataset, features, size=size_of(p))
     try:
         return evaluator_for(test_set).grade(p)
     except (predictions.PredictionsRefused, LabelsUnavailable):
@@ -194,7 +194,7 @@ def intake(run: Run, tmp: Path, dataset: str, features: int | None) -> Intake:
     NaN, classes out of range, fields the task lacks), with the evaluator's message.
     """
     p = _read(tmp)
-    test_set = test_set_of(run, dataset, features, size=_size(p))
+    test_set = test_set_of(run, dataset, features, size=size_of(p))
     try:
         grade: Grade | None = evaluator_for(test_set).grade(p)
         why = ""

@@ -49,19 +49,27 @@ def path(run_id: int, step: int) -> Path:
     return folder(run_id) / predictions.file_name(step)
 
 
-def _too_large(size: str, cap: int) -> TooLarge:
-    return TooLarge(
-        f"the predictions file is {size}; this master takes at most {cap} bytes "
-        "(MLBENCH_PREDICTIONS_MAX_BYTES)"
-    )
+def _too_large(size: str, cap: int, what: str, setting: str) -> TooLarge:
+    return TooLarge(f"{what} is {size}; this master takes at most {cap} bytes ({setting})")
 
 
-def receive(read: Callable[[int], bytes], run_id: int, declared: int | None, cap: int) -> Path:
-    """The body, read by `read(n)` in chunks, in a temporary file of the run's folder;
-    TooLarge (nothing kept) when it is declared or found longer than `cap` bytes."""
+def receive(
+    read: Callable[[int], bytes],
+    run_id: int,
+    declared: int | None,
+    cap: int,
+    *,
+    into: Path | None = None,
+    npz: bool = True,
+    what: str = "the predictions file",
+    setting: str = "MLBENCH_PREDICTIONS_MAX_BYTES",
+) -> Path:
+    """The body, read by `read(n)` in chunks, in a temporary file of the run's folder (or of
+    `into`: the run's model, model_files.py); TooLarge (nothing kept) when it is declared or
+    found longer than `cap` bytes, or, for an `npz` body, unpacks to more."""
     if declared is not None and declared > cap:
-        raise _too_large(f"{declared} bytes", cap)
-    target = folder(run_id)
+        raise _too_large(f"{declared} bytes", cap, what, setting)
+    target = into if into is not None else folder(run_id)
     target.mkdir(parents=True, exist_ok=True)
     tmp = target / f"{TMP_PREFIX}{uuid.uuid4().hex}.tmp"
     size = 0
@@ -70,11 +78,12 @@ def receive(read: Callable[[int], bytes], run_id: int, declared: int | None, cap
             while chunk := read(CHUNK):
                 size += len(chunk)
                 if size > cap:
-                    raise _too_large(f"over {cap} bytes", cap)
+                    raise _too_large(f"over {cap} bytes", cap, what, setting)
                 fh.write(chunk)
-        unpacked = _unpacked_bytes(tmp)
-        if unpacked > cap:
-            raise _too_large(f"{unpacked} bytes when unpacked", cap)
+        if npz:
+            unpacked = _unpacked_bytes(tmp)
+            if unpacked > cap:
+                raise _too_large(f"{unpacked} bytes when unpacked", cap, what, setting)
     except BaseException:
         discard(tmp)
         raise

@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-import shutil
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -32,10 +31,9 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from mlbench_master import jobqueue, prediction_files, run_rules
+from mlbench_master import jobqueue, model_files, prediction_files, run_rules
 from mlbench_master.api.models import Run, RunOrigin
 from mlbench_master.api.run_queue import queued_runs
-from mlbench_master.bundles import places
 from mlbench_master.cluster.base import RunSpec
 from mlbench_master.manifest import build_manifest
 from mlbench_master.results import prices
@@ -292,7 +290,7 @@ def store_summary(run: Run, summary: dict[str, Any], dataset_used: str) -> None:
 
 def delete_run(run: Run, by: str, *, staff: bool = False) -> None:
     """Cancel `run` when it is active (its processes stop), then delete it with its
-    metrics, logs, predictions files and checkpoints. An imported run only when `staff`
+    metrics, logs, predictions files, its model and checkpoints. An imported run only when `staff`
     asks (ReadOnlyRun otherwise), and without a driver: it has no checkpoints here.
 
     Nothing can resume a deleted run, so its checkpoint folder goes too, unless an active
@@ -302,7 +300,7 @@ def delete_run(run: Run, by: str, *, staff: bool = False) -> None:
         if not staff:
             refuse_imported([run.pk], "it cannot be deleted", staff_may=True)
         prediction_files.remove(int(run.pk))
-        shutil.rmtree(places.model_folder(run.pk), ignore_errors=True)
+        model_files.remove(int(run.pk))
         run.delete()
         return
     cancel_run(run, reason=f"deleted by {by}")
@@ -314,6 +312,7 @@ def delete_run(run: Run, by: str, *, staff: bool = False) -> None:
         except Exception as exc:  # the run is deleted all the same; say what remains
             log.warning("run %s: its checkpoints could not be removed: %s", run.pk, exc)
     prediction_files.remove(int(run.pk))
+    model_files.remove(int(run.pk))
     run.delete()
 
 

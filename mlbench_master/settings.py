@@ -13,6 +13,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from mlbench_worker.shared import catalogue
+from mlbench_worker.shared.evaluation import audit_process
 from mlbench_worker.shared.home import mlbench_home
 
 BASE_DIR = Path(__file__).resolve().parent
@@ -35,6 +36,13 @@ def _env_int(name: str, default: int) -> int:
         return int(value)
     except ValueError as exc:
         raise ImproperlyConfigured(f"{name}={value!r} is not an integer") from exc
+
+
+def _env_int_at_least(name: str, default: int, least: int) -> int:
+    value = _env_int(name, default)
+    if value < least:
+        raise ImproperlyConfigured(f"{name}={value} is below its least value, {least}")
+    return value
 
 
 def _env_float(name: str, default: float) -> float:
@@ -255,6 +263,17 @@ MLBENCH_PREDICTIONS_MAX_BYTES = _env_int("MLBENCH_PREDICTIONS_MAX_BYTES", 64 * 1
 # most its members may unpack to (a zip bomb is refused by its headers before it is read).
 MLBENCH_BUNDLE_MAX_BYTES = _env_int("MLBENCH_BUNDLE_MAX_BYTES", 2 * 1024**3)
 MLBENCH_BUNDLE_MAX_UNPACKED_BYTES = _env_int("MLBENCH_BUNDLE_MAX_UNPACKED_BYTES", 8 * 1024**3)
+# A run's final model (POST /api/runs/<id>/model/, ONNX); how many test examples its audit
+# runs it on at most (a sample of larger sets); and the time (seconds) and address space
+# (MiB) of the child process that checks it or audits it (docs/checking.rst). The defaults
+# are the evaluator's own (audit_process.py), which `mlbench evaluate` uses too.
+MLBENCH_MODEL_MAX_BYTES = _env_int("MLBENCH_MODEL_MAX_BYTES", 512 * 1024 * 1024)
+MLBENCH_AUDIT_SAMPLE = _env_int_at_least("MLBENCH_AUDIT_SAMPLE", audit_process.SAMPLE, 1)
+MLBENCH_AUDIT_TIMEOUT = _env_int_at_least("MLBENCH_AUDIT_TIMEOUT", audit_process.TIMEOUT_S, 1)
+# Below 256 MiB not even the child's Python and onnxruntime load.
+MLBENCH_AUDIT_MEMORY_MIB = _env_int_at_least(
+    "MLBENCH_AUDIT_MEMORY_MIB", audit_process.MEMORY_MIB, 256
+)
 # A run's worker token keeps working this long after the run ended (final metric flushes).
 MLBENCH_RUN_TOKEN_GRACE = _env_int("MLBENCH_RUN_TOKEN_GRACE", 600)
 # GET /api/pods/ asks the cluster driver again when the stored list is older (0: never).

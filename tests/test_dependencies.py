@@ -66,6 +66,9 @@ USED_OTHERWISE = {
     "sphinx": "builds docs/ (make docs: sphinx-build)",
     "matplotlib": "the master draws its charts through mlbench_worker.shared.plots, the module it "
     "shares with the client's `mlbench report --plot`",
+    "onnxruntime": "the master audits a run's model through mlbench_worker/shared/evaluation/"
+    "model_audit.py, the module `mlbench evaluate` shares (where onnxruntime is installed)",
+    "onnx": "torch.onnx.export loads it to write the final model (training/torch_export.py)",
 }
 # Imported, not declared for that side: (side, module) and why.
 UNDECLARED_ON_PURPOSE = {
@@ -75,6 +78,8 @@ UNDECLARED_ON_PURPOSE = {
     "plots.py), and says 'pip install matplotlib' when it is missing",
     ("client", "numpy"): "optional: only `mlbench evaluate` grades (with the evaluator in "
     "mlbench_worker/shared/evaluation/), and says 'pip install numpy' when it is missing",
+    ("client", "onnxruntime"): "optional: `mlbench evaluate` audits a run's model with it "
+    "(shared/evaluation/model_audit.py) and says 'pip install onnxruntime' when it is missing",
     ("tests", "mlbench_core"): "the original client, installed only in .venv-seed (make "
     "test-deps); tests/api/scripts/original_client.py runs there",
 }

@@ -105,11 +105,11 @@ def test_shared_and_client_never_import_a_framework(graph, framework):
     assert not chains, f"shared/ or client/ reaches {framework}:\n" + "\n".join(chains)
 
 
-# The evaluator grades every run: it may reach the standard library, numpy (onnxruntime will
-# join for the ONNX audit) and shared/'s plain data, nothing else.
+# The evaluator grades every run: it may reach the standard library, numpy, onnxruntime (the
+# ONNX audit runs a run's model with it) and shared/'s plain data, nothing else.
 EVALUATOR = "mlbench_worker.shared.evaluation"
 EVALUATOR_ROOMS = ("mlbench_worker.shared",)
-EVALUATOR_LIBRARIES = {"numpy"}
+EVALUATOR_LIBRARIES = {"numpy", "onnxruntime"}
 
 
 def test_the_evaluator_reaches_no_implementation_trainer_model_or_framework(graph):
@@ -152,7 +152,8 @@ def bad_packages(tmp_path, monkeypatch):
         "badworker/shared/evaluation/grade.py": "import math\nimport numpy\n"
         "from badworker.shared import table\n\n\ndef grade():\n"
         "    from badworker.models import net\n",
-        "badworker/shared/evaluation/audit.py": "import scipy\n",
+        "badworker/shared/evaluation/audit.py": "import scipy\nimport onnxruntime\n",
+        "badworker/shared/evaluation/export.py": "def f():\n    import tf2onnx\n",
         "badworker/models/__init__.py": "",
         "badworker/models/net.py": "import tensorflow\n",
     }
@@ -178,14 +179,17 @@ def test_the_checks_find_each_kind_of_violation(bad_packages):
     ]
     # The evaluator's room: what it reaches past numpy and shared/, through a model too.
     evaluation = "badworker.shared.evaluation"
-    assert reaches_outside(graph, evaluation, ("badworker.shared",), {"numpy"}) == [
+    allowed = {"numpy", "onnxruntime"}  # the evaluator's own: grades and the ONNX audit
+    assert reaches_outside(graph, evaluation, ("badworker.shared",), allowed) == [
         "badworker.shared.evaluation.grade:7 `from badworker.models import net`",
         "badworker.shared.evaluation.audit:1 `import scipy`",
         "badworker.shared.evaluation.grade:7 `from badworker.models import net` ; "
         "badworker.models.net:1 `import tensorflow`",
+        "badworker.shared.evaluation.export:2 `import tf2onnx`",  # exporting is the worker's
     ]
     # A model in a permitted room is still caught by the framework it imports.
-    assert reaches_outside(graph, evaluation, ("badworker",), {"numpy", "scipy"}) == [
+    anything = {"numpy", "scipy", "onnxruntime", "tf2onnx"}
+    assert reaches_outside(graph, evaluation, ("badworker",), anything) == [
         "badworker.shared.evaluation.grade:7 `from badworker.models import net` ; "
         "badworker.models.net:1 `import tensorflow`"
     ]

@@ -26,6 +26,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from mlbench_master import grading, prediction_files, run_rules, runs
 from mlbench_master.bundles import refusals
 from mlbench_worker.shared import plots
+from mlbench_worker.shared.evaluation.model_audit import ModelRefused
 from mlbench_worker.shared.evaluation.predictions import PredictionsRefused
 
 log = logging.getLogger(__name__)
@@ -114,6 +115,8 @@ DOMAIN_ERRORS: tuple[tuple[type[Exception], Callable[[Any], exceptions.APIExcept
     ),
     (refusals.NotExportable, lambda exc: Conflict(str(exc))),
     (refusals.UploadTooLarge, lambda exc: PayloadTooLarge(str(exc))),
+    # 400: a model the audit refuses (it does not load, or does not fit the task)
+    (ModelRefused, lambda exc: invalid("model", str(exc))),
 )
 
 

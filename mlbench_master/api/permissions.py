@@ -23,7 +23,9 @@ from rest_framework import exceptions, permissions
 
 from mlbench_master.api.auth import RunWorker
 
-WORKER_ONLY = "a worker token may only post metrics, predictions and the summary of its run"
+WORKER_ONLY = (
+    "a worker token may only post metrics, predictions, the model and the summary of its run"
+)
 
 
 def is_worker(request) -> bool:  # noqa: ANN001
@@ -142,3 +144,12 @@ class PriceWriters(permissions.BasePermission):
             f"{request.user.get_username()!r} is not staff"
         )
         return False
+
+
+class ModelAccess(PredictionsAccess):
+    """POST /api/runs/<id>/model/ (the run's worker token, staff); reads as predictions'."""
+
+    refused = (
+        "a run's model may only be posted with that run's worker token "
+        "(MLBENCH_RUN_TOKEN) or by a staff user"
+    )

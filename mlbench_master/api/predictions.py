@@ -80,7 +80,7 @@ LIST_SCHEMA = {
 }
 
 
-def _features(request: Request) -> int | None:
+def features_of(request: Request) -> int | None:
     raw = request.query_params.get("features")
     if raw in (None, ""):
         return None
@@ -90,7 +90,7 @@ def _features(request: Request) -> int | None:
         raise invalid("features", f"{raw[:20]!r} is not a whole number") from None
 
 
-def _declared_length(request: Request) -> int | None:
+def declared_length(request: Request) -> int | None:
     try:
         return int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
@@ -131,7 +131,7 @@ class RunPredictions(APIView):
         dataset = request.query_params.get("dataset") or ""
         if not dataset:
             raise invalid("dataset", "required: the data set the run evaluated on")
-        features = _features(request)
+        features = features_of(request)
         grading.test_set_of(run, dataset, features)  # a wrong parameter before the body
         if request.content_type.split(";")[0].strip() in FORMS:
             raise invalid(
@@ -143,7 +143,7 @@ class RunPredictions(APIView):
         if stream is None:
             raise invalid("predictions", "the body is empty: send the .npz file's bytes")
         cap = settings.MLBENCH_PREDICTIONS_MAX_BYTES
-        tmp = prediction_files.receive(stream.read, run.pk, _declared_length(request), cap)
+        tmp = prediction_files.receive(stream.read, run.pk, declared_length(request), cap)
         try:
             done = grading.intake(run, tmp, dataset, features)
         finally:

@@ -38,7 +38,9 @@ EVALUATION_HELP = (
     "numbers), or '' (no accuracy yet); grades: evaluations graded; mismatches: the "
     "evaluations whose own accuracy differs from the grade by more than tolerance, with both "
     "numbers; where evaluated, the run's time_to_target, accuracy_after_time and its elapsed "
-    "by the grades"
+    "by the grades; audit: the ONNX audit of the run's final model (status matches, "
+    "mismatch, pending, refused, not audited or no model; examples, sample, differ, "
+    "first_rows, why)"
 )
 
 

@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 
 from mlbench_master.api import (
     bundle_views,
+    model_upload,
     predictions,
     prices,
     result_urls,
@@ -42,6 +43,7 @@ urlpatterns = [
         predictions.RunPrediction.as_view(),
         "run-prediction",
     ),
+    *both(r"runs/(?P<pk>[0-9]{1,18})/model", model_upload.RunModel.as_view(), "run-model"),
     *both("series", series_views.SeriesList.as_view(), "series"),
     *both(r"series/(?P<pk>[0-9]{1,18})", series_views.SeriesDetail.as_view(), "series-detail"),
     *both(

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from django.conf import settings
 
+from mlbench_master import model_files
+
 
 def bundle_file(digest: str) -> Path:
     """An imported bundle's file as its origin signed it (kept to export its runs again)."""
@@ -14,5 +16,5 @@ def bundle_file(digest: str) -> Path:
 
 
 def model_folder(run_id: int) -> Path:
-    """A run's model and its audit (issue 31's MLBENCH_HOME/models/<run>/)."""
-    return Path(settings.MLBENCH_HOME) / "models" / str(int(run_id))
+    """A run's model and its audit: model_files.py's folder (one rule for where they are)."""
+    return model_files.folder(run_id)

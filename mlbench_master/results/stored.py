@@ -25,12 +25,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mlbench_master import model_files
 from mlbench_master.api.auth import ended_past_grace
 from mlbench_master.api.models import Metric, Run
 from mlbench_master.results import cost
 from mlbench_master.results.run_result import RunResult
 from mlbench_worker.shared import catalogue, result
 from mlbench_worker.shared.evaluation import graded_name
+from mlbench_worker.shared.evaluation.model_audit import NO_MODEL
 
 TIMINGS = ("time_data", "time_compute", "time_comm")
 SPLIT_NAMES = {"time_data": "data", "time_compute": "compute", "time_comm": "communication"}
@@ -225,6 +227,8 @@ def evaluation_of(run: Run, memo: dict[str, Any], listed: Iterable[Run] = ()) ->
         "grades": len(found.points.get(GRADED, [])),
         "tolerance": TOLERANCE,
         "mismatches": found.mismatches(),
+        # The ONNX audit of the run's final model (model_auditing.py), or "no model".
+        "audit": model_files.audit_of(run.pk) or {"status": NO_MODEL},
     }
     if found.evaluated:  # the run's result by its grades, for clients that compare runs
         last = found.evaluations()

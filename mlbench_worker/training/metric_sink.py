@@ -77,6 +77,13 @@ class Reporter:
         """Hand over one evaluation's predictions file (shared/evaluation/predictions.py)
         for the master's evaluator; the file may be removed once this returns."""
 
+    def model(
+        self, path: Path, dataset: str, features: int | None, step: int, precision: str
+    ) -> None:
+        """Hand over the run's final model (ONNX) for the master's audit, after the
+        predictions of the evaluation it made (`step`, evaluated in `precision`: fp32,
+        tf32, fp16, bf16); the file may be removed once this returns."""
+
     def flush(self) -> None:
         pass
 
@@ -174,6 +181,19 @@ class HttpReporter(Reporter):
         url = f"{self.base}/api/runs/{self.run_id}/predictions/?{urlencode(query)}"
         with self._lock:
             self.files.append((url, Path(path).read_bytes(), f"the predictions {Path(path).name}"))
+        self._wake.set()
+
+    def model(
+        self, path: Path, dataset: str, features: int | None, step: int, precision: str
+    ) -> None:
+        """Queue the model's bytes behind the predictions, to <master>/api/runs/<id>/model/."""
+        if not self.takes_predictions:
+            return
+        query = {"dataset": dataset} | ({"features": str(features)} if features else {})
+        query |= {"step": str(step), "precision": precision}
+        url = f"{self.base}/api/runs/{self.run_id}/model/?{urlencode(query)}"
+        with self._lock:
+            self.files.append((url, Path(path).read_bytes(), f"the model {Path(path).name}"))
         self._wake.set()
 
     def summary(self, record: dict) -> None:
@@ -325,6 +345,12 @@ class TeeReporter(Reporter):
     def predictions(self, path: Path, dataset: str, features: int | None = None) -> None:
         for r in self.reporters:
             r.predictions(path, dataset, features)
+
+    def model(
+        self, path: Path, dataset: str, features: int | None, step: int, precision: str
+    ) -> None:
+        for r in self.reporters:
+            r.model(path, dataset, features, step, precision)
 
     def flush(self) -> None:
         for r in self.reporters:

@@ -20,14 +20,23 @@ Why rank 0 writes the file and does not post it itself: the reporter's thread al
 metrics with retries and back-off, and one evaluation's file is a few hundred kilobytes, so
 posting it there keeps the training loop from waiting on the network (metric_sink.py).
 
+At the end of training the run's final model, exported to ONNX by the implementation
+(training/torch_export.py, implementations/tensorflow/keras_export.py), goes the same way:
+``model.onnx`` beside ``predictions/`` (written beside it first and renamed, so a reader or
+a crash never meets half a model), or a temporary file, handed to the reporter after the
+last predictions with that evaluation's step and precision (`submit_model`).
+
 Torch-free (numpy and the standard library): the TensorFlow process uses it too.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import tempfile
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -36,6 +45,8 @@ import numpy as np
 
 from mlbench_worker.shared.evaluation import predictions
 from mlbench_worker.training.metric_sink import Reporter
+
+MODEL_FILE = "model.onnx"
 
 
 class Collectives(Protocol):
@@ -143,6 +154,7 @@ class PredictionSink:
         self.features = features
         self.enabled = enabled
         self.written: list[Path] = []  # rank 0's files, in the order written
+        self.last_step: int | None = None  # rank 0: the step of the last evaluation submitted
 
     def submit(self, shard: Shard, record: dict) -> None:
         """Every rank's part of the evaluation `record` describes (the progress history's
@@ -156,11 +168,46 @@ class PredictionSink:
             return
         assert parts is not None
         labels, arrays = in_set_order(parts)
+        self.last_step = int(meta["step"])
         path = publish(
             self.folder, self.reporter, self.dataset, self.features, labels, arrays, meta
         )
         if path is not None:
             self.written.append(path)
+
+    def submit_model(self, write: Callable[[Path], None], precision: str = "fp32") -> Path | None:
+        """Rank 0, once, after the last evaluation (evaluated in `precision`): `write(path)`
+        exports the final model into `path`, which then becomes model.onnx beside the
+        predictions (or in a temporary folder); it is handed to the reporter with the last
+        evaluation's step. A model that cannot be exported or written is said in the run's
+        log and skipped: the run stays graded by its predictions (its audit: "no model").
+        The file kept, or None."""
+        if not self.enabled or self.comm.rank != 0 or self.last_step is None:
+            return None
+        kept = self.folder is not None
+        where = self.folder.parent if kept else Path(tempfile.mkdtemp(prefix="mlbench-model-"))
+        path = where / MODEL_FILE
+        partial = where / f".{MODEL_FILE}.{uuid.uuid4().hex}.tmp"
+        try:
+            where.mkdir(parents=True, exist_ok=True)
+            write(partial)
+            os.replace(partial, path)
+            self.reporter.model(path, self.dataset, self.features, self.last_step, precision)
+        except Exception as exc:  # any exporter's failure: the run itself is not at fault
+            said = (str(exc).strip().splitlines() or [""])[0][:300]
+            print(
+                f"mlbench-worker: note: the final model is not exported to ONNX "
+                f"({type(exc).__name__}: {said}); the run is graded by its predictions alone",
+                file=sys.stderr,
+                flush=True,
+            )
+            path.unlink(missing_ok=True)
+            return None
+        finally:
+            partial.unlink(missing_ok=True)
+            if not kept:
+                shutil.rmtree(where, ignore_errors=True)
+        return path if kept else None
 
 
 def open_sink(

@@ -26,6 +26,7 @@ from mlbench_worker.training.metric_sink import Reporter, make_reporter
 from mlbench_worker.training.prediction_sink import open_sink
 from mlbench_worker.training.progress import finite, outcome
 from mlbench_worker.training.summary_table import summary_table
+from mlbench_worker.training.torch_export import export_final
 from mlbench_worker.training.trainer import Trainer
 
 
@@ -137,6 +138,7 @@ def _run(config: RunConfig, comm: Communicator) -> int:
     try:
         progress = trainer.fit()
         elapsed = trainer.elapsed()
+        export_final(trainer, trainer.predictions)  # off the clock: after its end
         totals = comm.allreduce_sums(
             [
                 progress.time_data,

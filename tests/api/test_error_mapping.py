@@ -18,6 +18,7 @@ from mlbench_master.api.errors import DOMAIN_ERRORS, exception_handler
 from mlbench_master.api.models import Run, Series
 from mlbench_master.bundles import refusals
 from mlbench_worker.shared import plots
+from mlbench_worker.shared.evaluation.model_audit import ModelRefused
 from mlbench_worker.shared.evaluation.predictions import PredictionsRefused
 
 pytestmark = pytest.mark.django_db
@@ -170,6 +171,14 @@ def test_a_database_that_does_not_answer_is_503_not_500():
         (refusals.BundleRefused("own runs", status=409), 409, {"detail": "own runs"}),
         (refusals.NotExportable("run 3 is STARTED"), 409, {"detail": "run 3 is STARTED"}),
         (refusals.UploadTooLarge("over the cap"), 413, {"detail": "over the cap"}),
+        (
+            ModelRefused("the model's input is tensor(int64), not tensor(float)"),
+            400,
+            {
+                "detail": "model: the model's input is tensor(int64), not tensor(float)",
+                "errors": {"model": ["the model's input is tensor(int64), not tensor(float)"]},
+            },
+        ),
     ],
     ids=lambda v: type(v).__name__ if isinstance(v, Exception) else None,
 )
@@ -184,6 +193,7 @@ def test_every_domain_error_is_tested_above():
     tested = {"RunRefused", "ResumeRefused", "StaffOnly", "RunConflict", "QueueUnavailable"}
     tested |= {"PlotError", "PredictionsRefused", "SetRefused", "TooLarge", "ReadOnlyRun"}
     tested |= {"BundleRefused", "NotExportable", "UploadTooLarge"}
+    tested |= {"ModelRefused"}
     assert {kind.__name__ for kind, _ in DOMAIN_ERRORS} == tested
 
 

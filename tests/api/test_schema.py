@@ -57,6 +57,7 @@ def test_every_route_is_in_the_schema(api):
         "/api/runs/{id}/logs/": {"get"},
         "/api/runs/{id}/predictions/": {"get", "post"},
         "/api/runs/{id}/predictions/{step}/": {"get"},
+        "/api/runs/{id}/model/": {"get", "post"},
         "/api/series/": {"get", "post"},
         "/api/series/{id}/": {"get", "delete"},
         "/api/series/{id}/cancel/": {"post"},

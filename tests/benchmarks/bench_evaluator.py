@@ -9,6 +9,15 @@ For each task's full canonical test set size (generated sets, so nothing is down
    scaled: a full pass takes many minutes), so the evaluator's share of an evaluation is
    read from one table.
 
+A second table, the ONNX audit of a run's final model, for each task it audits (task 1b is
+not audited): the worker's export once at the end of the run (torch's exporter, behind
+the normalisation), then the master's side: the contract check (loading the model and
+running it on two inputs), the test inputs of the audited sample regenerated from the
+seed, and onnxruntime on one thread over the sample (MLBENCH_AUDIT_SAMPLE, 2,000 of the
+set), against the reference model predicting the same rows in torch. Measured in this
+process; the master runs the check and the audit each in a child process
+(audit_process.py), whose start adds about half a second to each.
+
 The worker's side (gathering, writing and posting predictions against a loop without it) is
 measured by the worker's own predictions code path; this file measures the grading.
 Nothing is asserted; the target (a grade costing well under 1 % of an evaluation) is
@@ -95,6 +104,77 @@ def _model_seconds(name: str, shape: tuple, sample: int, examples: int, batch: i
     return _best(run, 1 if name == "resnet50" else 2) * examples / (batches * len(x))
 
 
+AUDITED = {
+    "resnet20-cifar10": (10_000, "resnet20", (3, 32, 32)),
+    "logreg-epsilon": (100_000, "linear", (2000,)),
+}
+
+
+def _audit_row(task: str, size: int, name: str, shape: tuple, quick: bool) -> tuple[list, dict]:
+    """The audit's costs for one task (seconds), and the reference model's on the same rows."""
+    import torch
+
+    from mlbench_worker.models import build_model
+    from mlbench_worker.shared.evaluation import audit_process, model_audit
+    from mlbench_worker.tasks.epsilon.glm import LinearModel
+    from mlbench_worker.training.torch_export import RawInputs, onnx_bytes
+
+    torch.set_num_threads(1)
+    if name == "linear":
+        module = LinearModel(shape[0]).export_module()  # what the worker exports
+    else:
+        scale, shift = torch.full((3,), 1 / (255 * 0.25)), torch.full((3,), -2.0)
+        module = RawInputs(build_model(name), scale, shift)
+    module.eval()
+    sample = 256 if quick else audit_process.SAMPLE
+    test_set = test_sets.TestSet(task, test_sets.SYNTHETIC, seed=42, size=size)
+    start = time.perf_counter()
+    data = onnx_bytes(module, torch.zeros(2, *shape))
+    export = time.perf_counter() - start
+    contract = model_audit.contract_of(test_set)
+    start = time.perf_counter()
+    model = model_audit.Model(data, contract)
+    check = time.perf_counter() - start
+    rows, _ = model_audit.rows_to_audit(size, sample, 42)
+    start = time.perf_counter()
+    inputs = test_sets.inputs(test_set, rows)
+    regenerate = time.perf_counter() - start
+    run = _best(lambda: model.scores(inputs), 1 if quick else 2)
+    x = torch.from_numpy(inputs.astype(np.float32))
+    with torch.no_grad():
+        torch_s = _best(lambda: module(x), 1 if quick else 2)
+    total = check + regenerate + run
+    row = [
+        task, f"{rows.size:,} of {size:,}", f"{export:.2f}", f"{len(data) / 1024:.0f} KiB",
+        f"{check:.2f}", f"{regenerate:.2f}", f"{run:.2f}", f"{total:.2f}", f"{torch_s:.2f}",
+    ]  # fmt: skip
+    return row, {
+        "examples": int(rows.size), "export_s": export, "model_bytes": len(data), "check_s": check,
+        "inputs_s": regenerate, "onnxruntime_s": run, "audit_s": total, "torch_same_rows_s": torch_s,
+    }  # fmt: skip
+
+
+def audit_table(quick: bool) -> None:
+    rows, data = [], {"machine": machine(), "tasks": {}}
+    for task, (size, name, shape) in AUDITED.items():
+        row, found = _audit_row(task, size, name, shape, quick)
+        rows.append(row)
+        data["tasks"][task] = found
+    rows.append(["resnet50-imagenet", "not audited", "-", "-", "-", "-", "-", "-", "-"])
+    headers = [
+        "TASK", "AUDITED", "EXPORT S (WORKER)", "MODEL", "CHECK S", "INPUTS S",
+        "ONNXRUNTIME S", "AUDIT S (MASTER)", "TORCH, SAME ROWS S",
+    ]  # fmt: skip
+    write_results(
+        "audit",
+        "The ONNX audit of a run's final model: the worker's export once, the master's audit "
+        "in the background (one thread)",
+        headers,
+        rows,
+        data,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer repeats, small samples")
@@ -140,6 +220,7 @@ def main() -> None:
         rows,
         data,
     )
+    audit_table(args.quick)
 
 
 if __name__ == "__main__":

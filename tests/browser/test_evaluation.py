@@ -1,6 +1,7 @@
 """Who graded a run, on the run page and the compare page: the evaluator's grades are the
 run's accuracy and time to target, a run whose own accuracy strays from them shows both
-numbers, and a run that wrote no predictions is labelled "self-reported, not evaluated"."""
+numbers, its model's ONNX audit is said (a mismatch with the differing rows), and a run that
+wrote no predictions is labelled "self-reported, not evaluated"."""
 
 import pytest
 
@@ -29,12 +30,28 @@ def grade(run, value: float | None = None) -> None:
     )
 
 
-def test_the_run_and_compare_pages_say_who_graded_each_run(page):
+def audit(run, result: dict) -> None:
+    """The stored ONNX audit of the run's model, as the master's audit writes it."""
+    from mlbench_master import model_files
+
+    model_files.folder(run.pk).mkdir(parents=True, exist_ok=True)
+    model_files.write_audit(model_files.folder(run.pk), result)
+
+
+AUDITED = {"step": 100, "examples": 2000, "sample": True, "ties": 0, "dataset": "synthetic"}
+
+
+def test_the_run_and_compare_pages_say_who_graded_each_run(page, settings, tmp_path):
+    settings.MLBENCH_HOME = tmp_path  # the audits written below, and nothing elsewhere
     honest = make_run("honest", 2, ago=5400)
     liar = make_run("claims 93 %", 2, ago=3600)
     unchecked = make_run("no predictions", 2, ago=1800)
     grade(honest)
     grade(liar, 0.1)
+    # Evaluated under --amp: its near-ties within bf16's tolerance are said.
+    honest_audit = {"status": "matches", "differ": 0, "first_rows": [], "precision": "bf16"}
+    audit(honest, AUDITED | honest_audit | {"ties": 4})
+    audit(liar, AUDITED | {"status": "mismatch", "differ": 1790, "first_rows": [0, 2, 5]})
 
     page.goto(f"/runs/{liar.pk}/")
     box = page.locator("#run-evaluation")
@@ -43,11 +60,22 @@ def test_the_run_and_compare_pages_say_who_graded_each_run(page):
     assert "Graded by the platform's evaluator: 10 evaluations, last 10.0 %" in text, text
     assert "target not reached" in text
     assert "Mismatch at step 100: the run reported 28.0 %, the evaluator graded 10.0 %" in text
+    assert (
+        "Model audit: the final model MISMATCH: predicts otherwise than submitted on a seeded "
+        "sample of 2000 test examples of step 100; 1790 differ (first rows 0, 2, 5)." in text
+    ), text
     assert_accessible(page)
+
+    page.goto(f"/runs/{honest.pk}/")
+    page.locator("#run-evaluation").wait_for(state="visible")
+    text = page.locator("#run-evaluation").inner_text()
+    assert "the final model gives the submitted predictions on a seeded sample of 2000" in text
+    assert "0 differ; evaluated in bf16: 4 near-ties allowed." in text, text
 
     page.goto(f"/runs/{unchecked.pk}/")
     page.locator("#run-evaluation").wait_for(state="visible")
-    assert "Self-reported, not evaluated" in page.locator("#run-evaluation").inner_text()
+    text = page.locator("#run-evaluation").inner_text()
+    assert "Self-reported, not evaluated" in text and "Model audit" not in text
 
     page.goto(f"/compare/?runs={honest.pk},{liar.pk},{unchecked.pk}")
     page.wait_for_selector("body[data-loaded='1']")

@@ -109,6 +109,17 @@ class LiveMaster:
                 raise AssertionError(f"run {run_id} still {run['state']} after {timeout} s: {run}")
             time.sleep(0.25)
 
+    def wait_audit(self, run_id: int, timeout: float = 180) -> dict[str, Any]:
+        """The ONNX audit of the run's model (`evaluation.audit`) once it is not pending."""
+        deadline = time.monotonic() + timeout
+        while True:
+            audit = self.run(run_id)["evaluation"]["audit"]
+            if audit["status"] != "pending":
+                return audit
+            if time.monotonic() > deadline:
+                raise AssertionError(f"run {run_id}'s audit still pending after {timeout} s")
+            time.sleep(0.5)
+
     def logs(self, run_id: int) -> list[dict[str, Any]]:
         chunks: list[dict[str, Any]] = []
         offset = 0
@@ -142,6 +153,9 @@ class LiveMaster:
         return ranks
 
 
+E2E_AUDIT_SAMPLE = 250
+
+
 def start_master(
     postgres_url: str, home: Path, host: str = "", env_extra: dict[str, str] | None = None
 ) -> LiveMaster:
@@ -168,6 +182,9 @@ def start_master(
         OMPI_ALLOW_RUN_AS_ROOT="1",
         OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
         PYTHONPATH=str(ROOT),
+        # The ONNX audits of the runs' models on 250 test examples, not 2,000: a fraction
+        # of the time (the default is audited once, in tests/evaluation/test_model_audit.py).
+        MLBENCH_AUDIT_SAMPLE=str(E2E_AUDIT_SAMPLE),
         **(env_extra or {}),
     )
     port = free_port()

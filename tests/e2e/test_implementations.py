@@ -8,6 +8,8 @@ import time
 import psutil
 import pytest
 
+from tests.e2e.live import E2E_AUDIT_SAMPLE
+
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 # The reference too, as a task run asks for it (test_runs.py drives it by custom commands).
 IMPLEMENTATIONS = ["reference", "torch-ddp", "tensorflow"]
@@ -45,6 +47,13 @@ def test_each_implementation_finishes_through_the_api(idle_master, implementatio
     assert graded["status"] == "evaluated", graded
     assert graded["grades"] == len(reported) and graded["mismatches"] == [], graded
     assert graded["accuracy_after_time"] == pytest.approx(reported[-1]["value"], abs=1e-6)
+    # The final model, exported by the implementation and run by the evaluator on inputs it
+    # regenerated, gives the run's last submitted predictions.
+    audit = master.wait_audit(run["id"])
+    assert audit["status"] == "matches", audit
+    assert audit["examples"] == E2E_AUDIT_SAMPLE and audit["sample"] and audit["differ"] == 0, audit
+    last = master.get(f"/api/runs/{run['id']}/predictions/").json()[-1]["step"]
+    assert (audit["step"], audit["precision"]) == (last, "fp32"), audit  # the worker's word
 
 
 # The reference's killed rank: test_runs.py and test_faults.py (the same worker code).

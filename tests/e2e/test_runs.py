@@ -100,6 +100,8 @@ def test_task_2_runs_through_the_platform_by_its_task_name(idle_master):
     assert graded["status"] == "evaluated" and graded["mismatches"] == [], graded
     assert graded["grades"] == len(metrics["val_accuracy"])
     assert graded["time_to_target"] == pytest.approx(summary["time_to_target"], abs=1e-3)
+    audit = master.wait_audit(run["id"])  # the linear model's signs are the submitted ones
+    assert (audit["status"], audit["differ"]) == ("matches", 0), audit
 
 
 def test_pod_metrics_are_recorded_for_workers_in_use(idle_master):

@@ -225,6 +225,7 @@ class StatefulSetController:
         name = pod["metadata"]["name"]
         image = _worker_image(pod)
         base = {"name": "worker", "image": image, "imageID": "", "restartCount": 0}
+        events: list[tuple[str, str]] = []  # (reason, message) of a pull failure
         if image in self.unpullable:
             reason = self.unpullable[image]
             if reason == "InvalidImageName":
@@ -241,10 +242,10 @@ class StatefulSetController:
                 "containerStatuses": [{**base, "ready": False, "state": {"waiting": waiting}}],
             }
             if reason == "InvalidImageName":
-                self._event(name, "InspectFailed", message)
+                events.append(("InspectFailed", message))
             else:
-                self._event(name, "Failed", f'Failed to pull image "{image}": not found')
-                self._event(name, "BackOff", message)
+                events.append(("Failed", f'Failed to pull image "{image}": not found'))
+                events.append(("BackOff", message))
         else:
             ip = f"10.1.0.{10 + int(name.rsplit('-', 1)[1])}"
             ready = image not in self.never_ready
@@ -255,12 +256,17 @@ class StatefulSetController:
                 "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
                 "containerStatuses": [{**base, "ready": ready, "state": started}],
             }
-            if not ready:
+            if not ready:  # its probe fails before the status says not Ready
                 self._event(
                     name, "Unhealthy", f"Readiness probe failed: dial tcp {ip}:22: connect refused"
                 )
             self.core.patch_namespaced_pod(name, self.namespace, {"spec": {"nodeName": "node-a"}})
         self.core.patch_namespaced_pod_status(name, self.namespace, {"status": new})
+        # A pull failure's events after the status they explain: a reader that sees the event
+        # sees the status too (the other way round, a driver polling under load could read
+        # the event beside a pod that had no container status yet).
+        for reason, message in events:
+            self._event(name, reason, message)
 
     def _event(self, pod: str, reason: str, message: str) -> None:
         serial = next(self._serial)

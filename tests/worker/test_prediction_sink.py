@@ -15,7 +15,7 @@ import pytest
 from mlbench_worker.shared.evaluation import predictions
 from mlbench_worker.shared.evaluation.evaluator import Evaluator
 from mlbench_worker.training.metric_sink import HttpReporter
-from mlbench_worker.training.prediction_sink import Shard, in_set_order, publish
+from mlbench_worker.training.prediction_sink import Shard, in_set_order, open_sink, publish
 
 from .recording_master import RecordingMaster
 
@@ -150,3 +150,65 @@ def test_a_master_without_the_endpoint_is_asked_once(master, tmp_path, capsys):
     assert not reporter.files and reporter.files_sent == 0
     err = capsys.readouterr().err
     assert err.count("HTTP 404") == 1 and err.count("takes no predictions files") == 1
+
+
+class OneRank:
+    """The collectives of a run of one rank: nothing to gather from others."""
+
+    rank = 0
+
+    def bcast_object(self, obj, root=0):
+        return obj
+
+    def gather_object(self, obj, root=0):
+        return [obj]
+
+
+def test_the_final_model_is_kept_beside_and_posted_after_the_last_predictions(master, tmp_path):
+    reporter = reporter_for(master)
+    sink = open_sink(
+        OneRank(), reporter, metrics_file=str(tmp_path / "metrics.jsonl"), master_url=master.url,
+        dataset="synthetic", features=2000,
+    )  # fmt: skip
+    labels = np.array([1, -1, 1])
+    sink.submit(Shard(np.arange(3), labels, {predictions.LABEL: labels}), META)
+    final = tmp_path / "model.onnx"
+    final.write_bytes(b"an earlier run's model")
+
+    def export(path):  # a reader meanwhile sees the earlier file whole, never half of this one
+        assert path.parent == tmp_path and path != final
+        path.write_bytes(b"onnx")
+        assert final.read_bytes() == b"an earlier run's model"
+        path.write_bytes(b"onnx bytes")
+
+    kept = sink.submit_model(export, precision="bf16")
+    reporter.close(deadline=30)
+    assert kept == final and kept.read_bytes() == b"onnx bytes"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx", "predictions"]
+    posts = [r for r in master.received if not r.path.endswith("/metrics/")]
+    assert [r.path for r in posts] == ["/api/runs/17/predictions/", "/api/runs/17/model/"]
+    # Bound to the evaluation it made: its step, and the precision it was evaluated in.
+    assert posts[1].query == {
+        "dataset": "synthetic", "features": "2000", "step": "40", "precision": "bf16"
+    }  # fmt: skip
+    assert posts[1].body == b"onnx bytes" and posts[1].headers["Authorization"] == "Token tok-run"
+
+
+def test_a_model_that_does_not_export_is_said_and_not_posted(master, tmp_path, capsys):
+    reporter = reporter_for(master)
+    sink = open_sink(
+        OneRank(), reporter, metrics_file=None, master_url=master.url, dataset="synthetic"
+    )
+    labels = np.array([1, -1, 1])
+    sink.submit(Shard(np.arange(3), labels, {predictions.LABEL: labels}), META)
+
+    def fails(path):
+        path.write_bytes(b"half")
+        raise RuntimeError("Exporting the operator 'aten::foo' is not supported\nmore")
+
+    assert sink.submit_model(fails) is None
+    reporter.close(deadline=30)
+    assert master.posted("model") == [] and len(master.posted("predictions")) == 1
+    err = capsys.readouterr().err
+    assert "the final model is not exported to ONNX (RuntimeError: Exporting the operator" in err
+    assert "graded by its predictions alone" in err and "more" not in err

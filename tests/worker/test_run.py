@@ -1,9 +1,11 @@
 """A whole single-process run: `auto` falling back to synthetic data, stopped by a time budget,
-reporting to a master (a recording server on loopback) and to a metrics file."""
+reporting to a master (a recording server on loopback) and to a metrics file, evaluating
+under --amp (bfloat16 on the CPU) and handing over its final model for the audit."""
 
 import json
 
-from mlbench_worker.shared.evaluation import predictions
+from mlbench_worker.shared import catalogue
+from mlbench_worker.shared.evaluation import audit_process, predictions, test_sets
 
 from .helpers import run_worker
 from .recording_master import RecordingMaster
@@ -35,6 +37,20 @@ def test_auto_falls_back_loudly_and_time_budget_stops_mid_epoch(tmp_path):
     assert posted.headers["Content-Type"] == "application/octet-stream"
     assert len(predictions.read(kept).arrays[predictions.CLASS]) == 200
     assert master.posted("summary") and master.posted("metrics")
+    # The final model, beside the predictions and posted after them, with the step it was
+    # evaluated at and the evaluation's precision (--amp: bf16). The evaluator, run as the
+    # master runs it, finds it made the predictions within bf16's tolerance.
+    (model,) = master.posted("model")
+    step = str(predictions.read(kept).step)
+    assert model.query == {"dataset": "synthetic", "step": step, "precision": "bf16"}
+    assert model.body == (tmp_path / "model.onnx").read_bytes()
+    test_set = test_sets.TestSet("resnet20-cifar10", "synthetic", catalogue.DEFAULT_SEED, 200)
+    request = audit_process.request_of(
+        test_set, mode="audit", model=tmp_path / "model.onnx", predictions=kept, sample=200,
+        sample_seed=0, precision="bf16",
+    )  # fmt: skip
+    result = audit_process.run(request, audit_process.Limits())["result"]
+    assert (result["status"], result["examples"], result["differ"]) == ("matches", 200, 0), result
 
 
 def _run(tmp_path, metrics, master_url):
@@ -53,6 +69,7 @@ def _run(tmp_path, metrics, master_url):
             "1",
             "--threads",
             "1",
+            "--amp",
             "--metrics-file",
             str(metrics),
             "--master-url",

@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from mlbench_worker.client.api import resolve_image
+from mlbench_worker.client.cli.audit_line import audit_line
 from mlbench_worker.client.cli.comparison import evaluation_line, evaluation_notes
 from mlbench_worker.client.cli.costs import cost_line
 from mlbench_worker.client.cli.formatting import (
@@ -250,6 +251,7 @@ def cmd_show(args: argparse.Namespace, master: Master) -> int:
     graded = evaluation_line(run)
     if graded:
         print(f"{'graded by'.ljust(width)}  {graded}")
+        print(f"{'model audit'.ljust(width)}  {audit_line(run)}")
     for note in evaluation_notes(run):
         print(f"{''.ljust(width)}  {note}")
     if run.get("custom_image_command"):

@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from mlbench_worker.client.cli.audit_line import audit_line
 from mlbench_worker.client.cli.clock import clock_at
 from mlbench_worker.client.cli.costs import cost_cell, cost_notes
 from mlbench_worker.client.cli.formatting import (
@@ -189,6 +190,9 @@ def evaluation_notes(run: dict) -> list[str]:
             f"the evaluator graded {percent(m['graded'])} (tolerance "
             f"{100 * float(graded.get('tolerance') or 0):g} points)"
         )
+    audit = graded.get("audit") or {}
+    if audit.get("status") in ("mismatch", "refused"):
+        out.append(f"run {run['id']} MODEL AUDIT {audit['status'].upper()}: {audit_line(run)}")
     return out
 
 

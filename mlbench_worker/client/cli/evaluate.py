@@ -7,6 +7,14 @@ generated set's labels from the run's seed, or reads a real set's from the files
 `--data-dir`, after checking their checksums. Each grade is printed beside what the master
 stored for that evaluation and what the run reported of itself; the command fails (exit 1)
 where this grade and the master's differ, which no honest installation produces.
+
+Where the master holds the run's final model (GET /api/runs/<id>/model/), it is audited
+here too (shared/evaluation/model_audit.py, with onnxruntime where it is installed, in a
+child process bounded as the master bounds its own: audit_process.py, with its default
+limits): run on the test inputs this process regenerates or reads, against the predictions
+file of the step the master audited, on the same rows (the master's `examples` and
+`sample_seed`) and with the same precision's tolerance. The command fails where the model
+predicts otherwise than the run submitted, or where this audit and the master's disagree.
 """
 
 from __future__ import annotations
@@ -63,12 +71,14 @@ def _evaluate(args: argparse.Namespace, master: Master) -> int:
     stored = {step: value for step, (value, _) in stored_meta.items()}
     reported = {step: value for step, (value, _) in _points(master, args.run, REPORTED).items()}
     rows, disagree, evaluators = [], [], {}
+    fetched: dict[int, tuple[Any, Path]] = {}  # step -> (predictions, file), for the audit
     with tempfile.TemporaryDirectory(prefix="mlbench-evaluate-") as folder:
         for entry in sorted(files, key=lambda e: e["step"]):
-            predictions = _fetch(master, args.run, entry, Path(folder))
+            predictions, path = _fetch(master, args.run, entry, Path(folder))
             meta = stored_meta.get(predictions.step, (None, {}))[1]
             features = int(meta.get("features") or test_sets.EPSILON_FEATURES)
             grade = _grade(run, predictions, args.data_dir, evaluators, features)
+            fetched[predictions.step] = (predictions, path)
             mine = grade.metrics[REPORTED]
             theirs = stored.get(grade.step)
             if theirs is None or abs(theirs - mine) > AGREE:
@@ -80,15 +90,90 @@ def _evaluate(args: argparse.Namespace, master: Master) -> int:
                     percent(reported[grade.step]) if grade.step in reported else "-",
                 ]
             )  # fmt: skip
-    headers = ["STEP", "EPOCH", "CLOCK", "EXAMPLES", "GRADED HERE", "MASTER'S GRADE", "REPORTED"]
-    print(f"run {args.run} ({run.get('task')}, seed {run.get('seed')}): {len(rows)} evaluations")
-    print(table(headers, rows))
+        headers = ["STEP", "EPOCH", "CLOCK", "EXAMPLES", "GRADED HERE", "MASTER'S GRADE"]
+        print(
+            f"run {args.run} ({run.get('task')}, seed {run.get('seed')}): {len(rows)} evaluations"
+        )
+        print(table([*headers, "REPORTED"], rows))
+        audited = _audit(master, run, fetched, evaluators, args.data_dir, Path(folder))
     if disagree:
         steps = ", ".join(map(str, disagree))
         print(f"DISAGREES with the master's stored grade at step {steps}")
         return EXIT_DISAGREES
     print("every grade equals the master's")
-    return EXIT_OK
+    return EXIT_OK if audited else EXIT_DISAGREES
+
+
+def _audit(
+    master: Master, run: dict, fetched: dict, evaluators: dict, data_dir: str, folder: Path
+) -> bool:
+    """Audit the run's stored model here as the master did (its step, rows and precision);
+    False where it predicts otherwise than the run submitted or this audit's verdict is not
+    the master's."""
+    import importlib.util
+
+    from mlbench_worker.shared.evaluation import audit_process, model_audit, test_sets
+
+    theirs = (run.get("evaluation") or {}).get("audit") or {}
+    response = master.call("_submit", "GET", f"runs/{run['id']}/model/", allow=(404,))
+    if response.status_code == 404:
+        print("model: none stored, not audited")
+        return True
+    body = response.content
+    if theirs.get("model_sha256") and hashlib.sha256(body).hexdigest() != theirs["model_sha256"]:
+        print("model: DIFFERS from the one the master audited (SHA-256); try again")
+        return False
+    if importlib.util.find_spec("onnxruntime") is None:
+        print("model: not audited here (pip install onnxruntime to audit it)")
+        return True
+    step = theirs.get("step")
+    if step not in fetched or "sample_seed" not in theirs or "examples" not in theirs:
+        print(f"model: the master's audit names no stored step and sample to repeat: {theirs}")
+        return False
+    last, path = fetched[step]
+    dataset, size, features = next(
+        k for k, e in evaluators.items() if e.digest == last.test_set_digest
+    )  # the set that file was graded on, here
+    where = data_dir if dataset != test_sets.SYNTHETIC else ""
+    test_set = test_sets.TestSet(run["task"], dataset, int(run["seed"]), size, where, features)
+    model = folder / "model.onnx"
+    model.write_bytes(body)
+    request = audit_process.request_of(
+        test_set,
+        mode="audit",
+        model=model,
+        predictions=path,
+        sample=int(theirs["examples"]),
+        sample_seed=int(theirs["sample_seed"]),
+        precision=theirs.get("precision", "fp32"),
+    )
+    try:
+        answer = audit_process.run(request, audit_process.Limits())
+    except audit_process.Failed as exc:
+        answer = {"not_audited": str(exc)}
+    if "refused" in answer:
+        mine = {"status": model_audit.REFUSED, "why": answer["refused"]}
+    elif "not_audited" in answer:
+        print(f"model: not audited here: {answer['not_audited']}")
+        return True
+    else:
+        mine = answer["result"]
+    where = "a sample of " if mine.get("sample") else ""
+    # The master's own verdict on that step, also where it shows the audit as no longer
+    # covering the run (its predictions replaced or followed by later ones: `why` says).
+    verdict = theirs.get("verdict", theirs.get("status", "none"))
+    shown = f"{verdict}" + (
+        f" (shown: {theirs['status']}: {theirs.get('why')})" if "verdict" in theirs else ""
+    )
+    print(
+        f"model audit here: {mine['status']} (step {step}, {where}{mine.get('examples', 0)} "
+        f"examples, {mine.get('differ', 0)} differ{'; ' + mine['why'] if mine.get('why') else ''}"
+        f"); the master's: {shown}"
+    )
+    return mine["status"] == model_audit.MATCHES and verdict in (
+        model_audit.MATCHES,
+        model_audit.PENDING,
+    )
 
 
 def _status(run: dict) -> str:
@@ -108,7 +193,7 @@ def _points(master: Master, run_id: int, name: str) -> dict[int, tuple[float, di
     return out
 
 
-def _fetch(master: Master, run_id: int, entry: dict, folder: Path) -> Any:
+def _fetch(master: Master, run_id: int, entry: dict, folder: Path) -> tuple[Any, Path]:
     from mlbench_worker.shared.evaluation.predictions import PredictionsRefused, read
 
     body = master.call("_submit", "GET", f"runs/{run_id}/predictions/{entry['step']}/").content
@@ -121,7 +206,7 @@ def _fetch(master: Master, run_id: int, entry: dict, folder: Path) -> Any:
     path = folder / f"step-{entry['step']}.npz"
     path.write_bytes(body)
     try:
-        return read(path)
+        return read(path), path
     except PredictionsRefused as exc:
         raise CliError(f"run {run_id}: {exc}", EXIT_DISAGREES) from None
 

@@ -55,7 +55,10 @@ class Master:
         self.client = ApiClient(url=url, in_cluster=False, token=token or default_token())
         self.url = self.client.endpoint
 
-    def call(self, method: str, *args: Any, **kwargs: Any) -> requests.Response:
+    def call(
+        self, method: str, *args: Any, allow: tuple[int, ...] = (), **kwargs: Any
+    ) -> requests.Response:
+        """The master's answer; CliError for an error status not in `allow`."""
         try:
             response = getattr(self.client, method)(*args, **kwargs).result()
         except requests.ConnectionError as exc:
@@ -69,7 +72,7 @@ class Master:
                 f"the master at {self.url} did not answer in time: check `mlbench status`",
                 EXIT_UNREACHABLE,
             ) from exc
-        if response.status_code >= 400:
+        if response.status_code >= 400 and response.status_code not in allow:
             raise self._error(response)
         return response
 

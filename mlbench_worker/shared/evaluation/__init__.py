@@ -4,11 +4,14 @@
   its writer and reader;
 - test_sets.py: which test set a run is graded on, and its labels, from
   generated_labels.py (regenerated from the seed) or file_labels.py (checksummed files);
-- evaluator.py: the grade of a predictions file by the task's own metric.
+- evaluator.py: the grade of a predictions file by the task's own metric;
+- model_audit.py: the ONNX audit of a run's final model (onnxruntime), on the inputs of
+  generated_inputs.py or file_inputs.py, refusing external data (onnx_external.py), run in
+  a bounded child process (audit_process.py).
 
-Numpy and the standard library only, and nothing of any implementation, trainer, model or
-framework (tests/test_architecture.py), so the master can run it and no trainer's code can
-touch a grade. docs/checking.rst says what is built and what is not yet.
+Numpy, onnxruntime and the standard library only, and nothing of any implementation,
+trainer, model or framework (tests/test_worker_rooms.py), so the master can run it and no
+trainer's code can touch a grade. docs/checking.rst says what is built and what is not yet.
 """
 
 # The evaluator's grades are stored on the master beside what the run reports itself, under

@@ -43,19 +43,27 @@ def _checked(path: Path, algorithm: str, expected: str) -> None:
         )
 
 
-def _cifar10_batch_labels(raw: bytes, where: str) -> np.ndarray:
+def _cifar10_batch(raw: bytes, where: str) -> dict:
     try:
-        batch = data_files.unpickle_batch(io.BytesIO(raw))
-        labels = np.asarray(batch["labels"], dtype=np.int64)
+        return data_files.unpickle_batch(io.BytesIO(raw))
     except Exception as exc:  # checksummed, so this would be our parser's fault
+        raise LabelsUnavailable(f"{where} cannot be parsed as a CIFAR-10 batch: {exc}") from exc
+
+
+def _cifar10_batch_labels(batch: dict, where: str) -> np.ndarray:
+    try:
+        labels = np.asarray(batch["labels"], dtype=np.int64)
+    except Exception as exc:
         raise LabelsUnavailable(f"{where} cannot be parsed as a CIFAR-10 batch: {exc}") from exc
     if labels.ndim != 1 or (labels.size and (labels.min() < 0 or labels.max() > 9)):
         raise LabelsUnavailable(f"{where} holds labels outside 0..9")
     return labels
 
 
-def cifar10(data_dir: str | Path, md5: dict[str, str] | None = None) -> np.ndarray:
-    """The 10,000 test labels of CIFAR-10 from the official files under `data_dir`."""
+def cifar10_test_batch(data_dir: str | Path, md5: dict[str, str] | None = None) -> tuple[dict, str]:
+    """CIFAR-10's test batch (its dict: ``data``, ``labels``...) from the official files under
+    `data_dir`, checksums verified, and where it was read; the labels' and the audit's
+    inputs' one source (file_inputs.py)."""
     md5 = md5 or {
         data_files.CIFAR10_ARCHIVE: data_files.CIFAR10_ARCHIVE_MD5,
         **data_files.CIFAR10_FILE_MD5,
@@ -65,7 +73,7 @@ def cifar10(data_dir: str | Path, md5: dict[str, str] | None = None) -> np.ndarr
     path = data_dir / data_files.CIFAR10_FOLDER / name
     if path.is_file():
         _checked(path, "md5", md5[name])
-        return _cifar10_batch_labels(path.read_bytes(), str(path))
+        return _cifar10_batch(path.read_bytes(), str(path)), str(path)
     archive = data_dir / data_files.CIFAR10_ARCHIVE
     if not archive.is_file():
         raise LabelsUnavailable(
@@ -84,11 +92,18 @@ def cifar10(data_dir: str | Path, md5: dict[str, str] | None = None) -> np.ndarr
     got = hashlib.md5(raw).hexdigest()
     if got != md5[name]:
         raise LabelsUnavailable(f"{archive}'s {member} has MD5 {got}, expected {md5[name]}")
-    return _cifar10_batch_labels(raw, f"{archive}:{member}")
+    where = f"{archive}:{member}"
+    return _cifar10_batch(raw, where), where
 
 
-def epsilon(data_dir: str | Path, sha256: dict[str, str] | None = None) -> np.ndarray:
-    """epsilon's test labels (int64, -1/+1, one per row) from the official compressed file."""
+def cifar10(data_dir: str | Path, md5: dict[str, str] | None = None) -> np.ndarray:
+    """The 10,000 test labels of CIFAR-10 from the official files under `data_dir`."""
+    batch, where = cifar10_test_batch(data_dir, md5)
+    return _cifar10_batch_labels(batch, where)
+
+
+def epsilon_test_file(data_dir: str | Path, sha256: dict[str, str] | None = None) -> Path:
+    """epsilon's official compressed test file under `data_dir`, its SHA-256 verified."""
     sha256 = sha256 or data_files.EPSILON_SHA256
     plain = data_files.EPSILON_FILES["test"]
     name = f"{plain}.bz2"
@@ -105,14 +120,23 @@ def epsilon(data_dir: str | Path, sha256: dict[str, str] | None = None) -> np.nd
             )
         )
     _checked(path, "sha256", sha256[name])
+    return path
+
+
+def epsilon_label(first: bytes, path: Path, number: int) -> int:
+    """The label a line of epsilon's file starts with (its first field), -1 or +1."""
+    value = {b"1": 1, b"+1": 1, b"-1": -1}.get(first)
+    if value is None:
+        raise LabelsUnavailable(f"{path} line {number} starts with {first!r}, not a label -1 or +1")
+    return value
+
+
+def epsilon(data_dir: str | Path, sha256: dict[str, str] | None = None) -> np.ndarray:
+    """epsilon's test labels (int64, -1/+1, one per row) from the official compressed file."""
+    path = epsilon_test_file(data_dir, sha256)
     labels: list[int] = []
     with bz2.open(path, "rb") as fh:
         for number, line in enumerate(fh, start=1):
             first = line.split(maxsplit=1)[:1]
-            value = {b"1": 1, b"+1": 1, b"-1": -1}.get(first[0] if first else b"")
-            if value is None:
-                raise LabelsUnavailable(
-                    f"{path} line {number} starts with {first!r}, not a label -1 or +1"
-                )
-            labels.append(value)
+            labels.append(epsilon_label(first[0] if first else b"", path, number))
     return np.array(labels, dtype=np.int64)

@@ -15,7 +15,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlbench_worker.shared import catalogue
-from mlbench_worker.shared.evaluation import file_labels, generated_labels
+from mlbench_worker.shared.evaluation import (
+    file_inputs,
+    file_labels,
+    generated_inputs,
+    generated_labels,
+)
 from mlbench_worker.shared.evaluation.file_labels import LabelsUnavailable
 
 SYNTHETIC = "synthetic"
@@ -87,3 +92,33 @@ def labels(test_set: TestSet) -> np.ndarray:
             f"{test_set.describe()} asks for {test_set.size} examples; the files hold {found.size}"
         )
     return found[: test_set.size]
+
+
+class NotAudited(Exception):
+    """A test set whose inputs the evaluator cannot produce independently (task 1b)."""
+
+
+IMAGENET_NOT_AUDITED = (
+    "task 1b is not audited: its test inputs are JPEG files decoded, resized and cropped by "
+    "the run's own pipeline, which the evaluator does not reproduce independently"
+)
+
+
+def inputs(test_set: TestSet, rows: np.ndarray) -> np.ndarray:
+    """The test inputs at positions `rows` of `test_set`, as the model contract takes them
+    (docs/checking.rst, "The model format"): uint8 N x 3 x 32 x 32 images (tasks 1a), float32
+    N x features rows (task 2); regenerated from the seed or read from checksummed files.
+    NotAudited for task 1b; LabelsUnavailable when the files are missing or damaged."""
+    family = task_info(test_set.task).dataset
+    if family == "imagenet":
+        raise NotAudited(IMAGENET_NOT_AUDITED)
+    rows = np.asarray(rows, dtype=np.int64)
+    if rows.size and (rows.min() < 0 or rows.max() >= test_set.size):
+        raise ValueError(f"rows outside {test_set.describe()}")
+    if test_set.dataset == SYNTHETIC:
+        if family == "cifar10":
+            return generated_inputs.cifar10(test_set.seed, rows)
+        return generated_inputs.epsilon(test_set.seed, rows, test_set.features)
+    if family == "cifar10":
+        return file_inputs.cifar10(test_set.data_dir, rows)
+    return file_inputs.epsilon(test_set.data_dir, rows)

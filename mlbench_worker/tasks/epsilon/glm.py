@@ -45,6 +45,24 @@ class LinearModel(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.addmv(self.theta[-1], x, self.theta[:-1])
 
+    def export_module(self) -> torch.nn.Module:
+        """This model for the ONNX export (training/torch_export.py): torch's exporter has no
+        addmv, so the export computes the same score as a product and a sum (equal up to
+        float rounding), while training keeps its fused forward."""
+        return LinearScores(self)
+
+
+class LinearScores(torch.nn.Module):
+    """z = x.w + b of a LinearModel, in operators ONNX has."""
+
+    def __init__(self, model: LinearModel) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        theta = self.model.theta
+        return x @ theta[:-1] + theta[-1]
+
 
 def _logistic(
     z: torch.Tensor, y: torch.Tensor, scale: float

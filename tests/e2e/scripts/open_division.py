@@ -2,8 +2,11 @@
 
 `python open_division.py SEED random` also writes predictions in the documented format
 (numpy alone, docs/checking.rst "The predictions format") and posts them: random classes,
-so the evaluator grades them about 10 %. `... SEED none` writes none. Either way rank 0
-posts `val_accuracy` 0.99 and a `time_to_target`, as a command may, with its run token.
+so the evaluator grades them about 10 %, and then a model in ONNX (docs/checking.rst, "The
+model format"), built with the `onnx` package alone: a fixed linear map of the raw pixels
+to ten scores, which does not predict the random classes it submitted. `... SEED none`
+writes neither. Either way rank 0 posts `val_accuracy` 0.99 and a `time_to_target`, as a
+command may, with its run token.
 """
 
 import datetime as dt
@@ -53,4 +56,31 @@ if mode == "random":
         timeout=30,
     )
     print(f"predictions posted: HTTP {r.status_code} {r.text}", flush=True)
+    r.raise_for_status()
+    # An honest model: what it predicts is what it predicts, not the classes posted above.
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = np.random.default_rng(seed + 1).standard_normal((3 * 32 * 32, 10))
+    graph = helper.make_graph(
+        [
+            helper.make_node("Reshape", ["inputs", "flat"], ["rows"]),
+            helper.make_node("MatMul", ["rows", "weights"], ["scores"]),
+        ],
+        "linear",
+        [helper.make_tensor_value_info("inputs", TensorProto.FLOAT, ["N", 3, 32, 32])],
+        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["N", 10])],
+        [
+            numpy_helper.from_array(np.array([-1, 3 * 32 * 32], np.int64), "flat"),
+            numpy_helper.from_array(weights.astype(np.float32), "weights"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    r = requests.post(
+        f"{url}/api/runs/{run_id}/model/?dataset=synthetic",
+        data=model.SerializeToString(),
+        headers={**auth, "Content-Type": "application/octet-stream"},
+        timeout=30,
+    )
+    print(f"model posted: HTTP {r.status_code} {r.text}", flush=True)
     r.raise_for_status()

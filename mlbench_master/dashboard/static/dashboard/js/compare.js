@@ -105,6 +105,8 @@ function gradedMark(run) {
   const e = run.evaluation || {};
   if (e.status === "self-reported, not evaluated") return el("div", { class: "graded self", text: "self-reported, not evaluated" });
   const m = (e.mismatches || [])[0];
+  const audit = (e.audit || {}).status;
+  if (!m && ["mismatch", "refused"].includes(audit)) return el("div", { class: "graded mismatch", text: `model audit: ${audit}` });
   if (!m) return "";
   return el("div", { class: "graded mismatch", text: `mismatch at step ${m.step}: reported ${pct(m.reported)}, graded ${pct(m.graded)}` });
 }

@@ -11,6 +11,7 @@ import { CLOCK_INCRS, clockRange, fractionRange } from "./axes.js";
 import { LineChart } from "./charts.js";
 import { PROGRESS, elapsed, epochs, runClock } from "./clock.js";
 import { costPairs } from "./cost.js";
+import { showEvaluation } from "./evaluation.js";
 import { MetricFeed } from "./feed.js";
 import { algorithmText, clock, datasetBadge, duration, el, implementationText, num, pct, sentPerStep, stateBadge } from "./format.js";
 import { LogFollower } from "./logs.js";
@@ -217,7 +218,7 @@ function showRun() {
   }
   document.getElementById("run-manifest").textContent = JSON.stringify(run.manifest || {}, null, 2);
   showResumed();
-  showEvaluation();
+  showEvaluation(document.getElementById("run-evaluation"), run.evaluation || {});
   // An imported run: its origin shown; deleted by staff only (the API refuses others too).
   if (showOrigin(document.getElementById("run-origin"), run.origin, "run") && root.dataset.staff !== "1") document.getElementById("delete-run")?.setAttribute("hidden", "");
   const cancel = document.getElementById("cancel-run");
@@ -240,24 +241,6 @@ function showResumed() {
     `${where}: this run continues that run's training; it did not start from scratch.`,
   );
   box.hidden = false;
-}
-
-// Who graded the run: the platform's evaluator (its grades are the run's result; the
-// summary above is what the run said of itself), or the run alone; a mismatch shows both.
-function showEvaluation() {
-  const box = document.getElementById("run-evaluation");
-  const e = run.evaluation || {};
-  const lines = [];
-  if (e.status === "evaluated") {
-    const reached = e.time_to_target !== null && e.time_to_target !== undefined ? `target reached at ${duration(e.time_to_target)}` : "target not reached";
-    lines.push(`Graded by the platform's evaluator: ${e.grades} evaluation${e.grades === 1 ? "" : "s"}, last ${pct(e.accuracy_after_time)}, ${reached}. The summary is the run's own report.`);
-  } else if (e.status) {
-    lines.push("Self-reported, not evaluated: the run wrote no predictions, so its accuracy is its own word.");
-  }
-  for (const m of e.mismatches || []) lines.push(`Mismatch at step ${m.step}: the run reported ${pct(m.reported)}, the evaluator graded ${pct(m.graded)} (tolerance ${(100 * e.tolerance).toFixed(1)} points).`);
-  box.replaceChildren(...lines.flatMap((line, i) => (i ? [el("br"), line] : [line])));
-  box.classList.toggle("mismatch", Boolean((e.mismatches || []).length));
-  box.hidden = !lines.length;
 }
 
 // ---- resume ----

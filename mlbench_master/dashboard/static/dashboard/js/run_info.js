@@ -47,4 +47,3 @@ export function show(value) {
 export function kv(dl, pairs) {
   dl.replaceChildren(...pairs.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", {}, v instanceof Node ? v : show(v))]));
 }
-

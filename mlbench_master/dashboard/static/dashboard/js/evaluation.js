@@ -1,0 +1,40 @@
+// What the platform's evaluator said of a run (docs/checking.rst): its grades of the run's
+// predictions and the ONNX audit of its final model, as the run page shows them.
+
+import { duration, el, pct } from "./format.js";
+
+// The ONNX audit of the run's final model: the evaluator ran it on its own test inputs and
+// compared it with the run's predictions of that step (docs/checking.rst, "The ONNX audit").
+export function auditLine(a) {
+  const status = a.status || "no model";
+  if (status === "matches" || status === "mismatch") {
+    const where = a.sample ? `a seeded sample of ${a.examples}` : `all ${a.examples}`;
+    const rows = (a.first_rows || []).length ? ` (first rows ${a.first_rows.join(", ")})` : "";
+    const verdict = status === "matches" ? "gives the submitted predictions" : "MISMATCH: predicts otherwise than submitted";
+    // An evaluation in reduced precision (--amp, TF32) may rank near-ties otherwise.
+    const precision = a.precision && a.precision !== "fp32" ? `; evaluated in ${a.precision}: ${a.ties || 0} near-ties allowed` : "";
+    return `Model audit: the final model ${verdict} on ${where} test examples of step ${a.step}; ${a.differ} differ${rows}${precision}.`;
+  }
+  if (status === "pending") return "Model audit: pending (the evaluator is running the final model).";
+  if (status === "no model") return "Model audit: no model (the run posted no ONNX model).";
+  return `Model audit: ${status}${a.why ? `: ${a.why}` : ""}.`;
+}
+
+// Who graded the run: the platform's evaluator (its grades are the run's result; the
+// summary above is what the run said of itself), or the run alone; a mismatch shows both.
+export function showEvaluation(box, e) {
+  const lines = [];
+  if (e.status === "evaluated") {
+    const reached = e.time_to_target !== null && e.time_to_target !== undefined ? `target reached at ${duration(e.time_to_target)}` : "target not reached";
+    lines.push(`Graded by the platform's evaluator: ${e.grades} evaluation${e.grades === 1 ? "" : "s"}, last ${pct(e.accuracy_after_time)}, ${reached}. The summary is the run's own report.`);
+  } else if (e.status) {
+    lines.push("Self-reported, not evaluated: the run wrote no predictions, so its accuracy is its own word.");
+  }
+  for (const m of e.mismatches || []) lines.push(`Mismatch at step ${m.step}: the run reported ${pct(m.reported)}, the evaluator graded ${pct(m.graded)} (tolerance ${(100 * e.tolerance).toFixed(1)} points).`);
+  const audit = auditLine(e.audit || {});
+  if (e.status === "evaluated" || (e.audit && e.audit.status !== "no model")) lines.push(audit);
+  box.replaceChildren(...lines.flatMap((line, i) => (i ? [el("br"), line] : [line])));
+  const lied = ["mismatch", "refused"].includes((e.audit || {}).status);
+  box.classList.toggle("mismatch", Boolean((e.mismatches || []).length) || lied);
+  box.hidden = !lines.length;
+}

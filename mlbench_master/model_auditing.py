@@ -1,0 +1,230 @@
+"""The platform audits a run's final model: the posted ONNX file is checked against the task's
+contract, stored, and run by the evaluator (mlbench_worker/shared/evaluation/model_audit.py)
+on the test inputs it owns, against the run's stored predictions of the step it names
+(docs/checking.rst, "The ONNX audit").
+
+Where the model runs: never in this process. The check at POST and the audit each run in a
+child process (shared/evaluation/audit_process.py) in an empty working directory, with its
+address space capped at MLBENCH_AUDIT_MEMORY_MIB and killed after MLBENCH_AUDIT_TIMEOUT
+seconds: a posted model is a program, and one that loops, allocates without end or reads
+files must cost a verdict ("refused: ... over N s"), not the web server.
+
+Why a thread of the web server starts the audit, and not the RQ queue: the runs queue's
+workers are busy with runs (a run's job holds one for the run's whole life, and the model
+arrives while it still runs), so an audit queued there would wait for the run to end or for
+another RQ worker the operator may not have. The thread only waits for its child; one audit
+runs at a time per master process (AUDIT_SLOTS), and one that waits longer than the time
+limit for its turn says so rather than stay "pending". The request answers 202 "pending" at
+once.
+
+What is checked before anything is stored (400 naming the parameter, or `model`): task 1b
+is not audited, so a model for it is refused; the step's predictions are stored (the last
+one when the request names no step); the file is one self-contained ONNX model that loads,
+takes the task's inputs and gives scores of the task's shape on three of them. Then, with
+the run's row locked (a run deleted meanwhile stores nothing) and under the model folder's
+lock (model_files.py), the "pending" record is written first, with a new audit id and the
+sample's seed drawn now, after the predictions were fixed; then the model is put in place.
+Nothing of the run's grades changes: an audit only adds its result.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.http import Http404
+
+from mlbench_master import grading, model_files, prediction_files
+from mlbench_master.api.models import Run
+from mlbench_worker.shared.evaluation import audit_process, model_audit, predictions, test_sets
+from mlbench_worker.shared.evaluation.file_labels import LabelsUnavailable
+from mlbench_worker.shared.evaluation.model_audit import ModelRefused
+
+log = logging.getLogger(__name__)
+
+AUDIT_SLOTS = threading.Semaphore(1)
+
+
+def limits() -> audit_process.Limits:
+    return audit_process.Limits(settings.MLBENCH_AUDIT_TIMEOUT, settings.MLBENCH_AUDIT_MEMORY_MIB)
+
+
+def check_parameters(run: Run, dataset: str, features: int | None, precision: str) -> None:
+    """Refuse, before the body is read, a model the run cannot have: SetRefused naming
+    `dataset`, `features` or `precision`, ModelRefused for task 1b."""
+    test_set = grading.test_set_of(run, dataset, features)
+    if precision not in model_audit.PRECISIONS:
+        raise grading.SetRefused(
+            "precision",
+            f"{precision[:20]!r} is not an evaluation precision: "
+            f"{', '.join(model_audit.PRECISIONS)}",
+        )
+    try:
+        model_audit.contract_of(test_set)
+    except test_sets.NotAudited as exc:
+        raise ModelRefused(f"task 1b is not audited; post no model ({exc})") from None
+
+
+def _predictions_of(run_id: int, step: int | None) -> prediction_files.StoredFile:
+    stored = prediction_files.stored(run_id)
+    if not stored:
+        raise ModelRefused(
+            f"run {run_id} has no predictions stored: the model is audited against the run's "
+            "predictions of the step it was evaluated at, so post them first"
+        )
+    if step is None:
+        return stored[-1]
+    for found in stored:
+        if found.step == step:
+            return found
+    steps = ", ".join(str(f.step) for f in stored[-5:])
+    raise grading.SetRefused(
+        "step", f"run {run_id} has no predictions of step {step} stored (the last: {steps})"
+    )
+
+
+def intake(
+    run: Run,
+    tmp: Path,
+    dataset: str,
+    features: int | None,
+    step: int | None = None,
+    precision: str = "fp32",
+) -> dict[str, Any]:
+    """Check the received model `tmp` of `run`, store it, and start its audit against the
+    predictions of `step` (None: the last stored), evaluated in `precision`; the stored
+    record ("pending", or "not audited" with why). Refusals raise before anything is
+    stored: SetRefused (a parameter), ModelRefused (the model, or no predictions)."""
+    check_parameters(run, dataset, features, precision)
+    chosen = _predictions_of(run.pk, step)
+    submitted = predictions.read(chosen.path)
+    test_set = grading.test_set_of(run, dataset, features, size=grading.size_of(submitted))
+    answer = _run_child(audit_process.request_of(test_set, mode="check", model=tmp))
+    if "refused" in answer or "not_audited" in answer:
+        raise ModelRefused(answer.get("refused") or answer["not_audited"])
+    rows = min(test_set.size, settings.MLBENCH_AUDIT_SAMPLE)
+    record: dict[str, Any] = {
+        "status": model_audit.PENDING,
+        "step": submitted.step,
+        "dataset": dataset,
+        "precision": precision,
+        "since": _now(),
+        "audit_id": model_files.new_audit_id(),
+        "model_sha256": answer["sha256"],
+        "model_bytes": tmp.stat().st_size,
+        "predictions_sha256": chosen.sha256,
+        "examples": rows,
+        "sample": rows < test_set.size,
+        "sample_seed": model_audit.new_sample_seed(),
+    }
+    try:  # the same test set as the predictions' grade (cached: it was built then)
+        grading.evaluator_for(test_set).grade(submitted)
+    except predictions.PredictionsRefused:
+        raise ModelRefused(
+            f"the model is posted for {test_set.describe()}, but the run's predictions of "
+            f"step {submitted.step} are of another test set: name the data set they were "
+            "posted with"
+        ) from None
+    except LabelsUnavailable as exc:
+        record |= {"status": model_audit.NOT_AUDITED, "why": str(exc)}
+    target = model_files.folder(run.pk)
+    with transaction.atomic():
+        if not list(Run.objects.select_for_update().filter(pk=run.pk).values_list("pk")):
+            raise Http404(f"run {run.pk} was deleted")
+        try:
+            with model_files.locked(target):
+                record["audits"] = int((model_files.read(target) or {}).get("audits", 0)) + 1
+                model_files.write_audit(target, record)
+                model_files.publish(tmp, run.pk)
+        except model_files.RunGone:
+            raise Http404(f"run {run.pk} was deleted") from None
+    if record["status"] == model_audit.PENDING:
+        job = Audit(target, chosen.path, test_set, record, limits())
+        threading.Thread(
+            target=_audit, args=(job,), name=f"mlbench-audit-{run.pk}", daemon=True
+        ).start()
+    return record
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat()
+
+
+def _run_child(request: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return audit_process.run(request, limits())
+    except audit_process.Failed as exc:
+        log.error("the check of a posted model failed: %s", exc)
+        raise ModelRefused(f"the model could not be checked: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Audit:
+    """What one audit is of, all fixed when the model was stored (nothing in the thread
+    depends on settings that may change once the request is over)."""
+
+    folder: Path
+    predictions: Path
+    test_set: test_sets.TestSet
+    record: dict[str, Any]
+    limits: audit_process.Limits
+
+
+def _audit(job: Audit) -> None:
+    """The audit itself, in the background: its result replaces "pending" while the stored
+    record is still this audit's (a model posted again meanwhile has its own)."""
+    record = job.record
+    try:
+        if not AUDIT_SLOTS.acquire(timeout=job.limits.seconds):
+            result: dict[str, Any] = {
+                "status": model_audit.NOT_AUDITED,
+                "why": f"the master was busy auditing other models for over "
+                f"{job.limits.seconds:g} s; post the model again",
+            }
+        else:
+            try:
+                # The time a "pending" may last counts from here (model_files.audit_of).
+                if not model_files.replace_if_current(
+                    job.folder, record["audit_id"], record | {"since": _now()}
+                ):
+                    return  # superseded by a later model, or the run was deleted
+                result = _verdict(job)
+            finally:
+                AUDIT_SLOTS.release()
+        model_files.replace_if_current(job.folder, record["audit_id"], record | result)
+    except Exception:  # a thread's error must be said somewhere: the log
+        log.exception("the audit of the model in %s failed", job.folder)
+
+
+def _verdict(job: Audit) -> dict[str, Any]:
+    record = job.record
+    request = audit_process.request_of(
+        job.test_set,
+        mode="audit",
+        model=job.folder / model_files.MODEL,
+        predictions=job.predictions,
+        sample=record["examples"],
+        sample_seed=record["sample_seed"],
+        precision=record["precision"],
+    )
+    try:
+        answer = audit_process.run(request, job.limits)
+    except audit_process.Failed as exc:  # a bug here must not pass for a verdict on the run
+        log.error("the audit of the model in %s failed: %s", job.folder, exc)
+        return {"status": model_audit.NOT_AUDITED, "why": f"the audit failed: {exc}"}
+    if answer.get("sha256", record["model_sha256"]) != record["model_sha256"]:
+        return {
+            "status": model_audit.NOT_AUDITED,
+            "why": "the stored model changed during its audit; post the model again",
+        }
+    if "refused" in answer:
+        return {"status": model_audit.REFUSED, "why": answer["refused"]}
+    if "not_audited" in answer:
+        return {"status": model_audit.NOT_AUDITED, "why": answer["not_audited"]}
+    return answer["result"]

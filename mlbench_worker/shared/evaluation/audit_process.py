@@ -1,0 +1,161 @@
+"""The evaluator's work on a posted model, in a child process with bounded time and memory.
+
+Why a child process: a posted model is a program that onnxruntime runs. A Loop with a huge
+trip count never ends, an Expand to a huge shape allocates until the kernel kills whoever
+runs it, and a tensor with external data reads a file of the working directory. In the
+master's web process any of these would hang a request or the audit thread, get the web
+server killed, or leak its files. In a child, the address space is capped (RLIMIT_AS,
+`Limits.memory_mib`), the process is killed after `Limits.seconds` (its start, about half a
+second, counts; its CPU time is capped too, RLIMIT_CPU, so a child whose master died does
+not loop on), and its working directory is an empty temporary one. It is handed paths (the
+model, the predictions), never the bytes, and answers one JSON object on stdout.
+
+The defaults of the limits and of the sample live here, free of numpy and torch, so the
+master's settings (MLBENCH_AUDIT_TIMEOUT, MLBENCH_AUDIT_MEMORY_MIB, MLBENCH_AUDIT_SAMPLE)
+and `mlbench evaluate` share them.
+
+The child is `python -m mlbench_worker.shared.evaluation.audit_process MEMORY_MIB SECONDS`, the
+request on stdin: {"mode": "check" | "audit", "model": path, "test_set": TestSet's fields,
+and for an audit "predictions": path, "sample", "sample_seed", "precision"}. The answer:
+{"sha256": of the model bytes it ran, and "result" (an audit's, model_audit.audit), or
+"refused" (the model: ModelRefused's message, or over a limit), or "not_audited" (why)}.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SAMPLE = 2000  # test examples an audit runs at most (a sample of a larger set)
+TIMEOUT_S = 300  # a check or an audit, child start included; ResNet-20 on 2,000 rows: ~4 s
+MEMORY_MIB = 4096  # the child's address space; checking a 480 MiB model took 1.5 to 2 GiB
+# Words onnxruntime and the C++ runtime use when an allocation fails under the cap.
+OUT_OF_MEMORY = ("bad_alloc", "bad allocation", "failed to allocate", "out of memory")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How long (seconds) and how much address space (MiB) one check or audit may take."""
+
+    seconds: float = TIMEOUT_S
+    memory_mib: int = MEMORY_MIB
+
+
+class Failed(RuntimeError):
+    """The child ended without an answer for a reason that says nothing of the model (a
+    bug here); the message says what it printed."""
+
+
+def run(request: dict[str, Any], limits: Limits) -> dict[str, Any]:
+    """The child's answer to `request` (see the module's docstring). Over the time limit, or
+    killed (the memory cap is the usual cause), the answer is a refusal saying which limit;
+    Failed when the child failed otherwise."""
+    root = str(Path(__file__).resolve().parents[3])  # where mlbench_worker is importable
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    with tempfile.TemporaryDirectory(prefix="mlbench-audit-") as empty:
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", __name__, str(int(limits.memory_mib)), str(limits.seconds)],
+                input=json.dumps(request),
+                capture_output=True,
+                text=True,
+                cwd=empty,
+                env=env,
+                timeout=limits.seconds,
+            )
+        except subprocess.TimeoutExpired:  # killed by subprocess.run
+            return {"refused": f"the model ran over {limits.seconds:g} s (MLBENCH_AUDIT_TIMEOUT)"}
+    lines = done.stdout.strip().splitlines()
+    if done.returncode == 0 and lines:
+        return json.loads(lines[-1])
+    if done.returncode < 0:
+        name = signal.Signals(-done.returncode).name
+        return {
+            "refused": f"{over_memory(limits.memory_mib)} (the model's process ended by {name})"
+        }
+    said = (done.stderr.strip().splitlines() or ["nothing"])[-1][:300]
+    raise Failed(f"the audit process exited with code {done.returncode}: {said}")
+
+
+def over_time(seconds: float) -> str:
+    return f"the model ran over {seconds:g} s (MLBENCH_AUDIT_TIMEOUT)"
+
+
+def over_memory(mib: int) -> str:
+    return f"the model needed over {mib} MiB (MLBENCH_AUDIT_MEMORY_MIB)"
+
+
+def _answer(request: dict[str, Any]) -> dict[str, Any]:
+    from mlbench_worker.shared.evaluation import model_audit, predictions, test_sets
+    from mlbench_worker.shared.evaluation.file_labels import LabelsUnavailable
+
+    data = Path(request["model"]).read_bytes()
+    answer: dict[str, Any] = {"sha256": hashlib.sha256(data).hexdigest()}
+    try:
+        test_set = test_sets.TestSet(**request["test_set"])
+        model = model_audit.Model(data, model_audit.contract_of(test_set))
+        del data
+        if request["mode"] == "check":
+            return answer
+        submitted = predictions.read(Path(request["predictions"]))
+        answer["result"] = model_audit.audit(
+            model,
+            test_set,
+            submitted,
+            sample=int(request["sample"]),
+            sample_seed=int(request["sample_seed"]),
+            precision=request["precision"],
+        )
+    except model_audit.ModelRefused as exc:
+        answer["refused"] = str(exc)
+    except (
+        LabelsUnavailable,
+        test_sets.NotAudited,
+        predictions.PredictionsRefused,
+        ValueError,
+    ) as exc:
+        answer["not_audited"] = str(exc)
+    return answer
+
+
+def main() -> None:
+    mib, cpu = int(sys.argv[1]), math.ceil(float(sys.argv[2])) + 1
+    resource.setrlimit(resource.RLIMIT_AS, (mib << 20, mib << 20))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    try:
+        answer = _answer(json.loads(sys.stdin.read()))
+    except MemoryError:
+        answer = {"refused": over_memory(mib)}
+    refused = answer.get("refused", "").lower()
+    if any(word in refused for word in OUT_OF_MEMORY):
+        answer["refused"] = f"{over_memory(mib)}: {answer['refused']}"
+    print(json.dumps(answer), flush=True)
+
+
+def request_of(test_set: Any, **fields: Any) -> dict[str, Any]:
+    """A request's test set as the child rebuilds it: a TestSet's fields, its data folder
+    absolute (the child runs elsewhere)."""
+    found = dataclasses.asdict(test_set)
+    if found.get("data_dir"):
+        found["data_dir"] = str(Path(found["data_dir"]).resolve())
+    return {
+        "test_set": found,
+        **{k: str(v) if isinstance(v, Path) else v for k, v in fields.items()},
+    }
+
+
+if __name__ == "__main__":
+    main()
