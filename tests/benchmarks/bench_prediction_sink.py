@@ -2,16 +2,17 @@
 
 The reference worker's task 1a loop (ResNet-20 on the generated CIFAR-10 set, 2 ranks of one
 thread under mpirun, a few short epochs with an evaluation after each) runs with its
-predictions sink and without it, in turns (common.interleaved: B A, A B, ...; the full form
-after a warm-up run of each), so load from other jobs on a shared machine falls on both
-alike. Each run reports to a
-recording HTTP server on loopback started here, as a run reports to its master: metric
-batches, the summary and, with the sink, one predictions file per evaluation.
+predictions sink and without it, in turns (common.interleaved: without, with, with,
+without, ...; the full form after a warm-up run of each), so load from other jobs on a
+shared machine falls on both alike. Each run reports to a recording HTTP server on loopback
+started here, as a run reports to its master: metric batches, the summary and, with the
+sink, one predictions file per evaluation.
 
-Reported: the median time of an evaluation with and without the sink and their difference;
-the sink's own part timed where it runs (rank 0's gather, write and hand-over, and the
-reporter thread's post of each file); the whole run's time (mpirun started to mpirun done)
-and the benchmark clock, with their ratios. Nothing is asserted; the targets are printed.
+Reported: the time of an evaluation with and without the sink (best and median) and their
+difference; the sink's own part timed where it runs (rank 0's gather, write and hand-over,
+and the reporter thread's post of each file); the whole run's time (mpirun started to
+mpirun done) and the benchmark clock, with their ratios. Nothing is asserted; the targets
+are printed.
 
 Why the switch is here and not a worker option: the sink is on whenever a run reports
 anywhere (a metrics file or a master), and a run that reports nowhere leaves nothing to
