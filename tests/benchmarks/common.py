@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from mlbench_master.cluster.mpirun import launcher_argv
 from mlbench_worker.training.environment import cpu_model, memory_gib
@@ -24,6 +25,7 @@ from mlbench_worker.training.environment import cpu_model, memory_gib
 RESULTS_DIR = Path(os.environ.get("MLBENCH_BENCH_DIR", "bench-results"))
 REPO = Path(__file__).resolve().parents[2]
 MPIRUN = os.path.join(os.path.dirname(sys.executable), "mpirun")
+T = TypeVar("T")
 
 
 def launcher_prefix(
@@ -82,13 +84,15 @@ def plain_loop(model, optimizer, xs: list, ys: list) -> Callable[[], float]:  # 
 
 
 def interleaved(
-    ours: Callable[[], float], plain: Callable[[], float], rounds: int
-) -> tuple[list[float], list[float]]:
+    ours: Callable[[], T], plain: Callable[[], T], rounds: int, warm_up: bool = True
+) -> tuple[list[T], list[T]]:
     """Both contenders' results, round after round after one warm-up each, each going first
-    in turn, so load changes on a shared machine hit both alike."""
-    ours(), plain()
-    a: list[float] = []
-    b: list[float] = []
+    in turn, so load changes on a shared machine hit both alike. `warm_up=False` for
+    contenders that start a fresh process each time: nothing in them is left warm."""
+    if warm_up:
+        ours(), plain()
+    a: list[T] = []
+    b: list[T] = []
     for i in range(rounds):
         if i % 2:
             a.append(ours())
