@@ -194,6 +194,16 @@ def test_the_embedded_master_gives_a_reference_run_its_budget_and_checkpoint_fol
     # One evaluation (the final model's), the target not reached: logged, aborted.
     logged = check_run_log(master.get, run["id"], tmp_path)
     assert len(logged["evaluations"]) == 1 and logged["time_to_target"] is None
+    # Its accuracy after time is that evaluation's: the model as the budget's end left it,
+    # evaluated after it (so the clock then reads past 3 s). `mlbench report` says so.
+    ((clock, accuracy),) = logged["evaluations"]
+    assert done["evaluation"]["accuracy_after_time"] == accuracy and clock > 3
+    report = master.cli("report", str(run["id"])).stdout
+    assert f"{100 * accuracy:.1f}% @ 3s budget" in report, report
+    assert (
+        f"run {run['id']}: accuracy after time is the accuracy of the model at the end of its "
+        "3s time budget (evaluated once training stopped; the clock read"
+    ) in report, report
     argv = done["job_metadata"]["local"]["argv"]
     folder = master.home / "checkpoints" / f"run-{run['id']}"
     assert argv[argv.index("--checkpoint-dir") + 1] == str(folder)
