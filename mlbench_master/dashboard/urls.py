@@ -13,6 +13,7 @@ urlpatterns = [
     path("runs/", views.runs, name="runs"),
     path("runs/<int:run_id>/", views.run_detail, name="run-detail"),
     path("runs/<int:run_id>/cancel/", actions.RunCancel.as_view(), name="run-cancel"),
+    path("series/", views.series_list, name="series"),
     path("series/<int:series_id>/", views.series_detail, name="series-detail"),
     path("compare/", views.compare, name="compare"),
     path("prices/", views.prices, name="prices"),

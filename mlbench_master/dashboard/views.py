@@ -64,8 +64,13 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
 
 
 @require_GET
+def series_list(request: HttpRequest) -> HttpResponse:
+    return _page(request, "series.html", {"nav": "series"})
+
+
+@require_GET
 def series_detail(request: HttpRequest, series_id: int) -> HttpResponse:
-    context = {"nav": "runs", "series_id": series_id, "result_charts": SERIES_CHARTS}
+    context = {"nav": "series", "series_id": series_id, "result_charts": SERIES_CHARTS}
     return _page(request, "series_detail.html", context)
 
 

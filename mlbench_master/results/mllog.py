@@ -10,9 +10,11 @@ hyperparameter the worker does not report is absent, and a checker that needs it
 The timeline (ms since the Unix epoch): init_start when the run started, init_stop and
 run_start when the benchmark clock started (a point's date less its `elapsed`), every
 evaluation at its clock time, each preceded by the block of epochs trained since the last
-one. A run that reached its target stops there (run_stop status "success" at its time to
-target, as MLPerf runs stop at convergence), so run_stop - run_start is the time to
-target the statistics use; any other run stops "aborted" at its last evaluation.
+one. A run that reached its target stops at the evaluation that reached it (run_stop status
+"success", as MLPerf runs stop at convergence): that evaluation is logged, and run_stop is
+at its recorded clock, which is the time to target the statistics use, so run_stop -
+run_start equals it to the millisecond; any other run stops "aborted" at its last
+evaluation (`logged_evaluations`).
 
 Task 1b ResNet-50 is MLPerf's "resnet" benchmark, checked with the package's newest closed
 rules for it (MLPERF_RULESET); every other task is checked with our own ruleset file
@@ -80,7 +82,7 @@ class LogRecord:
     target: float | None
     init_ms: float
     clock_ms: float  # when the benchmark clock started
-    evaluations: list[stored.Evaluation]
+    evaluations: list[stored.Evaluation]  # those logged: up to run_stop (logged_evaluations)
     time_to_target: float | None
     stop_seconds: float
     hyperparameters: dict[str, Any] = field(default_factory=dict)
@@ -103,9 +105,7 @@ def record_of(run: stored.StoredRun) -> LogRecord:
     started = r.started_at or r.created_at
     clock = _clock_start(run) or started
     clock = max(clock, started)
-    evals = run.evaluations()
-    ttt = run.time_to_target()
-    stop = ttt if ttt is not None else (evals[-1].seconds if evals else 0.0)
+    evals, ttt, stop = logged_evaluations(run)
     hyper = {k: config[c] for c, k in _COMMON_KEYS.items() if config.get(c) is not None}
     benchmark = MLPERF_BENCHMARKS.get(r.task, r.task)
     if benchmark == C.RESNET:
@@ -135,6 +135,28 @@ def record_of(run: stored.StoredRun) -> LogRecord:
         stop_seconds=stop,
         hyperparameters=hyper,
     )
+
+
+def logged_evaluations(
+    run: stored.StoredRun,
+) -> tuple[list[stored.Evaluation], float | None, float]:
+    """The evaluations the log holds, the time to target and the clock run_stop is at.
+
+    A run that reached its target stops at the evaluation that reached it, that one
+    included and found as the results find it (`StoredRun.reaching_evaluation`), never by
+    comparing clocks: a time to target read a hair before its evaluation's clock once left
+    that evaluation out, and with it the only eval_accuracy of a run that reached its goal
+    at its first evaluation. A run that did not stops aborted at its last evaluation. A run
+    that says it reached the target at a time none of its evaluations has keeps the
+    evaluations up to that time, and the checker refuses the success it does not show."""
+    evals = run.evaluations()
+    ttt = run.time_to_target()
+    reached = run.reaching_evaluation()
+    if reached is not None:
+        return evals[: evals.index(reached) + 1], ttt, reached.seconds
+    if ttt is not None:
+        return [e for e in evals if e.seconds <= ttt], ttt, ttt
+    return evals, None, evals[-1].seconds if evals else 0.0
 
 
 def write_log(rec: LogRecord) -> str:
@@ -177,28 +199,21 @@ def write_log(rec: LogRecord) -> str:
         ml.event(TARGET_KEY, rec.target, time_ms=init)
     ml.end(C.INIT_STOP, time_ms=at(0))
     ml.start(C.RUN_START, time_ms=at(0))
-    epoch = 0.0
+    epoch, previous = 0.0, 0.0
     for e in rec.evaluations:
-        if e.seconds > rec.stop_seconds:
-            break
         done = float(e.epoch) if e.epoch is not None else epoch
         if done > epoch:
             block = {C.FIRST_EPOCH_NUM: epoch, C.EPOCH_COUNT: round(done - epoch, 6)}
-            ml.start(C.BLOCK_START, metadata=block, time_ms=at(_previous(rec, e)))
+            ml.start(C.BLOCK_START, metadata=block, time_ms=at(previous))
             ml.end(C.BLOCK_STOP, metadata={C.FIRST_EPOCH_NUM: epoch}, time_ms=at(e.seconds))
         meta = {C.EPOCH_NUM: done}
         ml.start(C.EVAL_START, metadata=meta, time_ms=at(e.seconds))
         ml.event(C.EVAL_ACCURACY, e.accuracy, metadata=meta, time_ms=at(e.seconds))
         ml.end(C.EVAL_STOP, metadata=meta, time_ms=at(e.seconds))
-        epoch = done
+        epoch, previous = done, max(previous, e.seconds)
     status = C.SUCCESS if rec.time_to_target is not None else C.ABORTED
     ml.end(C.RUN_STOP, metadata={C.STATUS: status}, time_ms=at(rec.stop_seconds))
     return out.getvalue()
-
-
-def _previous(rec: LogRecord, e: stored.Evaluation) -> float:
-    earlier = [x.seconds for x in rec.evaluations if x.seconds < e.seconds]
-    return earlier[-1] if earlier else 0.0
 
 
 def run_log(run: Run) -> str:

@@ -43,6 +43,10 @@ GRADED = graded_name(REPORTED)  # what the evaluator said of its predictions
 # count the same examples, so an honest run differs by rounding at most; the margin
 # leaves room for a framework's float32 accumulation, not for a different test set.
 TOLERANCE = 0.005
+# The worker records an evaluation's benchmark clock to the millisecond, and its time to
+# target as the same number (training/progress.py, record_evaluation); a run stored before
+# that kept the unrounded reading, up to half of this away from its evaluation's clock.
+CLOCK_RESOLUTION = 0.001
 EVALUATED, SELF_REPORTED = "evaluated", "self-reported, not evaluated"
 
 
@@ -119,15 +123,32 @@ class StoredRun:
             )
         return out
 
-    def time_to_target(self) -> float | None:
-        """When the goal was reached: by the evaluator's grades where it graded the run
-        (whatever the run said of itself), else as the run reported it."""
+    def reaching_evaluation(self) -> Evaluation | None:
+        """The evaluation at which the goal was reached: the first graded one that meets
+        the goal where the evaluator graded the run (whatever the run said of itself);
+        else the one whose clock is the time to target the run reported, to the
+        millisecond an evaluation's clock is recorded in (CLOCK_RESOLUTION). None when
+        not reached, or when the run's word names no evaluation it reported."""
+        evals = self.evaluations()
         if self.evaluated:
             goal = _goal(self.run)
-            if goal is None:
-                return None
-            reached = [e.seconds for e in self.evaluations() if goal.reached(e.accuracy)]
-            return min(reached) if reached else None
+            return next((e for e in evals if goal.reached(e.accuracy)), None) if goal else None
+        said = self._reported_time_to_target()
+        if said is None:
+            return None
+        near = CLOCK_RESOLUTION / 2 + 1e-9
+        return next((e for e in evals if abs(e.seconds - said) <= near), None)
+
+    def time_to_target(self) -> float | None:
+        """When the goal was reached: the clock of `reaching_evaluation` (the same number
+        the MLPerf log stops at); a run's own word that names none of its evaluations is
+        kept as it said it (an ungraded run that posted no evaluation clock)."""
+        reached = self.reaching_evaluation()
+        if reached is not None:
+            return reached.seconds
+        return None if self.evaluated else self._reported_time_to_target()
+
+    def _reported_time_to_target(self) -> float | None:
         if self.summary:
             ttt = result.read(self.summary, "time_to_target")
             return float(ttt) if ttt is not None else None

@@ -138,3 +138,25 @@ def test_deleting_a_series_deletes_its_runs(api, redis_settings, series_body):
     created = api.post("/api/series/", series_body, format="json").json()
     assert api.delete(f"/api/series/{created['id']}/").status_code == 204
     assert not Series.objects.exists() and not Run.objects.exists()
+
+
+def test_deleting_a_series_takes_the_rights_deleting_a_run_takes(
+    api, redis_settings, series_body, settings
+):
+    """`mlbench delete --series` calls DELETE /api/series/<id>/: refused as DELETE of a run
+    is, to a client without a token (reads being public changes nothing) and to a run's
+    worker token; any user with a token may, as for a run."""
+    from rest_framework.test import APIClient
+
+    settings.MLBENCH_PUBLIC_READ = True
+    created = api.post("/api/series/", series_body, format="json").json()
+    member = Run.objects.get(pk=created["runs"][0]["id"])
+    worker = APIClient()
+    worker.credentials(HTTP_AUTHORIZATION=f"Token {runs.worker_token(member)}")
+    for client in (APIClient(), worker):
+        refused = client.delete(f"/api/series/{created['id']}/")
+        assert refused.status_code in (401, 403), refused.content
+        assert client.delete(f"/api/runs/{member.pk}/").status_code == refused.status_code
+    assert Series.objects.filter(pk=created["id"]).exists() and Run.objects.count() == 6
+    assert api.delete(f"/api/series/{created['id']}/").status_code == 204
+    assert not Series.objects.exists() and not Run.objects.exists()

@@ -95,3 +95,51 @@ def test_runs_at_two_bandwidths_side_by_side_with_their_communication(page):
     assert other.locator(".network").inner_text() == "10 Mbit/s (not applied), 20 ms (not applied)"
     assert other.locator(".comm").inner_text() == "8.0 %"
     assert_accessible(page)
+
+
+def test_at_1400_px_every_column_shows_and_the_accuracy_axis_stops_at_100(page):
+    """What a new user met: at 1400 px the table's last columns were off its right edge,
+    and the accuracy axis went up to 150 %. Runs with long texts in every column (an
+    algorithm with its options, another implementation, an unapplied network limit) and
+    an accuracy of 93 %, the seeded runs' best."""
+    from mlbench_master.api.models import Metric
+
+    page.set_viewport_size({"width": 1400, "height": 900})
+    long = {"algorithm": "powersgd", "algorithm_options": {"rank": 4, "warm_start": True}}
+    one = make_run("a run with a long name, 1 worker", 1, ago=3600, **long)
+    two = make_run("a run with a long name, 2 workers", 2, ago=1800, latency=20.0, **long)
+    two.job_metadata = {
+        "max_bandwidth": {"requested_mbit_s": 1000, "applied": False, "why": "no root"},
+        "latency": {"requested_ms": 20.0, "applied": False, "why": "no root"},
+    }
+    two.save()
+    # Task 2 on its generated set: one evaluation, at 90 %, which alone made uPlot's own
+    # range reach 180 %.
+    single = make_run("reached at its first evaluation", 2, epochs=1, ago=600)
+    Metric.objects.filter(run=single, name="val_accuracy").update(value=0.9)
+    show(page, single)
+    assert_axis_within_100(page)
+    show(page, one, two, single)
+    assert_axis_within_100(page)
+    fit = page.evaluate(
+        """() => {
+          const wrap = document.querySelector('#results-card .table-wrap');
+          const box = wrap.getBoundingClientRect();
+          const cells = [...document.querySelectorAll('#compare-table tr > :last-child')];
+          return {scroll: wrap.scrollWidth, client: wrap.clientWidth, right: box.right,
+                  last: Math.max(...cells.map((c) => c.getBoundingClientRect().right)),
+                  page: document.documentElement.scrollWidth, view: window.innerWidth};
+        }"""
+    )
+    assert fit["scroll"] <= fit["client"], fit  # nothing hidden to the right of the box
+    assert fit["last"] <= fit["right"] + 0.5, fit
+    assert fit["page"] <= fit["view"], fit  # nor beyond the window
+    header = page.locator("#compare-table thead th").last.inner_text()
+    assert header == "Scaling efficiency"
+    assert page.locator("#compare-table thead th").last.is_visible()
+
+
+def assert_axis_within_100(page) -> None:
+    """The accuracy axis of the compare chart spans at most 0 to 100 % and shows the top."""
+    y = page.evaluate("document.getElementById('chart-compare').lineChart.plot.scales.y")
+    assert 0.9 < y["max"] <= 1.0 and y["min"] >= 0.0, y

@@ -8,6 +8,7 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
+from tests.browser.conftest import assert_accessible
 from tests.browser.seed import make_run, store_points
 
 pytestmark = pytest.mark.browser
@@ -83,6 +84,39 @@ def test_the_series_page_shows_what_the_api_computed(page):
     )
     queued.refresh_from_db()
     assert queued.state == "CANCELLED"
+
+
+def test_the_series_page_is_in_the_navigation_and_lists_every_series(page):
+    """A new user found a series only from one of its runs: the navigation now has a Series
+    page listing them all (as GET /api/series/ does), each linking to its own page."""
+    from mlbench_master.api.models import Series
+
+    series, _ = _series_with_runs()
+    empty = Series.objects.create(
+        name="nothing run yet", seeds=[3], worker_counts=[1], settings={"task": "logreg-epsilon"}
+    )
+    page.goto("/")
+    page.wait_for_selector("body[data-loaded='1']")
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Series").click()
+    page.wait_for_selector("#series-table tbody tr")
+    assert page.url.endswith("/series/")
+    current = page.locator("nav[aria-label='Main'] a[aria-current='page']")
+    assert current.inner_text() == "Series"
+    listed = [s["id"] for s in page.request.get("/api/series/").json()]
+    rows = page.locator("#series-table tbody tr")
+    assert [int(rows.nth(i).get_attribute("data-series-id")) for i in range(rows.count())] == listed
+    assert listed == [empty.pk, series.pk]  # newest first
+    row = page.locator(f"#series-table tr[data-series-id='{series.pk}']")
+    assert row.locator(".runs").inner_text() == "3 / 4"  # three ended, one queued
+    assert row.locator(".seeds").inner_text() == "1, 2"
+    assert "logreg-epsilon" in page.locator(f"tr[data-series-id='{empty.pk}']").inner_text()
+    assert_accessible(page)
+    row.locator(".series-link").click()
+    page.wait_for_selector("#series-stats tbody tr")
+    assert page.url.endswith(f"/series/{series.pk}/")
+    assert current.inner_text() == "Series"  # the series' own page is under it
+    page.locator(".crumbs a").click()
+    page.wait_for_selector("#series-table tbody tr")
 
 
 def test_the_form_starts_a_series(page):

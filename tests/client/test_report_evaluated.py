@@ -2,7 +2,8 @@
 and accuracy where it graded the run, a mismatch with both numbers, and a run graded only by
 itself marked "self-reported, not evaluated"."""
 
-from mlbench_worker.client.cli.comparison import evaluation_line, evaluation_notes, report_table
+from mlbench_worker.client.cli.accuracy import evaluation_line, evaluation_notes
+from mlbench_worker.client.cli.comparison import report_table
 
 
 def _run(run_id: int, workers: int, ttt: float, evaluation: dict | None = None) -> dict:

@@ -58,7 +58,17 @@ def test_create_run_by_display_name_and_backend_in_capitals(master):
 def test_cli_takes_display_names_and_refuses_unknown_ones(master):
     unknown = master.cli("run", "x", "--workers", "1", "--task", "PyTorch MNIST LeNet")
     assert unknown.returncode == EXIT_USAGE
-    assert "known benchmarks: PyTorch Cifar-10 ResNet-20" in unknown.stderr
+    # --task asks for a task: the error says "unknown task" and lists the tasks first.
+    said = unknown.stderr
+    assert "--task: unknown task 'PyTorch MNIST LeNet'; the tasks: resnet20-cifar10," in said
+    assert "image" not in said.split("; the tasks")[0], said
+    assert said.index("logreg-epsilon") < said.index("'PyTorch Cifar-10 ResNet-20'")
+    typo = master.cli("run", "x", "--workers", "1", "--task", "resnet99-cifar10")
+    assert typo.returncode == EXIT_USAGE and "unknown task 'resnet99-cifar10'" in typo.stderr
+    gnmt = master.cli("run", "x", "--task", "PyTorch Machine Translation GNMT")
+    assert (
+        gnmt.returncode == EXIT_USAGE and "is not implemented here yet; the tasks:" in gnmt.stderr
+    )
     made = master.cli(
         "run", "cli-title", "--workers", "1", "--task", "pytorch cifar-10 resnet-20",
         "--backend", "GLOO",

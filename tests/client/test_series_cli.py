@@ -5,7 +5,7 @@ error that stores nothing."""
 
 import pytest
 
-from mlbench_worker.client.cli.master import EXIT_USAGE
+from mlbench_worker.client.cli.master import EXIT_CONFLICT, EXIT_NOT_FOUND, EXIT_USAGE
 
 pytestmark = pytest.mark.mpi
 
@@ -44,8 +44,27 @@ def test_a_series_from_the_command_line_is_listed_shown_and_cancelled(master):
     states = [r["state"] for r in master.get(f"/api/series/{series_id}/").json()["runs"]]
     assert states == ["CANCELLED"] * 4, states
     again = master.cli("series", str(series_id), "--cancel")
-    assert again.returncode != 0
+    assert again.returncode == EXIT_CONFLICT
     assert "no queued or active run" in again.stderr
+    # What to do next is about the series, not a run (it suggested `mlbench delete RUN`).
+    assert f"`mlbench delete --series {series_id}`" in again.stderr, again.stderr
+    assert "delete RUN" not in again.stderr
+
+    deleted = master.cli("delete", "--series", str(series_id))
+    assert deleted.returncode == 0, deleted.stdout + deleted.stderr
+    assert f"series {series_id} 'cli series' deleted with its 4 runs\n" == deleted.stdout
+    assert master.get(f"/api/series/{series_id}/").status_code == 404
+    members = [r["id"] for r in body["runs"]]
+    assert not [r for r in master.get("/api/runs/").json() if r["id"] in members]
+    # A series that does not exist points to the list of series, not of runs.
+    for args in (["series", str(series_id)], ["delete", "--series", str(series_id)]):
+        gone = master.cli(*args)
+        assert gone.returncode == EXIT_NOT_FOUND, gone.stderr
+        assert "list the series with `mlbench series`" in gone.stderr
+        assert "mlbench runs" not in gone.stderr
+    for args in ([], ["1", "--series", "1"]):
+        usage = master.cli("delete", *args)
+        assert usage.returncode == EXIT_USAGE and "a RUN or --series ID" in usage.stderr
 
 
 def test_the_original_form_and_the_queue_flag(master):
@@ -58,7 +77,12 @@ def test_the_original_form_and_the_queue_flag(master):
     assert plain.returncode != 0 and "queue" in plain.stderr
     queued = master.cli("run", "waits", "--workers", "1", "--seeds", "7", "--queue", *SLOW)
     assert queued.returncode == 0 and "QUEUED #2, seed 7" in queued.stdout, queued.stdout
-    master.post(f"/api/series/{series_id}/cancel/", {})
+    # Deleting the series while its first run is active stops that run first.
+    active = master.get(f"/api/series/{series_id}/").json()["runs"][0]["id"]
+    deleted = master.cli("delete", "--series", str(series_id))
+    assert deleted.returncode == 0, deleted.stdout + deleted.stderr
+    assert f"deleted with its 2 runs; its active run {active} was stopped first" in deleted.stdout
+    assert master.get(f"/api/runs/{active}/").status_code == 404
     _idle(master)
 
 

@@ -4,10 +4,12 @@ bytes per step and compression ratio, and the `comm_bytes` series."""
 
 import pytest
 
+from tests.mllog_check import check_run_log
+
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 
 
-def test_a_compressed_run_finishes_and_reports_what_it_sent(idle_master):
+def test_a_compressed_run_finishes_and_reports_what_it_sent(idle_master, tmp_path):
     master = idle_master
     run = master.create_run(
         name="topk", task="logreg-epsilon", dataset="synthetic", target="light",
@@ -27,3 +29,5 @@ def test_a_compressed_run_finishes_and_reports_what_it_sent(idle_master):
     ).json()
     assert series.get("comm_bytes"), series
     assert done["manifest"]["config"]["algorithm_options"] == {"density": 0.02}
+    # Reached at its first evaluation: its MLPerf log shows it and passes the checker.
+    assert check_run_log(master.get, run["id"], tmp_path)["time_to_target"] is not None

@@ -24,6 +24,7 @@ import pytest
 import requests
 
 from mlbench_master.cluster import mpirun
+from tests.mllog_check import check_run_log
 
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 
@@ -43,6 +44,9 @@ class InProcessMaster:
         response = self.session.get(self.url + path, params=params, timeout=30)
         assert response.status_code == 200, response.text
         return response.json()
+
+    def response(self, path: str, params: dict | None = None) -> requests.Response:
+        return self.session.get(self.url + path, params=params, timeout=30)
 
     def post(self, path: str, body: dict) -> requests.Response:
         return self.session.post(self.url + path, json=body, timeout=30)
@@ -106,7 +110,7 @@ def finish(thread: threading.Thread, result: dict, timeout: float = 240) -> str:
     return result["state"]
 
 
-def test_a_cancelled_run_resumes_from_its_last_checkpoint_and_finishes(inprocess):
+def test_a_cancelled_run_resumes_from_its_last_checkpoint_and_finishes(inprocess, tmp_path):
     master = inprocess
     # The parent: a goal it cannot reach in a few epochs, so it is still training when
     # it is cancelled after its second checkpoint.
@@ -167,9 +171,16 @@ def test_a_cancelled_run_resumes_from_its_last_checkpoint_and_finishes(inprocess
     assert [p["value"] for p in master.checkpoints(child["id"])] == [last + 1, last + 2]
     assert (master.home / "checkpoints" / f"run-{child['id']}" / "checkpoint.pt").is_file()
     assert parent_file.read_bytes() == kept
+    # Several evaluations each, the paper target out of reach: both MLPerf logs show every
+    # evaluation and stop aborted at the last (the checker refuses them, as it must).
+    for run_id in (parent["id"], child["id"]):
+        logged = check_run_log(master.response, run_id, tmp_path / "mllog")
+        assert len(logged["evaluations"]) >= 2 and logged["time_to_target"] is None
 
 
-def test_the_embedded_master_gives_a_reference_run_its_budget_and_checkpoint_folder(idle_master):
+def test_the_embedded_master_gives_a_reference_run_its_budget_and_checkpoint_folder(
+    idle_master, tmp_path
+):
     """The same path through the real embedded master (RQ worker, full-size generated
     data): a run with a 3-second budget stops by it, evaluates and ends FINISHED; its ranks
     were told where to checkpoint; a FINISHED run cannot be resumed."""
@@ -180,6 +191,19 @@ def test_the_embedded_master_gives_a_reference_run_its_budget_and_checkpoint_fol
     assert done["state"] == "FINISHED", done["reason"]
     assert done["summary"]["stop_reason"] == "time budget spent"
     assert done["summary"]["final_val_accuracy"] is not None
+    # One evaluation (the final model's), the target not reached: logged, aborted.
+    logged = check_run_log(master.get, run["id"], tmp_path)
+    assert len(logged["evaluations"]) == 1 and logged["time_to_target"] is None
+    # Its accuracy after time is that evaluation's: the model as the budget's end left it,
+    # evaluated after it (so the clock then reads past 3 s). `mlbench report` says so.
+    ((clock, accuracy),) = logged["evaluations"]
+    assert done["evaluation"]["accuracy_after_time"] == accuracy and clock > 3
+    report = master.cli("report", str(run["id"])).stdout
+    assert f"{100 * accuracy:.1f}% @ 3s budget" in report, report
+    assert (
+        f"run {run['id']}: accuracy after time is the accuracy of the model at the end of its "
+        "3s time budget (evaluated once training stopped; the clock read"
+    ) in report, report
     argv = done["job_metadata"]["local"]["argv"]
     folder = master.home / "checkpoints" / f"run-{run['id']}"
     assert argv[argv.index("--checkpoint-dir") + 1] == str(folder)

@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from tests.e2e.live import script
+from tests.mllog_check import check_run_log
 
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 
@@ -79,9 +80,11 @@ def test_happy_path_real_worker_finishes_with_metrics_logs_and_pod_metrics(idle_
     _assert_no_process_left(master, run["id"])
 
 
-def test_task_2_runs_through_the_platform_by_its_task_name(idle_master):
+def test_task_2_runs_through_the_platform_by_its_task_name(idle_master, tmp_path):
     """logreg-epsilon as the API starts it (the reference command, not a custom one): no
-    epsilon here, so auto falls back to synthetic data and says why."""
+    epsilon here, so auto falls back to synthetic data and says why. It reaches its target
+    at its first (and only) evaluation; its MLPerf log shows that evaluation and passes
+    MLCommons' checker, graded and as a master that cannot grade it would have it."""
     master = idle_master
     run = master.create_run(name="logreg", task="logreg-epsilon", backend="GLOO", time_budget=120)
     done = master.wait_state(run["id"], ("FINISHED", "FAILED", "CANCELLED"), timeout=240)
@@ -102,6 +105,34 @@ def test_task_2_runs_through_the_platform_by_its_task_name(idle_master):
     assert graded["time_to_target"] == pytest.approx(summary["time_to_target"], abs=1e-3)
     audit = master.wait_audit(run["id"])  # the linear model's signs are the submitted ones
     assert (audit["status"], audit["differ"]) == ("matches", 0), audit
+    # The time to target it reports is its evaluation's clock, as recorded with it.
+    clocks = [p["metadata"]["elapsed"] for p in metrics_details(master, run["id"])]
+    assert summary["time_to_target"] == clocks[0], (summary["time_to_target"], clocks)
+    assert check_run_log(master.get, run["id"], tmp_path)["time_to_target"] is not None
+    # The same run as a master without its test set keeps it: the worker's own points and
+    # summary, no grade (what grading.intake stores then). Its log shows the same.
+    drop_grades(master, run["id"])
+    assert master.run(run["id"])["evaluation"]["status"] == "self-reported, not evaluated"
+    assert check_run_log(master.get, run["id"], tmp_path)["time_to_target"] is not None
+
+
+def metrics_details(master, run_id: int) -> list[dict]:
+    body = master.get(
+        f"/api/metrics/{run_id}/",
+        params={"metric_type": "run", "metric_filter": "val_accuracy", "details": 1},
+    ).json()
+    return body["val_accuracy"]
+
+
+def drop_grades(master, run_id: int) -> None:
+    """Remove a run's grades from the live master's database (its tables, as stored)."""
+    import psycopg
+
+    with psycopg.connect(master.database_url, autocommit=True) as conn:
+        gone = conn.execute(
+            "DELETE FROM api_metric WHERE run_id = %s AND name LIKE 'evaluated\\_%%'", (run_id,)
+        ).rowcount
+    assert gone > 0, "the run had no grade to drop"
 
 
 def test_pod_metrics_are_recorded_for_workers_in_use(idle_master):

@@ -4,8 +4,6 @@ command a reader runs) and the result summarizer's scoring, against our statisti
 from __future__ import annotations
 
 import io
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -15,6 +13,7 @@ from mlperf_logging.result_summarizer import result_summarizer as summarizer
 
 from mlbench_master.results import mllog
 from mlbench_master.results.statistics import for_series
+from tests.mllog_check import check, events
 
 pytestmark = pytest.mark.django_db
 
@@ -46,20 +45,6 @@ MLPERF_RECIPE = {
 # MLPerf's closed rules want the time from the first init_start to init_stop under 30 min.
 
 
-def check(task: str, text: str, folder: Path) -> subprocess.CompletedProcess:
-    """Run MLCommons' checker the way docs/results.rst tells a reader to."""
-    folder.mkdir(parents=True, exist_ok=True)
-    log = folder / "result_0.txt"
-    log.write_text(text)
-    return subprocess.run(
-        [sys.executable, *mllog.checker_command(task, str(log))[1:]],
-        capture_output=True,
-        text=True,
-        cwd=folder,
-        timeout=120,
-    )
-
-
 def test_checker_accepts_our_ruleset_log_and_rejects_one_without_a_required_key(maker, tmp_path):
     run = maker.run(maker.series(), 1, 2, [(10.0, 0.5, 1), (20.0, 0.86, 2)])
     text = mllog.run_log(run)
@@ -74,10 +59,54 @@ def test_checker_accepts_our_ruleset_log_and_rejects_one_without_a_required_key(
         assert key in bad.stderr or "s['run_stopped']" in bad.stderr
 
 
+def _shown(text: str) -> tuple[list[float], float, str]:
+    """The log's eval_accuracy values, run_stop - run_start in seconds, and the status."""
+    lines = events(text)
+    start = next(e["time_ms"] for e in lines if e["key"] == "run_start")
+    stop = next(e for e in lines if e["key"] == "run_stop")
+    accuracies = [e["value"] for e in lines if e["key"] == "eval_accuracy"]
+    return accuracies, round((stop["time_ms"] - start) / 1000, 6), stop["metadata"]["status"]
+
+
+@pytest.mark.parametrize(
+    "evals, reported, shown, stop",
+    [
+        # Reached at the first and only evaluation; the run's own time to target a hair
+        # before its clock (a worker that kept the unrounded reading), a hair after, equal.
+        ([(7.489, 0.9, 1)], 7.4886, [0.9], 7.489),
+        ([(7.488, 0.9, 1)], 7.4884, [0.9], 7.488),
+        ([(7.488, 0.9, 1)], None, [0.9], 7.488),
+        # Several evaluations, reached at the third: the fourth is after run_stop.
+        ([(10.0, 0.5, 1), (20.0, 0.7, 2), (29.9996, 0.85, 3), (40.0, 0.9, 4)], 29.99958,
+         [0.5, 0.7, 0.85], 29.9996),
+    ],
+)  # fmt: skip
+def test_a_log_stops_at_the_evaluation_that_reached_the_target(
+    maker, tmp_path, evals, reported, shown, stop
+):
+    run = maker.run(maker.series(), 1, 2, evals, reported_ttt=reported)
+    text = mllog.run_log(run)
+    assert _shown(text) == (shown, stop, "success")
+    ok = check(run.task, text, tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    # The statistics use the same time to target as the log.
+    assert for_series(run.series)["curves"][0]["time_to_target"] == pytest.approx(stop)
+
+
+def test_the_grades_decide_which_evaluation_stops_the_log(maker, tmp_path):
+    """The run says it reached 80 % at its first evaluation; the evaluator graded that one
+    0.6 and the second 0.82: the log shows the grades up to the second."""
+    evals = [(10.0, 0.81, 1), (20.0, 0.83, 2), (30.0, 0.9, 3)]
+    run = maker.run(maker.series(), 1, 2, evals, graded=[0.6, 0.82, 0.9])
+    text = mllog.run_log(run)
+    assert _shown(text) == ([0.6, 0.82], 20.0, "success")
+    assert check(run.task, text, tmp_path).returncode == 0
+
+
 def test_checker_rejects_a_run_that_never_reached_its_target(maker, tmp_path):
     run = maker.run(maker.series(), 1, 1, [(10.0, 0.5, 1), (20.0, 0.6, 2)])
     text = mllog.run_log(run)
-    assert '"status": "aborted"' in text
+    assert _shown(text) == ([0.5, 0.6], 20.0, "aborted")
     result = check(run.task, text, tmp_path)
     assert result.returncode == 1
     assert "s['best'] >= s['target']" in result.stderr

@@ -13,6 +13,7 @@ This module holds the command line (`build_parser`) and the entry point (`main`,
 - `waiting`: the progress line of `mlbench run --wait`;
 - `clock`: the benchmark clock (the same rule as the dashboard's clock.js);
 - `comparison`: the `mlbench report` table and which runs may be compared (comparable.js);
+- `accuracy`: whose accuracy a run shows (graded or self-reported) and accuracy after time;
 - `series`: `mlbench run` with several seeds or worker counts, and `mlbench series`;
 - `results`: `mlbench report --series` / `--plot` and `mlbench download --mllog`;
 - `evaluate`: `mlbench evaluate RUN`, a run's predictions graded again here;
@@ -226,8 +227,14 @@ def build_parser() -> argparse.ArgumentParser:
     download.add_argument(
         "--series", type=int, metavar="ID", help="with --mllog: a series' logs (result_N.txt)"
     )
-    delete = sub.add_parser("delete", help="delete a run (an active run is stopped first)")
-    delete.add_argument("run", type=int, metavar="RUN")
+    delete = sub.add_parser(
+        "delete",
+        help="delete a run, or a series with all its runs (an active run is stopped first)",
+    )
+    delete.add_argument("run", type=int, nargs="?", metavar="RUN")
+    delete.add_argument(
+        "--series", type=int, metavar="ID", help="delete series ID with its runs and results"
+    )
     report = sub.add_parser(
         "report", help="compare runs or a series' statistics: time to target, speed-up, charts"
     )

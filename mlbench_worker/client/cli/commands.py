@@ -16,9 +16,9 @@ import sys
 import time
 from typing import Any
 
-from mlbench_worker.client.api import resolve_image
+from mlbench_worker.client.api import MLBENCH_IMAGES, resolve_image
+from mlbench_worker.client.cli.accuracy import evaluation_line, evaluation_notes
 from mlbench_worker.client.cli.audit_line import audit_line
-from mlbench_worker.client.cli.comparison import evaluation_line, evaluation_notes
 from mlbench_worker.client.cli.costs import cost_line
 from mlbench_worker.client.cli.formatting import (
     algorithm_text,
@@ -39,6 +39,7 @@ from mlbench_worker.client.cli.master import (
 )
 from mlbench_worker.client.cli.series import is_series, queue_text, start_series, targets
 from mlbench_worker.client.cli.waiting import wait_for
+from mlbench_worker.shared import catalogue
 
 
 def cmd_launcher(args: argparse.Namespace) -> int:
@@ -64,13 +65,25 @@ def cmd_launcher(args: argparse.Namespace) -> int:
     return subprocess.call(argv)
 
 
+def task_of(name: str) -> str:
+    """The task `--task NAME` names: a task, or the original client's display or image name
+    (`resolve_image`). Anything else is a usage error that calls it an unknown task and
+    lists the tasks first: `--task` asks for a task, not an image."""
+    try:
+        return resolve_image(name)
+    except ValueError:
+        pass
+    known = catalogue.seed_image(name) or catalogue.seed_by_title(name)
+    what = f"{known.title} ({known.image}) is not implemented here yet" if known else ""
+    raise CliError(
+        f"--task: {what or f'unknown task {name!r}'}; the tasks: {', '.join(catalogue.TASKS)} "
+        f"(the original client's names work too, e.g. {next(iter(MLBENCH_IMAGES))!r})",
+        EXIT_USAGE,
+    )
+
+
 def cmd_run(args: argparse.Namespace, master: Master) -> int:
-    task = None
-    if args.task is not None:
-        try:
-            task = resolve_image(args.task)
-        except ValueError as exc:
-            raise CliError(f"--task: {exc}", EXIT_USAGE) from None
+    task = task_of(args.task) if args.task is not None else None
     options: dict[str, str] = {}
     for item in args.algorithm_option:
         key, sep, value = item.partition("=")
@@ -335,6 +348,13 @@ def cmd_download(args: argparse.Namespace, master: Master) -> int:
 
 
 def cmd_delete(args: argparse.Namespace, master: Master) -> int:
+    """`mlbench delete RUN`, or `mlbench delete --series ID` (series.py)."""
+    if (args.run is None) == (args.series is None):
+        raise CliError("delete: give a RUN or --series ID (one of the two)", EXIT_USAGE)
+    if args.series is not None:
+        from mlbench_worker.client.cli.series import delete_series
+
+        return delete_series(args.series, master)
     run = master.json("get_run", args.run)
     master.call("delete_run", args.run)
     if run.get("state") in ("INITIALIZED", "STARTED"):

@@ -13,7 +13,13 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from mlbench_worker.client.cli.audit_line import audit_line
+from mlbench_worker.client.cli.accuracy import (
+    EVALUATED,
+    SELF_REPORTED,
+    after_time,
+    evaluation_notes,
+    time_to_target,
+)
 from mlbench_worker.client.cli.clock import clock_at
 from mlbench_worker.client.cli.costs import cost_cell, cost_notes
 from mlbench_worker.client.cli.formatting import (
@@ -92,11 +98,8 @@ def report_table(
             reported = reported or run.get("state") in FINAL_STATES
         ttt = s.get("time_to_target")
         reached = duration(ttt) if ttt is not None else ("not reached" if reported else "-")
-        after = "-"
-        if s.get("final_val_accuracy") is not None:
-            after = percent(s["final_val_accuracy"])
-            if s.get("elapsed"):
-                after += f" @ {duration(s['elapsed'])}"
+        after, note = after_time(run, s)
+        notes += [note] if note else []
         notes += evaluation_notes(run)
         if graded.get("status") == SELF_REPORTED:
             after += " *"
@@ -148,52 +151,6 @@ def report_table(
     ]  # fmt: skip
     warning = _mixed_warning(runs)
     return "\n".join(([warning] if warning else []) + [table(headers, rows)] + notes)
-
-
-EVALUATED, SELF_REPORTED = "evaluated", "self-reported, not evaluated"
-
-
-def time_to_target(run: dict) -> float | None:
-    """The evaluator's time to target where it graded the run, else the run's own."""
-    graded = run.get("evaluation") or {}
-    if graded.get("status") == EVALUATED:
-        return graded.get("time_to_target")
-    return (run.get("summary") or {}).get("time_to_target")
-
-
-def evaluation_line(run: dict) -> str:
-    """Who graded the run, for `mlbench show`: the evaluator (with its result), the run
-    itself, or nobody yet ("")."""
-    graded = run.get("evaluation") or {}
-    if graded.get("status") == SELF_REPORTED:
-        return "the run itself: self-reported, not evaluated"
-    if graded.get("status") != EVALUATED:
-        return ""
-    ttt = graded.get("time_to_target")
-    reached = f"target reached at {duration(ttt)}" if ttt is not None else "target not reached"
-    after = percent(graded.get("accuracy_after_time"))
-    n = graded.get("grades") or 0
-    counted = f"{n} evaluation{'' if n == 1 else 's'} graded"
-    return f"the evaluator ({counted}; last {after}, {reached})"
-
-
-def evaluation_notes(run: dict) -> list[str]:
-    """What a reader must know of who graded a run: its own numbers only (marked * in the
-    table), or where they stray from the evaluator's grade (both numbers)."""
-    graded = run.get("evaluation") or {}
-    if graded.get("status") == SELF_REPORTED:
-        return [f"* run {run['id']}: {SELF_REPORTED} (its own accuracy; no predictions graded)"]
-    out = []
-    for m in graded.get("mismatches") or []:
-        out.append(
-            f"run {run['id']} MISMATCH at step {m['step']}: it reported {percent(m['reported'])}, "
-            f"the evaluator graded {percent(m['graded'])} (tolerance "
-            f"{100 * float(graded.get('tolerance') or 0):g} points)"
-        )
-    audit = graded.get("audit") or {}
-    if audit.get("status") in ("mismatch", "refused"):
-        out.append(f"run {run['id']} MODEL AUDIT {audit['status'].upper()}: {audit_line(run)}")
-    return out
 
 
 def volume(summary: dict) -> str:

@@ -14,6 +14,7 @@ Exit codes (also in docs/cli.rst):
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlparse
 
 import requests
 
@@ -102,9 +103,7 @@ class Master:
             )
             return CliError(f"{fix} ({status}: {detail})", EXIT_AUTH)
         if status == 404:
-            return CliError(
-                f"not found: {detail}; list the runs with `mlbench runs`", EXIT_NOT_FOUND
-            )
+            return CliError(f"not found: {detail}; {_where_to_look(response)}", EXIT_NOT_FOUND)
         if status == 409:
             return CliError(
                 f"{detail}; wait for it to end or stop it with `mlbench delete RUN`",
@@ -117,6 +116,15 @@ class Master:
                 EXIT_SERVER,
             )
         return CliError(f"the master refused the request (HTTP {status}): {detail}", EXIT_USAGE)
+
+
+def _where_to_look(response: requests.Response) -> str:
+    """Which list holds what was not found: a series' path points to the series, any other
+    to the runs (`mlbench series 999` must not send the user to `mlbench runs`)."""
+    path = urlparse(response.url or "").path
+    if "/api/series/" in path:
+        return "list the series with `mlbench series`"
+    return "list the runs with `mlbench runs`"
 
 
 def _error_detail(response: requests.Response) -> str:

@@ -14,7 +14,13 @@ import argparse
 from typing import Any
 
 from mlbench_worker.client.cli.formatting import short, table
-from mlbench_worker.client.cli.master import EXIT_OK, EXIT_USAGE, CliError, Master
+from mlbench_worker.client.cli.master import (
+    EXIT_CONFLICT,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    Master,
+)
 from mlbench_worker.client.cli.results import series_table
 
 
@@ -118,7 +124,17 @@ def cmd_series(args: argparse.Namespace, master: Master) -> int:
         print(table(["ID", "NAME", "STATE", "SEEDS", "WORKERS", "RUNS", "CREATED"], rows))
         return EXIT_OK
     if args.cancel:
-        body = master.json("cancel_series", args.series)
+        try:
+            body = master.json("cancel_series", args.series)
+        except CliError as exc:
+            if exc.code != EXIT_CONFLICT:
+                raise
+            raise CliError(
+                f"series {args.series} has no queued or active run left to cancel: its runs "
+                "have ended and their results stay. To remove it with its runs: "
+                f"`mlbench delete --series {args.series}`",
+                EXIT_CONFLICT,
+            ) from None
         print(f"series {args.series} cancelled: nothing of it is queued or active now")
         print(runs_table(body["runs"]))
         return EXIT_OK
@@ -131,4 +147,16 @@ def cmd_series(args: argparse.Namespace, master: Master) -> int:
     took = [r for r in body["runs"] if r.get("started_at")]
     print(f"\n{len(took)} of {len(body['runs'])} runs started; dashboard: "
           f"{master.url}/series/{body['id']}/")  # fmt: skip
+    return EXIT_OK
+
+
+def delete_series(series_id: int, master: Master) -> int:
+    """`mlbench delete --series ID`: the series and its runs (metrics, logs, results) go;
+    its active run, if any, is stopped first (DELETE /api/series/<id>/)."""
+    body = master.json("get_series", series_id)
+    active = [r["id"] for r in body["runs"] if r.get("state") in ("INITIALIZED", "STARTED")]
+    master.call("delete_series", series_id)
+    n = len(body["runs"])
+    stopped = f"; its active run {active[0]} was stopped first" if active else ""
+    print(f"series {series_id} {body['name']!r} deleted with its {n} run{'s' * (n != 1)}{stopped}")
     return EXIT_OK

@@ -4,6 +4,7 @@
 // their bus bandwidth curves overlaid, labelled with each run's network settings.
 
 import { api, rows } from "./api.js";
+import { CLOCK_INCRS, clockRange, fractionRange } from "./axes.js";
 import { LineChart } from "./charts.js";
 import { PROGRESS, elapsed, runClock } from "./clock.js";
 import { MetricFeed } from "./feed.js";
@@ -174,7 +175,22 @@ function render() {
   const after = Number(afterInput.value) || (lengths.length ? Math.min(...lengths) : 0);
   document.getElementById("after-label").textContent = after ? duration(after) : "…";
 
-  if (!chart) chart = new LineChart(chartBox, { id: "chart-compare", title: "Validation accuracy against the benchmark clock", xLabel: "benchmark clock (min:s)", xFmt: duration, xTickFmt: clock, yFmt: pct, height: 300 });
+  // Accuracy is a fraction: its axis stays within 0 to 100 % (uPlot's own range put one
+  // evaluation at 90 % on an axis to 180 %); the clock axis as on the run and series pages.
+  if (!chart) {
+    chart = new LineChart(chartBox, {
+      id: "chart-compare",
+      title: "Validation accuracy against the benchmark clock",
+      xLabel: "benchmark clock (min:s)",
+      xFmt: duration,
+      xTickFmt: clock,
+      xRange: clockRange,
+      xIncrs: CLOCK_INCRS,
+      yFmt: pct,
+      yRange: fractionRange,
+      height: 300,
+    });
+  }
   chart.setSeries(runs.map((r) => ({ label: `${r.name || "run " + r.id} (${r.num_workers} w)`, ...measured.get(r.id).acc })));
   chartStatus.hidden = runs.length > 0;
   const warning = mixedWarning(runs);
