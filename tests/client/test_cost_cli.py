@@ -4,12 +4,8 @@ and "not priced" with its reason where there is none (a live server on stored ro
 from __future__ import annotations
 
 import pytest
-from rest_framework.test import APIClient
 
-from mlbench_master.api.auth import issue_user_token
 from mlbench_master.cluster import node_kinds
-from mlbench_worker.client.cli import main
-from tests.results.conftest import Maker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -18,19 +14,8 @@ EMPTY = "not priced: the price table was empty when the run was created"
 
 
 @pytest.fixture
-def cli(live_server, settings, tmp_path, monkeypatch):
-    settings.MLBENCH_HOME = tmp_path
-    settings.MLBENCH_PUBLIC_READ = False
-    token = issue_user_token("root", create_user=True, superuser=True)
-    monkeypatch.chdir(tmp_path)
-
-    def run(*argv: str) -> int:
-        return main(["--url", live_server.url, "--token", token, *argv])
-
-    run.api = APIClient()
-    run.api.credentials(HTTP_AUTHORIZATION=f"Token {token}")
-    run.maker = Maker(run.api)
-    return run
+def cli(stored_cli):
+    return stored_cli
 
 
 def _price(cli, kind: str, per_hour: float) -> None:

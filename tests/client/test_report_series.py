@@ -8,31 +8,15 @@ import zipfile
 
 import pytest
 from PIL import Image
-from rest_framework.test import APIClient
 
-from mlbench_master.api.auth import issue_user_token
-from mlbench_worker.client.cli import main
 from tests.client.test_plots import described
-from tests.results.conftest import Maker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def cli(live_server, settings, tmp_path, monkeypatch):
-    settings.MLBENCH_HOME = tmp_path
-    settings.MLBENCH_PUBLIC_READ = False
-    token = issue_user_token("root", create_user=True, superuser=True)
-    monkeypatch.chdir(tmp_path)
-
-    def run(*argv: str) -> int:
-        return main(["--url", live_server.url, "--token", token, *argv])
-
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
-    run.maker = Maker(client)
-    run.api = client
-    return run
+def cli(stored_cli):
+    return stored_cli
 
 
 @pytest.fixture

@@ -3,6 +3,8 @@
 // such as an accuracy with no point got 0 to 100 (shown as 0 to 10,000 %), and one point on
 // the benchmark clock got ticks a tenth of a second apart, each labelled "0 s".
 
+import { clock, duration, pct } from "./format.js";
+
 // Seconds between ticks of a clock axis: whole seconds, then minutes and hours.
 export const CLOCK_INCRS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 28800, 86400];
 const MIN_CLOCK_SPAN = 10; // seconds a clock axis shows while its data spans under 1 s
@@ -27,4 +29,21 @@ export function clockRange(min, max) {
   const end = Math.ceil(Math.max(min, max));
   const span = Math.abs(max - min) < 1 ? MIN_CLOCK_SPAN : 1;
   return [lo, Math.max(end, lo + span)];
+}
+
+// The options of a chart of validation accuracy against the benchmark clock (the compare
+// and series pages): accuracy within 0 to 100 %, the clock in minutes and seconds.
+export function accuracyOverClock(id, height) {
+  return {
+    id,
+    title: "Validation accuracy against the benchmark clock",
+    xLabel: "benchmark clock (min:s)",
+    xFmt: duration,
+    xTickFmt: clock,
+    xRange: clockRange,
+    xIncrs: CLOCK_INCRS,
+    yFmt: pct,
+    yRange: fractionRange,
+    height,
+  };
 }

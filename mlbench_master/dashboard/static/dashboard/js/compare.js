@@ -4,13 +4,13 @@
 // their bus bandwidth curves overlaid, labelled with each run's network settings.
 
 import { api, rows } from "./api.js";
-import { CLOCK_INCRS, clockRange, fractionRange } from "./axes.js";
+import { accuracyOverClock } from "./axes.js";
 import { LineChart } from "./charts.js";
 import { PROGRESS, elapsed, runClock } from "./clock.js";
 import { MetricFeed } from "./feed.js";
 import { baselineFor, datasetOf, speedup } from "./comparable.js";
 import { costCell } from "./cost.js";
-import { algorithmText, clock, datasetBadge, duration, el, implementationText, num, pct, sentPerStep, stateBadge } from "./format.js";
+import { algorithmText, datasetBadge, duration, el, implementationText, num, pct, sentPerStep, stateBadge } from "./format.js";
 import { taskInfo, throughputMetrics, throughputOf } from "./tasks.js";
 import { OP_TITLES, chartOptions, sizeLabel, curves, fetchCells, isMeasurement, networkLabel, peak } from "./backend_benchmark.js";
 
@@ -178,18 +178,7 @@ function render() {
   // Accuracy is a fraction: its axis stays within 0 to 100 % (uPlot's own range put one
   // evaluation at 90 % on an axis to 180 %); the clock axis as on the run and series pages.
   if (!chart) {
-    chart = new LineChart(chartBox, {
-      id: "chart-compare",
-      title: "Validation accuracy against the benchmark clock",
-      xLabel: "benchmark clock (min:s)",
-      xFmt: duration,
-      xTickFmt: clock,
-      xRange: clockRange,
-      xIncrs: CLOCK_INCRS,
-      yFmt: pct,
-      yRange: fractionRange,
-      height: 300,
-    });
+    chart = new LineChart(chartBox, accuracyOverClock("chart-compare", 300));
   }
   chart.setSeries(runs.map((r) => ({ label: `${r.name || "run " + r.id} (${r.num_workers} w)`, ...measured.get(r.id).acc })));
   chartStatus.hidden = runs.length > 0;

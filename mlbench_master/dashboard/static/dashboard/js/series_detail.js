@@ -4,10 +4,10 @@
 // page formats them and computes none.
 
 import { api, every } from "./api.js";
-import { CLOCK_INCRS, clockRange, fractionRange } from "./axes.js";
+import { accuracyOverClock } from "./axes.js";
 import { LineChart } from "./charts.js";
 import { money } from "./cost.js";
-import { clock, duration, el, num, pct, stateBadge } from "./format.js";
+import { duration, el, num, pct, stateBadge } from "./format.js";
 import { showOrigin } from "./origin.js";
 
 const root = document.getElementById("series-detail");
@@ -84,18 +84,7 @@ function drawStats(stats) {
 // [[seconds, low, median, high], ...] per worker count.
 function drawCurves(stats) {
   if (!chart) {
-    chart = new LineChart(document.getElementById("series-charts"), {
-      id: "chart-series",
-      title: "Validation accuracy against the benchmark clock",
-      xLabel: "benchmark clock (min:s)",
-      xFmt: duration,
-      xTickFmt: clock,
-      xRange: clockRange,
-      xIncrs: CLOCK_INCRS,
-      yFmt: pct,
-      yRange: fractionRange,
-      height: 280,
-    });
+    chart = new LineChart(document.getElementById("series-charts"), accuracyOverClock("chart-series", 280));
   }
   const list = [];
   for (const c of stats?.curves || []) {
