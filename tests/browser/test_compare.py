@@ -135,7 +135,7 @@ def test_at_1400_px_every_column_shows_and_the_accuracy_axis_stops_at_100(page):
     assert fit["last"] <= fit["right"] + 0.5, fit
     assert fit["page"] <= fit["view"], fit  # nor beyond the window
     header = page.locator("#compare-table thead th").last.inner_text()
-    assert header == "Scaling efficiency"
+    assert header == "Cost to target / run"
     assert page.locator("#compare-table thead th").last.is_visible()
 
 

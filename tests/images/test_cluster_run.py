@@ -6,6 +6,7 @@ the master; the master's containers are killed and started again mid-run and re-
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import time
@@ -56,14 +57,19 @@ def pods(images, tmp_path_factory):
                 "users": [{"name": "u", "user": {"token": "unused"}}],
             }))  # fmt: skip
             holder_pods.kubeconfig.chmod(0o644)
+            rendered = manifests()
             holder_pods.secrets = {
                 "database-url": database, "secret-key": "images-test-secret",
                 "admin-token": TOKEN, "admin-password": "images-test-password",
+                # The chart's own Ed25519 key, as `helm install` generates it.
+                "signing-key": base64.b64decode(
+                    find(rendered, "Secret", "rel-mlbench-secrets")["data"]["signing-key"]
+                ).decode(),
             }  # fmt: skip
             # The chart's Redis is a Service on 6379; the tests' server has a port of its own.
             holder_pods.redis_url = redis_url
             controller = Controller(emulator.client, NAMESPACE)
-            controller.create_statefulset(find(manifests(), "StatefulSet", "rel-mlbench-worker"))
+            controller.create_statefulset(find(rendered, "StatefulSet", "rel-mlbench-worker"))
             holder_pods.start_workers(controller)
             holder_pods.start_master()
             api = Api("http://127.0.0.1:80")

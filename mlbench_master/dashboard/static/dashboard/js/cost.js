@@ -20,7 +20,7 @@ export function money(value, currency) {
 export function costCell(cost) {
   if (!cost || !cost.priced) {
     const why = (cost?.reason || "").replace(/^not priced: /, "");
-    return el("span", { class: "not-priced" }, NOT_PRICED, why ? el("small", { class: "why", text: why }) : "");
+    return el("span", { class: "not-priced", title: cost?.reason || NOT_PRICED }, NOT_PRICED, why ? el("small", { class: "why", text: why }) : "");
   }
   const part = (p) => money(p?.cost, null);
   return el("span", { class: "cost-value", text: `${part(cost.to_target)} / ${money(cost.whole_run?.cost, cost.currency)}` });
