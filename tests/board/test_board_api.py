@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from tests.board.conftest import TASK
+from tests.board.stored import TASK
 
 pytestmark = pytest.mark.django_db
 
