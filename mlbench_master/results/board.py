@@ -26,13 +26,14 @@ from mlbench_master.api.models import Run
 from mlbench_master.bundles import origins, signing
 from mlbench_master.results import stored
 from mlbench_master.results.statistics import summarize
-from mlbench_worker.shared import result
+from mlbench_worker.shared import catalogue, result
 
 DIVISIONS = ("closed", "open")
 MEASURES = ("time_to_target", "accuracy_after_time")
 DATA = ("real", "synthetic")
 EVALUATIONS = ("evaluated", "self-reported")
 ORIGINS = ("local", "imported")
+MEASUREMENT_TASKS = tuple(name for name, info in catalogue.TASKS.items() if info.measurement)
 # The measure's statistic an entry is ranked by, and whether lower is better.
 SCORE = {"time_to_target": ("time_to_target", True), "accuracy_after_time": ("accuracy_after_time", False)}  # fmt: skip
 LABELS = {
@@ -72,7 +73,8 @@ class Filters:
 
 def board(filters: Filters) -> dict[str, Any]:
     """The board as GET /api/results/ answers it: the sections, each ranked."""
-    runs = Run.objects.order_by("id")
+    # A measurement (the backend benchmark) has no target and no accuracy: nothing to rank.
+    runs = Run.objects.order_by("id").exclude(task__in=MEASUREMENT_TASKS)
     if filters.task:
         runs = runs.filter(task=filters.task)
     found = [e for e in entries(origins.with_origins(runs)) if _matches(e, filters)]
