@@ -73,3 +73,37 @@ def test_the_board_reads_anonymously_only_where_allowed(anon_page, settings, tmp
     _drawn(anon_page, 1)
     assert len(_entries(anon_page)) == 6
     assert anon_page.locator("#board-synthetic").is_visible()
+
+
+def test_the_static_board_opens_from_files_and_filters(
+    browser, live_server, transactional_db, settings, tmp_path
+):
+    """The folder `mlbench board --html` writes, opened from disk (no server at all): the
+    rows are in the page, synthetic ones under their own heading, and the select boxes
+    hide the rows that do not match."""
+    from mlbench_master.api.auth import issue_user_token
+    from mlbench_worker.client.cli import main
+
+    stored = prepared(settings, tmp_path)
+    token = issue_user_token("reader", create_user=True)
+    site = tmp_path / "site"
+    assert main(["--url", live_server.url, "--token", token, "board", "--html", str(site)]) == 0
+    ctx = browser.new_context()
+    try:
+        page = ctx.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto((site / "index.html").as_uri())
+        page.click(f"text={TASK}")
+        assert page.url.endswith(f"/{TASK}.html")
+        assert len(_entries(page)) == 6
+        assert _entries(page, ".synthetic") == [f"run-{stored.runs['synthetic'].pk}"]
+        page.select_option('select[data-filter="workers"]', "1")
+        shown = page.locator("tr[data-entry]:visible").evaluate_all(
+            "rows => rows.map((r) => r.dataset.entry)"
+        )
+        assert shown == [f"run-{stored.runs['one'].pk}"]
+        assert page.locator(".synthetic section:visible").count() == 0
+        assert not errors, errors
+    finally:
+        ctx.close()
