@@ -54,7 +54,7 @@ function costText(entry) {
   const c = entry.cost;
   const median = c.cost_to_target && c.cost_to_target.median;
   if (median !== null && median !== undefined && c.currency) return `${num(median)} ${c.currency} to target`;
-  return c.reason || "not priced";
+  return "not priced";
 }
 
 function row(entry) {
@@ -80,7 +80,7 @@ function row(entry) {
     el("td", { text: entry.backend }),
     el("td", { class: "seeds", text: entry.seeds.join(", ") }),
     el("td", { text: `${stats.runs} run(s), ${stats.reached} reached; ${stats.valid ? "valid" : `not valid: ${stats.invalid_reason}`}` }),
-    el("td", { text: costText(entry) }),
+    el("td", { class: "cost", text: costText(entry), title: entry.cost.reason || null }),
     el("td", { class: "origin", text: origin }),
     el("td", { class: "evaluation", text: entry.evaluation === "evaluated" ? "evaluated" : "self-reported, not evaluated" }),
     el("td", {}, ...links),
@@ -110,16 +110,25 @@ function draw(board) {
     box.hidden = chosen.length === 0;
   }
   status.textContent = board.count ? `${board.count} entries.` : "No results match.";
+}
+
+// Answers may come back out of order when filters change quickly: only the answer to the
+// latest choice is drawn. `loaded` counts every answer, drawn or not, for the tests.
+let latest = 0;
+
+function settled() {
   document.body.dataset.loaded = String(Number(document.body.dataset.loaded || 0) + 1);
 }
 
 async function load(params) {
+  const mine = ++latest;
   try {
-    draw(await api("/api/results/", { params: { task, ...params } }));
+    const board = await api("/api/results/", { params: { task, ...params } });
+    if (mine === latest) draw(board);
   } catch (err) {
-    status.textContent = `The board could not be read: ${err.message}`;
-    document.body.dataset.loaded = String(Number(document.body.dataset.loaded || 0) + 1);
+    if (mine === latest) status.textContent = `The board could not be read: ${err.message}`;
   }
+  settled();
 }
 
 form.addEventListener("change", () => {
@@ -129,12 +138,13 @@ form.addEventListener("change", () => {
 });
 
 (async () => {
+  const mine = ++latest;
   try {
     const whole = await api("/api/results/", { params: { task } });
     drawFilters(whole.sections.flatMap((s) => s.entries));
-    draw(whole);
+    if (mine === latest) draw(whole);
   } catch (err) {
     status.textContent = `The board could not be read: ${err.message}`;
-    document.body.dataset.loaded = "1";
   }
+  settled();
 })();
