@@ -6,6 +6,7 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from mlbench_master.api import (
+    board_views,
     bundle_views,
     model_upload,
     predictions,
@@ -56,6 +57,7 @@ urlpatterns = [
     ),
     *both("bundles", bundle_views.Bundles.as_view(), "bundles"),
     *both("installation", bundle_views.Installation.as_view(), "installation"),
+    *both("results", board_views.Results.as_view(), "results"),
     *result_urls.urlpatterns,
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),

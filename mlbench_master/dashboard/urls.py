@@ -18,6 +18,8 @@ urlpatterns = [
     path("compare/", views.compare, name="compare"),
     path("prices/", views.prices, name="prices"),
     path("bundles/", views.bundles, name="bundles"),
+    path("board/", views.board, name="board"),
+    path("board/<str:task>/", views.board, name="board-task"),
     path(
         "login/",
         auth_views.LoginView.as_view(

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.views import redirect_to_login
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
 
@@ -79,6 +79,15 @@ def bundles(request: HttpRequest) -> HttpResponse:
     """Result bundles: this installation's key, the upload of a bundle (POST /api/bundles/
     from the page's script, so the API's checks are the only ones), the bundles imported."""
     return _page(request, "bundles.html", {"nav": "bundles"})
+
+
+@require_GET
+def board(request: HttpRequest, task: str | None = None) -> HttpResponse:
+    """The results board: the task list, or one task's board (drawn by board.js from
+    GET /api/results/, so the page ranks and filters nothing itself)."""
+    if task is not None and task not in task_catalogue():
+        raise Http404(f"no task {task!r}")
+    return _page(request, "board.html", {"nav": "board", "task": task})
 
 
 @require_GET

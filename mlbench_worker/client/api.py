@@ -354,6 +354,12 @@ class ApiClient:
         """Delete a series with its runs (an active one is cancelled first)."""
         return self._submit("DELETE", f"series/{series_id}/")
 
+    def get_results(self, **filters: Any) -> Future:
+        """The results board (`GET /api/results/`): sections ranked apart, narrowed by
+        `filters` (task, division, measured, data, evaluation, origin, hardware, workers,
+        algorithm, implementation, network, backend, seed)."""
+        return self._submit("GET", "results/", params=filters)
+
     def run_defaults(self) -> Future:
         """What a run gets for each field it leaves out, and the master's limits."""
         return self._submit("GET", "runs/defaults/")

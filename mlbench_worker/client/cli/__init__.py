@@ -18,6 +18,7 @@ This module holds the command line (`build_parser`) and the entry point (`main`,
 - `results`: `mlbench report --series` / `--plot` and `mlbench download --mllog`;
 - `evaluate`: `mlbench evaluate RUN`, a run's predictions graded again here;
 - `bundles`: `mlbench export` and `mlbench import`, signed result bundles;
+- `board`, `static_board`: `mlbench board`, the results board printed or as a static site;
 - `formatting`: tables, durations, percentages, API dates.
 """
 
@@ -27,7 +28,7 @@ import argparse
 import os
 import sys
 
-from mlbench_worker.client.cli import bundles, evaluate, results
+from mlbench_worker.client.cli import board, bundles, evaluate, results
 from mlbench_worker.client.cli.commands import (
     cmd_delete,
     cmd_download,
@@ -260,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_parser(sub)
     bundles.add_parsers(sub)
+    board.add_parser(sub)
     return parser
 
 
@@ -275,6 +277,7 @@ COMMANDS = {
     "evaluate": evaluate.cmd_evaluate,
     "export": bundles.cmd_export,
     "import": bundles.cmd_import,
+    "board": board.cmd_board,
 }
 
 

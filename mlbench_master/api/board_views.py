@@ -1,0 +1,97 @@
+"""GET /api/results/: the results board (results/board.py builds it; this only parses
+the filters, each checked so a wrong one is named rather than silently matching nothing)."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from mlbench_master.api import params
+from mlbench_master.api.errors import error_responses, invalid
+from mlbench_master.results import board
+from mlbench_worker.shared import catalogue
+
+CHOICES = {
+    "division": board.DIVISIONS,
+    "measured": board.MEASURES,
+    "data": board.DATA,
+    "evaluation": board.EVALUATIONS,
+}
+TEXT = ("origin", "hardware", "algorithm", "implementation", "network", "backend")
+NUMBERS = ("workers", "seed")
+
+BOARD_SCHEMA = {
+    "type": "object",
+    "description": (
+        "installation (this master's public_key and fingerprint), filters (those applied), "
+        "count (entries), sections: one per task, division, measure, data (real or "
+        "synthetic) and evaluation (evaluated or self-reported), each with its label and its "
+        "entries ranked apart (rank null and unranked saying why for entries not ranked). An "
+        "entry is a series' runs with one worker count, or one run: its dimensions (hardware, "
+        "workers, algorithm, implementation, network, backend, seeds), statistics (the series "
+        "statistics' group), cost, origin (kind local or imported, fingerprint), evaluation, "
+        "score, links (run and series pages, API, bundle and MLPerf log downloads) and runs."
+    ),
+}
+
+
+def parse(query: dict) -> board.Filters:
+    """The filters of a request: every one optional; a value no entry could have is a 400."""
+    found: dict = {}
+    task = query.get("task") or None
+    if task is not None and task not in catalogue.TASKS:
+        raise invalid("task", f"{task[:40]!r} is not a task; known: {', '.join(catalogue.TASKS)}")
+    found["task"] = task
+    for name, options in CHOICES.items():
+        raw = query.get(name) or None
+        if raw is not None and raw not in options:
+            raise invalid(name, f"{raw[:40]!r} is not one of {', '.join(options)}")
+        found[name] = raw
+    for name in TEXT:
+        raw = query.get(name) or None
+        if raw is not None and (len(raw) > 300 or "\x00" in raw):
+            raise invalid(name, "must be at most 300 characters of text")
+        found[name] = raw
+    for name in NUMBERS:
+        found[name] = params.positive_int(query, name) if name == "workers" else _seed(query)
+    return board.Filters(**found)
+
+
+def _seed(query: dict) -> int | None:
+    if query.get("seed") in (None, ""):
+        return None
+    return params.non_negative_int(query, "seed")
+
+
+def _parameters() -> list[OpenApiParameter]:
+    out = [OpenApiParameter("task", str, description="a task of the catalogue")]
+    out += [OpenApiParameter(n, str, enum=list(o)) for n, o in CHOICES.items()]
+    out += [
+        OpenApiParameter(
+            n,
+            str,
+            description=(
+                "local, imported, or an installation's fingerprint"
+                if n == "origin"
+                else "exact text of the entry's field, ignoring case"
+            ),
+        )
+        for n in TEXT
+    ]
+    out += [OpenApiParameter(n, int) for n in NUMBERS]
+    return out
+
+
+class Results(APIView):
+    """The board: readable by users, and by everyone where MLBENCH_PUBLIC_READ allows."""
+
+    @extend_schema(
+        operation_id="results_board",
+        summary="The results board: results by task, division, measure, data and grader, ranked",
+        parameters=_parameters(),
+        responses={200: OpenApiResponse(BOARD_SCHEMA), **error_responses(400, 401, 403)},
+    )
+    def get(self, request: Request) -> Response:
+        return Response(board.board(parse(request.query_params)))

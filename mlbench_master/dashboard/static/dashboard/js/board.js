@@ -1,0 +1,150 @@
+// Results board of one task: the sections GET /api/results/ answers, drawn as they come.
+// The API ranks, separates and filters; the filters here only choose its query, so the page
+// and every API client see the same board.
+
+import { api } from "./api.js";
+import { el, num, pct } from "./format.js";
+
+const root = document.getElementById("board");
+const task = root.dataset.task;
+const form = document.getElementById("board-filters");
+const status = document.getElementById("board-status");
+const FILTERS = [
+  ["division", "Division"], ["measured", "Measured"], ["data", "Data"],
+  ["evaluation", "Graded"], ["origin", "Origin"], ["hardware", "Hardware"],
+  ["workers", "Workers"], ["algorithm", "Algorithm"], ["implementation", "Implementation"],
+  ["network", "Network"], ["backend", "Backend"], ["seed", "Seed"],
+];
+
+function valuesOf(entries, name) {
+  const found = new Set();
+  for (const e of entries) {
+    if (name === "seed") e.seeds.forEach((s) => found.add(String(s)));
+    else if (name === "origin") found.add(e.origin.kind === "local" ? "local" : e.origin.fingerprint);
+    else found.add(String(e[name]));
+  }
+  if (name === "origin" && [...found].some((v) => v !== "local")) found.add("imported");
+  return [...found].sort();
+}
+
+function drawFilters(entries) {
+  form.replaceChildren(
+    ...FILTERS.map(([name, label]) =>
+      el(
+        "label",
+        { class: "field" },
+        label,
+        el(
+          "select",
+          { name, "data-filter": name },
+          el("option", { value: "", text: "any" }),
+          ...valuesOf(entries, name).map((v) => el("option", { value: v, text: v })),
+        ),
+      ),
+    ),
+  );
+}
+
+function score(entry) {
+  if (entry.score === null) return "—";
+  return entry.measured === "time_to_target" ? `${num(entry.score)} s` : pct(entry.score);
+}
+
+function costText(entry) {
+  const c = entry.cost;
+  const median = c.cost_to_target && c.cost_to_target.median;
+  if (median !== null && median !== undefined && c.currency) return `${num(median)} ${c.currency} to target`;
+  return "not priced";
+}
+
+function row(entry) {
+  const stats = entry.statistics;
+  const links = entry.links.runs.map((r) =>
+    el("span", { class: "run-links" },
+      el("a", { href: r.page, text: `run ${r.id}` }), " (",
+      el("a", { href: r.bundle, text: "bundle" }), ", ",
+      el("a", { href: r.mllog, text: "MLPerf log" }), ") "),
+  );
+  if (entry.links.series) links.unshift(el("a", { href: entry.links.series.page, text: `series ${entry.series}` }), " ");
+  const origin = entry.origin.kind === "local" ? `local (${entry.origin.fingerprint})` : `imported from ${entry.origin.fingerprint}`;
+  return el(
+    "tr",
+    { dataset: { entry: entry.id, data: entry.data, evaluation: entry.evaluation, origin: entry.origin.kind } },
+    el("td", { class: "rank", text: entry.rank === null ? `unranked: ${entry.unranked}` : String(entry.rank) }),
+    el("td", { class: "score", text: score(entry) }),
+    el("td", { class: "workers", text: String(entry.workers) }),
+    el("td", { text: entry.hardware }),
+    el("td", { text: entry.algorithm || "—" }),
+    el("td", { text: entry.implementation || "—" }),
+    el("td", { text: entry.network }),
+    el("td", { text: entry.backend }),
+    el("td", { class: "seeds", text: entry.seeds.join(", ") }),
+    el("td", { text: `${stats.runs} run(s), ${stats.reached} reached; ${stats.valid ? "valid" : `not valid: ${stats.invalid_reason}`}` }),
+    el("td", { class: "cost", text: costText(entry), title: entry.cost.reason || null }),
+    el("td", { class: "origin", text: origin }),
+    el("td", { class: "evaluation", text: entry.evaluation === "evaluated" ? "evaluated" : "self-reported, not evaluated" }),
+    el("td", {}, ...links),
+  );
+}
+
+const HEAD = ["Rank", "Score", "Workers", "Hardware", "Algorithm", "Implementation", "Network",
+  "Backend", "Seeds", "Statistics", "Cost", "Origin", "Graded", "Links"];
+
+function sectionNode(section) {
+  return el(
+    "div",
+    { class: "board-section", dataset: { data: section.data, evaluation: section.evaluation } },
+    el("h3", { text: section.label }),
+    el("div", { class: "table-wrap" },
+      el("table", { class: "data" },
+        el("thead", {}, el("tr", {}, ...HEAD.map((h) => el("th", { scope: "col", text: h })))),
+        el("tbody", {}, ...section.entries.map(row)))),
+  );
+}
+
+function draw(board) {
+  for (const kind of ["real", "synthetic"]) {
+    const box = document.getElementById(`board-${kind}`);
+    const chosen = board.sections.filter((s) => s.data === kind);
+    box.querySelector(".sections").replaceChildren(...chosen.map(sectionNode));
+    box.hidden = chosen.length === 0;
+  }
+  status.textContent = board.count ? `${board.count} entries.` : "No results match.";
+}
+
+// Answers may come back out of order when filters change quickly: only the answer to the
+// latest choice is drawn. `loaded` counts every answer, drawn or not, for the tests.
+let latest = 0;
+
+function settled() {
+  document.body.dataset.loaded = String(Number(document.body.dataset.loaded || 0) + 1);
+}
+
+async function load(params) {
+  const mine = ++latest;
+  try {
+    const board = await api("/api/results/", { params: { task, ...params } });
+    if (mine === latest) draw(board);
+  } catch (err) {
+    if (mine === latest) status.textContent = `The board could not be read: ${err.message}`;
+  }
+  settled();
+}
+
+form.addEventListener("change", () => {
+  const params = {};
+  for (const box of form.querySelectorAll("select")) if (box.value) params[box.name] = box.value;
+  load(params);
+});
+
+(async () => {
+  const mine = ++latest;
+  try {
+    const whole = await api("/api/results/", { params: { task } });
+    drawFilters(whole.sections.flatMap((s) => s.entries));
+    if (mine === latest) draw(whole);
+  } catch (err) {
+    status.textContent = `The board could not be read: ${err.message}`;
+  }
+  settled();
+})();

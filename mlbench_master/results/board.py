@@ -1,0 +1,276 @@
+"""The results board: every result of a task, local and imported, in sections that are
+ranked apart (docs/publishing.rst, "The results board").
+
+Why sections: a ranking is only fair between results measured the same way. A section is
+one task, one division (closed: the reference worker; open: the user's own command), one
+measure (time to target, or accuracy after a time budget), one kind of data (real, or
+generated/unrecorded: a synthetic result never sits in a real ranking) and one grader (the
+platform's evaluator, or the run's own word: never ranked beside each other). Local and
+imported results share sections and are ranked by the one rule in `rank`.
+
+An entry is one group of runs measured together: the runs of a series with one worker
+count (its seeds), or one run outside any series. Its numbers are the series statistics'
+(`statistics.summarize`, one group) and its cost theirs (cost.py through the stored run),
+so the board shows what the series page and `mlbench report` show, never its own sums.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, fields
+from typing import Any
+
+from django.db.models import QuerySet
+
+from mlbench_master.api.models import Run
+from mlbench_master.bundles import origins, signing
+from mlbench_master.results import stored
+from mlbench_master.results.statistics import summarize
+from mlbench_worker.shared import catalogue, result
+
+DIVISIONS = ("closed", "open")
+MEASURES = ("time_to_target", "accuracy_after_time")
+DATA = ("real", "synthetic")
+EVALUATIONS = ("evaluated", "self-reported")
+ORIGINS = ("local", "imported")
+MEASUREMENT_TASKS = tuple(name for name, info in catalogue.TASKS.items() if info.measurement)
+# The measure's statistic an entry is ranked by, and whether lower is better.
+SCORE = {"time_to_target": ("time_to_target", True), "accuracy_after_time": ("accuracy_after_time", False)}  # fmt: skip
+LABELS = {
+    "time_to_target": "time to target",
+    "accuracy_after_time": "accuracy after time",
+    "real": "real data",
+    "synthetic": "synthetic (generated) data, or data not recorded",
+    "evaluated": "evaluated by the platform",
+    "self-reported": "self-reported, not evaluated",
+}
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What a reader narrows the board to; None: any. Text dimensions match exactly,
+    ignoring case; `origin` is local, imported, or an installation's fingerprint."""
+
+    task: str | None = None
+    division: str | None = None
+    measured: str | None = None
+    data: str | None = None
+    evaluation: str | None = None
+    origin: str | None = None
+    hardware: str | None = None
+    workers: int | None = None
+    algorithm: str | None = None
+    implementation: str | None = None
+    network: str | None = None
+    backend: str | None = None
+    seed: int | None = None
+
+    def applied(self) -> dict[str, Any]:
+        return {
+            f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None
+        }
+
+
+def board(filters: Filters) -> dict[str, Any]:
+    """The board as GET /api/results/ answers it: the sections, each ranked."""
+    # A measurement (the backend benchmark) has no target and no accuracy: nothing to rank.
+    runs = Run.objects.order_by("id").exclude(task__in=MEASUREMENT_TASKS)
+    if filters.task:
+        runs = runs.filter(task=filters.task)
+    found = [e for e in entries(origins.with_origins(runs)) if _matches(e, filters)]
+    sections: dict[tuple, list[dict]] = defaultdict(list)
+    for entry in found:
+        sections[_section_key(entry)].append(entry)
+    me = signing.this_installation()
+    return {
+        "installation": {"public_key": me.public_key, "fingerprint": me.fingerprint},
+        "filters": filters.applied(),
+        "count": len(found),
+        "sections": [_section(key, rank(sections[key])) for key in sorted(sections, key=_order)],
+    }
+
+
+def entries(runs: QuerySet[Run]) -> list[dict[str, Any]]:
+    """One entry per group of runs measured together (the module docstring)."""
+    runs = list(runs)
+    results = dict(zip((r.pk for r in runs), stored.results_of(runs), strict=True))
+    groups: dict[tuple, list[Run]] = defaultdict(list)
+    for run in runs:
+        if run.series_id is not None:
+            groups[("series", run.series_id, run.num_workers)].append(run)
+        elif run.state in Run.FINAL_STATES:  # a lone run is a result once it has ended
+            groups[("run", run.pk, run.num_workers)].append(run)
+    me = signing.this_installation().fingerprint
+    return [_entry(key, members, [results[r.pk] for r in members], me) for key, members in groups.items()]  # fmt: skip
+
+
+def rank(section: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ONE ranking rule, for local and imported entries alike: valid entries with a
+    score first, best score first (the shortest median time to target, or the highest
+    median accuracy after time), ties by fewer workers; the rest after them, unranked
+    (`rank` null), with why in `unranked`."""
+    ranked = [e for e in section if e["unranked"] == ""]
+    rest = [e for e in section if e["unranked"] != ""]
+    ranked.sort(
+        key=lambda e: (e["score"] if e["lower_is_better"] else -e["score"], e["workers"], e["id"])
+    )
+    for place, entry in enumerate(ranked, start=1):
+        entry["rank"] = place
+    rest.sort(key=lambda e: (e["workers"], e["id"]))
+    return ranked + rest
+
+
+def _entry(key: tuple, runs: list[Run], results: list, me: str) -> dict[str, Any]:
+    first = runs[0]
+    target = stored.target_for(
+        first.task, first.target, [r.dataset_used for r in runs if r.dataset_used]
+    )
+    stats = summarize(results, target)
+    group = stats["groups"][0]
+    measured = "accuracy_after_time" if first.time_budget else "time_to_target"
+    statistic, lower = SCORE[measured]
+    score = group[statistic]["median"]
+    unranked = ""
+    if not group["valid"]:
+        unranked = group["invalid_reason"]
+    elif score is None:
+        unranked = "no run reached the target" if lower else "no finished run measured it"
+    statuses = {r.evaluation for r in results if r.evaluation}
+    origin = origins.of_run(first)
+    entry_id = f"series-{key[1]}-x{key[2]}" if key[0] == "series" else f"run-{key[1]}"
+    return {
+        "id": entry_id,
+        "task": first.task,
+        "goal": target,
+        "division": "open" if first.open_division else "closed",
+        "measured": measured,
+        "data": "synthetic" if target["synthetic"] or not target["datasets"] else "real",
+        "datasets": target["datasets"],
+        "evaluation": "evaluated" if statuses == {stored.EVALUATED} else "self-reported",
+        "hardware": _hardware(first),
+        "workers": first.num_workers,
+        "algorithm": first.algorithm,
+        "implementation": first.implementation,
+        "network": _network(first),
+        "backend": first.backend,
+        "seeds": sorted(r.seed for r in runs),
+        "series": first.series_id,
+        "statistics": group,
+        "cost": {
+            **stats["cost"],
+            "cost_to_target": group["cost_to_target"],
+            "run_cost": group["run_cost"],
+            "price_per_hour": group["price_per_hour"],
+            "price_index": group["price_index"],
+        },  # fmt: skip
+        "origin": _origin(origin, me),
+        "score": score,
+        "lower_is_better": lower,
+        "rank": None,
+        "unranked": unranked,
+        "links": _links(first.series_id, runs),
+        "runs": [
+            {
+                "id": r.pk,
+                "seed": r.seed,
+                "state": r.state,
+                "evaluation": res.evaluation,
+                "time_to_target": res.time_to_target,
+                "accuracy_after_time": res.accuracy_after_time,
+            }
+            for r, res in zip(runs, results, strict=True)
+        ],  # fmt: skip
+    }
+
+
+def _origin(origin: dict[str, Any] | None, me: str) -> dict[str, Any]:
+    if origin is None:
+        return {"kind": "local", "fingerprint": me, "public_key": None, "imported_at": None}
+    keep = ("fingerprint", "public_key", "imported_at", "origin_run", "origin_series")
+    return {"kind": "imported", **{k: origin[k] for k in keep}}
+
+
+def _hardware(run: Run) -> str:
+    """What each worker ran on, in the words the workers reported (their summary)."""
+    found = result.read(run.summary or {}, "hardware") or {}
+    if run.gpu_enabled:
+        device = f"GPU {found.get('gpu') or '(model not recorded)'}"
+    else:
+        device = f"CPU {found.get('cpu_model') or '(model not recorded)'}"
+    return f"{device}, {run.num_cpus:g} cores per worker"
+
+
+def _network(run: Run) -> str:
+    text = f"{run.max_bandwidth} Mbit/s"
+    return text + (f", {run.latency:g} ms latency" if run.latency else "")
+
+
+def _links(series_id: int | None, runs: list[Run]) -> dict[str, Any]:
+    """Paths on this master (the static board makes them absolute with the master's URL)."""
+    out: dict[str, Any] = {
+        "runs": [
+            {
+                "id": r.pk,
+                "page": f"/runs/{r.pk}/",
+                "api": f"/api/runs/{r.pk}/",
+                "bundle": f"/api/runs/{r.pk}/bundle/",
+                "mllog": f"/api/runs/{r.pk}/mllog/",
+            }
+            for r in runs
+        ]  # fmt: skip
+    }
+    if series_id is not None:
+        out["series"] = {
+            "page": f"/series/{series_id}/",
+            "api": f"/api/series/{series_id}/",
+            "bundle": f"/api/series/{series_id}/bundle/",
+        }
+    return out
+
+
+def _matches(entry: dict[str, Any], f: Filters) -> bool:
+    exact = {
+        "division": f.division,
+        "measured": f.measured,
+        "data": f.data,
+        "evaluation": f.evaluation,
+    }
+    if any(v is not None and entry[k] != v for k, v in exact.items()):
+        return False
+    text = {"hardware": f.hardware, "algorithm": f.algorithm, "implementation": f.implementation,
+            "network": f.network, "backend": f.backend}  # fmt: skip
+    if any(v is not None and str(entry[k]).lower() != v.lower() for k, v in text.items()):
+        return False
+    if f.workers is not None and entry["workers"] != f.workers:
+        return False
+    if f.seed is not None and f.seed not in entry["seeds"]:
+        return False
+    if f.origin is not None and f.origin not in (
+        entry["origin"]["kind"],
+        entry["origin"]["fingerprint"],
+    ):
+        return False
+    return True
+
+
+def _section_key(entry: dict[str, Any]) -> tuple[str, str, str, str, str]:
+    return (entry["task"], entry["division"], entry["measured"], entry["data"], entry["evaluation"])
+
+
+def _order(key: tuple[str, str, str, str, str]) -> tuple:
+    task, division, measured, data, evaluation = key
+    return (task, DIVISIONS.index(division), MEASURES.index(measured), DATA.index(data), EVALUATIONS.index(evaluation))  # fmt: skip
+
+
+def _section(key: tuple[str, str, str, str, str], ranked: list[dict[str, Any]]) -> dict[str, Any]:
+    task, division, measured, data, evaluation = key
+    label = f"{task}: {division} division, {LABELS[measured]}, {LABELS[data]}, {LABELS[evaluation]}"
+    return {
+        "task": task,
+        "division": division,
+        "measured": measured,
+        "data": data,
+        "evaluation": evaluation,
+        "label": label,
+        "entries": ranked,
+    }

@@ -1,0 +1,78 @@
+"""`mlbench board --html DIR` against a live master (this test's web server on real
+PostgreSQL, holding the board's stored runs, one of them imported): the static board has
+the API's rows in the API's order, links by relative paths, and reads without a token only
+where the master allows anonymous reads."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import requests
+
+from mlbench_master.api.auth import issue_user_token
+from mlbench_worker.client.cli import main
+from tests.board.stored import TASK, prepared
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def live(live_server, settings, monkeypatch, tmp_path):
+    prepared(settings, tmp_path)
+    monkeypatch.delenv("MLBENCH_TOKEN", raising=False)
+    monkeypatch.setenv("MLBENCH_HOME", str(tmp_path / "client-home"))
+    token = issue_user_token("reader", create_user=True)
+    return {"url": live_server.url, "token": token}
+
+
+def _api(live: dict, **query) -> dict:
+    headers = {"Authorization": f"Token {live['token']}"}
+    answer = requests.get(live["url"] + "/api/results/", query, headers=headers, timeout=60)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def test_the_static_board_has_the_api_rows(live, tmp_path, capsys):
+    folder = tmp_path / "site"
+    cli = ["--url", live["url"], "--token", live["token"], "board", "--html", str(folder)]
+    assert main(cli) == 0
+    assert "wrote 3 files" in capsys.readouterr().out
+    api = _api(live)
+    assert json.loads((folder / "board.json").read_text()) == api
+    page = (folder / f"{TASK}.html").read_text()
+    rows = re.findall(r'<tr data-entry="([^"]+)"', page)
+    assert rows == [e["id"] for s in api["sections"] for e in s["entries"]]
+    assert len(rows) == 6
+    # Synthetic rows sit under their own heading, after every real row.
+    assert page.index("Synthetic data") > page.rindex('data-data="real"')
+    assert page.index("Synthetic data") < page.index('data-data="synthetic"')
+    index = (folder / "index.html").read_text()
+    assert f'href="{TASK}.html"' in index and 'href="board.json"' in index
+    hrefs = re.findall(r'href="([^"]+)"', page)
+    assert all(h.startswith(live["url"]) or "/" not in h for h in hrefs), hrefs
+    # A run link works on the master that made the board (the bundle download too).
+    bundle = next(h for h in hrefs if h.endswith("/bundle/"))
+    got = requests.get(bundle, headers={"Authorization": f"Token {live['token']}"}, timeout=60)
+    assert got.status_code == 200
+
+
+def test_the_board_with_filters_prints_the_api_ranking(live, capsys):
+    assert main(["--url", live["url"], "--token", live["token"], "board", "--workers", "2"]) == 0
+    out = capsys.readouterr().out
+    api = _api(live, workers=2)
+    assert [line for line in out.splitlines() if not line.startswith(" ")] == [
+        s["label"] for s in api["sections"]
+    ]
+    assert "imported" in out and "  1  30.0 s to target" in out
+
+
+def test_anonymous_board_only_where_reads_are_public(live, settings, tmp_path, capsys):
+    cli = ["--url", live["url"], "board", "--html", str(tmp_path / "anon")]
+    settings.MLBENCH_PUBLIC_READ = False
+    assert main(cli) == 4
+    assert not (tmp_path / "anon").exists()
+    settings.MLBENCH_PUBLIC_READ = True
+    assert main(cli) == 0
+    assert (tmp_path / "anon" / "board.json").is_file()
