@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # The whole suite as `make test` runs it: two pytest processes side by side.
 #
-# Why two: most of the suite's wall time is spent waiting (mpirun ranks starting, a master
-# coming up, a run reaching its target), not computing. The "quick" group below starts no
-# worker ranks of its own and no mpirun: the REST API on Django's test client and the
-# session's PostgreSQL, result bundles, the client against a live server, the results'
-# arithmetic, the Kubernetes driver against its in-process API server, the repository's rules. Measured on a
-# 2-core machine (2026-11-26): that group alone takes 7 min of wall time for 3 min of CPU, so
-# it fits in the gaps of the rest, which runs in the foreground as before.
+# Why two: much of the suite's wall time is spent waiting (a master coming up, a browser
+# page settling, a run reaching its target), not computing. The "quick" group below is the
+# tests that mostly wait or compute little: the REST API on Django's test client and the
+# session's PostgreSQL, bundles, the board, the client against a live server, the results'
+# arithmetic, the Kubernetes driver against its emulated API server, headless Chromium on the
+# dashboard, the chaos invariants' checks, the repository's rules. Few of them start worker
+# ranks (one budgeted run, the browser's seeded runs). The rest (e2e, workers under mpirun,
+# Slurm, local slots, images, the chaos series) keeps the foreground. Measured from a fresh
+# clone on a 2-core machine (2026-11-26): the rest took 32 min and the quick group (without
+# the browser tests then) 9.6 min beside it; the browser tests take 2.7 min alone.
 #
 # Each process has its own MLBENCH_HOME, PostgreSQL and Redis (started by its own fixtures on
 # free loopback ports), so neither can see the other's runs. The quick group's output is
@@ -15,8 +18,8 @@
 # both processes (e.g. `-x`).
 set -u
 PY=${PY:-.venv/bin/python}
-QUICK=(tests/api tests/bundles tests/client tests/results tests/evaluation tests/rules tests/kubernetes)
-QUICK+=(tests/test_*.py)
+QUICK=(tests/api tests/board tests/browser tests/bundles tests/client tests/evaluation)
+QUICK+=(tests/kubernetes tests/results tests/rules tests/chaos/test_invariants.py tests/test_*.py)
 
 home=$(mktemp -d -t mlbench-test-XXXXXX)
 quick_pid=""
