@@ -26,6 +26,20 @@ if os.environ.get("OMPI_COMM_WORLD_RANK", "0") != "0":
 seed, mode = int(sys.argv[1]), sys.argv[2]
 url, run_id = os.environ["MLBENCH_MASTER_URL"].rstrip("/"), os.environ["MLBENCH_RUN_ID"]
 auth = {"Authorization": f"Token {os.environ['MLBENCH_RUN_TOKEN']}"}
+
+
+def post_file(kind: str, data: bytes) -> None:
+    """POST the run's `kind` file (predictions, model) as the worker does; say the answer."""
+    r = requests.post(
+        f"{url}/api/runs/{run_id}/{kind}/?dataset=synthetic",
+        data=data,
+        headers={**auth, "Content-Type": "application/octet-stream"},
+        timeout=30,
+    )
+    print(f"{kind} posted: HTTP {r.status_code} {r.text}", flush=True)
+    r.raise_for_status()
+
+
 meta = {"step": 10, "epoch": 1.0, "elapsed": 2.0}
 now = dt.datetime.now(dt.UTC).isoformat()
 points = [
@@ -49,14 +63,7 @@ if mode == "random":
         elapsed=np.array(2.0),
         predicted_class=np.random.default_rng(seed).integers(0, 10, labels.size),
     )
-    r = requests.post(
-        f"{url}/api/runs/{run_id}/predictions/?dataset=synthetic",
-        data=body.getvalue(),
-        headers={**auth, "Content-Type": "application/octet-stream"},
-        timeout=30,
-    )
-    print(f"predictions posted: HTTP {r.status_code} {r.text}", flush=True)
-    r.raise_for_status()
+    post_file("predictions", body.getvalue())
     # An honest model: what it predicts is what it predicts, not the classes posted above.
     from onnx import TensorProto, helper, numpy_helper
 
@@ -76,11 +83,4 @@ if mode == "random":
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
-    r = requests.post(
-        f"{url}/api/runs/{run_id}/model/?dataset=synthetic",
-        data=model.SerializeToString(),
-        headers={**auth, "Content-Type": "application/octet-stream"},
-        timeout=30,
-    )
-    print(f"model posted: HTTP {r.status_code} {r.text}", flush=True)
-    r.raise_for_status()
+    post_file("model", model.SerializeToString())
