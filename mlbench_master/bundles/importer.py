@@ -27,7 +27,7 @@ from typing import Any
 from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db import IntegrityError, transaction
 
-from mlbench_master import metrics_store, prediction_files, runs
+from mlbench_master import metrics_store, model_files, prediction_files, runs
 from mlbench_master.api.logs import STREAMS
 from mlbench_master.api.models import ImportedBundle, LogChunk, Run, RunOrigin, Series
 from mlbench_master.api.params import parse_iso_datetime
@@ -259,7 +259,7 @@ def _run(
         if rest.startswith("predictions/"):
             target = files.folder(prediction_files.folder(run.pk)) / rest.split("/", 1)[1]
         elif rest.startswith("model/"):
-            target = files.folder(places.model_folder(run.pk)) / rest.split("/", 1)[1]
+            target = files.folder(model_files.folder(run.pk)) / rest.split("/", 1)[1]
         else:
             continue
         with bundle.open(path) as src:

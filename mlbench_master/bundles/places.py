@@ -1,5 +1,6 @@
 """Where the files of bundles live on this master, one rule for the writer, the importer and
-the run lifecycle (which removes an imported run's files with it)."""
+the run lifecycle (which removes an imported run's files with it). A run's model folder is
+model_files.folder's."""
 
 from __future__ import annotations
 
@@ -7,14 +8,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from mlbench_master import model_files
-
 
 def bundle_file(digest: str) -> Path:
     """An imported bundle's file as its origin signed it (kept to export its runs again)."""
     return Path(settings.MLBENCH_HOME) / "bundles" / f"{digest}.zip"
-
-
-def model_folder(run_id: int) -> Path:
-    """A run's model and its audit: model_files.py's folder (one rule for where they are)."""
-    return model_files.folder(run_id)

@@ -26,12 +26,12 @@ from typing import Any
 
 from django.utils import timezone
 
-from mlbench_master import prediction_files
+from mlbench_master import model_files, prediction_files
 from mlbench_master.api.models import LogChunk, Metric, Run, RunOrigin, Series
 from mlbench_master.api.queries import iso
 from mlbench_master.api.zipstream import stream_zip
 from mlbench_master.bundles import layout, signing, system
-from mlbench_master.bundles.places import bundle_file, model_folder
+from mlbench_master.bundles.places import bundle_file
 from mlbench_master.bundles.refusals import NotExportable
 from mlbench_worker.shared import catalogue
 
@@ -171,7 +171,7 @@ def _run_members(run: Run, notes: list[str]) -> Iterator[tuple[str, Iterable[byt
             yield folder + "mllog.txt", iter([text.encode()])
     for stored in prediction_files.stored(run.pk):
         yield folder + "predictions/" + stored.path.name, _file(stored.path)
-    models = model_folder(run.pk)
+    models = model_files.folder(run.pk)
     for name in layout.MODEL_FILES:
         if (models / name).is_file():
             yield folder + "model/" + name, _file(models / name)
