@@ -160,6 +160,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="communication backend, any case (default mpi)",
     )
     run.add_argument(
+        "--gpu",
+        dest="gpu_enabled",
+        action="store_true",
+        default=None,
+        help="train on the workers' GPUs (--device cuda; the master must offer GPUs: "
+        "MLBENCH_MAX_GPUS, or limits.gpu in the chart)",
+    )
+    run.add_argument(
         "--target", choices=catalogue.goal_names(), help="the task's goal (default standard)"
     )
     run.add_argument(

@@ -100,6 +100,7 @@ def cmd_run(args: argparse.Namespace, master: Master) -> int:
         "lr_schedule": args.lr_schedule,
         "task": task,
         "backend": args.backend,
+        "gpu_enabled": args.gpu_enabled,
         "target": args.target,
         "time_budget": args.time_budget,
         "max_epochs": args.max_epochs,
