@@ -1,3 +1,4 @@
+# Over 400 lines: every GPU check in one file, so that one command runs them all in one short lease.
 """The GPU checks of the worker (shared/GPU.md), made to fit one short lease of a GPU machine.
 
 A GPU is lent rarely and for minutes, so every check is prepared here and run in one go:
