@@ -356,9 +356,7 @@ def test_bad_forms_answer_400_naming_the_field_and_store_nothing(master, seed, f
 
 
 def test_an_unimplemented_image_names_those_that_are(seed):
-    response = seed.create_run(
-        "x", 2, image_name="mlbench/pytorch-wmt16-gnmt-all-reduce:latest"
-    )
+    response = seed.create_run("x", 2, image_name="mlbench/pytorch-wmt16-gnmt-all-reduce:latest")
     assert response.status_code == 400, response.text
     message = response.json()["errors"]["image_name"][0]
     assert "not implemented" in message and RESNET20 in message and EPSILON in message

@@ -88,7 +88,7 @@ def test_missing_data_says_how_to_place_it_by_hand(tmp_path):
 @pytest.mark.parametrize(("n", "world"), [(1000, 1), (1001, 2), (1003, 3), (17, 4)])
 def test_shards_are_contiguous_disjoint_and_cover_the_stream(n, world):
     bounds = [shard_bounds(n, r, world) for r in range(world)]
-    assert bounds[0][0] == 0 and all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
+    assert bounds[0][0] == 0 and all(a[1] == b[0] for a, b in zip(bounds, bounds[1:], strict=False))
     assert n - bounds[-1][1] < world  # all but fewer than K tokens
     assert len({hi - lo for lo, hi in bounds}) == 1
 
@@ -143,7 +143,9 @@ def test_the_small_gpt_has_its_parameter_count():
     spec = LM_MODELS["gpt-small"]
     model = build_language_model("gpt-small", 33_278)
     w, layers = spec.embedding, spec.layers
-    per_block = 2 * 2 * w + (3 * w * w + 3 * w) + (w * w + w) + (4 * w * w + 4 * w) + (4 * w * w + w)
+    per_block = (
+        2 * 2 * w + (3 * w * w + 3 * w) + (w * w + w) + (4 * w * w + 4 * w) + (4 * w * w + w)
+    )
     expected = 33_278 * w + spec.block * w + layers * per_block + 2 * w
     assert sum(p.numel() for p in model.parameters()) == expected == 11_711_488
     assert model.head.weight is model.wte.weight
@@ -187,12 +189,14 @@ def test_averaged_sgd_steps_as_torchs_asgd_and_averages_every_iterate():
             model(x).pow(2).sum().backward()
             opt.step()
         iterates.append(ours.weight.detach().clone())
-    for p, q in zip(ours.parameters(), theirs.parameters()):
+    for p, q in zip(ours.parameters(), theirs.parameters(), strict=True):
         assert torch.allclose(p, q, atol=1e-6)  # the same steps
     ax = a.state[ours.weight]["ax"]
     assert torch.allclose(ax, torch.stack(iterates).mean(0), atol=1e-6)
     # torch's ASGD restarts its average at the second step: the mean of iterates 2..n.
-    assert torch.allclose(b.state[theirs.weight]["ax"], torch.stack(iterates[1:]).mean(0), atol=1e-6)
+    assert torch.allclose(
+        b.state[theirs.weight]["ax"], torch.stack(iterates[1:]).mean(0), atol=1e-6
+    )
     with a.averaged():
         assert torch.equal(ours.weight, ax)
     assert torch.equal(ours.weight, iterates[-1])

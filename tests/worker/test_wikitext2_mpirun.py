@@ -38,7 +38,9 @@ def runs(tmp_path_factory):
     return out, tmp
 
 
-@pytest.mark.parametrize(("name", "task"), [("lstm", "awd-lstm-wikitext2"), ("gpt", "gpt-wikitext2")])
+@pytest.mark.parametrize(
+    ("name", "task"), [("lstm", "awd-lstm-wikitext2"), ("gpt", "gpt-wikitext2")]
+)
 def test_two_ranks_lower_perplexity_far_below_the_vocabulary(runs, name, task):
     procs, tmp = runs
     summary, metrics = metrics_file(tmp / f"{name}.jsonl")
