@@ -204,6 +204,15 @@ def test_create_run_with_an_official_image_then_delete_run(master, seed):
     assert len(_runs(master)) == before
 
 
+def test_the_original_language_model_image_creates_a_task_3a_run(master, seed):
+    image = "mlbench/pytorch-wikitext2-lstm-all-reduce:latest"
+    created = seed.create_run("seed-lstm", 2, num_cpus=1.0, image_name=image, light_target=True)
+    assert created.status_code == 201, created.text
+    run = created.json()
+    assert (run["task"], run["target"], run["image"]) == ("awd-lstm-wikitext2", "light", image)
+    assert seed.delete_run(run["id"]).status_code == 204
+
+
 def test_get_runs_lists_what_a_script_reads(seed, finished_run):
     response = seed.get_runs()
     assert response.status_code == 200
