@@ -95,6 +95,10 @@ class TaskInfo:
         """The original platform's images (no tag) that run this task here."""
         return tuple(s.image for s in SEED_IMAGES if s.task == self.name)
 
+    def why_not(self, algorithm: str) -> str:
+        """Why the task does not admit `algorithm` ("" when it does, or says nothing)."""
+        return dict(self.not_admitted).get(algorithm, "")
+
     def goal(self, name: str) -> Goal:
         """The goal called `name`; KeyError when the task has no such goal."""
         return self.goals[name]

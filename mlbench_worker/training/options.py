@@ -392,9 +392,10 @@ def _check_algorithm(parser: argparse.ArgumentParser, args: argparse.Namespace) 
     admitted = catalogue.get(args.task).algorithms
     name = args.algorithm or (admitted[0] if admitted else algorithm_catalogue.DEFAULT_ALGORITHM)
     if name not in admitted:
+        why = catalogue.get(args.task).why_not(name)
         parser.error(
-            f"--algorithm: {args.task} does not admit {name!r}; choose one of: "
-            f"{', '.join(admitted)}"
+            f"--algorithm: {args.task} does not admit {name!r}{f' ({why})' if why else ''}; "
+            f"choose one of: {', '.join(admitted)}"
         )
     options: dict[str, str] = {}
     for item in args.algorithm_option:

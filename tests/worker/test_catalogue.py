@@ -117,3 +117,14 @@ def test_language_models_reach_their_goals_from_above_and_say_which_algorithms_t
     assert set(refused) == {"localsgd", "decentralized"} and not set(refused) & set(lstm.algorithms)
     assert set(lstm.algorithms) | set(refused) == set(catalogue.ALGORITHMS)
     assert lstm.implementations == gpt.implementations == ("reference", "torch-ddp")
+
+
+def test_a_refused_algorithm_is_refused_with_the_tasks_reason(capsys):
+    from mlbench_worker.training.options import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["awd-lstm-wikitext2", "--dataset", "synthetic", "--algorithm", "localsgd"])
+    message = capsys.readouterr().err
+    assert "does not admit 'localsgd' (its ranks average models" in message
+    assert "running average" in catalogue.get("awd-lstm-wikitext2").why_not("localsgd")
+    assert catalogue.get("awd-lstm-wikitext2").why_not("topk") == ""
