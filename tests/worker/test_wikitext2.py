@@ -200,3 +200,26 @@ def test_averaged_sgd_steps_as_torchs_asgd_and_averages_every_iterate():
     with a.averaged():
         assert torch.equal(ours.weight, ax)
     assert torch.equal(ours.weight, iterates[-1])
+
+
+def test_averaging_starts_when_validation_is_worse_than_the_best_before_the_last_five():
+    from mlbench_worker.tasks.wikitext2.train import stopped_improving
+
+    improving = [6.0, 5.5, 5.2, 5.0, 4.9, 4.8, 4.7]
+    assert not stopped_improving(improving, 5)
+    assert not stopped_improving([6.0, 5.0, 5.1, 5.2, 5.3, 5.4], 5)  # too few before the window
+    assert stopped_improving([6.0, 5.0, 5.1, 5.2, 5.3, 5.4, 5.05], 5)  # worse than 5.0
+    assert not stopped_improving([6.0, 5.0, 5.1, 5.2, 5.3, 5.4, 4.99], 5)
+
+
+def test_the_lstm_rate_follows_each_windows_length_after_the_warm_up():
+    from mlbench_worker.tasks.wikitext2.optim import CosineSchedule, LengthScaledSchedule
+
+    s = LengthScaledSchedule(30.0, 60.0, 10, (), 1.0, bptt=70)
+    s.seq_len = 70
+    assert s(0) == 30.0 and s(5) == 45.0 and s(10) == 60.0
+    s.seq_len = 35
+    assert s(20) == 30.0
+    c = CosineSchedule(1e-4, 1e-3, 10, (), 1.0, total_steps=110, final_lr=1e-4)
+    assert c(10) == pytest.approx(1e-3) and c(60) == pytest.approx(5.5e-4)
+    assert c(110) == pytest.approx(1e-4) and c(500) == pytest.approx(1e-4)

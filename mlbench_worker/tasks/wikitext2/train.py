@@ -63,6 +63,12 @@ class LanguageTrainer(Trainer):
         )  # fmt: skip
 
 
+def stopped_improving(losses: list[float], nonmono: int) -> bool:
+    """The AWD-LSTM's non-monotone trigger: the last validation loss is worse than the best
+    of every evaluation before the last `nonmono` ones."""
+    return len(losses) > nonmono and losses[-1] > min(losses[:-nonmono])
+
+
 def perplexity(mean_loss: float) -> float:
     """exp of the mean cross-entropy per token (inf past what a float holds)."""
     return math.exp(mean_loss) if mean_loss < 700 else math.inf
@@ -130,11 +136,7 @@ class AwdLstmTrainer(LanguageTrainer):
         best of every evaluation before the last `nonmono` (the AWD-LSTM's trigger)."""
         super().evaluate_and_track()
         losses = [h["val_loss"] for h in self.progress.history]
-        if (
-            not self.optimizer.averaging
-            and len(losses) > self.nonmono
-            and losses[-1] > min(losses[: -self.nonmono])
-        ):
+        if not self.optimizer.averaging and stopped_improving(losses, self.nonmono):
             self.optimizer.start_averaging()
             self.print(f"validation stopped improving: averaged SGD from step {self.progress.step}")
             if self.comm.rank == 0:
