@@ -136,7 +136,8 @@ def _entry(key: tuple, runs: list[Run], results: list, me: str) -> dict[str, Any
     if not group["valid"]:
         unranked = group["invalid_reason"]
     elif score is None:
-        unranked = "no run reached the target" if lower else "no finished run measured it"
+        reaching = measured == "time_to_target"
+        unranked = "no run reached the target" if reaching else "no finished run measured it"
     statuses = {r.evaluation for r in results if r.evaluation}
     origin = origins.of_run(first)
     entry_id = f"series-{key[1]}-x{key[2]}" if key[0] == "series" else f"run-{key[1]}"

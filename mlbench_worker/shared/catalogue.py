@@ -249,8 +249,8 @@ AWD_LSTM_WIKITEXT2 = TaskInfo(
     not_admitted=_LSTM_EXCLUDED,
 )
 _GPT_SOURCE = (
-    "mlbench task 3b: chosen from the model's size and published small word-level "
-    "Transformers on WikiText-2, not yet measured here on the real corpus"
+    "mlbench task 3b: an estimate from the model's size, not yet measured on the real "
+    "corpus (docs/tasks.rst)"
 )
 GPT_WIKITEXT2 = TaskInfo(
     name="gpt-wikitext2",

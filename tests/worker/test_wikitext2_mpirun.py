@@ -78,3 +78,25 @@ def test_the_lstm_checkpoint_resumes_where_it_stopped(runs):
     after, metrics = metrics_file(tmp / "resumed.jsonl")
     assert min(m["metadata"]["step"] for m in metrics if m["name"] == "train_loss") > 0
     assert after["epochs"] >= before["epochs"]
+
+
+@pytest.mark.parametrize(
+    ("task", "model", "extra", "check"),
+    [
+        # A compressed exchange on the LSTM: fewer bytes than its fp32 all-reduce.
+        ("awd-lstm-wikitext2", "awd-lstm-tiny", ["--algorithm", "topk"],
+         lambda s: s["algorithm"] == "topk" and s["compression_ratio"] > 10),
+        # DistributedDataParallel with the GPT's tied embedding.
+        ("gpt-wikitext2", "gpt-tiny", ["--implementation", "torch-ddp", "--backend", "gloo"],
+         lambda s: s["implementation"] == "torch-ddp" and s["backend"] == "gloo"),
+    ],
+)  # fmt: skip
+def test_other_algorithms_and_implementations_train_the_language_models(
+    tmp_path, task, model, extra, check
+):
+    args = _args(task, model, tmp_path, "other", "--max-epochs", "1", *extra)
+    proc = mpirun(2, args, timeout=200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary, metrics = metrics_file(tmp_path / "other.jsonl")
+    assert check(summary), summary
+    assert points(metrics, "val_perplexity")[-1] < VOCAB / 4
