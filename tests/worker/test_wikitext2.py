@@ -223,3 +223,19 @@ def test_the_lstm_rate_follows_each_windows_length_after_the_warm_up():
     c = CosineSchedule(1e-4, 1e-3, 10, (), 1.0, total_steps=110, final_lr=1e-4)
     assert c(10) == pytest.approx(1e-3) and c(60) == pytest.approx(5.5e-4)
     assert c(110) == pytest.approx(1e-4) and c(500) == pytest.approx(1e-4)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--train-tokens", "1000", "--test-tokens", "15"], "each needs 2 training and 20 validation"),
+        (["--train-tokens", "100", "--test-tokens", "100", "--batch-size", "64"],
+         "make no whole step of 64 blocks"),
+    ],
+)  # fmt: skip
+def test_too_little_data_for_a_step_or_an_evaluation_is_refused(tmp_path, args, message):
+    from .helpers import run_worker
+
+    proc = run_worker(["gpt-wikitext2", "--model", "gpt-tiny", "--dataset", "synthetic",
+                       "--vocab-size", "50", "--data-dir", str(tmp_path), *args])  # fmt: skip
+    assert proc.returncode == 1 and message in proc.stderr, proc.stderr[-2000:]

@@ -156,10 +156,13 @@ def load(
 
     def cut(name: str, train: np.ndarray, valid: np.ndarray, words: int, note: str = ""):
         train, valid = train[: train_tokens or None], valid[: valid_tokens or None]
-        if len(train) // comm.size < 2 or len(valid) // comm.size < 2:
+        # Every rank evaluates at least two rows of the LSTM's evaluation columns: a part
+        # with no whole row would count no token at all.
+        if len(train) // comm.size < 2 or len(valid) // comm.size < 2 * LSTM_EVAL_COLUMNS:
             raise WorkerError(
                 f"{len(train)} training and {len(valid)} validation tokens are too few for "
-                f"{comm.size} workers",
+                f"{comm.size} workers (each needs 2 training and {2 * LSTM_EVAL_COLUMNS} "
+                "validation tokens at least)",
                 exit_code=1,
             )
         lo, hi = shard_bounds(len(train), comm.rank, comm.size)

@@ -31,6 +31,7 @@ from mlbench_worker.tasks.wikitext2.train import AwdLstmTrainer, GptTrainer, Lan
 from mlbench_worker.training.build import Built, Say, goal, place_model, synthetic_banner
 from mlbench_worker.training.comm import Communicator
 from mlbench_worker.training.config import RunConfig
+from mlbench_worker.training.errors import WorkerError
 from mlbench_worker.training.metric_sink import Reporter
 
 
@@ -88,6 +89,13 @@ def build(
         schedule.total_steps = steps * config.max_epochs
         schedule.final_lr = peak_lr * task.final_lr_fraction
         shape = f"{len(train)} blocks of {spec.block} tokens"
+    if trainer.steps_per_epoch == 0 or len(train) < 2:
+        raise WorkerError(
+            f"each worker's {len(data.train)} training tokens make no whole step of "
+            f"{config.batch_size} {'columns' if task.kind == LSTM else 'blocks'}: give more "
+            "tokens or a smaller --batch-size",
+            exit_code=1,
+        )
     clip_before_step(optimizer, task.clip)
     trainer.valid_tokens = data.valid
     return Built(
