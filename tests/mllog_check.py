@@ -19,6 +19,7 @@ import pytest
 import requests
 
 from mlbench_master.results import mllog
+from mlbench_worker.shared import catalogue
 
 PREFIX = ":::MLLOG "
 
@@ -52,7 +53,8 @@ def check_run_log(get: Callable[..., requests.Response], run_id: int, folder: Pa
     checker accepts it exactly when the target was reached. Returns what it read."""
     run = get(f"/api/runs/{run_id}/").json()
     graded = run["evaluation"]["status"] == "evaluated"
-    name = "evaluated_val_accuracy" if graded else "val_accuracy"
+    goal = catalogue.get(run["task"]).goal(run["target"])  # task 3's: perplexity, from above
+    name = "evaluated_val_accuracy" if graded else goal.metric
     params = {"metric_type": "run", "metric_filter": name, "details": 1}
     body = get(f"/api/metrics/{run_id}/", params=params).json()
     evaluations = [(float(p["metadata"]["elapsed"]), float(p["value"])) for p in body[name]]
@@ -73,7 +75,9 @@ def check_run_log(get: Callable[..., requests.Response], run_id: int, folder: Pa
         assert stop["time_ms"] - start == pytest.approx(1000 * ttt, abs=0.01)
         # The evaluation that reached it is logged, at run_stop, and reaches the target.
         assert logged and logged[-1]["time_ms"] == stop["time_ms"], text
-        assert logged[-1]["value"] >= target
+        assert goal.reached(logged[-1]["value"]) and goal.value == target
+        (direction,) = [e["value"] for e in lines if e["key"] == mllog.DIRECTION_KEY]
+        assert direction == goal.direction
     else:
         assert stop["metadata"]["status"] == "aborted", text
         assert stop["time_ms"] - start == pytest.approx(1000 * shown[-1][0], abs=0.01)

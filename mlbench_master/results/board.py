@@ -129,12 +129,15 @@ def _entry(key: tuple, runs: list[Run], results: list, me: str) -> dict[str, Any
     group = stats["groups"][0]
     measured = "accuracy_after_time" if first.time_budget else "time_to_target"
     statistic, lower = SCORE[measured]
+    if measured == "accuracy_after_time" and target["direction"] == catalogue.DOWN:
+        lower = True  # a goal reached from above (task 3's perplexity after time)
     score = group[statistic]["median"]
     unranked = ""
     if not group["valid"]:
         unranked = group["invalid_reason"]
     elif score is None:
-        unranked = "no run reached the target" if lower else "no finished run measured it"
+        reaching = measured == "time_to_target"
+        unranked = "no run reached the target" if reaching else "no finished run measured it"
     statuses = {r.evaluation for r in results if r.evaluation}
     origin = origins.of_run(first)
     entry_id = f"series-{key[1]}-x{key[2]}" if key[0] == "series" else f"run-{key[1]}"

@@ -47,6 +47,10 @@ STATUS = "research"  # MLPerf's value for results that are no product's submissi
 # Our tasks that are MLPerf benchmarks, and MLPerf's name for them.
 MLPERF_BENCHMARKS = {"resnet50-imagenet": C.RESNET}
 TARGET_KEY = "mlbench_target_accuracy"  # our own key: the goal our ruleset checks
+# Our own key: whether eval_accuracy must rise to the target ("up") or fall to it ("down":
+# task 3's perplexity, logged as eval_accuracy the way MLPerf logs its language models'
+# perplexity-based quality).
+DIRECTION_KEY = "mlbench_target_direction"
 
 # Hyperparameters of the summary's config, logged under MLPerf's keys when the worker
 # reported them (key in config -> MLPerf key).
@@ -86,13 +90,15 @@ class LogRecord:
     time_to_target: float | None
     stop_seconds: float
     hyperparameters: dict[str, Any] = field(default_factory=dict)
+    direction: str = "up"  # of the target: catalogue.UP or DOWN
 
 
 def _clock_start(run: stored.StoredRun) -> dt.datetime | None:
     """When the worker's benchmark clock read 0: a dated point minus its `elapsed`."""
     from mlbench_master.api.models import Metric
 
-    point = Metric.objects.filter(run=run.run, name="val_accuracy").order_by("date", "id").first()
+    name = stored.goal_metric(run.run)
+    point = Metric.objects.filter(run=run.run, name=name).order_by("date", "id").first()
     if point is None or (point.metadata or {}).get("elapsed") is None:
         return None
     return point.date - dt.timedelta(seconds=float(point.metadata["elapsed"]))
@@ -125,9 +131,14 @@ def record_of(run: stored.StoredRun) -> LogRecord:
         global_batch_size=per_worker * r.num_workers,
         per_worker_batch=per_worker,
         base_lr=config.get("peak_lr"),
-        train_samples=config.get("train_images") or config.get("train_samples"),
-        eval_samples=config.get("test_images") or config.get("test_samples"),
+        train_samples=(
+            config.get("train_images") or config.get("train_samples") or config.get("train_tokens")
+        ),
+        eval_samples=(
+            config.get("test_images") or config.get("test_samples") or config.get("valid_tokens")
+        ),
         target=stored.target_for(r.task, r.target)["value"],
+        direction=stored.target_for(r.task, r.target)["direction"],
         init_ms=started.timestamp() * 1000,
         clock_ms=clock.timestamp() * 1000,
         evaluations=evals,
@@ -197,6 +208,7 @@ def write_log(rec: LogRecord) -> str:
         ml.event(C.EVAL_SAMPLES, rec.eval_samples, time_ms=init)
     if rec.target is not None:
         ml.event(TARGET_KEY, rec.target, time_ms=init)
+        ml.event(DIRECTION_KEY, rec.direction, time_ms=init)
     ml.end(C.INIT_STOP, time_ms=at(0))
     ml.start(C.RUN_START, time_ms=at(0))
     epoch, previous = 0.0, 0.0

@@ -36,8 +36,25 @@ from mlbench_worker.shared.evaluation.model_audit import NO_MODEL
 
 TIMINGS = ("time_data", "time_compute", "time_comm")
 SPLIT_NAMES = {"time_data": "data", "time_compute": "compute", "time_comm": "communication"}
-REPORTED = "val_accuracy"  # what a run says of itself
+REPORTED = "val_accuracy"  # what a run says of itself (of a task whose goal is accuracy)
 GRADED = graded_name(REPORTED)  # what the evaluator said of its predictions
+# Every metric some task's goals are of (val_accuracy; task 3's val_perplexity, reached from
+# above): a run's own word is read from its task's (`goal_metric`).
+GOAL_METRICS = tuple(
+    dict.fromkeys(
+        [REPORTED, *(g.metric for t in catalogue.TASKS.values() for g in t.goals.values())]
+    )
+)
+
+
+def goal_metric(run: Run) -> str:
+    """The metric a run's result is of: its task's goal's (the same for all goals of a
+    task), val_accuracy for a task this version does not know."""
+    info = catalogue.TASKS.get(run.task)
+    goal = (info.goals.get(run.target) or next(iter(info.goals.values()), None)) if info else None
+    return goal.metric if goal else REPORTED
+
+
 # How far a run's own accuracy may stray from the evaluator's grade of the same evaluation
 # before the run is marked (absolute, accuracy in 0..1: half a percentage point). Both
 # count the same examples, so an honest run differs by rounding at most; the margin
@@ -83,18 +100,24 @@ class StoredRun:
         """Whether the evaluator graded this run (at least one evaluation)."""
         return bool(self.points.get(GRADED))
 
+    @property
+    def reported(self) -> str:
+        """The metric of the run's own word: its goal's (`goal_metric`)."""
+        return goal_metric(self.run)
+
     def evaluation_status(self) -> str:
         """EVALUATED, SELF_REPORTED, or "" for a run that has no accuracy at all yet."""
         if self.evaluated:
             return EVALUATED
-        return SELF_REPORTED if self.points.get(REPORTED) else ""
+        return SELF_REPORTED if self.points.get(self.reported) else ""
 
     def evaluations(self) -> list[Evaluation]:
-        """The run's accuracies on the benchmark clock: the evaluator's where it graded."""
-        return self._evaluations(GRADED if self.evaluated else REPORTED)
+        """The run's accuracies (or its goal's other metric, task 3's perplexity) on the
+        benchmark clock: the evaluator's where it graded."""
+        return self._evaluations(GRADED if self.evaluated else self.reported)
 
     def reported_evaluations(self) -> list[Evaluation]:
-        return self._evaluations(REPORTED)
+        return self._evaluations(self.reported)
 
     def mismatches(self) -> list[dict[str, Any]]:
         """The evaluations where the run's own accuracy and the evaluator's grade of the same
@@ -159,7 +182,7 @@ class StoredRun:
         if self.evaluated:
             graded = self.evaluations()
             return graded[-1].accuracy if graded else None
-        final = result.read(self.summary, "final_val_accuracy")
+        final = result.read(self.summary, f"final_{self.reported}")
         if final is not None:
             return float(final)
         evals = self.evaluations()
@@ -224,7 +247,7 @@ class StoredRun:
 
 # Every throughput metric some task posts (images_per_sec, samples_per_sec, ...).
 THROUGHPUT_METRICS = tuple(dict.fromkeys(t.throughput_metric for t in catalogue.TASKS.values()))
-NEEDED = (REPORTED, GRADED, "time_to_target", *TIMINGS, *THROUGHPUT_METRICS)
+NEEDED = (*GOAL_METRICS, GRADED, "time_to_target", *TIMINGS, *THROUGHPUT_METRICS)
 
 
 def graded_run(run: Run, memo: dict[str, Any], listed: Iterable[Run] = ()) -> StoredRun:
@@ -235,7 +258,8 @@ def graded_run(run: Run, memo: dict[str, Any], listed: Iterable[Run] = ()) -> St
     known = memo.setdefault("evaluations", {})
     if run.pk not in known:
         ids = {run.pk, *(r.pk for r in listed)} - known.keys()
-        known.update({i: {} for i in ids} | _points_of(ids, (REPORTED, GRADED, "time_to_target")))
+        wanted = (*GOAL_METRICS, GRADED, "time_to_target")
+        known.update({i: {} for i in ids} | _points_of(ids, wanted))
     return StoredRun(run, known[run.pk])
 
 

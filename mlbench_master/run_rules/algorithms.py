@@ -45,7 +45,8 @@ def check_algorithm(fields: dict[str, Any], options: Any, asked: Mapping[str, An
     admitted = info.algorithms if info is not None else ()
     if not _admitted(name, info):
         known = "is not known" if name not in algorithm_catalogue.ALGORITHMS else "is not one"
-        errors.add("algorithm", f"algorithm {name!r} {known} of task {fields['task']}'s: "
+        why = f" ({info.why_not(name)})" if info is not None and info.why_not(name) else ""
+        errors.add("algorithm", f"algorithm {name!r} {known} of task {fields['task']}'s{why}: "
                    f"{', '.join(admitted) or 'none'}")  # fmt: skip
         return
     if not isinstance(options, dict):

@@ -181,6 +181,22 @@ TRAINING_FIELDS: tuple[Field, ...] = (
         required=False,
     ),  # fmt: skip
     _f(
+        "final_val_perplexity",
+        "number",
+        "",
+        "task 3: validation perplexity of the final model (its goal's metric: lower is better)",
+        nullable=True,
+        required=False,
+    ),  # fmt: skip
+    _f(
+        "best_val_perplexity",
+        "number",
+        "",
+        "task 3: the lowest validation perplexity of any evaluation",
+        nullable=True,
+        required=False,
+    ),  # fmt: skip
+    _f(
         "config",
         "object",
         "",

@@ -18,15 +18,17 @@ from mlbench_worker.tasks.epsilon.task import TASKS as _EPSILON_TASKS
 from mlbench_worker.tasks.epsilon.task import LinearTask
 from mlbench_worker.tasks.imagenet.task import TASKS as _IMAGENET_TASKS
 from mlbench_worker.tasks.imagenet.task import ImageNetTask
+from mlbench_worker.tasks.wikitext2.task import TASKS as _WIKITEXT2_TASKS
+from mlbench_worker.tasks.wikitext2.task import LanguageTask
 
-TASKS: dict[str, Task | LinearTask] = {
-    t.name: t for t in [*_CIFAR10_TASKS, *_EPSILON_TASKS, *_IMAGENET_TASKS]
+TASKS: dict[str, Task | LinearTask | LanguageTask] = {
+    t.name: t for t in [*_CIFAR10_TASKS, *_EPSILON_TASKS, *_IMAGENET_TASKS, *_WIKITEXT2_TASKS]
 }
 
 
-def get_task(name: str) -> Task | LinearTask:
+def get_task(name: str) -> Task | LinearTask | LanguageTask:
     """The task called `name`; KeyError if there is none (the parser reports it)."""
     return TASKS[name]
 
 
-__all__ = ["TASKS", "ImageNetTask", "LinearTask", "Task", "get_task"]
+__all__ = ["TASKS", "ImageNetTask", "LanguageTask", "LinearTask", "Task", "get_task"]

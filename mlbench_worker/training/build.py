@@ -19,8 +19,9 @@ from dataclasses import dataclass
 import torch
 
 from mlbench_worker.data import synthetic_banner  # noqa: F401 - torch-free there, shared
+from mlbench_worker.shared import catalogue
 from mlbench_worker.shared.algorithm_catalogue import check
-from mlbench_worker.tasks import LinearTask, Task
+from mlbench_worker.tasks import LanguageTask, LinearTask, Task
 from mlbench_worker.training.comm import Communicator, broadcast_model
 from mlbench_worker.training.config import RunConfig
 from mlbench_worker.training.errors import WorkerError
@@ -51,7 +52,7 @@ class Built:
 def build_run(
     config: RunConfig,
     comm: Communicator,
-    task: Task | LinearTask,
+    task: Task | LinearTask | LanguageTask,
     say: Say,
     open_reporter: Callable[[], Reporter],
 ) -> Built:
@@ -100,8 +101,15 @@ def place_model(
     return model
 
 
-def goal(config: RunConfig, task: Task | LinearTask) -> Goal:
-    """When the run stops: the task's accuracy for --target, --max-epochs, --time-budget."""
+def goal(config: RunConfig, task: Task | LinearTask | LanguageTask) -> Goal:
+    """When the run stops: the task's goal for --target (its value, metric and direction
+    from the catalogue), --max-epochs, --time-budget."""
+    entry = catalogue.get(task.name).goal(config.target)
     return Goal(
-        config.target, task.target_accuracy(config.target), config.max_epochs, config.time_budget
+        config.target,
+        task.target_accuracy(config.target),
+        config.max_epochs,
+        config.time_budget,
+        metric=entry.metric,
+        direction=entry.direction,
     )

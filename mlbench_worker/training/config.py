@@ -38,6 +38,7 @@ class RunConfig:
     crop: int | None  # task 1b smoke tests
     data_workers: int | None  # task 1b
     amp_dtype: str | None  # task 1b with --amp
+    vocab_size: int | None  # task 3, synthetic data
     train_images: int | None  # a prefix of the training set (smoke tests)
     test_images: int | None
     # How ranks combine their work, and with which code.

@@ -99,11 +99,19 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--train-images",
         "--train-samples",
+        "--train-tokens",
         dest="train_images",
         type=_positive_int,
         metavar="N",
-        help="use only the first N training images or samples (smoke tests; recorded); for "
-        "synthetic data, how many to generate",
+        help="use only the first N training images, samples or tokens (smoke tests; "
+        "recorded); for synthetic data, how many to generate",
+    )
+    g.add_argument(
+        "--vocab-size",
+        type=_positive_int,
+        metavar="WORDS",
+        help="task 3, synthetic data only: the stand-in's vocabulary (default WikiText-2's "
+        "33,278; smaller for smoke tests)",
     )
     g.add_argument(
         "--lr-schedule",
@@ -135,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--test-images",
         "--test-samples",
+        "--test-tokens",
         dest="test_images",
         type=_positive_int,
         metavar="N",
@@ -249,6 +258,7 @@ TASK_OPTIONS = {
     "--crop": "task 1b (ImageNet)",
     "--amp-dtype": "task 1b (ImageNet)",
     "--data-workers": "task 1b (ImageNet)",
+    "--vocab-size": "task 3 (language models)",
 }
 # Task options whose default is the task's field of the same name.
 _DEFAULTS_FROM_TASK = ("--lr-schedule", "--label-smoothing", "--zero-init-residual")
@@ -340,6 +350,8 @@ def _check_task_options(
             )
     if args.crop is not None and args.crop < MIN_CROP:
         parser.error(f"--crop must be at least {MIN_CROP} pixels, got {args.crop}")
+    if args.vocab_size is not None and args.dataset != "synthetic":
+        parser.error("--vocab-size sizes the synthetic stand-in: it needs --dataset synthetic")
 
 
 def _default_backend(args: argparse.Namespace) -> str:
@@ -380,9 +392,10 @@ def _check_algorithm(parser: argparse.ArgumentParser, args: argparse.Namespace) 
     admitted = catalogue.get(args.task).algorithms
     name = args.algorithm or (admitted[0] if admitted else algorithm_catalogue.DEFAULT_ALGORITHM)
     if name not in admitted:
+        why = catalogue.get(args.task).why_not(name)
         parser.error(
-            f"--algorithm: {args.task} does not admit {name!r}; choose one of: "
-            f"{', '.join(admitted)}"
+            f"--algorithm: {args.task} does not admit {name!r}{f' ({why})' if why else ''}; "
+            f"choose one of: {', '.join(admitted)}"
         )
     options: dict[str, str] = {}
     for item in args.algorithm_option:

@@ -112,9 +112,14 @@ def record_evaluation(
     reporter: Any,
     rank: int,
     say: Callable[[str], None],
+    extra: dict[str, float] | None = None,
 ) -> None:
     """After an evaluation, the same for every implementation: the progress, rank 0's
     epoch metrics, the first time the `goal` (recipe.Goal) was reached, and a line.
+
+    `extra`: further validation metrics of the task (task 3's val_perplexity), posted and
+    recorded beside the loss and accuracy; the goal is judged on its own metric, whichever
+    of them it is.
 
     The evaluation's clock is read once and kept to the millisecond (`clock`), and the
     time to target is that same number: the master finds the evaluation that reached the
@@ -124,20 +129,23 @@ def record_evaluation(
     p.best_val_accuracy = max(val_acc, p.best_val_accuracy or 0.0)
     clock = round(elapsed, 3)
     meta = {"epoch": round(p.epochs_done, 4), "step": p.step, "elapsed": clock}
-    p.history.append({"val_accuracy": val_acc, "val_loss": val_loss, **meta})
+    measured = {"val_accuracy": val_acc, "val_loss": val_loss, **(extra or {})}
+    p.history.append({**measured, **meta})
     if rank == 0:
-        reporter.metric("val_loss", val_loss, **meta)
-        reporter.metric("val_accuracy", val_acc, **meta)
+        for name, value in measured.items():
+            reporter.metric(name, value, **meta)
         reporter.metric("epoch", p.epochs_done, **meta)
         reporter.metric("elapsed", elapsed, **meta)
-    if p.time_to_target is None and val_acc >= goal.accuracy:
+    metric = getattr(goal, "metric", "val_accuracy")
+    if p.time_to_target is None and goal.reached(measured[metric]):
         p.time_to_target = clock
         p.stop_reason = p.stop_reason or "target reached"  # a spent budget came first
         if rank == 0:
             reporter.metric("time_to_target", clock, **meta)
+    shown = "".join(f"  {name.removeprefix('val_')} {v:.4g}" for name, v in (extra or {}).items())
     say(
-        f"epoch {p.epochs_done:7.3f}  val_loss {val_loss:.4f}  val_acc {val_acc:.4f}  "
-        f"(target {goal.name} {goal.accuracy:.2f}"
+        f"epoch {p.epochs_done:7.3f}  val_loss {val_loss:.4f}  val_acc {val_acc:.4f}{shown}  "
+        f"(target {goal.name} {goal.describe()}"
         f"{', REACHED' if p.time_to_target is not None else ''})  elapsed {elapsed:8.1f}s"
     )
     reporter.flush()

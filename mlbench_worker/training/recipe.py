@@ -72,9 +72,24 @@ def momentum_sgd(
 
 @dataclass
 class Goal:
-    """When to stop: `accuracy` reached, `time_budget` seconds spent, or `max_epochs` done."""
+    """When to stop: the goal's value (`accuracy`) reached, `time_budget` seconds spent, or
+    `max_epochs` done.
+
+    `metric` is what the value is of (the catalogue goal's metric: val_accuracy, reached
+    from below; val_perplexity, reached from above: `direction` "down")."""
 
     name: str
     accuracy: float
     max_epochs: int
     time_budget: float | None = None
+    metric: str = "val_accuracy"
+    direction: str = "up"
+
+    def reached(self, measured: float) -> bool:
+        return measured >= self.accuracy if self.direction == "up" else measured <= self.accuracy
+
+    def describe(self) -> str:
+        """The goal in words, e.g. "70%" or "perplexity 70"."""
+        if self.metric == "val_accuracy":
+            return f"{self.accuracy:.0%}"
+        return f"{self.metric.removeprefix('val_')} {self.accuracy:g}"

@@ -130,7 +130,7 @@ def _run(config: RunConfig, comm: Communicator) -> int:
         f"algorithm {describe(trainer.algorithm, trainer.algorithm_options)}, "
         f"implementation {config.implementation} ({trainer.allreduce.describe()}), "
         f"target {config.target} "
-        f"({goal.accuracy:.0%}), max {goal.max_epochs} epochs"
+        f"({goal.describe()}), max {goal.max_epochs} epochs"
         + (f", time budget {config.time_budget:g}s" if config.time_budget else ""),
         flush=True,
     )

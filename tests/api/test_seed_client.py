@@ -204,6 +204,15 @@ def test_create_run_with_an_official_image_then_delete_run(master, seed):
     assert len(_runs(master)) == before
 
 
+def test_the_original_language_model_image_creates_a_task_3a_run(master, seed):
+    image = "mlbench/pytorch-wikitext2-lstm-all-reduce:latest"
+    created = seed.create_run("seed-lstm", 2, num_cpus=1.0, image_name=image, light_target=True)
+    assert created.status_code == 201, created.text
+    run = created.json()
+    assert (run["task"], run["target"], run["image"]) == ("awd-lstm-wikitext2", "light", image)
+    assert seed.delete_run(run["id"]).status_code == 204
+
+
 def test_get_runs_lists_what_a_script_reads(seed, finished_run):
     response = seed.get_runs()
     assert response.status_code == 200
@@ -356,9 +365,7 @@ def test_bad_forms_answer_400_naming_the_field_and_store_nothing(master, seed, f
 
 
 def test_an_unimplemented_image_names_those_that_are(seed):
-    response = seed.create_run(
-        "x", 2, image_name="mlbench/pytorch-wikitext2-lstm-all-reduce:latest"
-    )
+    response = seed.create_run("x", 2, image_name="mlbench/pytorch-wmt16-gnmt-all-reduce:latest")
     assert response.status_code == 400, response.text
     message = response.json()["errors"]["image_name"][0]
     assert "not implemented" in message and RESNET20 in message and EPSILON in message

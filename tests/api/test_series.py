@@ -160,3 +160,18 @@ def test_deleting_a_series_takes_the_rights_deleting_a_run_takes(
     assert Series.objects.filter(pk=created["id"]).exists() and Run.objects.count() == 6
     assert api.delete(f"/api/series/{created['id']}/").status_code == 204
     assert not Series.objects.exists() and not Run.objects.exists()
+
+
+def test_a_series_of_the_awd_lstm_queues_task_3a_runs_and_refuses_what_it_does_not_admit(
+    api, redis_settings
+):
+    body = {"name": "lstm", "task": "awd-lstm-wikitext2", "dataset": "synthetic",
+            "seeds": [1, 2], "workers": [2], "time_budget": 60, "algorithm": "powersgd"}  # fmt: skip
+    response = api.post("/api/series/", body, format="json")
+    assert response.status_code == 201, response.content
+    members = response.json()["runs"]
+    argv = worker_argv(runs.run_spec(Run.objects.get(pk=members[1]["id"])))
+    assert argv[3] == "awd-lstm-wikitext2" and argv[argv.index("--algorithm") + 1] == "powersgd"
+    refused = api.post("/api/series/", {**body, "algorithm": "localsgd"}, format="json")
+    assert refused.status_code == 400
+    assert "running average" in refused.json()["errors"]["algorithm"][0]

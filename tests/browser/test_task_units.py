@@ -164,3 +164,31 @@ def test_form_offers_only_the_chosen_tasks_goals_and_data_sets(page):
     form.locator("select[name=task]").select_option("resnet20-cifar10")
     assert target.evaluate(enabled) == ["light", "standard", "paper"]
     assert sorted(dataset.evaluate(enabled)) == ["auto", "cifar10", "synthetic"]
+
+
+def test_a_language_model_run_shows_its_perplexity(page):
+    import datetime as dt
+
+    from mlbench_master.api.models import Metric, Run
+
+    run = make_run("gpt, 2 workers", 2, task="gpt-wikitext2", epochs=3)
+    summary = {**run.summary, "final_val_perplexity": 210.5, "best_val_perplexity": 210.5}
+    Run.objects.filter(pk=run.pk).update(summary=summary)
+    for epoch, value in ((1, 900.0), (2, 400.0), (3, 210.5)):
+        elapsed = 30.0 * epoch / 0.9
+        Metric.objects.create(
+            run=run, name="val_perplexity", value=value,
+            date=run.started_at + dt.timedelta(seconds=elapsed),
+            metadata={"epoch": epoch, "step": 100 * epoch, "elapsed": elapsed},
+        )  # fmt: skip
+    open_run(page, run)
+    page.wait_for_function(
+        "Number(document.querySelector('#chart-perplexity')?.dataset.points) > 0"
+    )
+    assert "Validation perplexity" in page.locator("#chart-perplexity figcaption").inner_text()
+    assert summary_row(page, "Target") == ("Target perplexity (lower is better)", "250")
+    assert summary_row(page, "Final validation perplexity")[1] == "211"  # 3 figures
+    assert summary_row(page, "Throughput")[0] == "Throughput (tokens/s)"
+    # A task whose goal is accuracy has no perplexity chart.
+    open_run(page, make_run("cifar10, 2 workers", 2))
+    assert page.locator("#chart-perplexity").count() == 0

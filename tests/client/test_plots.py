@@ -88,3 +88,18 @@ def test_bad_chart_format_and_missing_data_say_what_is_wrong():
     lonely = summarize([RunResult(1, 1, 2, "FINISHED", 5.0)], TARGET)
     with pytest.raises(plots.PlotError, match="no speed-up to draw"):
         plots.render("speedup", lonely, "png")
+
+
+def test_a_perplexity_goal_is_drawn_in_its_own_numbers_from_above():
+    target = {"task": "gpt-wikitext2", "goal": "light", "value": 250.0, "metric": "val_perplexity",
+              "direction": "down", "synthetic": True}  # fmt: skip
+    results = [
+        RunResult(1, 1, 1, "FINISHED", 20.0, 120.0, 900.0, 0.0, ((10.0, 900.0), (20.0, 120.0)),
+                  {"data": 0.01, "compute": 0.05, "communication": 0.0}),
+    ]  # fmt: skip
+    image = plots.render("accuracy", summarize(results, target), "svg")
+    drawn = described(image, "svg")
+    assert drawn["lines"]["run 1 (seed 1, 1 worker)"] == [[10.0, 900.0], [20.0, 120.0]]
+    text = image.decode()
+    assert "target 250" in text and "val perplexity (lower is better)" in text
+    assert "25000" not in text  # not drawn as a percentage

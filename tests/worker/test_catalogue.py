@@ -86,6 +86,7 @@ def test_unknown_task_names_the_known_ones():
         ("mlbench/pytorch-cifar10-resnet20-ddp:latest", "resnet20-cifar10"),
         ("mlbench/pytorch-epsilon-logistic-regression-all-reduce:latest", "logreg-epsilon"),
         ("mlbench/pytorch-wmt16-gnmt-all-reduce:latest", None),
+        ("mlbench/pytorch-wikitext2-lstm-all-reduce:latest", "awd-lstm-wikitext2"),
         ("mlbench/pytorch-backend-benchmark:latest", BACKEND_BENCHMARK),
         ("localhost:5000/mine", None),
         ("", None),
@@ -98,4 +99,32 @@ def test_seed_image_names_map_to_tasks_tag_ignored(image, task):
 
 def test_union_of_goals_and_data_sets():
     assert catalogue.goal_names() == ["light", "standard", "paper"]
-    assert catalogue.dataset_names() == ["auto", "cifar10", "synthetic", "epsilon", "imagenet"]
+    assert catalogue.dataset_names() == [
+        "auto", "cifar10", "synthetic", "epsilon", "imagenet", "wikitext2",
+    ]  # fmt: skip
+
+
+def test_language_models_reach_their_goals_from_above_and_say_which_algorithms_they_refuse():
+    lstm, gpt = catalogue.get("awd-lstm-wikitext2"), catalogue.get("gpt-wikitext2")
+    for info in (lstm, gpt):
+        assert info.throughput_unit == "tokens/s" and info.throughput_metric == "tokens_per_sec"
+        assert {g.metric for g in info.goals.values()} == {"val_perplexity"}
+        assert all(g.direction == catalogue.DOWN for g in info.goals.values())
+        assert info.goals["standard"].reached(info.goals["standard"].value - 1)
+        assert not info.goals["standard"].reached(info.goals["standard"].value + 1)
+    assert (lstm.goal("standard").value, lstm.goal("light").value) == (70.0, 90.0)
+    refused = dict(lstm.not_admitted)
+    assert set(refused) == {"localsgd", "decentralized"} and not set(refused) & set(lstm.algorithms)
+    assert set(lstm.algorithms) | set(refused) == set(catalogue.ALGORITHMS)
+    assert lstm.implementations == gpt.implementations == ("reference", "torch-ddp")
+
+
+def test_a_refused_algorithm_is_refused_with_the_tasks_reason(capsys):
+    from mlbench_worker.training.options import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["awd-lstm-wikitext2", "--dataset", "synthetic", "--algorithm", "localsgd"])
+    message = capsys.readouterr().err
+    assert "does not admit 'localsgd' (its ranks average models" in message
+    assert "running average" in catalogue.get("awd-lstm-wikitext2").why_not("localsgd")
+    assert catalogue.get("awd-lstm-wikitext2").why_not("topk") == ""

@@ -44,6 +44,8 @@ def series_table(series: dict) -> str:
     rows = []
     notes = []
     currency = (stats.get("cost") or {}).get("currency")
+    # A goal of another metric than accuracy (task 3's perplexity) is shown as a number.
+    accuracy = target.get("metric", "val_accuracy") == "val_accuracy"
     for g in stats.get("groups", []):
         ttt = g["time_to_target"]
         rows.append(
@@ -53,7 +55,9 @@ def series_table(series: dict) -> str:
                 stat_text(ttt, unit=" s"),
                 _number(ttt.get("olympic_mean"), unit=" s"),
                 f"{_number(ttt.get('min'))}–{_number(ttt.get('max'))}" if ttt.get("n") else "-",
-                stat_text(g["accuracy_after_time"], 1, 100, "%"),
+                stat_text(g["accuracy_after_time"], 1, 100, "%")
+                if accuracy
+                else stat_text(g["accuracy_after_time"], 1),
                 stat_text(g["images_per_second"], 0),
                 stat_text(g["communication_share"], 1, 100, "%"),
                 stat_text(g.get("speedup"), 2, unit="x"),
@@ -67,7 +71,16 @@ def series_table(series: dict) -> str:
     value = target.get("value")
     head = (
         f"series {series.get('id')} {series.get('name', '')!r}: {target.get('task')}, goal "
-        f"{target.get('goal')}" + (f" ({100 * value:.1f}% {target.get('metric')})" if value else "")
+        f"{target.get('goal')}"
+        + (
+            (
+                f" ({100 * value:.1f}% {target.get('metric')})"
+                if accuracy
+                else f" ({target.get('metric')} {value:g}, lower is better)"
+            )
+            if value
+            else ""
+        )
     )
     if target.get("synthetic"):
         head += " — SYNTHETIC DATA: says nothing about accuracy on the real data set"

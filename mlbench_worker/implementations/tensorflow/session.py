@@ -131,7 +131,7 @@ def run(config: RunConfig, control: cluster.Control) -> int:
         f"(TensorFlow {tf.__version__}, MultiWorkerMirroredStrategy, {collective} all-reduce), "
         f"device {device}, {threads} thread(s)/rank, batch {config.batch_size}/worker, "
         f"peak lr {peak_lr:g}, algorithm allreduce, target {config.target} "
-        f"({goal.accuracy:.0%}), max {goal.max_epochs} epochs"
+        f"({goal.describe()}), max {goal.max_epochs} epochs"
         + (f", time budget {config.time_budget:g}s" if config.time_budget else "")
     )
     try:

@@ -47,7 +47,8 @@ function drawFilters(entries) {
 
 function score(entry) {
   if (entry.score === null) return "—";
-  return entry.measured === "time_to_target" ? `${num(entry.score)} s` : pct(entry.score);
+  if (entry.measured === "time_to_target") return `${num(entry.score)} s`;
+  return entry.lower_is_better ? num(entry.score) : pct(entry.score); // task 3: a perplexity
 }
 
 function costText(entry) {

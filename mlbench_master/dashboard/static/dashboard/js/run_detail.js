@@ -43,7 +43,15 @@ const CHARTS = [
 function throughputChart({ metric, unit }) {
   return { id: "throughput", title: `${perSecond(unit)} (all workers)`, series: metric ? [[metric, unit]] : [], fmt: (v) => num(v) };
 }
-const NAMES = [...CHARTS.flatMap((c) => c.series.map((s) => s[0])), ...throughputMetrics(), ...SPLIT.map((s) => s[0]), ...PROGRESS, "time_to_target"];
+// A task whose goal is another metric than accuracy (task 3: validation perplexity, lower is
+// better) gets that metric's chart too.
+const PERPLEXITY_CHART = { id: "perplexity", title: "Validation perplexity (lower is better)", series: [["val_perplexity", "validation (reported)"]], fmt: (v) => num(v) };
+function goalCharts(r) {
+  const info = r ? taskInfo(r) : null;
+  const metrics = Object.values(info?.goals || {}).map((g) => g.metric);
+  return metrics.includes("val_perplexity") ? [PERPLEXITY_CHART] : [];
+}
+const NAMES = [...CHARTS.flatMap((c) => c.series.map((s) => s[0])), "val_perplexity", ...throughputMetrics(), ...SPLIT.map((s) => s[0]), ...PROGRESS, "time_to_target"];
 
 let run = null;
 let throughput = null; // {metric, unit} of this run's task, once the run is known
@@ -74,7 +82,7 @@ let charts = [];
 function buildCharts() {
   charts.forEach((c) => c.chart.destroy());
   const mode = xMode();
-  charts = [...CHARTS, throughputChart(throughput)].map((c) => ({
+  charts = [...CHARTS, ...goalCharts(run), throughputChart(throughput)].map((c) => ({
     spec: c,
     chart: new LineChart(chartsBox, {
       id: `chart-${c.id}`,
@@ -204,10 +212,15 @@ function showRun() {
     const { metric, unit } = throughputOf(run);
     kv(document.getElementById("run-summary"), [
       ["Reached target", s.reached],
-      ["Target accuracy", s.target_accuracy !== undefined ? pct(s.target_accuracy) : null],
+      ...(s.final_val_perplexity !== undefined
+        ? [["Target perplexity (lower is better)", s.target_accuracy !== undefined ? num(s.target_accuracy) : null]]
+        : [["Target accuracy", s.target_accuracy !== undefined ? pct(s.target_accuracy) : null]]),
       ["Time to target", s.time_to_target !== undefined && s.time_to_target !== null ? duration(s.time_to_target) : null],
       ["Best validation accuracy", s.best_val_accuracy !== undefined ? pct(s.best_val_accuracy) : null],
       ["Final validation accuracy", s.final_val_accuracy !== undefined ? pct(s.final_val_accuracy) : null],
+      ...(s.final_val_perplexity !== undefined
+        ? [["Best validation perplexity", num(s.best_val_perplexity)], ["Final validation perplexity", num(s.final_val_perplexity)]]
+        : []),
       ["Epochs", s.epochs],
       [`Throughput (${unit})`, metric && s[metric] !== undefined && s[metric] !== null ? num(s[metric]) : null],
       ["Communication share", s.comm_share !== undefined ? pct(s.comm_share) : null],

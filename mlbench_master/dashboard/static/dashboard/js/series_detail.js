@@ -57,7 +57,9 @@ function drawStats(stats) {
   const groups = stats?.groups || [];
   const keys = [...new Set(groups.flatMap((g) => Object.keys(g).filter((k) => isStat(g[k]))))];
   const currency = stats?.cost?.currency;
-  const fmt = (k) => (COSTS.has(k) ? (v) => money(v, currency) : FORMATS[k]);
+  // A goal of another metric than accuracy (task 3's perplexity): shown as a number.
+  const ownMetric = stats?.target?.metric && stats.target.metric !== "val_accuracy";
+  const fmt = (k) => (COSTS.has(k) ? (v) => money(v, currency) : k === "accuracy_after_time" && ownMetric ? (v) => num(v) : FORMATS[k]);
   const head = document.querySelector("#series-stats thead");
   head.replaceChildren(
     el("tr", {}, ...["Workers", "Reached / runs", "Valid", ...keys.map((k) => TITLES[k] || k), "Price per hour", "Price index"].map((t) => el("th", { scope: "col", text: t }))),
@@ -77,7 +79,7 @@ function drawStats(stats) {
     ),
   );
   const t = stats?.target || {};
-  document.getElementById("series-target").textContent = t.task ? `Target: ${t.task}, goal ${t.goal}${t.value !== null && t.value !== undefined ? ` (${t.metric} ${pct(t.value)})` : ""}${t.synthetic ? "; on generated (synthetic) data" : ""}.` : "";
+  document.getElementById("series-target").textContent = t.task ? `Target: ${t.task}, goal ${t.goal}${t.value !== null && t.value !== undefined ? ` (${t.metric} ${t.metric === "val_accuracy" ? pct(t.value) : `${num(t.value)}, lower is better`})` : ""}${t.synthetic ? "; on generated (synthetic) data" : ""}.` : "";
 }
 
 // The curves and bands as the API gives them: [[seconds, accuracy], ...] per run and
