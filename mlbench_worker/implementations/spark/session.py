@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -135,6 +136,8 @@ def application(
     cores: int, cluster_seconds: float, say: Any,
 ) -> int:  # fmt: skip
     """Rank 0: the Spark application from session to summary."""
+    # pyspark warns about pandas it does not use here, once per run: noise in a run's log.
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
     from pyspark.sql import SparkSession
 
     world = spark_cluster.control.size
@@ -184,8 +187,8 @@ def train(
     import pyspark
 
     t0 = time.perf_counter()
-    keyed_train = data.keyed_rows(spark, files, "train", world, config.seed)
-    test_blocks = data.cached_blocks(data.keyed_rows(spark, files, "test", world, config.seed))
+    train_blocks = data.cached_blocks(spark, files, "train", world, config.seed)
+    test_blocks = data.cached_blocks(spark, files, "test", world, config.seed)
     l2 = task.l2 if config.l2 is None else config.l2
     goal = Goal(config.target, task.target_accuracy(config.target), config.max_epochs,
                 config.time_budget)  # fmt: skip
@@ -199,7 +202,7 @@ def train(
     if lbfgs:
         iterations = int(config.algorithm_options["iterations"])
         trainer: SparkTrainer = LbfgsTrainer(
-            spark, test_blocks, goal, reporter, train_frame=data.labelled_frame(spark, keyed_train),
+            spark, test_blocks, goal, reporter, train_frame=data.labelled_frame(spark, train_blocks),
             train_rows=shard_rows * world, iterations=iterations, l2=l2, **common,
         )  # fmt: skip
         described, equal, peak_lr = LBFGS_NOTE.format(iterations=iterations), "", 0.0
@@ -208,7 +211,7 @@ def train(
         floor_lr, peak_lr = rates(task, GLMS[config.model], config.batch_size, world, config.lr)
         schedule = plateau_schedule(peak_lr, floor_lr, task.plateau_factor, task.plateau_threshold)
         trainer = SgdTrainer(
-            spark, test_blocks, goal, reporter, train_blocks=data.cached_blocks(keyed_train),
+            spark, test_blocks, goal, reporter, train_blocks=train_blocks,
             shard_rows=shard_rows, batch_size=config.batch_size, seed=config.seed,
             schedule=schedule, l2=l2, **common,
         )  # fmt: skip
