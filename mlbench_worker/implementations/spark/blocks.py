@@ -30,7 +30,7 @@ import numpy as np
 from mlbench_worker.tasks.epsilon import synthetic
 from mlbench_worker.tasks.epsilon.shards import epoch_order, partition, test_indices
 
-# The tail of a gradient vector: summed loss, rows right, rows, seconds of arithmetic.
+# The tail of a gradient vector: summed loss, rows right, rows, the slowest rank's seconds.
 LOSS, CORRECT, COUNT, SECONDS = range(-4, 0)
 _ORDERS: dict[tuple[int, int, int, int], np.ndarray] = {}
 
@@ -136,26 +136,27 @@ def logistic_sums(
 
 
 def batch_gradient(
-    blocks: Iterable[tuple], theta: np.ndarray, seed: int, epoch: int, step: int, batch: int,
-    world: int,
+    blocks: Iterable[BlockSpec], theta: np.ndarray, seed: int, epoch: int, step: int,
+    batch: int, world: int,
 ) -> Iterator[np.ndarray]:  # fmt: skip
     """One vector per block: the gradient of its `step`-th batch of `epoch` (the reference
-    rank's batch: shards.epoch_order), then LOSS, CORRECT, COUNT and SECONDS."""
+    rank's batch: shards.epoch_order), then each rank's seconds of arithmetic (its own slot
+    only), then LOSS, CORRECT, COUNT and SECONDS (the slowest rank's)."""
     for spec in blocks:
         start = time.perf_counter()
-        rank, (x, y, _) = spec.rank, load(spec)
-        rows = _order(len(y), seed, epoch, rank)[step * batch : (step + 1) * batch]
-        out = np.zeros(theta.size + 4)
+        x, y, _ = load(spec)
+        rows = _order(len(y), seed, epoch, spec.rank)[step * batch : (step + 1) * batch]
+        out = np.zeros(theta.size + world + 4)
         if rows.size:
             grad, loss, correct = logistic_sums(theta, x[rows], y[rows], 1.0 / (world * rows.size))
             out[: theta.size] = grad
             out[LOSS], out[CORRECT], out[COUNT] = loss, correct, rows.size
-        out[SECONDS] = time.perf_counter() - start
+        out[theta.size + spec.rank] = out[SECONDS] = time.perf_counter() - start
         yield out
 
 
 def add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """treeAggregate's combine: sums, except the seconds, of which the slowest counts."""
+    """treeAggregate's combine: sums, except SECONDS, of which the slowest counts."""
     seconds = max(a[SECONDS], b[SECONDS])
     a += b
     a[SECONDS] = seconds

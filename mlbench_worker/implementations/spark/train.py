@@ -16,12 +16,15 @@ raw weights; MLlib leaves the intercept unpenalised), started from the previous 
 (the curvature memory starts anew at each fit: the price of evaluating between them).
 
 The benchmark clock starts at the first step, after the cluster, the application and the
-cached data are up (those are reported apart as start-up). A step's time is split with what
-Spark measures: compute is the executors' run time of the step's tasks (the arithmetic,
-reading the cached block, Python's part), read from Spark's status listener (`StageTimes`);
-communication is the rest of the step's wall time on the driver (scheduling, shipping the
-broadcast and the tasks, the tree aggregate, results back); data is 0 (the rows are cached
-on the executors before the clock starts).
+cached data are up (those are reported apart as start-up). A step's time is split as the
+reference splits it, with what Spark lets us see: compute is the slowest rank's arithmetic
+(SGD: each partition times its own work, block read and gradient, and returns the seconds in
+its slot of the aggregate; L-BFGS: MLlib's tasks are timed by Spark's listener only, so its
+compute is the executors' run time of the fit's stages, from the application's status
+store, `StageTimes`, shared evenly among the ranks); communication is the rest of the step's
+wall time on the driver (scheduling, shipping the broadcast and the tasks, the tree
+aggregate, results back); data is 0 (the rows are on the executors before the clock starts).
+The summary adds the listener's stage totals over the whole training (`StageTimes.totals`).
 """
 
 from __future__ import annotations
@@ -131,17 +134,19 @@ class SparkTrainer:
         return self.goal.time_budget is not None and self.elapsed() >= self.goal.time_budget
 
     def report(
-        self, sums: np.ndarray, steps: int, wall: float, start: float, samples: float = 0.0
-    ) -> None:
+        self, sums: np.ndarray, steps: int, wall: float, start: float, ranks: np.ndarray,
+        samples: float = 0.0,
+    ) -> None:  # fmt: skip
         """Post an interval's training metrics under the reference's names: `sums` (loss,
         right, rows) over `steps` steps that took `wall` seconds on the driver since
-        `start` (`samples`: the rows trained on, when not `rows`); the split from Spark's
-        stage times (module docstring)."""
+        `start`, `ranks` each rank's seconds of compute in them (`samples`: the rows trained
+        on, when not `rows`). A step waits for its slowest rank: compute is the slowest
+        rank's, comm the rest of the step (module docstring)."""
         p = self.progress
-        stages = self.stage_times.read()
-        compute = min(stages["executorRunTime"] / self.world / max(steps, 1), wall / max(steps, 1))
-        step_time = wall / max(steps, 1)
-        comm = max(step_time - compute, 0.0)
+        per_step = wall / max(steps, 1)
+        rank_compute = np.minimum(ranks / max(steps, 1), per_step)
+        compute = float(rank_compute.max()) if rank_compute.size else 0.0
+        comm = per_step - compute
         p.time_compute += compute * steps
         p.time_comm += comm * steps
         p.time_comm_total += comm * steps
@@ -160,18 +165,19 @@ class SparkTrainer:
         metric("epoch", p.epochs_done, **meta)
         metric("elapsed", meta["elapsed"], **meta)
         metric(self.throughput_metric, rate, **meta)
-        for name, value in (
-            ("data", 0.0),
-            ("compute", compute),
-            ("comm", comm),
-            ("comm_total", comm),
-        ):
+        names = ("data", "compute", "comm", "comm_total")
+        for name, value in zip(names, (0.0, compute, comm, comm), strict=True):
             metric(f"time_{name}", value, **meta)
         metric("comm_bytes", float(self.step_bytes), **meta)
+        if self.world > 1:
+            for r, mine in enumerate(rank_compute):
+                values = (0.0, float(mine), per_step - float(mine), per_step - float(mine))
+                for name, value in zip(names, values, strict=True):
+                    metric(f"rank_time_{name}", value, rank=r, **meta)
         self.say(
             f"step {p.step:6d}  epoch {p.epochs_done:7.3f}  loss {loss_sum / max(rows, 1):.4f}  "
             f"acc {right / max(rows, 1):.4f}  lr {self.lr:.4f}  {rate:8.1f} {self.throughput_unit}  "
-            f"comm {100 * comm / max(step_time, 1e-12):4.1f}%  elapsed {self.elapsed():8.1f}s"
+            f"comm {100 * comm / max(per_step, 1e-12):4.1f}%  elapsed {self.elapsed():8.1f}s"
         )
 
     def evaluate(self) -> tuple[float, float, Shard]:
@@ -225,16 +231,19 @@ class SgdTrainer(SparkTrainer):
         self.l2 = l2
         self.depth = depth
         self.steps_per_epoch = -(-shard_rows // batch_size)
-        # Per rank and step: the model out (broadcast) and its gradient back, float32.
-        self.step_bytes = 2 * 4 * self.theta.size if self.world > 1 else 0
+        # Per rank and step: the model in (a float32 broadcast) and its aggregate out (float64).
+        self.step_bytes = (4 + 8) * self.theta.size if self.world > 1 else 0
 
     def step(self, epoch: int, i: int) -> np.ndarray:
-        """One synchronous step; the aggregate's tail (blocks.LOSS ...)."""
+        """One synchronous step; the aggregate's tail (each rank's seconds, then
+        blocks.LOSS ...)."""
         seed, batch, world = self.seed, self.batch_size, self.world
         theta = self.sc.broadcast(self.theta)
         total = self.train_blocks.mapPartitions(
             lambda items: blocks.batch_gradient(items, theta.value, seed, epoch, i, batch, world)
-        ).treeAggregate(np.zeros(self.theta.size + 4), blocks.add, blocks.add, depth=self.depth)
+        ).treeAggregate(
+            np.zeros(self.theta.size + world + 4), blocks.add, blocks.add, depth=self.depth
+        )
         theta.unpersist()
         grad = total[: self.theta.size].astype(np.float32)
         self.lr = self.schedule(self.progress.step)
@@ -246,6 +255,7 @@ class SgdTrainer(SparkTrainer):
     def train_one_epoch(self, epoch: int) -> bool:
         p = self.progress
         sums, steps, start, wall = np.zeros(3), 0, time.perf_counter(), 0.0
+        ranks = np.zeros(self.world)
         for i in range(self.steps_per_epoch):
             t0 = time.perf_counter()
             tail = self.step(epoch, i)
@@ -256,12 +266,14 @@ class SgdTrainer(SparkTrainer):
             wall += took
             steps += 1
             sums += tail[[blocks.LOSS, blocks.CORRECT, blocks.COUNT]]
+            ranks += tail[: self.world]
             stop = self.over_budget()
             last = i == self.steps_per_epoch - 1 or stop
             if p.step % self.log_every == 0 or last or time.perf_counter() - start >= LOG_SECONDS:
                 p.epochs_done = epoch + (i + 1) / self.steps_per_epoch
-                self.report(sums, steps, wall, start)
+                self.report(sums, steps, wall, start, ranks)
                 sums, steps, start, wall = np.zeros(3), 0, time.perf_counter(), 0.0
+                ranks = np.zeros(self.world)
             if stop:
                 p.stop_reason = "time budget spent"
                 return i == self.steps_per_epoch - 1
@@ -319,9 +331,13 @@ class LbfgsTrainer(SparkTrainer):
         if self.clock_start is not None:
             self.clock_start += time.perf_counter() - paused
         self.lr = 0.0
+        # MLlib's tasks are timed by Spark's listener only: the executors' run time of the
+        # fit's stages, shared evenly among the ranks.
+        busy = self.stage_times.read()["executorRunTime"] / self.world
         self.report(
             np.array([objective * self.train_rows, accuracy * self.train_rows, self.train_rows]),
-            iterations, wall, start, samples=iterations * self.train_rows,
+            iterations, wall, start, np.full(self.world, busy),
+            samples=iterations * self.train_rows,
         )  # fmt: skip
         if self.over_budget():
             p.stop_reason = "time budget spent"
