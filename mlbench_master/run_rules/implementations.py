@@ -75,8 +75,7 @@ def check_implementation(fields: dict[str, Any], asked: Mapping[str, Any],
                    f"{fields['task']}'s: {', '.join(admitted) or 'none'}")  # fmt: skip
         return
     if fields.get("algorithm") and not impl.admits(fields["algorithm"]):
-        errors.add("implementation", f"{impl.algorithm_refusal(fields['algorithm'])}, not "
-                   f"{fields['algorithm']!r}")  # fmt: skip
+        errors.add("implementation", impl.algorithm_refusal(fields["algorithm"]))
     if fields.get("gpu_enabled") and not impl.gpu:
         errors.add("gpu_enabled", f"implementation {name} trains on CPUs only; leave "
                    "gpu_enabled out")  # fmt: skip

@@ -67,7 +67,10 @@ class Implementation:
                 f"algorithm {algorithm} runs on implementation "
                 f"{', '.join(known.implementations)} only, not on {self.name}"
             )
-        return f"implementation {self.name} runs algorithm {', '.join(self.algorithms)} only"
+        return (
+            f"implementation {self.name} runs algorithm {', '.join(self.algorithms)} only, "
+            f"not {algorithm!r}"
+        )
 
     def requirements(self) -> tuple[str, ...]:
         """What the workers must have, as the cluster drivers' probe asks it: the module,
