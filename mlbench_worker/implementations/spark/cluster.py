@@ -37,7 +37,7 @@ from typing import Any
 from mlbench_worker.shared.localhost import free_port
 from mlbench_worker.training.errors import WorkerError
 
-START_TIMEOUT = 120.0  # seconds for the master to listen and every worker to register
+START_TIMEOUT = 300.0  # seconds for the master to listen and every worker to register
 POLL = 0.2
 _PR_SET_PDEATHSIG = 1
 LOG_CONFIG = """\
@@ -194,8 +194,13 @@ class SparkCluster:
         return process
 
     def start(self) -> None:
-        """Bring the cluster up on every rank; returns once every worker has registered."""
+        """Bring the cluster up on every rank; returns once every worker has registered.
+
+        Every worker offers the smallest of the ranks' cores and memory shares, so that
+        the application's executors (one size for all) fit on each of them."""
         self.host = bind_address(self.control)
+        shares = self.control.allgather_object((self.cores, self.memory_mb))
+        self.cores, self.memory_mb = min(c for c, _ in shares), min(m for _, m in shares)
         if self.control.rank == 0:
             port, ui = free_port(self.host), free_port(self.host)
             self._start(

@@ -39,7 +39,7 @@ from mlbench_worker.training.progress import finite, outcome
 from mlbench_worker.training.recipe import Goal
 from mlbench_worker.training.summary_table import summary_table
 
-EXECUTORS_TIMEOUT = 120.0
+EXECUTORS_TIMEOUT = 300.0  # a JVM each, on a busy machine
 NOTE = (
     "Spark {spark} standalone cluster over the run's ranks (a master on rank 0, a worker per "
     "rank); the application runs on rank 0. {algorithm}. Equal to the reference: the rows, "
@@ -148,9 +148,9 @@ def application(
         .appName(f"mlbench {config.run_id or ''} {config.task}")
         .config("spark.driver.host", spark_cluster.host)
         .config("spark.driver.bindAddress", spark_cluster.host)
-        .config("spark.executor.cores", str(cores))
+        .config("spark.executor.cores", str(spark_cluster.cores))
         .config("spark.executor.memory", f"{spark_cluster.memory_mb}m")
-        .config("spark.cores.max", str(cores * world))
+        .config("spark.cores.max", str(spark_cluster.cores * world))
         .config("spark.ui.port", "0")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.local.dir", str(spark_cluster.work_dir / "local"))
