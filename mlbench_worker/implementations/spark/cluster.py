@@ -37,6 +37,10 @@ from typing import Any
 from mlbench_worker.shared.localhost import free_port
 from mlbench_worker.training.errors import WorkerError
 
+# Spark's own pages are on the ranks' addresses: never through a proxy the environment
+# names for downloads (the local driver's slots have one).
+DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
 START_TIMEOUT = 300.0  # seconds for the master to listen and every worker to register
 POLL = 0.2
 _PR_SET_PDEATHSIG = 1
@@ -231,7 +235,7 @@ class SparkCluster:
     def alive_workers(self) -> int:
         """Workers the master lists as ALIVE (its JSON page)."""
         try:
-            with urllib.request.urlopen(f"{self.master_ui}/json/", timeout=2) as reply:
+            with DIRECT.open(f"{self.master_ui}/json/", timeout=2) as reply:
                 state = json.load(reply)
         except (OSError, ValueError):
             return 0

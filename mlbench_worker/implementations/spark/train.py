@@ -32,13 +32,13 @@ from __future__ import annotations
 import json
 import math
 import time
-import urllib.request
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from mlbench_worker.implementations.spark import blocks
+from mlbench_worker.implementations.spark.cluster import DIRECT
 from mlbench_worker.shared.evaluation.predictions import LABEL
 from mlbench_worker.tasks.epsilon.schedule import PlateauSchedule
 from mlbench_worker.training.metric_sink import Reporter
@@ -63,7 +63,7 @@ class StageTimes:
     def read(self) -> dict[str, float]:
         """Seconds of each field (all tasks together) since the last call."""
         try:
-            with urllib.request.urlopen(self.url, timeout=5) as reply:
+            with DIRECT.open(self.url, timeout=5) as reply:
                 stages = json.load(reply)
         except (OSError, ValueError):
             return dict.fromkeys(self.FIELDS, 0.0)
