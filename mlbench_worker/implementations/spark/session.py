@@ -234,7 +234,6 @@ def train(
     try:
         progress = trainer.fit(goal.max_epochs)
         elapsed = trainer.elapsed()
-        time.sleep(0.5)  # the listener records a stage's end a moment after its job ends
         trainer.stage_times.read()
         step_total = progress.time_compute + progress.time_comm
         share = progress.time_comm / step_total if step_total > 0 else 0.0

@@ -29,6 +29,7 @@ The summary adds the listener's stage totals over the whole training (`StageTime
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -55,13 +56,19 @@ class StageTimes:
               "executorCpuTime", "jvmGcTime")  # fmt: skip
 
     def __init__(self, sc: Any) -> None:
+        self.sc = sc
         self.url = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/stages?status=complete"
         self.seen: set[int] = set()
         self.totals = dict.fromkeys(self.FIELDS, 0.0)
         self.tasks = 0
 
     def read(self) -> dict[str, float]:
-        """Seconds of each field (all tasks together) since the last call."""
+        """Seconds of each field (all tasks together) since the last call. The listener
+        records a stage's end a moment after its job returns: its queue is drained first
+        (Spark's LiveListenerBus.waitUntilEmpty, reached through the JVM gateway), so a
+        reading holds every stage of the jobs that have returned."""
+        with contextlib.suppress(Exception):  # an older Spark without it: readings may lag
+            self.sc._jsc.sc().listenerBus().waitUntilEmpty()
         try:
             with DIRECT.open(self.url, timeout=5) as reply:
                 stages = json.load(reply)
@@ -303,6 +310,7 @@ class LbfgsTrainer(SparkTrainer):
         from pyspark.ml.classification import LogisticRegression
 
         p = self.progress
+        self.stage_times.read()  # the evaluation's stages are not the fit's
         start = time.perf_counter()
         estimator = LogisticRegression(
             maxIter=self.iterations, regParam=self.l2, elasticNetParam=0.0,
@@ -325,15 +333,17 @@ class LbfgsTrainer(SparkTrainer):
         p.train_seconds += wall
         p.epochs_done = epoch + 1
         objective = history[-1] if history else math.nan
-        # The training accuracy costs MLlib a pass over the data: off the clock.
-        paused = time.perf_counter()
-        accuracy = self.model.summary.accuracy
-        if self.clock_start is not None:
-            self.clock_start += time.perf_counter() - paused
-        self.lr = 0.0
         # MLlib's tasks are timed by Spark's listener only: the executors' run time of the
         # fit's stages, shared evenly among the ranks.
         busy = self.stage_times.read()["executorRunTime"] / self.world
+        # The training accuracy costs MLlib a pass over the data: off the clock, and its
+        # stages are not training's.
+        paused = time.perf_counter()
+        accuracy = self.model.summary.accuracy
+        self.stage_times.read()
+        if self.clock_start is not None:
+            self.clock_start += time.perf_counter() - paused
+        self.lr = 0.0
         self.report(
             np.array([objective * self.train_rows, accuracy * self.train_rows, self.train_rows]),
             iterations, wall, start, np.full(self.world, busy),
