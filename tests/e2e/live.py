@@ -139,7 +139,9 @@ class LiveMaster:
         return launch_processes(self.home, run_id=run_id)
 
     def ranks(self, run_id: int) -> dict[int, Any]:
-        """The run's rank processes (psutil) by their MPI rank."""
+        """The run's rank processes (psutil) by their MPI rank: the Python processes mpirun
+        started, not the processes they start in turn (which inherit the rank's variables:
+        a Spark rank's JVMs and its executors' Python workers)."""
         import contextlib
 
         import psutil
@@ -149,6 +151,10 @@ class LiveMaster:
             with contextlib.suppress(psutil.Error):
                 env = proc.environ()
                 if "OMPI_COMM_WORLD_RANK" in env and "python" in proc.name():
+                    parent = proc.parent()
+                    with contextlib.suppress(psutil.Error):
+                        if parent is not None and "OMPI_COMM_WORLD_RANK" in parent.environ():
+                            continue  # started by a rank, not by mpirun
                     ranks[int(env["OMPI_COMM_WORLD_RANK"])] = proc
         return ranks
 
