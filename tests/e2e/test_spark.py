@@ -66,6 +66,7 @@ def _java_left(master, run_id: int) -> list:
     return left
 
 
+@pytest.mark.timeout(900)  # a cluster, and the default set's 400,000 rows made by executors
 def test_a_spark_run_finishes_through_the_api_with_sparks_version(idle_master):
     master = idle_master
     run = _start(master, budget=8)
@@ -88,6 +89,7 @@ def test_a_spark_run_finishes_through_the_api_with_sparks_version(idle_master):
     assert _java_left(master, run["id"]) == []
 
 
+@pytest.mark.timeout(1200)  # two clusters
 def test_a_killed_rank_and_a_cancel_end_spark_runs_within_10_s(idle_master):
     master = idle_master
     run = _start(master, budget=600)

@@ -178,6 +178,7 @@ def test_a_waiting_job_shows_slurms_reason_then_runs(master, slurm_cluster):
     assert done["reason"] == "", "the pending reason is cleared once the job ran"
 
 
+@pytest.mark.timeout(900)
 def test_a_spark_run_finishes_on_two_nodes_and_leaves_no_jvm(master, slurm_cluster):
     """Spark inside the ranks Slurm starts: the two nodes' ranks bring up the cluster and the
     application (nothing of Spark's in the driver), the run finishes with Spark's version

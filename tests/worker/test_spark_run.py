@@ -74,6 +74,7 @@ def _ours(procs: list[psutil.Process], marker: str) -> list[psutil.Process]:
 
 
 # --- the same steps as the reference ------------------------------------------------------
+@pytest.mark.timeout(600)
 def test_spark_sgd_takes_the_reference_steps_from_the_same_rows(tmp_path):
     """Rows written as LIBSVM, read by Spark's reader into the reference's two shards, five
     SGD steps over two epochs' orders on a local Spark: the same weights as the reference's
@@ -150,6 +151,7 @@ def test_spark_sgd_takes_the_reference_steps_from_the_same_rows(tmp_path):
 
 # --- runs ---------------------------------------------------------------------------------
 @pytest.mark.mpi
+@pytest.mark.timeout(900)  # a Spark cluster (and for allreduce a reference run) per case
 @pytest.mark.parametrize("algorithm", ["allreduce", "lbfgs"])
 def test_two_ranks_reach_the_light_target_and_report_like_the_reference(tmp_path, algorithm):
     metrics = tmp_path / "spark" / "m.jsonl"
