@@ -193,7 +193,7 @@ def test_a_spark_run_finishes_on_two_nodes_and_leaves_no_jvm(master, slurm_clust
         pytest.skip("pyspark or java is missing: pip install 'mlbench[spark]'")
     run = master.create_run(
         name="slurm-spark", task="logreg-epsilon", implementation="spark", time_budget=8,
-        target="light", time_limit=900,
+        target="light",
     )  # fmt: skip
     job_id = job_of(master, run["id"])
     done = master.wait_state(run["id"], END, timeout=600)
