@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mlbench_worker.shared.algorithm_catalogue import GENERAL_ALGORITHMS
+from mlbench_worker.shared.algorithm_catalogue import ALGORITHMS, GENERAL_ALGORITHMS
 from mlbench_worker.shared.implementation_catalogue import DEFAULT_IMPLEMENTATION
 
 UP, DOWN = "up", "down"  # a goal is reached when the metric rises to / falls to its value
@@ -152,7 +152,8 @@ LOGREG_EPSILON = TaskInfo(
     gpu_supported=True,
     description="Task 2: L2-regularised logistic regression on epsilon, synchronous SGD",
     # spark: the same SGD on Spark's primitives, and MLlib's L-BFGS (its algorithm only).
-    algorithms=GENERAL_ALGORITHMS + ("lbfgs",),
+    algorithms=GENERAL_ALGORITHMS
+    + tuple(name for name, a in ALGORITHMS.items() if "spark" in a.implementations),
     implementations=("reference", "spark"),
 )
 
