@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import os
 import shutil
 import sys
@@ -92,6 +93,8 @@ def test_spark_sgd_takes_the_reference_steps_from_the_same_rows(tmp_path):
     from mlbench_worker.training.metric_sink import make_reporter
     from mlbench_worker.training.recipe import Goal
 
+    # py4j says goodbye from a finaliser at exit, after pytest closed the streams.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     n, world, seed, batch, lr, l2 = 300, 2, 7, 16, 4.0, 1e-3
     x, y = synthetic.rows(seed, "train", n, np.arange(n), FEATURES)
     path = tmp_path / "train.libsvm"
