@@ -43,11 +43,18 @@ SEED_VENV := .venv-seed
 # The tensorflow implementation's framework (1.6 GB): the tests run it, `make run` does not
 # need it, so it is installed here and not by `make install`.
 TF_STAMP := $(VENV)/.tensorflow-installed
-test-deps: install $(SEED_VENV)/.installed $(TF_STAMP)
+# The spark implementation's pyspark (490 MB, the same reasoning); its Java comes from the
+# system: Debian's default-jre-headless, installed by scripts/install-test-deps.sh.
+SPARK_STAMP := $(VENV)/.spark-installed
+test-deps: install $(SEED_VENV)/.installed $(TF_STAMP) $(SPARK_STAMP)
 	bash scripts/install-test-deps.sh
 
 $(TF_STAMP): $(STAMP) constraints.txt
 	$(PIP) install -qq -c constraints.txt -e '.[tensorflow]'
+	touch $@
+
+$(SPARK_STAMP): $(STAMP) constraints.txt
+	$(PIP) install -qq -c constraints.txt -e '.[spark]'
 	touch $@
 
 $(SEED_VENV)/.installed: constraints.txt
@@ -87,7 +94,7 @@ stop:
 	@if [ -x $(VENV)/bin/mlbench ]; then $(VENV)/bin/mlbench down; else echo "nothing to stop"; fi
 
 # bench_frameworks.py measures the tensorflow implementation too.
-bench: install $(TF_STAMP)
+bench: install $(TF_STAMP) $(SPARK_STAMP)
 	@mkdir -p bench-results
 	@set -e; for f in tests/benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f; done
 	@$(PY) tests/benchmarks/common.py --collect bench-results

@@ -43,6 +43,10 @@ WORKER = [
 # "all": 1.6 GB that only workers running that implementation need. The CPU build; a GPU
 # worker installs TensorFlow's own CUDA build instead (docs/installation.rst).
 TENSORFLOW = ["tensorflow-cpu", "tf2onnx"]  # tf2onnx: the final model in ONNX (keras_export.py)
+# The spark implementation of task 2 (mlbench_worker/implementations/spark/), kept out of "all"
+# too: 490 MB of Spark's jars. Spark also needs Java 17 or later from the system (Debian:
+# default-jre-headless; docs/installation.rst).
+SPARK = ["pyspark"]
 DEV = [
     "pytest",
     "pytest-django",
@@ -86,6 +90,7 @@ setup(
         "worker": WORKER,
         "dev": DEV,
         "tensorflow": TENSORFLOW,
+        "spark": SPARK,
         "all": sorted(set(MASTER + WORKER + DEV)),
     },
     entry_points={"console_scripts": ["mlbench=mlbench_worker.client.cli:main"]},

@@ -26,6 +26,11 @@ def main(argv: list[str] | None = None) -> int:
         from mlbench_worker.implementations.tensorflow import run_main as run_tensorflow
 
         return run_tensorflow(config)
+    if config.implementation == "spark":
+        # A framework of its own: this process never imports torch.
+        from mlbench_worker.implementations.spark import run_main as run_spark
+
+        return run_spark(config)
     # Imported only now: parsing must stay fast and torch-free.
     from mlbench_worker.training.run import run_main
 

@@ -2,7 +2,8 @@
 # Installs the system programs the test suite starts for itself: PostgreSQL server binaries
 # (a throwaway cluster per test session), Chromium (dashboard tests) and Slurm with munge
 # (tests/slurm starts a real two-node Slurm: scripts/slurm/local-cluster.sh), with PMIx for
-# srun --mpi=pmix. Redis and MPI come from the virtualenv. Only what is missing is
+# srun --mpi=pmix, and Java (default-jre-headless) for Spark. Redis and MPI come from the
+# virtualenv. Only what is missing is
 # installed, so a second run takes no time.
 set -euo pipefail
 
@@ -25,8 +26,10 @@ compgen -G "/usr/lib/*/pmix2/lib/libpmix.so" >/dev/null || need+=(libpmix-dev)
 command -v dockerd >/dev/null || [ -x /usr/sbin/dockerd ] || need+=(docker.io)
 command -v debootstrap >/dev/null || [ -x /usr/sbin/debootstrap ] || need+=(debootstrap)
 command -v openssl >/dev/null || need+=(openssl)
+# Java for the spark implementation's JVMs (pyspark itself comes from `make test-deps`).
+command -v java >/dev/null || need+=(default-jre-headless)
 
 if [ ${#need[@]} -gt 0 ]; then
   bash "$(dirname "$0")/apt-install.sh" "${need[@]}"
 fi
-echo "test dependencies ready: postgres in $(pg_bindir), chromium at $(command -v chromium || echo /usr/bin/chromium), slurm $(slurmctld -V 2>/dev/null || /usr/sbin/slurmctld -V), $(/usr/sbin/dockerd --version 2>/dev/null || dockerd --version)"
+echo "test dependencies ready: java $(java -version 2>&1 | head -1), postgres in $(pg_bindir), chromium at $(command -v chromium || echo /usr/bin/chromium), slurm $(slurmctld -V 2>/dev/null || /usr/sbin/slurmctld -V), $(/usr/sbin/dockerd --version 2>/dev/null || dockerd --version)"

@@ -300,16 +300,20 @@ def test_the_worker_never_imports_django(graph):
     assert not chains, "the worker reaches Django:\n" + "\n".join(chains)
 
 
-def test_only_the_tensorflow_implementation_imports_tensorflow(graph):
-    # The worker's entry point hands a tensorflow run to implementations.tensorflow; the
-    # master, the client, the CLI, the tasks and the torch loop never load TensorFlow.
+@pytest.mark.parametrize(
+    "framework, implementation", [("tensorflow", "tensorflow"), ("pyspark", "spark")]
+)
+def test_only_its_implementation_imports_a_framework(graph, framework, implementation):
+    # The worker's entry point hands a tensorflow (spark) run to implementations.tensorflow
+    # (.spark); the master, the client, the CLI, the tasks, the torch loop and the other
+    # implementations never load TensorFlow (pyspark).
     implementations = "mlbench_worker.implementations"
     rooms = graph.find_children("mlbench_worker") - {"mlbench_worker.__main__", implementations}
-    others = graph.find_children(implementations) - {f"{implementations}.tensorflow"}
+    others = graph.find_children(implementations) - {f"{implementations}.{implementation}"}
     importers = sorted({"mlbench_master"} | rooms | others)
     assert "mlbench_worker.training" in importers and "mlbench_worker.client" in importers
-    chains = forbidden_chains(graph, importers, "tensorflow")
-    assert not chains, "TensorFlow is reached outside its implementation:\n" + "\n".join(chains)
+    chains = forbidden_chains(graph, importers, framework)
+    assert not chains, f"{framework} is reached outside its implementation:\n" + "\n".join(chains)
 
 
 @pytest.mark.parametrize("forbidden", ["mlbench_master.api", "mlbench_master.runs"])

@@ -9,12 +9,14 @@ code is installed:
 - mlbench_worker/: base and `worker`; its torch-free client (the package itself, `api`,
   `cli` and what they import, per grimp) base alone, as `pip install mlbench` gives;
   the TensorFlow implementation (mlbench_worker/implementations/tensorflow/) base, `worker` and the
-  `tensorflow` extra that only its workers install;
-- tests/: anything declared (base, master, worker, dev, tensorflow).
+  `tensorflow` extra that only its workers install; the Spark implementation
+  (mlbench_worker/implementations/spark/) likewise with the `spark` extra;
+- tests/: anything declared (base, master, worker, dev, tensorflow, spark).
 
 The other way round, every declared distribution is imported by the code it is declared
 for (base: the worker package or the master; master: mlbench_master; worker:
-mlbench_worker; tensorflow: mlbench_worker/implementations/tensorflow; dev: tests), or
+mlbench_worker; tensorflow: mlbench_worker/implementations/tensorflow; spark:
+mlbench_worker/implementations/spark; dev: tests), or
 USED_OTHERWISE says how it is used. Entries of the two allow-lists that no longer apply
 fail too. The checks are plain functions, run once on the repository and once on a small
 planted tree with each kind of mistake.
@@ -41,18 +43,22 @@ ALLOWED = {
     "master": ("base", "master"),
     "worker": ("base", "worker"),
     "tensorflow": ("base", "worker", "tensorflow"),
+    "spark": ("base", "worker", "spark"),
     "client": ("base",),
-    "tests": ("base", "master", "worker", "dev", "tensorflow"),
+    "tests": ("base", "master", "worker", "dev", "tensorflow", "spark"),
 }
 USERS = {
     "base": ("client", "worker", "master"),
     "master": ("master",),
     "worker": ("client", "worker"),
     "tensorflow": ("tensorflow",),
+    "spark": ("spark",),
     "dev": ("tests",),
 }
 # The worker package whose code is installed with the `tensorflow` extra (side "tensorflow").
 TENSORFLOW_PACKAGE = "mlbench_worker.implementations.tensorflow"
+# ... and the one installed with the `spark` extra (side "spark").
+SPARK_PACKAGE = "mlbench_worker.implementations.spark"
 # Declared, never imported: programs and plugins, and what uses them.
 USED_OTHERWISE = {
     "gunicorn": "the master image's web server (scripts/k8s/master-entrypoint.sh web)",
@@ -120,11 +126,12 @@ def declared(setup_py: Path) -> dict[str, set[str]]:
     for node in ast.walk(ast.parse(setup_py.read_text())):
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
             name = node.targets[0].id.lower()
-            if name in ("master", "worker", "dev", "tensorflow"):
+            if name in ("master", "worker", "dev", "tensorflow", "spark"):
                 lists[name] = names(node.value)
         if isinstance(node, ast.keyword) and node.arg == "install_requires":
             lists["base"] = names(node.value)
     lists.setdefault("tensorflow", set())  # an optional extra: a setup.py may have none
+    lists.setdefault("spark", set())
     assert set(lists) == set(USERS), f"setup.py: found {sorted(lists)}, expected {sorted(USERS)}"
     return lists
 
@@ -162,6 +169,8 @@ def third_party_uses(root: Path, client: set[str]) -> list[Use]:
             side = {"mlbench_master": "master", "tests": "tests"}.get(top)
             if side is None and dotted.startswith(TENSORFLOW_PACKAGE):
                 side = "tensorflow"
+            if side is None and dotted.startswith(SPARK_PACKAGE):
+                side = "spark"
             side = side or ("client" if dotted in client else "worker")
             script = not (path.parent / "__init__.py").is_file()
             for line, module in sorted(_imported(ast.parse(path.read_text(), str(path)))):

@@ -41,6 +41,8 @@ SHARED_NAMES = {
     "reader.py": "a task folder's reader of its real data set's files",
     "train.py": "a trainer of one task family or implementation, on the reference loop's rules",
     "options.py": "the command line of a worker command (training, backend benchmark)",
+    "cluster.py": "an implementation's framework cluster over the ranks mpirun started",
+    "session.py": "an implementation's run on one rank: set up, train, summarise",
 }
 
 
@@ -98,7 +100,7 @@ def test_the_master_imports_only_shared(graph):
     assert not problems, "the master imports worker internals:\n" + "\n".join(problems)
 
 
-@pytest.mark.parametrize("framework", ["torch", "tensorflow"])
+@pytest.mark.parametrize("framework", ["torch", "tensorflow", "pyspark"])
 def test_shared_and_client_never_import_a_framework(graph, framework):
     rooms = ["mlbench_worker.shared", "mlbench_worker.client", "mlbench_worker.api"]
     chains = forbidden_chains(graph, rooms, framework)
@@ -132,7 +134,8 @@ def test_no_two_modules_share_a_name_for_different_things():
 def bad_packages(tmp_path, monkeypatch):
     """`badmaster` importing `badworker` past its shared room; a torch import reached from
     `badworker.shared` and a tensorflow one from `badworker.client`; two `report.py`; an
-    evaluator reaching a model (and through it tensorflow) and scipy."""
+    evaluator reaching a model (and through it tensorflow) and scipy; pyspark from the client
+    inside a function."""
     files = {
         "badmaster/__init__.py": "",
         "badmaster/views.py": "from badworker.shared import catalogue\n",
@@ -147,6 +150,7 @@ def bad_packages(tmp_path, monkeypatch):
         "badworker/training/report.py": "",
         "badworker/client/__init__.py": "",
         "badworker/client/report.py": "import tensorflow\n",
+        "badworker/client/engine.py": "def f():\n    from pyspark.sql import SparkSession\n",
         "badworker/shared/evaluation/__init__.py": "",
         "badworker/shared/table.py": "import json\n",
         "badworker/shared/evaluation/grade.py": "import math\nimport numpy\n"
@@ -176,6 +180,9 @@ def test_the_checks_find_each_kind_of_violation(bad_packages):
     ]
     assert forbidden_chains(graph, ["badworker.client"], "tensorflow") == [
         "badworker.client.report:1 `import tensorflow`"
+    ]
+    assert forbidden_chains(graph, ["badworker.client"], "pyspark") == [
+        "badworker.client.engine:2 `from pyspark.sql import SparkSession`"
     ]
     # The evaluator's room: what it reaches past numpy and shared/, through a model too.
     evaluation = "badworker.shared.evaluation"

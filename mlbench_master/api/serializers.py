@@ -163,8 +163,9 @@ class RunCreateSerializer(serializers.Serializer):
         allow_null=True,
         allow_blank=True,  # blank is left out, as a form sends it
         help_text="which code trains: reference (our loop, default), torch-ddp (PyTorch "
-        "DistributedDataParallel), tensorflow (Keras, MultiWorkerMirroredStrategy); those the "
-        "task has",
+        "DistributedDataParallel), tensorflow (Keras, MultiWorkerMirroredStrategy), spark (task "
+        "2 on a Spark standalone cluster: SGD, or MLlib's L-BFGS as algorithm lbfgs); those "
+        "the task has",
     )
     lr_schedule = serializers.CharField(
         max_length=100,

@@ -12,17 +12,27 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 
 # Exits 0 when the module can be imported, 3 when not (any other code: it could not ask).
-PROBE = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec(sys.argv[1]) else 3)"
+# "program:NAME" asks for a program on the PATH instead (Java, for Spark).
+PROGRAM = "program:"
+PROBE = (
+    "import importlib.util, shutil, sys; n = sys.argv[1]; "
+    f"sys.exit(0 if (shutil.which(n[{len(PROGRAM)}:]) if n.startswith({PROGRAM!r}) "
+    "else importlib.util.find_spec(n)) else 3)"
+)
 
 
 @functools.lru_cache(maxsize=32)
 def python_has_module(python: str, module: str) -> bool | None:
-    """True or False; None when `python` cannot be run from here to ask."""
+    """True or False; None when `python` cannot be run from here to ask. `module` may be
+    "program:NAME": then whether NAME is on the PATH."""
     if os.path.realpath(python) == os.path.realpath(sys.executable):
+        if module.startswith(PROGRAM):
+            return shutil.which(module.removeprefix(PROGRAM)) is not None
         return importlib.util.find_spec(module) is not None
     try:
         done = subprocess.run(

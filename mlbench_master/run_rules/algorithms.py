@@ -64,6 +64,7 @@ def algorithms_served() -> dict[str, Any]:
             "title": a.title,
             "paper": a.paper,
             "summary": a.summary,
+            "implementations": list(a.implementations),  # empty: any that runs it
             "options": [
                 {
                     "name": o.name,

@@ -68,6 +68,7 @@ def cluster_limits(run: Filled) -> ClusterLimits:
     missing: dict[str, str] = {}
     impl = implementation_catalogue.get(run.fields["implementation"])  # "": trains none of ours
     if impl is not None and run.info is not None and impl.name in run.info.implementations:
-        if driver.has_module(impl.module) is False:
-            missing[impl.module] = driver.modules_checked_with()
+        for requirement in impl.requirements():
+            if driver.has_module(requirement) is False:
+                missing[requirement] = driver.modules_checked_with()
     return ClusterLimits(workers=refused_workers, cpus=refused_cpus, modules=missing)

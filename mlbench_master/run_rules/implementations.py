@@ -75,17 +75,27 @@ def check_implementation(fields: dict[str, Any], asked: Mapping[str, Any],
                    f"{fields['task']}'s: {', '.join(admitted) or 'none'}")  # fmt: skip
         return
     if fields.get("algorithm") and not impl.admits(fields["algorithm"]):
-        errors.add("implementation", f"implementation {name} runs algorithm "
-                   f"{', '.join(impl.algorithms)} only, not {fields['algorithm']!r}")  # fmt: skip
+        errors.add("implementation", impl.algorithm_refusal(fields["algorithm"]))
+    if fields.get("gpu_enabled") and not impl.gpu:
+        errors.add("gpu_enabled", f"implementation {name} trains on CPUs only; leave "
+                   "gpu_enabled out")  # fmt: skip
     _check_backend(impl, fields, asked, errors)
     if not impl.checkpoints and fields.get("resume_from") is not None:
         errors.add("resume_from", f"implementation {name} writes no checkpoints, so a run of "
                    "it cannot resume one; start a fresh run")  # fmt: skip
-    if impl.module in missing_modules:
-        errors.add("implementation", f"implementation {name} needs {impl.module}, which the "
-                   f"workers' Python cannot import (checked with "
-                   f"{missing_modules[impl.module]}): {impl.install_hint()}, or choose one of "
+    missing = [r for r in impl.requirements() if r in missing_modules]
+    if missing:
+        what = " and ".join(_needed(r) for r in missing)
+        errors.add("implementation", f"implementation {name} needs {what} (checked with "
+                   f"{missing_modules[missing[0]]}): {impl.install_hint()}, or choose one of "
                    f"{', '.join(i for i in admitted if i != name)}")  # fmt: skip
+
+
+def _needed(requirement: str) -> str:
+    """A missing requirement (Implementation.requirements) in words."""
+    if requirement.startswith("program:"):
+        return f"{requirement.removeprefix('program:')}, which the workers' PATH lacks"
+    return f"{requirement}, which the workers' Python cannot import"
 
 
 def _check_backend(impl: implementation_catalogue.Implementation, fields: dict[str, Any],
@@ -99,8 +109,8 @@ def _check_backend(impl: implementation_catalogue.Implementation, fields: dict[s
         return
     if not takes_backend(impl):
         if backend != "mpi":
-            errors.add("backend", "implementation tensorflow all-reduces with TensorFlow's own "
-                       "collective ops (ring on CPU, NCCL on GPU); leave backend out")  # fmt: skip
+            errors.add("backend", f"implementation {impl.name} all-reduces with "
+                       f"{impl.own_exchange}; leave backend out")  # fmt: skip
         return
     if impl.backends and backend not in impl.backends:
         errors.add("backend", f"implementation {impl.name} runs on backend "
@@ -119,7 +129,7 @@ def catalogue_served(offered: list[str], default_backend: str) -> dict[str, Any]
         driver = None
     served = {}
     for impl in IMPLEMENTATIONS.values():
-        available = driver.has_module(impl.module) if driver is not None else None
+        available = _available(driver, impl) if driver is not None else None
         served[impl.name] = {
             "title": impl.title,
             "framework": impl.framework,
@@ -134,9 +144,22 @@ def catalogue_served(offered: list[str], default_backend: str) -> dict[str, Any]
     return served
 
 
+def _available(driver: Any, impl: implementation_catalogue.Implementation) -> bool | None:
+    """Whether the workers have all `impl` requires: False if they lack any, None if the
+    driver cannot tell."""
+    answers = [driver.has_module(r) for r in impl.requirements()]
+    if False in answers:
+        return False
+    return None if None in answers else True
+
+
 # The distributions whose version a framework's runs record (the CPU build of TensorFlow is
 # a distribution of its own name).
-DISTRIBUTIONS = {"pytorch": ("torch",), "tensorflow": ("tensorflow", "tensorflow-cpu")}
+DISTRIBUTIONS = {
+    "pytorch": ("torch",),
+    "tensorflow": ("tensorflow", "tensorflow-cpu"),
+    "spark": ("pyspark",),
+}
 
 
 def framework_of(run: Any) -> dict[str, Any] | None:

@@ -237,7 +237,7 @@ class ApiClient:
         `algorithm_options` (e.g. {"rank": 4}; those left out keep their defaults): how the
         ranks combine their work; the master refuses (400) one the task does not admit.
 
-        `implementation` (reference, torch-ddp, tensorflow): which code trains it; the
+        `implementation` (reference, torch-ddp, tensorflow, spark): which code trains it; the
         original client's DDP and TensorFlow image names choose theirs by themselves.
 
         `seed` (default 42) is what every rank seeds from: the same seed gives the same

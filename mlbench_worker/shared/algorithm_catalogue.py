@@ -83,6 +83,9 @@ class Algorithm:
     summary: str
     options: tuple[Option, ...] = ()
     centralized: bool = True  # every rank ends each step with the same model
+    # The implementations that run it (implementation_catalogue.py); empty: any whose own
+    # list admits it. An engine's own optimiser (MLlib's L-BFGS) runs on that engine only.
+    implementations: tuple[str, ...] = ()
 
     def option(self, name: str) -> Option | None:
         return next((o for o in self.options if o.name == name), None)
@@ -168,8 +171,32 @@ ALGORITHMS: dict[str, Algorithm] = {
             ),
             centralized=False,
         ),
+        Algorithm(
+            "lbfgs",
+            "L-BFGS (Spark MLlib's LogisticRegression)",
+            "Liu, Nocedal: On the limited memory BFGS method, Math. Programming 1989; "
+            "MLlib's LogisticRegression",
+            "full-batch quasi-Newton steps: every iteration, the gradient over the whole "
+            "training set is tree-aggregated by Spark; `iterations` of them between "
+            "evaluations, each fit starting from the last model",
+            (
+                Option(
+                    "iterations",
+                    "int",
+                    5,
+                    "L-BFGS iterations between two evaluations (one 'epoch')",
+                    minimum=1,
+                    maximum=1000,
+                ),
+            ),
+            implementations=("spark",),
+        ),
     )
 }
+
+# The algorithms every implementation may run (those not tied to one engine): a task's
+# default list (catalogue.TaskInfo.algorithms).
+GENERAL_ALGORITHMS = tuple(n for n, a in ALGORITHMS.items() if not a.implementations)
 
 
 def torus_shape(workers: int) -> tuple[int, int] | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mlbench_worker.shared.algorithm_catalogue import ALGORITHMS
+from mlbench_worker.shared.algorithm_catalogue import ALGORITHMS, GENERAL_ALGORITHMS
 from mlbench_worker.shared.implementation_catalogue import DEFAULT_IMPLEMENTATION
 
 UP, DOWN = "up", "down"  # a goal is reached when the metric rises to / falls to its value
@@ -61,7 +61,7 @@ class TaskInfo:
     kind: str = TRAINING
     # The training algorithms it admits (mlbench_worker/shared/algorithm_catalogue.py); the first
     # is its default.
-    algorithms: tuple[str, ...] = tuple(ALGORITHMS)
+    algorithms: tuple[str, ...] = GENERAL_ALGORITHMS
     # The implementations that run it (mlbench_worker/shared/implementation_catalogue.py); the
     # first is its default. torch-ddp needs a model trained by autograd; tensorflow has
     # the ResNets of task 1a only.
@@ -158,6 +158,10 @@ LOGREG_EPSILON = TaskInfo(
     throughput_metric="samples_per_sec",
     gpu_supported=True,
     description="Task 2: L2-regularised logistic regression on epsilon, synchronous SGD",
+    # spark: the same SGD on Spark's primitives, and MLlib's L-BFGS (its algorithm only).
+    algorithms=GENERAL_ALGORITHMS
+    + tuple(name for name, a in ALGORITHMS.items() if "spark" in a.implementations),
+    implementations=("reference", "spark"),
 )
 
 # Task 1b. ResNet-50's standard is MLPerf Training's quality target for ResNet-50 v1.5; the

@@ -14,12 +14,18 @@ goal tracking, so that between them only the framework differs:
 - `torch-ddp`: the same loop with the model wrapped in PyTorch's DistributedDataParallel,
   which buckets and overlaps the all-reduce itself (mlbench_worker/algorithms/ddp.py);
 - `tensorflow`: the same ResNet in Keras under tf.distribute.MultiWorkerMirroredStrategy
-  (mlbench_worker/implementations/tensorflow/), an optional extra (`pip install 'mlbench[tensorflow]'`).
+  (mlbench_worker/implementations/tensorflow/), an optional extra (`pip install 'mlbench[tensorflow]'`);
+- `spark`: task 2 on a Spark standalone cluster the ranks bring up themselves
+  (mlbench_worker/implementations/spark/): the reference's mini-batch SGD written on Spark's
+  broadcast and tree aggregate, or MLlib's L-BFGS (algorithm `lbfgs`, Spark's only); an
+  optional extra (`pip install 'mlbench[spark]'`) that also needs Java on the workers.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from mlbench_worker.shared import algorithm_catalogue
 
 DEFAULT_IMPLEMENTATION = "reference"
 
@@ -38,15 +44,48 @@ class Implementation:
     algorithms: tuple[str, ...] = ()
     backends: tuple[str, ...] = ()  # empty: every backend; else the ones it runs on
     checkpoints: bool = True  # writes checkpoints a later run may continue
+    # Programs the workers need beside `module`, looked up on their PATH (Java for Spark),
+    # each with the Debian package that installs it.
+    programs: tuple[tuple[str, str], ...] = ()
+    # How it exchanges when not through a PyTorch backend, in words ("" for PyTorch's).
+    own_exchange: str = ""
+    gpu: bool = True  # can train on GPUs
 
     def admits(self, algorithm: str) -> bool:
+        """Whether it runs `algorithm`: in its own list (empty: every one), and the
+        algorithm not tied to other implementations (algorithm_catalogue)."""
+        known = algorithm_catalogue.ALGORITHMS.get(algorithm)
+        if known is not None and known.implementations and self.name not in known.implementations:
+            return False
         return not self.algorithms or algorithm in self.algorithms
+
+    def algorithm_refusal(self, algorithm: str) -> str:
+        """Why it does not run `algorithm`, in words (for the API and the worker alike)."""
+        known = algorithm_catalogue.ALGORITHMS.get(algorithm)
+        if known is not None and known.implementations and self.name not in known.implementations:
+            return (
+                f"algorithm {algorithm} runs on implementation "
+                f"{', '.join(known.implementations)} only, not on {self.name}"
+            )
+        return (
+            f"implementation {self.name} runs algorithm {', '.join(self.algorithms)} only, "
+            f"not {algorithm!r}"
+        )
+
+    def requirements(self) -> tuple[str, ...]:
+        """What the workers must have, as the cluster drivers' probe asks it: the module,
+        then `program:NAME` for each program."""
+        return (self.module, *(f"program:{p}" for p, _ in self.programs))
 
     def install_hint(self) -> str:
         """How to give workers what this implementation needs, in words."""
         if not self.extra:
-            return f"install {self.module} in the workers' Python environment"
-        return f"pip install 'mlbench[{self.extra}]' in the workers' Python environment"
+            hint = f"install {self.module} in the workers' Python environment"
+        else:
+            hint = f"pip install 'mlbench[{self.extra}]' in the workers' Python environment"
+        for program, package in self.programs:
+            hint += f" and put {program} on their PATH (Debian: apt-get install {package})"
+        return hint
 
 
 IMPLEMENTATIONS: dict[str, Implementation] = {
@@ -80,6 +119,22 @@ IMPLEMENTATIONS: dict[str, Implementation] = {
             extra="tensorflow",
             algorithms=("allreduce",),
             checkpoints=False,
+            own_exchange="TensorFlow's own collective ops (ring on CPU, NCCL on GPU)",
+        ),
+        Implementation(
+            "spark",
+            "Apache Spark (standalone cluster, MLlib)",
+            "spark",
+            "task 2 on a Spark standalone cluster over the run's ranks: the same mini-batch "
+            "SGD on a broadcast model and a tree aggregate (allreduce), or MLlib's "
+            "LogisticRegression with L-BFGS (lbfgs)",
+            "pyspark",
+            extra="spark",
+            algorithms=("allreduce", "lbfgs"),
+            checkpoints=False,
+            programs=(("java", "default-jre-headless"),),
+            own_exchange="Spark's broadcast and tree aggregate over its own connections",
+            gpu=False,
         ),
     )
 }

@@ -129,7 +129,7 @@ TRAINING_FIELDS: tuple[Field, ...] = (
     ),  # fmt: skip
     _f("algorithm", "text", "", "how ranks combined their work (the algorithm catalogue)"),
     _f("algorithm_options", "object", "", "the algorithm's options, complete"),
-    _f("implementation", "text", "", "which code trained: reference, torch-ddp, tensorflow"),
+    _f("implementation", "text", "", "which code trained: reference, torch-ddp, tensorflow, spark"),
     _f(
         "comm_bytes_per_step",
         "number",
@@ -149,7 +149,7 @@ TRAINING_FIELDS: tuple[Field, ...] = (
         "versions",
         "object",
         "",
-        "python, the framework's (torch, or tensorflow and keras), mpi and mlbench",
+        "python, the framework's (torch; tensorflow and keras; pyspark, spark and java), mpi and mlbench",
     ),  # fmt: skip
     _f(
         "hardware",
@@ -169,7 +169,7 @@ TRAINING_FIELDS: tuple[Field, ...] = (
         "implementation_note",
         "text",
         "",
-        "what an implementation other than the reference does differently (tensorflow)",
+        "what an implementation other than the reference does differently (tensorflow, spark)",
         required=False,
     ),  # fmt: skip
     _f(

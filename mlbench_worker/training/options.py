@@ -375,10 +375,7 @@ def _check_implementation(parser: argparse.ArgumentParser, args: argparse.Namesp
         )
     info = implementation_catalogue.IMPLEMENTATIONS[name]
     if not info.admits(args.algorithm):
-        parser.error(
-            f"--implementation {name} runs --algorithm {', '.join(info.algorithms)} only, "
-            f"not {args.algorithm}"
-        )
+        parser.error(f"--implementation {name}: {info.algorithm_refusal(args.algorithm)}")
     if info.backends and args.backend not in info.backends:
         parser.error(
             f"--implementation {name} runs on --backend {' or '.join(info.backends)}, "

@@ -74,13 +74,30 @@ def test_the_seed_clients_images_run_their_implementation(
     "fields, field, words",
     [
         ({"implementation": "jax"}, "implementation",
-         "implementation 'jax' is not known (there are reference, torch-ddp, tensorflow); task "
+         "implementation 'jax' is not known (there are reference, torch-ddp, tensorflow, spark); task "
          "resnet20-cifar10 has reference, torch-ddp, tensorflow"),
         ({"task": "logreg-epsilon", "implementation": "JAX"}, "implementation",
-         "implementation 'JAX' is not known (there are reference, torch-ddp, tensorflow); task "
-         "logreg-epsilon has reference"),
+         "implementation 'JAX' is not known (there are reference, torch-ddp, tensorflow, spark); "
+         "task logreg-epsilon has reference, spark"),
         ({"task": "logreg-epsilon", "implementation": "torch-ddp"}, "implementation",
-         "implementation 'torch-ddp' is not one of task logreg-epsilon's: reference"),
+         "implementation 'torch-ddp' is not one of task logreg-epsilon's: reference, spark"),
+        ({"implementation": "spark"}, "implementation",
+         "implementation 'spark' is not one of task resnet20-cifar10's: reference, torch-ddp, "
+         "tensorflow"),
+        ({"task": "logreg-epsilon", "implementation": "spark", "algorithm": "powersgd"},
+         "implementation", "implementation spark runs algorithm allreduce, lbfgs only, not "
+         "'powersgd'"),
+        ({"task": "logreg-epsilon", "algorithm": "lbfgs"}, "implementation",
+         "algorithm lbfgs runs on implementation spark only, not on reference"),
+        ({"algorithm": "lbfgs"}, "algorithm",
+         "algorithm 'lbfgs' is not one of task resnet20-cifar10's: allreduce, powersgd"),
+        ({"task": "logreg-epsilon", "implementation": "spark", "algorithm": "lbfgs",
+          "algorithm_options": {"iterations": 0}}, "algorithm_options",
+         "iterations must be at least 1 and at most 1000, not 0"),
+        ({"task": "logreg-epsilon", "implementation": "spark", "backend": "gloo"}, "backend",
+         "implementation spark all-reduces with Spark's broadcast and tree aggregate"),
+        ({"task": "logreg-epsilon", "implementation": "spark", "gpu_enabled": True},
+         "gpu_enabled", "implementation spark trains on CPUs only"),
         ({"task": "preact-resnet20-cifar10", "implementation": "tensorflow"}, "implementation",
          "is not one of task preact-resnet20-cifar10's: reference, torch-ddp"),
         ({"implementation": "torch-ddp", "algorithm": "powersgd"}, "implementation",
@@ -108,6 +125,44 @@ def test_bad_implementations_are_a_400_naming_the_field(
 def test_a_blank_implementation_is_left_out_as_a_form_sends_it(api, redis_settings):
     body = create(api, implementation="").json()
     assert body["implementation"] == "reference"
+
+
+@pytest.mark.parametrize(
+    "lacking, words",
+    [
+        ("pyspark", "needs pyspark, which the workers' Python cannot import"),
+        ("program:java", "needs java, which the workers' PATH lacks"),
+    ],
+)
+def test_workers_without_pyspark_or_java_refuse_spark_with_the_fix(
+    api, redis_settings, monkeypatch, lacking, words
+):
+    monkeypatch.setattr(LocalCluster, "has_module", lambda self, module: module != lacking)
+    response = create(api, task="logreg-epsilon", implementation="spark")
+    assert response.status_code == 400
+    said = response.json()["errors"]["implementation"][0]
+    assert words in said, said
+    assert "pip install 'mlbench[spark]'" in said and "apt-get install default-jre-headless" in said
+    assert "choose one of reference" in said
+    assert not Run.objects.exists()
+    served = api.get("/api/runs/defaults/").json()["implementations"]["spark"]
+    assert served["available"] is False and "default-jre-headless" in served["install"]
+
+
+def test_a_spark_run_on_workers_that_have_it_records_spark(api, redis_settings):
+    """This machine's workers (the master's own Python, asked for real) have pyspark and
+    java: the run is created with Spark's version in its manifest and the worker's
+    command."""
+    response = create(api, task="logreg-epsilon", implementation="spark", algorithm="lbfgs")
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert (body["implementation"], body["algorithm"]) == ("spark", "lbfgs")
+    assert body["algorithm_options"] == {"iterations": 5}
+    framework = body["manifest"]["framework"]
+    assert framework["name"] == "spark" and framework["version"].startswith("4.")
+    argv = argv_of(body)
+    assert argv[argv.index("--implementation") + 1] == "spark"
+    assert argv[argv.index("--algorithm") + 1] == "lbfgs"
 
 
 def test_workers_without_tensorflow_refuse_it_with_the_fix(api, redis_settings, monkeypatch):
@@ -177,5 +232,5 @@ def test_defaults_serve_every_implementation_and_each_tasks_list(api):
     assert body["tasks"]["resnet20-cifar10"]["implementations"] == [
         "reference", "torch-ddp", "tensorflow"
     ]  # fmt: skip
-    assert body["tasks"]["logreg-epsilon"]["implementations"] == ["reference"]
+    assert body["tasks"]["logreg-epsilon"]["implementations"] == ["reference", "spark"]
     assert run_rules.DEFAULTS["implementation"] == next(iter(IMPLEMENTATIONS))

@@ -27,16 +27,24 @@ def test_the_form_offers_the_tasks_implementations_and_starts_a_torch_ddp_run(pa
     assert option("tensorflow").is_disabled()
     assert "pip install 'mlbench[tensorflow]'" in option("tensorflow").inner_text()
 
-    # Task 2 is trained by the reference loop only; ResNet-20 again offers DDP.
+    # Task 2 is trained by the reference loop and Spark; ResNet-20 again offers DDP.
     task = page.get_by_label("Benchmark task")
     task.select_option("logreg-epsilon")
     assert option("torch-ddp").is_disabled() and select.input_value() == "reference"
+    assert not option("spark").is_disabled()
+    algorithm = page.get_by_label("Algorithm", exact=True)
+    # MLlib's L-BFGS is Spark's own: offered with spark only, which runs no PowerSGD.
+    assert algorithm.locator("option[value='lbfgs']").is_disabled()
+    select.select_option("spark")
+    assert not algorithm.locator("option[value='lbfgs']").is_disabled()
+    assert algorithm.locator("option[value='powersgd']").is_disabled()
+    assert page.get_by_label("Communication backend").is_disabled()
+    select.select_option("reference")
     task.select_option("resnet20-cifar10")
     assert not option("torch-ddp").is_disabled()
 
     # DDP runs the all-reduce on gloo or nccl: the other choices cannot be picked.
     select.select_option("torch-ddp")
-    algorithm = page.get_by_label("Algorithm", exact=True)
     assert algorithm.locator("option[value='powersgd']").is_disabled()
     backend = page.get_by_label("Communication backend")
     assert backend.input_value() == "gloo"

@@ -139,7 +139,9 @@ class LiveMaster:
         return launch_processes(self.home, run_id=run_id)
 
     def ranks(self, run_id: int) -> dict[int, Any]:
-        """The run's rank processes (psutil) by their MPI rank."""
+        """The run's rank processes (psutil) by their MPI rank: the Python processes mpirun
+        started, not the processes they start in turn (which inherit the rank's variables:
+        a Spark rank's JVMs and its executors' Python workers)."""
         import contextlib
 
         import psutil
@@ -149,8 +151,26 @@ class LiveMaster:
             with contextlib.suppress(psutil.Error):
                 env = proc.environ()
                 if "OMPI_COMM_WORLD_RANK" in env and "python" in proc.name():
-                    ranks[int(env["OMPI_COMM_WORLD_RANK"])] = proc
+                    if not _started_by_a_rank_program(proc):
+                        ranks[int(env["OMPI_COMM_WORLD_RANK"])] = proc
         return ranks
+
+
+def _started_by_a_rank_program(proc: Any) -> bool:
+    """Whether a Python or Java process of the rank (carrying its variables) is among
+    `proc`'s ancestors: then `proc` was started by the rank's program, not by mpirun and
+    its watcher (a shell)."""
+    import psutil
+
+    try:
+        parent = proc.parent()
+        while parent is not None and "OMPI_COMM_WORLD_RANK" in parent.environ():
+            if parent.name() == "java" or "python" in parent.name():
+                return True
+            parent = parent.parent()
+    except psutil.Error:
+        return False
+    return False
 
 
 E2E_AUDIT_SAMPLE = 250

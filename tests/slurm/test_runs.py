@@ -176,3 +176,31 @@ def test_a_waiting_job_shows_slurms_reason_then_runs(master, slurm_cluster):
     done = master.wait_state(run["id"], END, timeout=60)
     assert done["state"] == "FINISHED", done["reason"]
     assert done["reason"] == "", "the pending reason is cleared once the job ran"
+
+
+@pytest.mark.timeout(900)
+def test_a_spark_run_finishes_on_two_nodes_and_leaves_no_jvm(master, slurm_cluster):
+    """Spark inside the ranks Slurm starts: the two nodes' ranks bring up the cluster and the
+    application (nothing of Spark's in the driver), the run finishes with Spark's version
+    from the workers, and the job leaves no process (JVMs included) on the nodes."""
+    import importlib.util
+    import os
+    import shutil
+
+    if (importlib.util.find_spec("pyspark") is None or shutil.which("java") is None) and not (
+        os.environ.get("CI")
+    ):
+        pytest.skip("pyspark or java is missing: pip install 'mlbench[spark]'")
+    run = master.create_run(
+        name="slurm-spark", task="logreg-epsilon", implementation="spark", time_budget=8,
+        target="light",
+    )  # fmt: skip
+    job_id = job_of(master, run["id"])
+    done = master.wait_state(run["id"], END, timeout=600)
+    assert done["state"] == "FINISHED", (done["reason"], master.log_text(run["id"])[-3000:])
+    summary = done["summary"]
+    assert summary["implementation"] == "spark" and summary["num_workers"] == 2
+    assert summary["versions"]["spark"].startswith("4.")
+    assert done["manifest"]["framework"]["name"] == "spark"
+    assert done["manifest"]["framework"]["version"] == summary["versions"]["pyspark"]
+    assert not job_processes(job_id)

@@ -94,7 +94,7 @@ def test_a_reference_checkpoint_is_not_continued_by_ddp(tmp_path):
     "flags,message",
     [
         (["--backend", "mpi"], "--implementation torch-ddp runs on --backend gloo or nccl"),
-        (["--algorithm", "powersgd"], "--implementation torch-ddp runs --algorithm allreduce"),
+        (["--algorithm", "powersgd"], "implementation torch-ddp runs algorithm allreduce only"),
         (["--no-overlap"], "always overlaps its all-reduce"),
     ],
 )

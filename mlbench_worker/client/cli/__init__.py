@@ -145,7 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--implementation",
         help="which code trains: reference (our loop, default), torch-ddp (PyTorch "
         "DistributedDataParallel), tensorflow (Keras; needs the workers to have "
-        "pip install 'mlbench[tensorflow]'); those the task has",
+        "pip install 'mlbench[tensorflow]'), spark (task 2 on Spark; needs "
+        "pip install 'mlbench[spark]' and Java); those the task has",
     )
     run.add_argument(
         "--lr-schedule",

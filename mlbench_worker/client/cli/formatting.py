@@ -79,7 +79,7 @@ def algorithm_text(run: dict[str, Any]) -> str:
 
 
 def implementation_of(run: dict[str, Any]) -> str:
-    """A run's implementation (reference, torch-ddp, tensorflow): "reference" for a run
+    """A run's implementation (reference, torch-ddp, tensorflow, spark): "reference" for a run
     stored before there were implementations (no field; the migration gave those
     "reference" too), "" for one that has none (a measurement, a custom command). The
     dashboard reads it the same way (comparable.js `implementationOf`)."""
@@ -89,8 +89,8 @@ def implementation_of(run: dict[str, Any]) -> str:
 
 # How a framework is named for people, and the key of the worker summary's `versions`
 # that holds its version.
-_FRAMEWORK_TITLES = {"pytorch": "PyTorch", "tensorflow": "TensorFlow"}
-_VERSION_KEYS = {"pytorch": "torch", "tensorflow": "tensorflow"}
+_FRAMEWORK_TITLES = {"pytorch": "PyTorch", "tensorflow": "TensorFlow", "spark": "Spark"}
+_VERSION_KEYS = {"pytorch": "torch", "tensorflow": "tensorflow", "spark": "pyspark"}
 
 
 def framework_text(run: dict[str, Any]) -> str:

@@ -28,27 +28,13 @@ import torch
 
 from mlbench_worker.data import DataUnavailable, agree_on_real_data
 from mlbench_worker.tasks.epsilon import reader, synthetic
+from mlbench_worker.tasks.epsilon.shards import (  # noqa: F401 - re-exported: their old home
+    epoch_order,
+    partition,
+    test_indices,
+)
 from mlbench_worker.training.comm import Communicator
 from mlbench_worker.training.errors import WorkerError
-
-PARTITION_STREAM = 0x5EED  # keeps the partition's random stream apart from the epochs'
-
-
-def partition(n: int, rank: int, world: int, seed: int) -> np.ndarray:
-    """The training rows rank `rank` holds for the whole run, sorted (disjoint, equal sizes)."""
-    perm = np.random.default_rng([seed, PARTITION_STREAM]).permutation(n)
-    usable = n - n % world
-    return np.sort(perm[rank:usable:world])
-
-
-def epoch_order(count: int, seed: int, epoch: int, rank: int) -> np.ndarray:
-    """The order in which a rank visits its `count` rows in `epoch` (new every epoch)."""
-    return np.random.default_rng([seed, epoch, rank]).permutation(count)
-
-
-def test_indices(n: int, rank: int, world: int) -> np.ndarray:
-    """The test rows rank `rank` evaluates: every K-th, unshuffled."""
-    return np.arange(rank, n, world)
 
 
 class Rows:

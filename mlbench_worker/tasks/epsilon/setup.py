@@ -1,11 +1,5 @@
-"""One task-2 run's pieces on one rank: data, model, optimizer, schedule, trainer.
-
-The learning rate for K workers and B samples per worker is the task's rate times the
-model's factor (glm.py) times B / (the task's batch), multiplied by min(K, 16) (the original
-mlbench scaled linearly up to 16 workers) and kept below the model's stability bound if it
-has one (ridge: 1.0); that is where training starts, with no warm-up. The plateau rule
-(train.py) lowers it during training, never below the one-worker rate. `--lr`
-replaces the starting rate (the floor is then the smaller of the two).
+"""One task-2 run's pieces on one rank: data, model, optimizer, schedule, trainer. The rates
+are schedule.py's (shared with the Spark implementation).
 """
 
 from __future__ import annotations
@@ -16,6 +10,7 @@ import torch
 
 from mlbench_worker.tasks.epsilon.data import load
 from mlbench_worker.tasks.epsilon.glm import LinearModel, get_glm
+from mlbench_worker.tasks.epsilon.schedule import rates
 from mlbench_worker.tasks.epsilon.task import LinearTask
 from mlbench_worker.tasks.epsilon.train import LinearTrainer, plateau_schedule
 from mlbench_worker.training.build import Built, Say, goal, place_model, synthetic_banner
@@ -55,11 +50,7 @@ def build(
     glm = get_glm(config.model)
     model = place_model(lambda: LinearModel(data.features), config, comm)
 
-    floor_lr = task.base_lr * glm.rates.factor * config.batch_size / task.batch_size
-    peak_lr = floor_lr * min(comm.size, task.lr_scale_cap)
-    if glm.rates.max_lr is not None:
-        floor_lr, peak_lr = min(floor_lr, glm.rates.max_lr), min(peak_lr, glm.rates.max_lr)
-    peak_lr = config.lr or peak_lr
+    floor_lr, peak_lr = rates(task, glm.rates, config.batch_size, comm.size, config.lr)
     l2 = task.l2 if config.l2 is None else config.l2
     optimizer = torch.optim.SGD(model.parameters(), lr=peak_lr, momentum=0.0, weight_decay=l2)
     schedule = plateau_schedule(peak_lr, floor_lr, task.plateau_factor, task.plateau_threshold)

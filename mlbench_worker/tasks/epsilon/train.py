@@ -25,9 +25,6 @@ Throughput is counted in samples ("samples_per_sec"), the catalogue's unit for t
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
-
 import numpy as np
 import torch
 
@@ -35,58 +32,8 @@ from mlbench_worker.shared import catalogue
 from mlbench_worker.shared.evaluation.predictions import LABEL
 from mlbench_worker.tasks.epsilon.data import Rows, epoch_order, test_indices
 from mlbench_worker.tasks.epsilon.glm import Glm
-from mlbench_worker.training.recipe import Schedule
+from mlbench_worker.tasks.epsilon.schedule import PlateauSchedule, plateau_schedule  # noqa: F401
 from mlbench_worker.training.trainer import CORRECT, LOSS, Trainer
-
-
-@dataclass
-class PlateauSchedule(Schedule):
-    """Start at `peak_lr`; after each evaluation whose validation loss is not at least
-    `threshold` below the best so far, multiply the rate by `factor`, never below `floor_lr`.
-
-    The state is a function of the validation losses seen, so a resumed run rebuilds it from
-    its history (`replay`) instead of storing it in the checkpoint.
-    """
-
-    floor_lr: float = 0.0
-    threshold: float = 0.01
-    lr: float = field(init=False)
-    best: float = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        self.lr = self.peak_lr
-        self.best = math.inf
-
-    def __call__(self, step: int) -> float:
-        return self.lr
-
-    def observe(self, val_loss: float) -> None:
-        if val_loss < self.best - self.threshold:
-            self.best = val_loss
-        else:
-            self.lr = max(self.floor_lr, self.lr * self.factor)
-
-    def replay(self, history: list[dict]) -> None:
-        self.reset()
-        for record in history:
-            self.observe(record["val_loss"])
-
-
-def plateau_schedule(
-    peak_lr: float, floor_lr: float, factor: float, threshold: float
-) -> PlateauSchedule:
-    return PlateauSchedule(
-        start_lr=peak_lr,
-        peak_lr=peak_lr,
-        warmup_steps=0,
-        decay_steps=(),
-        factor=factor,
-        floor_lr=min(floor_lr, peak_lr),
-        threshold=threshold,
-    )
 
 
 class LinearTrainer(Trainer):

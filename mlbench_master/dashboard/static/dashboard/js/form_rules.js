@@ -43,11 +43,15 @@ export function defaultBackend(served, { task, implementation, gpu }) {
 }
 
 // The algorithms the form enables: the task's, of those the implementation runs (its list
-// empty: every one).
+// empty: every one), without those tied to other implementations (an engine's own
+// optimiser: lbfgs runs on spark only).
 export function algorithmChoices(served, { task, implementation }) {
   const own = served.tasks[task]?.algorithms ?? [];
   const runs = served.implementations[implementation]?.algorithms ?? [];
-  return own.filter((name) => !runs.length || runs.includes(name));
+  const tiedTo = (name) => served.algorithms?.[name]?.implementations ?? [];
+  return own.filter(
+    (name) => (!runs.length || runs.includes(name)) && (!tiedTo(name).length || tiedTo(name).includes(implementation)),
+  );
 }
 
 // The data sets the form enables for `task` (none for a measurement, which reads no data).

@@ -114,8 +114,8 @@ export function algorithmText(run) {
 // version the workers reported (summary.versions) before the master's (manifest.framework);
 // a run from before manifests named it is read from its versions alone. null: no framework
 // (a measurement, a custom command) or nothing says which.
-const FRAMEWORK_TITLES = { pytorch: "PyTorch", tensorflow: "TensorFlow" };
-const VERSION_KEYS = { pytorch: "torch", tensorflow: "tensorflow" };
+const FRAMEWORK_TITLES = { pytorch: "PyTorch", tensorflow: "TensorFlow", spark: "Spark" };
+const VERSION_KEYS = { pytorch: "torch", tensorflow: "tensorflow", spark: "pyspark" };
 export function frameworkOf(run) {
   if (!implementationOf(run)) return null;
   const versions = run?.summary?.versions || {};

@@ -1,0 +1,77 @@
+"""`--implementation spark`: task 2 on a Spark standalone cluster the run's ranks bring up.
+
+The framework dimension asks what an engine costs, so everything but the engine is the
+reference's: the same rows (LIBSVM text read by Spark's reader, data.py), the same shards and
+their order per epoch (tasks/epsilon/shards.py), the same zero start, penalty, batch, rates and
+plateau schedule (tasks/epsilon/schedule.py), the same goal tracking, metric names, reporter
+and predictions (training/progress.py, metric_sink.py, prediction_sink.py), the summary's
+keys. Two trainers, as Spark users write them (train.py): the reference's mini-batch SGD on a
+broadcast model and a tree aggregate (algorithm `allreduce`), and MLlib's LogisticRegression
+with L-BFGS (algorithm `lbfgs`, Spark's only).
+
+Spark is not a cluster driver: it runs inside the ranks every driver already starts
+(cluster.py), so limits, network shaping, cancellation and every driver apply to it.
+
+This process never imports torch, and pyspark only once the options are checked and Java is
+found, so a refused option costs no JVM. It ends as every rank does (training/entry.py).
+"""
+
+from __future__ import annotations
+
+from mlbench_worker.training.config import RunConfig
+from mlbench_worker.training.entry import World, run_rank
+from mlbench_worker.training.errors import WorkerError
+
+INSTALL_HINT = (
+    "pyspark is not installed in this worker's Python: pip install 'mlbench[spark]' (Spark "
+    "also needs Java 17 or later: Debian's default-jre-headless)"
+)
+
+
+def run_main(config: RunConfig) -> int:
+    """Entry point after option parsing (mlbench_worker/__main__.py); the exit code."""
+
+    def body(world: World) -> int:
+        refuse_unsupported(config)
+        try:
+            import pyspark  # noqa: F401
+        except ImportError:
+            raise WorkerError(INSTALL_HINT) from None
+        from mlbench_worker.implementations.spark import cluster
+        from mlbench_worker.implementations.spark.session import run
+
+        missing = cluster.java_missing()
+        if missing:
+            raise WorkerError(missing)
+        control = cluster.Control()
+        world.known(control.rank, control.size, control.abort)
+        return run(config, control)
+
+    return run_rank(body)
+
+
+def refuse_unsupported(config: RunConfig) -> None:
+    """The options this implementation cannot honour, each named with why."""
+    if config.model != "logistic-regression":
+        raise WorkerError(
+            f"--model {config.model}: the spark implementation trains logistic regression "
+            "only (MLlib's LogisticRegression and its SGD twin); use --implementation reference"
+        )
+    if config.device.startswith("cuda"):
+        raise WorkerError("--device cuda: the spark implementation trains on CPUs only")
+    if config.amp:
+        raise WorkerError("--amp: the spark implementation trains in float32 only; drop --amp")
+    if config.resume or config.resume_from:
+        option = "--resume-from" if config.resume_from else "--resume"
+        raise WorkerError(
+            f"{option}: the spark implementation writes no checkpoints, so it cannot "
+            "continue a run; start a new one, or use --implementation reference"
+        )
+    if config.bucket_mb is not None:
+        raise WorkerError("--bucket-mb: Spark's tree aggregate has no buckets; drop --bucket-mb")
+    precision = (config.algorithm_options or {}).get("precision", "fp32")
+    if precision != "fp32":
+        raise WorkerError(
+            f"--algorithm-option precision={precision}: the spark implementation "
+            "aggregates float32 gradients only"
+        )

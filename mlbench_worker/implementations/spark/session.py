@@ -1,0 +1,300 @@
+"""One Spark run over the ranks: files, cluster, application (rank 0), summary, tear-down.
+
+Every rank writes the LIBSVM files where missing (data.py) and brings up its part of the
+cluster (cluster.py); rank 0 then runs the Spark application (the driver, this process's
+pyspark session) while the other ranks wait without spinning, watching their Spark worker;
+rank 0 sends the application's exit code to all (a non-blocking broadcast they poll), and
+every rank stops its JVMs. A rank that fails otherwise aborts the MPI job (training/entry.py),
+which ends the other ranks and, with them, their JVMs (cluster.py: parent-death signal).
+
+The summary has the reference's keys (training/run.py's), `implementation` "spark", Spark's
+and Java's versions, and under `config` what Spark adds: the start-up times kept off the
+benchmark clock (cluster, application with its executors, data cached) and the stage
+times of Spark's listener over the whole training.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import warnings
+from typing import Any
+
+import numpy as np
+
+from mlbench_worker.data import synthetic_banner
+from mlbench_worker.implementations.spark import cluster, data
+from mlbench_worker.implementations.spark.train import LbfgsTrainer, SgdTrainer, SparkTrainer
+from mlbench_worker.shared.result import training_summary
+from mlbench_worker.tasks import get_task
+from mlbench_worker.tasks.epsilon import GLMS
+from mlbench_worker.tasks.epsilon.schedule import plateau_schedule, rates
+from mlbench_worker.training import environment
+from mlbench_worker.training.config import RunConfig
+from mlbench_worker.training.errors import WorkerError
+from mlbench_worker.training.metric_sink import make_reporter
+from mlbench_worker.training.prediction_sink import open_sink
+from mlbench_worker.training.progress import finite, outcome
+from mlbench_worker.training.recipe import Goal
+from mlbench_worker.training.summary_table import summary_table
+
+EXECUTORS_TIMEOUT = 300.0  # a JVM each, on a busy machine
+NOTE = (
+    "Spark {spark} standalone cluster over the run's ranks (a master on rank 0, a worker per "
+    "rank); the application runs on rank 0. {algorithm}. Equal to the reference: the rows, "
+    "labels, shards and their order, the initial model (zero), the penalty, {equal}. Start-up "
+    "(cluster, application, data cached) is off the clock; compute is the executors' run time "
+    "of the training stages (Spark's listener), comm the rest of each step's wall time."
+)
+SGD_NOTE = "mini-batch SGD: a broadcast model, the batch gradients tree-aggregated"
+SGD_EQUAL = "batch, rates and plateau schedule, torch's SGD update"
+LBFGS_NOTE = (
+    "MLlib LogisticRegression, L-BFGS ({iterations} iterations an epoch, each fit from the "
+    "last model); MLlib does not penalise the intercept"
+)
+
+
+class Solo:
+    """The prediction sink's collectives on the Spark driver alone: it holds the whole test
+    set's predictions, so nothing is gathered."""
+
+    rank = 0
+
+    def bcast_object(self, obj: Any, root: int = 0) -> Any:
+        return obj
+
+    def gather_object(self, obj: Any, root: int = 0) -> list | None:
+        return [obj]
+
+
+def run(config: RunConfig, control: cluster.Control) -> int:
+    """This rank's part of a Spark run; 0, or raises (see run_main)."""
+    task = get_task(config.task)
+    rank0 = control.rank == 0
+
+    def say(line: str) -> None:
+        if rank0:
+            print(line, flush=True)
+
+    if config.checkpoint_dir:
+        say(f"note: --checkpoint-dir {config.checkpoint_dir}: the spark implementation writes "
+            "no checkpoints; the run goes on without them")  # fmt: skip
+    if config.backend != "mpi":
+        say(f"note: --backend {config.backend} is not used: Spark's broadcast and tree "
+            "aggregate carry the exchange")  # fmt: skip
+    cores = config.threads or environment.default_threads()
+    ranks_here = int(
+        os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") or os.environ.get("MPI_LOCALNRANKS") or 1
+    )
+    files = data.write_files(config, task, control, say)
+    if files.name == "synthetic":
+        synthetic_banner(say, "epsilon", files.note)
+    started = time.perf_counter()
+    spark_cluster = cluster.SparkCluster(
+        control,
+        cores,
+        cluster.memory_share(ranks_here),
+        cluster.work_dir(config.run_id, control.rank),
+    )
+    code = 1
+    try:
+        spark_cluster.start()
+        cluster_seconds = time.perf_counter() - started
+        failure: BaseException | None = None
+        if rank0:
+            try:
+                code = application(config, task, spark_cluster, files, cores, cluster_seconds, say)
+            except WorkerError as exc:
+                failure, code = exc, exc.exit_code
+            except BaseException as exc:  # noqa: BLE001 - reported, then raised below
+                failure, code = exc, 1
+        code = quiet_code(control, code, spark_cluster)
+        if failure is not None:
+            raise failure
+        if code and not rank0:
+            raise WorkerError("the Spark application failed on rank 0", exit_code=code)
+        return code
+    finally:
+        spark_cluster.stop()
+
+
+def quiet_code(control: cluster.Control, code: int, spark_cluster: cluster.SparkCluster) -> int:
+    """Rank 0's exit code on every rank, waited for without spinning; the other ranks watch
+    their Spark worker meanwhile."""
+    buffer = np.array([code], np.int32)
+    request = control.world.Ibcast(buffer, root=0)
+    while not request.Test():
+        if control.rank:
+            spark_cluster.check()
+        time.sleep(cluster.POLL)
+    return int(buffer[0])
+
+
+def application(
+    config: RunConfig, task: Any, spark_cluster: cluster.SparkCluster, files: data.Files,
+    cores: int, cluster_seconds: float, say: Any,
+) -> int:  # fmt: skip
+    """Rank 0: the Spark application from session to summary."""
+    # pyspark warns about pandas it does not use here, once per run: noise in a run's log.
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
+    from pyspark.sql import SparkSession
+
+    world = spark_cluster.control.size
+    os.environ.update(spark_cluster.environment())
+    t0 = time.perf_counter()
+    spark = (
+        SparkSession.builder.master(spark_cluster.master_url)
+        .appName(f"mlbench {config.run_id or ''} {config.task}")
+        .config("spark.driver.host", spark_cluster.host)
+        .config("spark.driver.bindAddress", spark_cluster.host)
+        .config("spark.executor.cores", str(spark_cluster.cores))
+        .config("spark.executor.memory", f"{spark_cluster.memory_mb}m")
+        .config("spark.cores.max", str(spark_cluster.cores * world))
+        .config("spark.ui.port", "0")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.local.dir", str(spark_cluster.work_dir / "local"))
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.default.parallelism", str(world))
+        .getOrCreate()
+    )
+    try:
+        wait_for_executors(spark, world)
+        session_seconds = time.perf_counter() - t0
+        return train(config, task, spark, files, world, cores,
+                     {"cluster": cluster_seconds, "application": session_seconds}, say)  # fmt: skip
+    finally:
+        spark.stop()
+
+
+def wait_for_executors(spark: Any, world: int) -> None:
+    """Until one executor per rank has registered (the driver counts as one more)."""
+    deadline = time.monotonic() + EXECUTORS_TIMEOUT
+    status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus()
+    while status.size() < world + 1:
+        if time.monotonic() > deadline:
+            raise WorkerError(f"{world} Spark executors did not register within "
+                              f"{EXECUTORS_TIMEOUT:g} s")  # fmt: skip
+        time.sleep(cluster.POLL)
+        status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus()
+
+
+def train(
+    config: RunConfig, task: Any, spark: Any, files: data.Files, world: int, cores: int,
+    startup: dict[str, float], say: Any,
+) -> int:  # fmt: skip
+    """Data cached, trainer built, benchmark run, summary posted."""
+    import pyspark
+
+    t0 = time.perf_counter()
+    train_blocks = data.cached_blocks(spark, files, "train", world, config.seed)
+    test_blocks = data.cached_blocks(spark, files, "test", world, config.seed)
+    l2 = task.l2 if config.l2 is None else config.l2
+    goal = Goal(config.target, task.target_accuracy(config.target), config.max_epochs,
+                config.time_budget)  # fmt: skip
+    reporter = make_reporter(config.master_url, config.run_id, config.token, config.metrics_file)
+    shard_rows = files.train_rows // world
+    common = dict(
+        features=files.features, world=world, throughput_metric="samples_per_sec",
+        throughput_unit="samples/s", log_every=config.log_every, say=say,
+    )  # fmt: skip
+    lbfgs = config.algorithm == "lbfgs"
+    if lbfgs:
+        iterations = int(config.algorithm_options["iterations"])
+        trainer: SparkTrainer = LbfgsTrainer(
+            spark, test_blocks, goal, reporter, train_frame=data.labelled_frame(spark, train_blocks),
+            train_rows=shard_rows * world, iterations=iterations, l2=l2, **common,
+        )  # fmt: skip
+        described, equal, peak_lr = LBFGS_NOTE.format(iterations=iterations), "", 0.0
+        floor_lr = 0.0
+    else:
+        floor_lr, peak_lr = rates(task, GLMS[config.model], config.batch_size, world, config.lr)
+        schedule = plateau_schedule(peak_lr, floor_lr, task.plateau_factor, task.plateau_threshold)
+        trainer = SgdTrainer(
+            spark, test_blocks, goal, reporter, train_blocks=train_blocks,
+            shard_rows=shard_rows, batch_size=config.batch_size, seed=config.seed,
+            schedule=schedule, l2=l2, **common,
+        )  # fmt: skip
+        described, equal = SGD_NOTE, SGD_EQUAL
+    startup["data"] = time.perf_counter() - t0
+    trainer.predictions = open_sink(
+        Solo(), reporter, metrics_file=config.metrics_file, master_url=config.master_url,
+        dataset=files.name,
+    )  # fmt: skip
+    say(
+        f"{task.name}: model {config.model}, data {files.name} ({files.train_rows} train / "
+        f"{files.test_rows} test samples, {files.features} features), {world} worker(s), "
+        f"implementation spark (Spark {pyspark.__version__}, standalone), {cores} core(s)/rank, "
+        f"algorithm {config.algorithm}"
+        + ("" if lbfgs else f", batch {config.batch_size}/worker, peak lr {peak_lr:g}")
+        + f", target {config.target} ({goal.accuracy:.0%}), max {goal.max_epochs} epochs; "
+        f"start-up {startup['cluster']:.1f} s cluster, {startup['application']:.1f} s "
+        f"application, {startup['data']:.1f} s data"
+    )
+    try:
+        progress = trainer.fit(goal.max_epochs)
+        elapsed = trainer.elapsed()
+        trainer.stage_times.read()
+        step_total = progress.time_compute + progress.time_comm
+        share = progress.time_comm / step_total if step_total > 0 else 0.0
+        summary = training_summary(
+            task=task.name,
+            model=config.model,
+            dataset=files.name,
+            num_workers=world,
+            backend="spark",
+            device="cpu",
+            target=config.target,
+            outcome=outcome(progress, goal.accuracy),
+            throughput=finite(trainer.throughput()),
+            comm_share=share,
+            comm_share_total=share,
+            algorithm=config.algorithm,
+            algorithm_options=dict(config.algorithm_options),
+            implementation="spark",
+            comm_bytes_per_step=float(trainer.step_bytes),
+            full_allreduce_bytes=4 * (files.features + 1),
+            elapsed=elapsed,
+            seed=config.seed,
+            versions=environment.versions(
+                {"pyspark": pyspark.__version__, "spark": spark.version, "java": java_version()}
+            ),
+            hardware=environment.host_hardware(cores, [environment.hostname()] * world),
+            stop_reason=progress.stop_reason,
+            run_id=config.run_id,
+            dataset_note=files.note,
+            implementation_note=NOTE.format(
+                spark=spark.version, algorithm=described, equal=equal or "the goal tracking"
+            ),  # fmt: skip
+            config={
+                "batch_size": config.batch_size,
+                "peak_lr": peak_lr,
+                "floor_lr": floor_lr,
+                "l2": l2,
+                "max_epochs": config.max_epochs,
+                "time_budget": config.time_budget,
+                "train_samples": files.train_rows,
+                "test_samples": files.test_rows,
+                "features": files.features,
+                "threads": cores,
+                "spark_startup_seconds": {k: round(v, 3) for k, v in startup.items()},
+                "spark_stage_seconds": {
+                    k: round(v, 3) for k, v in trainer.stage_times.totals.items()
+                },
+            },
+        )
+        reporter.summary(summary)
+        print(summary_table(summary), flush=True)
+    finally:
+        reporter.close()
+    return 0
+
+
+def java_version() -> str:
+    """The JVM's version line (`java -version` prints it on stderr)."""
+    try:
+        done = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    lines = (done.stderr or done.stdout).splitlines()
+    return lines[0].strip() if lines else ""
