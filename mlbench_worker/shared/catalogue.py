@@ -248,7 +248,7 @@ AWD_LSTM_WIKITEXT2 = TaskInfo(
     throughput_unit="tokens/s",
     throughput_metric="tokens_per_sec",
     description="Task 3a: AWD-LSTM language model on WikiText-2, synchronous SGD then ASGD",
-    algorithms=tuple(a for a in ALGORITHMS if a not in dict(_LSTM_EXCLUDED)),
+    algorithms=tuple(a for a in GENERAL_ALGORITHMS if a not in dict(_LSTM_EXCLUDED)),
     implementations=("reference", "torch-ddp"),
     not_admitted=_LSTM_EXCLUDED,
 )

@@ -115,7 +115,7 @@ def test_language_models_reach_their_goals_from_above_and_say_which_algorithms_t
     assert (lstm.goal("standard").value, lstm.goal("light").value) == (70.0, 90.0)
     refused = dict(lstm.not_admitted)
     assert set(refused) == {"localsgd", "decentralized"} and not set(refused) & set(lstm.algorithms)
-    assert set(lstm.algorithms) | set(refused) == set(catalogue.ALGORITHMS)
+    assert set(lstm.algorithms) | set(refused) == set(catalogue.GENERAL_ALGORITHMS)
     assert lstm.implementations == gpt.implementations == ("reference", "torch-ddp")
 
 
