@@ -63,6 +63,8 @@ def algorithms_served() -> dict[str, Any]:
             "title": a.title,
             "paper": a.paper,
             "summary": a.summary,
+            "reference": a.reference,
+            "recipe": a.recipe,
             "options": [
                 {
                     "name": o.name,
