@@ -26,13 +26,19 @@ def test_a_run_without_an_algorithm_is_todays_allreduce_with_an_unchanged_comman
     assert "--algorithm" not in argv and "--algorithm-option" not in argv
 
 
+POWERSGD = {"rank": 2, "min_compression_rate": 2.0, "warmup_steps": 0}  # the recipe's defaults
+
+
 @pytest.mark.parametrize(
     "algorithm, options, stored, flags",
     [
-        ("powersgd", {"rank": 4}, {"rank": 4}, ["--algorithm-option", "rank=4"]),
-        ("powersgd", None, {"rank": 2}, ["--algorithm-option", "rank=2"]),
+        ("powersgd", {"rank": 4}, {**POWERSGD, "rank": 4},
+         ["--algorithm-option", "min_compression_rate=2", "--algorithm-option", "rank=4"]),
+        ("powersgd", None, POWERSGD,
+         ["--algorithm-option", "min_compression_rate=2", "--algorithm-option", "rank=2"]),
         ("topk", {"density": "0.05"}, {"density": 0.05}, ["--algorithm-option", "density=0.05"]),
-        ("signsgd", {}, {}, []),
+        ("signsgd", {}, {"scale": "tensor", "compress": "step", "momentum": "task"},
+         ["--algorithm-option", "compress=step", "--algorithm-option", "momentum=task"]),
         ("localsgd", {"period": 8}, {"period": 8}, ["--algorithm-option", "period=8"]),
         ("decentralized", None, {"topology": "ring"}, ["--algorithm-option", "topology=ring"]),
         ("allreduce", {"precision": "BF16"}, {"precision": "bf16"},
@@ -103,11 +109,12 @@ def test_a_custom_command_has_no_algorithm(staff_api, redis_settings):
 def test_a_resumed_run_keeps_its_parents_algorithm_and_no_other(api, make_run, redis_settings):
     from tests.api.test_resume import checkpoint
 
+    options = {**POWERSGD, "rank": 4}  # as a run stores them: every option
     parent = make_run(state=Run.FAILED, num_workers=2, algorithm="powersgd",
-                      algorithm_options={"rank": 4})  # fmt: skip
-    checkpoint(parent, 1, 196, 30.0, algorithm="powersgd", algorithm_options={"rank": 4})
+                      algorithm_options=options)  # fmt: skip
+    checkpoint(parent, 1, 196, 30.0, algorithm="powersgd", algorithm_options=options)
     same = create(api, resume_from=parent.pk).json()
-    assert (same["algorithm"], same["algorithm_options"]) == ("powersgd", {"rank": 4})
+    assert (same["algorithm"], same["algorithm_options"]) == ("powersgd", options)
     Run.objects.filter(pk=same["id"]).update(state=Run.CANCELLED)
     # The worker's model state (replicas, memories) belongs to its algorithm: refused at once.
     other = create(api, resume_from=parent.pk, algorithm="topk")
