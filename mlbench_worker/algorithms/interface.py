@@ -14,7 +14,7 @@ The trainer (training/trainer.py, Trainer.train_one_epoch) calls, each step:
 4. `step(optimizer)`: the optimizer's step by default; an algorithm that compresses the
    optimizer's update rather than the gradient (EF-SignSGD) applies what it exchanged
    itself. The learning rate of the step is already in the optimizer's groups when
-   `begin` is called;
+   `finish` is called;
 5. `after_step(step)`, with `step` the number of steps completed: model averaging
    (local SGD) happens here.
 

@@ -29,6 +29,10 @@ not published in the code. Here the run's optimizer supplies momentum, weight de
 the task's schedule (the closed division's rule: every algorithm on the task's recipe), and
 the option `momentum none` gives the authors' experimental setting.
 
+`compress step` needs the task's optimizer to be torch's SGD with nothing hooked to its
+step (tasks 1a, 1b and 2); a task whose optimizer is another (Adam, an averaged SGD,
+gradient clipping in a step hook) is refused with a message naming `compress gradient`.
+
 Departures kept on purpose, as options (the reference is the default):
 
 - `scale model`: ONE scale over the whole gradient vector (mlbench's first version). A
@@ -51,6 +55,7 @@ from typing import Any
 import torch
 
 from mlbench_worker.algorithms.interface import Exchange, Parts
+from mlbench_worker.training.errors import WorkerError
 
 SHIFTS = torch.arange(7, -1, -1, dtype=torch.uint8)  # numpy.packbits' order: first bit high
 
@@ -95,6 +100,7 @@ class SignSgd(Exchange):
         self.header = torch.zeros(grads.head + len(sizes), device=device)  # slots, scales
         self.hbytes = self.header.numel() * 4
         if self.on_step:
+            _check_plain_sgd(parts.optimizer)
             self.grad_scale = 1.0  # each rank's own gradient, as each worker's optimizer sees it
             self.momenta: list[torch.Tensor | None] = [None] * len(grads.params)
             self.groups = _groups_of(grads.params, parts.optimizer)
@@ -168,6 +174,23 @@ class SignSgd(Exchange):
             f"signsgd: 1 bit per entry ({self.grads.numel} entries) and "
             f"{self.segments.numel()} scales, compressing the "
             f"{'momentum step' if self.on_step else 'gradient'}"
+        )
+
+
+def _check_plain_sgd(optimizer: torch.optim.Optimizer | None) -> None:
+    """`compress step` replaces the optimizer's step by EF-SGD's, which is momentum SGD's: an
+    optimizer that does more in its step (Adam's moments, an averaged SGD's running mean, a
+    hook that clips the gradients first) would silently lose it, so it is refused."""
+    if optimizer is None:
+        return
+    hooks = getattr(optimizer, "_optimizer_step_pre_hooks", None) or getattr(
+        optimizer, "_optimizer_step_post_hooks", None
+    )
+    if type(optimizer) is not torch.optim.SGD or hooks:
+        what = type(optimizer).__name__ + (" with step hooks" if hooks else "")
+        raise WorkerError(
+            f"--algorithm signsgd compresses momentum SGD's step (compress step), and this "
+            f"task's optimizer is {what}: use --algorithm-option compress=gradient"
         )
 
 

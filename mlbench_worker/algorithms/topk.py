@@ -78,7 +78,7 @@ class TopK(Exchange):
         return 0.0
 
     def _rate(self) -> float:
-        """This step's learning rate (the trainer sets it before `begin`); 1 without an
+        """This step's learning rate (the trainer sets it before `finish`); 1 without an
         optimizer or at a rate of 0."""
         optimizer = self.parts.optimizer
         lr = float(optimizer.param_groups[0]["lr"]) if optimizer is not None else 1.0

@@ -253,11 +253,13 @@ class Trainer:
             self._sync()
             t1 = time.perf_counter()
 
-            lr = self.schedule(p.step)  # set before the exchange: EF-SignSGD compresses the step
-            for group in self.optimizer.param_groups:
-                group["lr"] = lr
             exchange.begin()  # zeroes the gradients (and arms the bucket hooks)
             self.forward_backward(x, y)
+            # The step's rate, set after forward_backward (a task's schedule may depend on
+            # the batch) and before the exchange (EF-SignSGD and top-k scale by it).
+            lr = self.schedule(p.step)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
             n = y.shape[0]
             stop_now = 1.0 if budget is not None and self.elapsed() >= budget else 0.0
             report_now = 1.0 if comm.rank == 0 and t1 - interval.start >= LOG_SECONDS else 0.0
