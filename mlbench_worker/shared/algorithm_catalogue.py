@@ -194,17 +194,17 @@ ALGORITHMS: dict[str, Algorithm] = {
                 Option(
                     "momentum",
                     "choice",
-                    "task",
-                    "the task's momentum inside the compressed step, or none (the authors' "
-                    "experiments)",
-                    choices=("task", "none"),
+                    "none",
+                    "no momentum in the compressed step (the authors' experiments), or the "
+                    "task's",
+                    choices=("none", "task"),
                 ),
             ),
             reference="the authors' ErrorFeedbackSGD optimizer (github.com/epfml/"
             "error-feedback-SGD): per-tensor scaled sign of lr x (momentum step) + memory",
-            recipe="the task's schedule, momentum and weight decay: the authors tuned the "
-            "rate per model (tune_lr.py) without publishing the values, and ran EF-SignSGD "
-            "with momentum 0 (momentum none)",
+            recipe="momentum 0, as the authors ran EF-SignSGD (utils/hyperparameters.py of "
+            "their code); the task's schedule and weight decay (the authors tuned the rate "
+            "per model, tune_lr.py, without publishing the values)",
         ),
         Algorithm(
             "localsgd",

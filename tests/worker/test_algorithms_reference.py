@@ -37,7 +37,7 @@ def test_each_update_is_the_papers_computation_on_the_same_gradients():
     from .helpers import mpi_result, mpirun
 
     results = mpi_result(mpirun(2, [str(THIS), "paper"], timeout=300))
-    assert set(results) == {"signsgd", "powersgd", "topk"}
+    assert set(results) == {"signsgd", "signsgd momentum task", "powersgd", "topk"}
     for name, r in results.items():
         assert r["steps"] == STEPS, name
         assert r["update_max"] > 0, name  # the model moved
@@ -173,7 +173,10 @@ def paper() -> dict:
 
     comm = Communicator("mpi")
     out = {}
-    for name, options in [("signsgd", {}), ("powersgd", {}), ("topk", {"density": 0.05})]:
+    cases = [("signsgd", {}), ("signsgd", {"momentum": "task"}), ("powersgd", {}),
+             ("topk", {"density": 0.05})]  # fmt: skip
+    for name, options in cases:
+        label = name + "".join(f" {k} {v}" for k, v in options.items() if name == "signsgd")
         trainer = _trainer(comm, name, options)
         exchange, model = trainer.allreduce, trainer.model
         first_q = {}
@@ -191,7 +194,8 @@ def paper() -> dict:
         for t, s in enumerate(steps):
             grads = [ranks_steps[t] for ranks_steps in everyone]
             if name == "signsgd":
-                expected = _ef_signsgd(grads, s["before"], state, s["lr"], group["momentum"],
+                mu = group["momentum"] if trainer.algorithm_options["momentum"] == "task" else 0
+                expected = _ef_signsgd(grads, s["before"], state, s["lr"], mu,
                                        group["weight_decay"], _sizes(model))  # fmt: skip
                 actual = s["before"] - s["after"]
                 scales |= {round(float(v), 9) for v in expected.abs().unique()[:50]}
@@ -203,7 +207,7 @@ def paper() -> dict:
                 actual = s["exchanged"]
             biggest = max(biggest, float(expected.abs().max()))
             error = max(error, float((actual - expected).abs().max()))
-        out[name] = {"steps": len(steps), "relative_error": error / biggest,
+        out[label] = {"steps": len(steps), "relative_error": error / biggest,
                      "update_max": biggest, "memory_max": memory_max,
                      "distinct_scales": len(scales)}  # fmt: skip
         exchange.remove()
