@@ -195,8 +195,7 @@ ALGORITHMS: dict[str, Algorithm] = {
                     "momentum",
                     "choice",
                     "none",
-                    "no momentum in the compressed step (the authors' experiments), or the "
-                    "task's",
+                    "no momentum in the compressed step (the authors' experiments), or the task's",
                     choices=("none", "task"),
                 ),
             ),
