@@ -239,8 +239,9 @@ class RunDefaultsSerializer(serializers.Serializer):
         "offered tasks that have any"
     )
     algorithms = serializers.DictField(
-        help_text="algorithm -> title, paper, summary and options (name, type, default, "
-        "help, bounds, choices); algorithm_options {} means these defaults"
+        help_text="algorithm -> title, paper, summary, reference (the code it follows), "
+        "recipe (its paper's settings that are its defaults, cited) and options (name, type, "
+        "default, help, bounds, choices); algorithm_options {} means these defaults"
     )
     implementations = serializers.DictField(
         help_text="implementation -> title, framework, summary, the algorithms and backends "

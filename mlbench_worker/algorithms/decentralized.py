@@ -2,6 +2,10 @@
 decentralized algorithms outperform centralized algorithms? A case study for decentralized
 parallel stochastic gradient descent, NeurIPS 2017; Algorithm 1).
 
+Reference: the paper's Algorithm 1 as written (gossip on the models with a symmetric,
+doubly stochastic W, then the local gradient step; nothing compressed). The paper's
+experiments use a ring, the default here.
+
 Every rank i, every step k, with W the mixing matrix of the topology:
 
     g_i   = gradient of rank i's batch at its own model x_i        (no gradient exchange)

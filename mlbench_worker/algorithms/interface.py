@@ -11,7 +11,10 @@ The trainer (training/trainer.py, Trainer.train_one_epoch) calls, each step:
    (so evaluation, goal tracking and stopping agree everywhere, whatever the algorithm) and
    the gradient part holds what the optimizer must apply on this rank; it returns the
    seconds of communication already hidden behind backward (0 when nothing overlapped);
-4. the optimizer step;
+4. `step(optimizer)`: the optimizer's step by default; an algorithm that compresses the
+   optimizer's update rather than the gradient (EF-SignSGD) applies what it exchanged
+   itself. The learning rate of the step is already in the optimizer's groups when
+   `finish` is called;
 5. `after_step(step)`, with `step` the number of steps completed: model averaging
    (local SGD) happens here.
 
@@ -50,6 +53,9 @@ class Parts:
     grads: FlatGradients
     comm: Communicator
     seed: int
+    # The trainer's optimizer: its groups hold this step's rate, momentum and weight decay
+    # (read by algorithms that compress the update itself). None: plain SGD at rate 1.
+    optimizer: torch.optim.Optimizer | None = None
 
 
 class Exchange:
@@ -87,6 +93,10 @@ class Exchange:
 
     def finish(self) -> float:
         raise NotImplementedError
+
+    def step(self, optimizer: torch.optim.Optimizer) -> None:
+        """Apply this step's update: the optimizer's, on the exchanged gradients."""
+        optimizer.step()
 
     def after_step(self, step: int) -> None:
         """After the optimizer's step number `step` (1-based): nothing by default."""

@@ -2,6 +2,11 @@
 (Lin, Stich, Patel, Jaggi: Don't use large mini-batches, use local SGD, ICLR 2020;
 Algorithm 1 with H = period local steps).
 
+Reference: the paper's Algorithm 1 as written (the authors' code is
+github.com/epfml/LocalSGD-Code; post-local SGD, their variant that starts local steps only
+after the first decay, is not offered). Its choices: momentum stays local to each rank,
+nothing is compressed, every rank averages after the same H steps.
+
 Every rank r, every step t:
 
     x_r <- x_r - lr * g_r(x_r)                 no gradient exchange (the optimizer's own

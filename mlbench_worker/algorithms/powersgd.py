@@ -3,36 +3,54 @@ with error feedback and warm start (Vogels, Karimireddy, Jaggi: PowerSGD: Practi
 low-rank gradient compression for distributed optimization, NeurIPS 2019; Algorithms 1
 and 2).
 
+Reference: the ecosystem's implementation by the paper's authors and PyTorch, torch's DDP
+communication hook (torch/distributed/algorithms/ddp_comm_hooks/powerSGD_hook.py,
+`powerSGD_hook` with `PowerSGDState`), whose choices ours follow, option for option:
+per-tensor matrices (not one bucket matrix), `matrix_approximation_rank` = `rank`,
+`min_compression_rate` (the same name and rule), `start_powerSGD_iter` = `warmup_steps`,
+error feedback and warm start on. tests/worker/test_algorithms_reference.py runs both on
+gloo and bounds the difference.
+
 Each gradient of a weight with 2 or more dimensions is viewed as a matrix M (n x m: out
 channels x the rest, in the buffer's memory order); every rank r, every step:
 
-    M_r   = G_r + E_r                    error feedback: add what was not sent before
+    M_r   = G_r + E_r                    error feedback: add what was not applied before
     P_r   = M_r Q                        Q (m x r) is the same on every rank (warm start)
     P     = sum_r P_r                    all-reduce 1
     P^    = orthogonalise(P)             Gram-Schmidt on the columns
     Q_r   = M_r^T P^                     this rank's message
     Q     = sum_r Q_r                    all-reduce 2
-    M^    = P^ Q^T = sum_r P^ Q_r^T      what every rank applies (the same everywhere)
-    E_r   = M_r - P^ Q_r^T               the rest of this rank's M_r, kept for next step
+    M^    = P^ Q^T                       what every rank applies: the average of the
+                                         ranks' approximations (G_r is scaled by 1/K)
+    E_r   = M_r - M^ / K                 the memory: this rank's part minus its share of
+                                         what was applied (the hook's `input - decompressed`
+                                         in its unscaled units)
 
 and Q is kept for the next step (warm start: one power-iteration step per training step
-refines the same subspace). G_r is already scaled by 1/K, so the sums are averages. The
-memory E_r is in the same units; it is this rank's own message subtracted (the paper's
-e_w = Delta_w - decompress(C(Delta_w))), so sent + kept = M_r exactly, up to rounding.
+refines the same subspace). The hook also orthogonalises the kept Q before P = M Q; the
+Gram-Schmidt of M Q T equals that of M Q for any upper-triangular T with positive
+diagonal, so that changes nothing but rounding, and ours skips it.
 
-A column of Q that comes back zero (a matrix with an all-zero gradient and memory) is
-redrawn from the seeded generator, else P = M Q would keep that matrix from ever being
-updated again. The memory subtracts this rank's own P^ Q_r^T (the reference code subtracts
-P^ Q^T, the average: the total error over ranks is the same).
-
-Vectors (biases, batch-norm weights) and matrices too small to gain (r (n + m) >= n m) are
+A matrix is compressed when r (n + m) x min_compression_rate < n m (the hook's
+`_should_compress`); vectors (biases, batch-norm weights) and smaller matrices are
 all-reduced uncompressed in all-reduce 1, with the trainer's scalar slots (not counted).
-Task 2's model is one vector: PowerSGD sends it whole (compression ratio 1), as the paper
-compresses matrices only. Q starts from a normal draw seeded by the run's seed, equal on
-every rank. Nothing overlaps with backward.
+The hook keeps a memory for those too (its own gradient minus the average, which sums to
+zero over ranks and so leaves the applied average unchanged); ours keeps none. Task 2's
+model is one vector: PowerSGD sends it whole (compression ratio 1), as the paper
+compresses matrices only.
+
+Q starts from a normal draw seeded by the run's seed, equal on every rank. A column of Q
+that comes back zero (a matrix whose gradient and memory were all zero) is redrawn from the
+seeded generator, else P = M Q would keep that matrix from ever being updated again (the
+hook's `orthogonalization_epsilon` guards the same case). Nothing overlaps with backward.
+
+Warm-up (`warmup_steps`, the hook's `start_powerSGD_iter`): the first steps are a plain
+fp32 all-reduce of every gradient, with no memory, as in the hook. The paper compresses
+from the first step (its default here, 0); the hook's documentation advises deferring
+compression for about 10 % of training, which the open division may set.
 
 Bytes per step: sum over compressed matrices of r (n + m) x 4, plus 4 per uncompressed
-element.
+element; during the warm-up 4 per gradient element.
 """
 
 from __future__ import annotations
@@ -66,6 +84,9 @@ class PowerSgd(Exchange):
     def __init__(self, parts: Parts, options: dict[str, Any]) -> None:
         super().__init__(parts, options)
         grads, rank = self.grads, int(options["rank"])
+        self.min_rate = float(options.get("min_compression_rate", 2.0))
+        self.warmup = int(options.get("warmup_steps", 0))
+        self.steps = 0  # steps exchanged so far
         device = grads.buffer.device
         gen = self.gen = torch.Generator().manual_seed(parts.seed * 7919 + 17)
         # (start, n, m, r) of each compressed matrix; (start, stop) of each sent whole.
@@ -75,7 +96,7 @@ class PowerSgd(Exchange):
             n = p.shape[0] if p.dim() >= 2 else p.numel()
             m = p.numel() // max(n, 1)
             r = min(rank, n, m)
-            if p.dim() >= 2 and r * (n + m) < n * m:
+            if p.dim() >= 2 and r * (n + m) * self.min_rate < n * m:
                 self.matrices.append((start, n, m, r))
             else:
                 self.vectors.append((start, start + p.numel()))
@@ -99,6 +120,14 @@ class PowerSgd(Exchange):
         return self.grads.buffer[start : start + n * m].view(n, m)
 
     def finish(self) -> float:
+        self.steps += 1
+        if self.steps <= self.warmup:  # the hook's vanilla all-reduce before compressing
+            self.wire.allreduce_(self.grads.buffer)
+            if self.comm.size > 1:
+                self.wire.sent -= self.grads.head * 4  # the scalar slots are not counted
+            if self.keep_sent:
+                self.last_sent = self.grads.grads.clone()  # (tests) no memory in the warm-up
+            return 0.0
         grads, head = self.grads, self.grads.head
         buf, first = grads.buffer, self.first
         own = grads.grads.clone() if self.keep_sent else None
@@ -123,17 +152,17 @@ class PowerSgd(Exchange):
         for mem, p, ql in zip(self.memory, self.ps, self.q_local, strict=True):
             orthogonalise(p)
             torch.mm(mem.t(), p, out=ql)
-        sent = self._record_sent(own) if own is not None else None
-        for mem, p, ql in zip(self.memory, self.ps, self.q_local, strict=True):
-            mem.addmm_(p, ql.t(), alpha=-1.0)  # E_r = M_r - P^ Q_r^T
         self.wire.allreduce_(self.second)
-        for (start, n, m, _), p, ql, q in zip(
-            self.matrices, self.ps, self.q_local, self.qs, strict=True
+        share = 1.0 / self.comm.size
+        for (start, n, m, _), p, ql, q, mem in zip(
+            self.matrices, self.ps, self.q_local, self.qs, self.memory, strict=True
         ):
-            torch.mm(p, ql.t(), out=self._matrix(start, n, m))  # M^ = P^ Q^T
+            applied = torch.mm(p, ql.t(), out=self._matrix(start, n, m))  # M^ = P^ Q^T
+            mem.sub_(applied, alpha=share)  # E_r = M_r - M^ / K
             q.copy_(ql)  # warm start
             self._revive(q)
-        self.last_sent = sent
+        if own is not None:
+            self.last_sent = self._record_sent(own)
         return 0.0
 
     def _revive(self, q: torch.Tensor) -> None:
@@ -148,11 +177,12 @@ class PowerSgd(Exchange):
             q[:, dead] = fresh.to(q.device, q.dtype)
 
     def _record_sent(self, own: torch.Tensor) -> torch.Tensor:
-        """This rank's message decompressed, laid out like the gradients (tests): the
-        vectors as they were, each matrix as P^ Q_r^T."""
-        sent, head = own, self.grads.head
-        for (start, n, m, _), p, ql in zip(self.matrices, self.ps, self.q_local, strict=True):
-            sent[start - head : start - head + n * m] = (p @ ql.t()).reshape(-1)
+        """What left this rank's error-corrected gradient, laid out like the gradients
+        (tests): the vectors as they were, each matrix's share M^ / K of what was applied."""
+        sent, head, share = own, self.grads.head, 1.0 / self.comm.size
+        for start, n, m, _ in self.matrices:
+            applied = self._matrix(start, n, m).reshape(-1)
+            sent[start - head : start - head + n * m] = applied * share
         return sent
 
     def residual(self) -> torch.Tensor:

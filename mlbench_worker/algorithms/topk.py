@@ -2,18 +2,24 @@
 NeurIPS 2018; Algorithm 1, "mem-SGD", distributed as in their Section 5 and in Alistarh et
 al. 2018's sparsified all-gather).
 
-Every rank r, every step, over the whole gradient vector (d elements, all layers):
+Every rank r, every step, over the whole gradient vector (d elements, all layers, as the
+paper's single vector; Stich et al.'s code, github.com/epfml/sparsifiedSGD, is the same
+loop on one machine):
 
-    p_r   = g_r + e_r                     error feedback (g_r already scaled by 1/K)
+    p_r   = lr g_r + e_r                  error feedback on the learning-rate-scaled step
+                                          (g_r already scaled by 1/K)
     S_r   = the k = ceil(density * d) indices of the largest |p_r|
     send  (p_r[S_r], S_r)                 k fp32 values and k int32 indices, all-gathered
-    e_r   = p_r with S_r set to 0         the memory: exactly what was not sent
-    g     = sum_r scatter(S_r, p_r[S_r])  what every rank applies, summed in rank order,
+    e_r   = p_r with S_r set to 0         the memory: exactly what was not applied
+    g     = sum_r scatter(S_r, p_r[S_r]) / lr
+                                          handed to the optimizer, summed in rank order,
                                           so every rank gets the same bits
 
-The paper keeps the memory of the scaled step (lr * g); here the gradient is compressed and
-the optimizer applies the rate (and momentum) after the exchange, so the memory is in
-gradient units: the same for a constant rate, slightly different while it changes.
+With plain SGD the optimizer's step lr g is exactly the paper's x <- x - sum_r comp(p_r),
+whatever the schedule does to the rate (the memory holds steps, not gradients, as in the
+paper). The paper has no momentum; with the task's momentum SGD the optimizer applies
+momentum and weight decay to the exchanged g (the layout of Vogels et al.'s distributed
+EF-SGD with momentum, PowerSGD's Algorithm 2, whose reference hook works the same way). A rate of 0 (none of the tasks has one) is taken as 1 for that step.
 
 The trainer's scalar slots travel in the same all-gather (fp32, summed in rank order, not
 counted). Nothing overlaps with backward.
@@ -48,7 +54,8 @@ class TopK(Exchange):
     def finish(self) -> float:
         grads, head, k = self.grads, self.grads.head, self.k
         mem, msg = self.memory, self.message
-        mem.add_(grads.grads)  # p_r = g_r + e_r
+        rate = self._rate()
+        mem.add_(grads.grads, alpha=rate)  # p_r = lr g_r + e_r
         chosen = mem.abs().topk(k, sorted=False).indices
         values = mem[chosen]
         mem[chosen] = 0.0  # e_r: what was not sent
@@ -66,7 +73,16 @@ class TopK(Exchange):
             grads.grads.index_add_(
                 0, row[head + k :].long(), row[head : head + k].view(torch.float32)
             )
+        if rate != 1.0:
+            grads.grads.mul_(1.0 / rate)  # back to gradient units for the optimizer
         return 0.0
+
+    def _rate(self) -> float:
+        """This step's learning rate (the trainer sets it before `finish`); 1 without an
+        optimizer or at a rate of 0."""
+        optimizer = self.parts.optimizer
+        lr = float(optimizer.param_groups[0]["lr"]) if optimizer is not None else 1.0
+        return lr if lr > 0 else 1.0
 
     def residual(self) -> torch.Tensor:
         """The memory kept for the next step (what was not sent)."""

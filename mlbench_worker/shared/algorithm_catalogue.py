@@ -86,6 +86,11 @@ class Algorithm:
     # The implementations that run it (implementation_catalogue.py); empty: any whose own
     # list admits it. An engine's own optimiser (MLlib's L-BFGS) runs on that engine only.
     implementations: tuple[str, ...] = ()
+    # The code ours does what it does (the authors' or the ecosystem's), and the paper's
+    # recipe: which of its settings are this algorithm's defaults, cited. The defaults are
+    # what a closed-division run uses (fill records them in the run); open may change them.
+    reference: str = ""
+    recipe: str = ""
 
     def option(self, name: str) -> Option | None:
         return next((o for o in self.options if o.name == name), None)
@@ -112,6 +117,9 @@ ALGORITHMS: dict[str, Algorithm] = {
                     choices=("fp32", "fp16", "bf16"),
                 ),
             ),
+            reference="the flat or bucketed all-reduce of torch DistributedDataParallel "
+            "(implementation torch-ddp runs DDP itself)",
+            recipe="the task's own schedule (linear scaling and warm-up, Goyal et al. 2017)",
         ),
         Algorithm(
             "powersgd",
@@ -119,7 +127,29 @@ ALGORITHMS: dict[str, Algorithm] = {
             "Vogels, Karimireddy, Jaggi: PowerSGD, NeurIPS 2019",
             "each gradient matrix is compressed to rank r by one step of power iteration "
             "(warm-started from the previous step), with error feedback",
-            (Option("rank", "int", 2, "the rank of the approximation", minimum=1),),
+            (
+                Option("rank", "int", 2, "the rank of the approximation", minimum=1),
+                Option(
+                    "min_compression_rate",
+                    "float",
+                    2.0,
+                    "a matrix is compressed only when it shrinks at least this many times",
+                    above=0.0,
+                ),
+                Option(
+                    "warmup_steps",
+                    "int",
+                    0,
+                    "steps of plain all-reduce before compressing",
+                    minimum=0,
+                ),
+            ),
+            reference="torch's DDP hook powerSGD_hook (torch/distributed/algorithms/"
+            "ddp_comm_hooks/powerSGD_hook.py): per-tensor matrices, error feedback, warm start",
+            recipe="rank 2, the rank the paper reports matching SGD's accuracy on CIFAR-10; "
+            "compression from the first step as in the paper (warmup_steps 0; the hook's "
+            "start_powerSGD_iter, whose documentation suggests 10 % of training, is the open "
+            "division's to set); min_compression_rate 2, the hook's default",
         ),
         Algorithm(
             "topk",
@@ -137,13 +167,46 @@ ALGORITHMS: dict[str, Algorithm] = {
                     maximum=1.0,
                 ),
             ),
+            reference="Stich et al.'s mem-SGD (github.com/epfml/sparsifiedSGD): top-k of the "
+            "whole vector, memory of the learning-rate-scaled step",
+            recipe="density 0.01, mlbench's choice (the paper's experiments are on "
+            "logistic regression, with no deep-network recipe); the task's schedule",
         ),
         Algorithm(
             "signsgd",
             "Scaled sign SGD with error feedback",
             "Karimireddy, Rebjock, Stich, Jaggi: Error feedback fixes SignSGD, ICML 2019",
-            "each rank sends the signs of its error-corrected gradient, one bit each, "
-            "scaled by their mean magnitude",
+            "each rank sends the signs of its error-corrected step, one bit each, "
+            "with one scale (their mean magnitude) per parameter tensor",
+            (
+                Option(
+                    "scale",
+                    "choice",
+                    "tensor",
+                    "one scale per parameter tensor (the reference) or one for the whole model",
+                    choices=("tensor", "model"),
+                ),
+                Option(
+                    "compress",
+                    "choice",
+                    "step",
+                    "what is compressed: the learning-rate-scaled momentum step (the "
+                    "reference) or the gradient, with the optimizer applied after the exchange",
+                    choices=("step", "gradient"),
+                ),
+                Option(
+                    "momentum",
+                    "choice",
+                    "none",
+                    "no momentum in the compressed step (the authors' experiments), or the task's",
+                    choices=("none", "task"),
+                ),
+            ),
+            reference="the authors' ErrorFeedbackSGD optimizer (github.com/epfml/"
+            "error-feedback-SGD): per-tensor scaled sign of lr x (momentum step) + memory",
+            recipe="momentum 0, as the authors ran EF-SignSGD (utils/hyperparameters.py of "
+            "their code); the task's schedule and weight decay (the authors tuned the rate "
+            "per model, tune_lr.py, without publishing the values)",
         ),
         Algorithm(
             "localsgd",
@@ -152,6 +215,10 @@ ALGORITHMS: dict[str, Algorithm] = {
             "each rank takes `period` steps on its own, then the models are averaged",
             (Option("period", "int", 4, "local steps between averagings", minimum=1),),
             centralized=False,
+            reference="Lin et al.'s Algorithm 1 (local momentum SGD, parameters averaged "
+            "every H steps); ours also averages batch-norm statistics",
+            recipe="H = 4, mlbench's choice among the periods Lin et al. 2020 study on "
+            "CIFAR-10 (they tune H per setting); the task's schedule",
         ),
         Algorithm(
             "decentralized",
@@ -170,6 +237,9 @@ ALGORITHMS: dict[str, Algorithm] = {
                 ),
             ),
             centralized=False,
+            reference="Lian et al.'s Algorithm 1 (D-PSGD): gossip with a symmetric, doubly "
+            "stochastic W, then the local step",
+            recipe="a ring, the topology of the paper's experiments; the task's schedule",
         ),
         Algorithm(
             "lbfgs",
@@ -190,6 +260,11 @@ ALGORITHMS: dict[str, Algorithm] = {
                 ),
             ),
             implementations=("spark",),
+            reference="MLlib's LogisticRegression.fit (Breeze's L-BFGS, the task's L2 penalty "
+            "as regParam, elasticNetParam 0, no standardisation)",
+            recipe="MLlib's defaults but maxIter: `iterations` per evaluation, each fit warm-"
+            "started from the last model (its curvature memory starts afresh; MLlib does not "
+            "penalise the intercept)",
         ),
     )
 }
@@ -210,13 +285,15 @@ def torus_shape(workers: int) -> tuple[int, int] | None:
 
 
 def check(
-    name: str, options: Mapping[str, Any] | None, workers: int | None = None
+    name: str, options: Mapping[str, Any] | None, workers: int | None = None, optimizer: str = ""
 ) -> tuple[dict[str, Any], list[str]]:
     """Options of algorithm `name` typed and completed with defaults, and what is wrong.
 
     `workers` (when known) is checked against what the algorithm needs: a ring needs 2
-    ranks, a torus a count that makes one (3x3, 3x4, ...). An unknown algorithm is the
-    caller's to refuse (it knows which ones its task admits).
+    ranks, a torus a count that makes one (3x3, 3x4, ...). `optimizer` is the task's when it
+    is not torch's momentum SGD (the catalogue's TaskInfo.optimizer): signsgd's compress
+    step replaces that SGD's step, so it is refused here rather than after the ranks start.
+    An unknown algorithm is the caller's to refuse (it knows which ones its task admits).
     """
     algorithm = ALGORITHMS[name]
     values, problems = algorithm.defaults(), []
@@ -231,6 +308,11 @@ def check(
             problems.append(why)
         else:
             values[key] = value
+    if optimizer and name == "signsgd" and values.get("compress") == "step" and not problems:
+        problems.append(
+            f"signsgd's compress step replaces momentum SGD's step, and this task trains with "
+            f"{optimizer}: use compress=gradient"
+        )
     topology = values.get("topology")
     if workers is not None and name == "decentralized" and not problems:
         if topology == "ring" and workers < 2:

@@ -76,6 +76,9 @@ class TaskInfo:
     # Algorithms of the algorithm catalogue it does not admit, each with why (shown in the
     # docs and the API's refusal); empty when it admits them all.
     not_admitted: tuple[tuple[str, str], ...] = ()
+    # What the task trains with when it is not torch's momentum SGD ("" when it is): an
+    # algorithm that replaces SGD's step (signsgd's compress step) refuses it by name.
+    optimizer: str = ""
 
     @property
     def measurement(self) -> bool:
@@ -251,6 +254,7 @@ AWD_LSTM_WIKITEXT2 = TaskInfo(
     algorithms=tuple(a for a in GENERAL_ALGORITHMS if a not in dict(_LSTM_EXCLUDED)),
     implementations=("reference", "torch-ddp"),
     not_admitted=_LSTM_EXCLUDED,
+    optimizer="an averaged SGD with gradient clipping",
 )
 _GPT_SOURCE = (
     "mlbench task 3b: an estimate from the model's size, not yet measured on the real "
@@ -274,6 +278,7 @@ GPT_WIKITEXT2 = TaskInfo(
     throughput_metric="tokens_per_sec",
     description="Task 3b: a small GPT (4 layers, width 256) on WikiText-2, AdamW",
     implementations=("reference", "torch-ddp"),
+    optimizer="AdamW with gradient clipping",
 )
 
 # The backend benchmark (the seed's "distributed backend benchmarking" image): all-reduce

@@ -182,7 +182,7 @@ class Trainer:
                 "CUDA): the scaler's factor changes between steps and ranks; use allreduce or "
                 "--amp-dtype bfloat16"
             )
-        parts = Parts(self.model, self.grads, self.comm, self.seed)
+        parts = Parts(self.model, self.grads, self.comm, self.seed, self.optimizer)
         if implementation == "torch-ddp":
             from mlbench_worker.algorithms import ddp
 
@@ -255,6 +255,11 @@ class Trainer:
 
             exchange.begin()  # zeroes the gradients (and arms the bucket hooks)
             self.forward_backward(x, y)
+            # The step's rate, set after forward_backward (a task's schedule may depend on
+            # the batch) and before the exchange (EF-SignSGD and top-k scale by it).
+            lr = self.schedule(p.step)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
             n = y.shape[0]
             stop_now = 1.0 if budget is not None and self.elapsed() >= budget else 0.0
             report_now = 1.0 if comm.rank == 0 and t1 - interval.start >= LOG_SECONDS else 0.0
@@ -271,14 +276,11 @@ class Trainer:
             self._sync()
             t3 = time.perf_counter()
 
-            lr = self.schedule(p.step)
-            for group in self.optimizer.param_groups:
-                group["lr"] = lr
             if self.scaler:
                 self.scaler.step(self.optimizer)
                 self.scaler.update()
             else:
-                self.optimizer.step()
+                exchange.step(self.optimizer)  # the optimizer's step, or the algorithm's own
             totals = grads.extra.tolist()  # global sums; also waits for the step on CUDA
             t4 = time.perf_counter()
             exchange.after_step(p.step + 1)  # model averaging (local SGD)

@@ -26,13 +26,19 @@ def test_a_run_without_an_algorithm_is_todays_allreduce_with_an_unchanged_comman
     assert "--algorithm" not in argv and "--algorithm-option" not in argv
 
 
+POWERSGD = {"rank": 2, "min_compression_rate": 2.0, "warmup_steps": 0}  # the recipe's defaults
+
+
 @pytest.mark.parametrize(
     "algorithm, options, stored, flags",
     [
-        ("powersgd", {"rank": 4}, {"rank": 4}, ["--algorithm-option", "rank=4"]),
-        ("powersgd", None, {"rank": 2}, ["--algorithm-option", "rank=2"]),
+        ("powersgd", {"rank": 4}, {**POWERSGD, "rank": 4},
+         ["--algorithm-option", "min_compression_rate=2", "--algorithm-option", "rank=4"]),
+        ("powersgd", None, POWERSGD,
+         ["--algorithm-option", "min_compression_rate=2", "--algorithm-option", "rank=2"]),
         ("topk", {"density": "0.05"}, {"density": 0.05}, ["--algorithm-option", "density=0.05"]),
-        ("signsgd", {}, {}, []),
+        ("signsgd", {}, {"scale": "tensor", "compress": "step", "momentum": "none"},
+         ["--algorithm-option", "compress=step", "--algorithm-option", "momentum=none"]),
         ("localsgd", {"period": 8}, {"period": 8}, ["--algorithm-option", "period=8"]),
         ("decentralized", None, {"topology": "ring"}, ["--algorithm-option", "topology=ring"]),
         ("allreduce", {"precision": "BF16"}, {"precision": "bf16"},
@@ -74,6 +80,13 @@ def test_each_algorithm_is_stored_with_every_option_and_passed_to_the_worker(
         ({"algorithm_options": [1]}, "algorithm_options", "an object of option: value"),
         ({"task": "backend-benchmark", "algorithm": "powersgd"}, "algorithm",
          "task backend-benchmark trains nothing"),
+        # EF-SignSGD's default replaces momentum SGD's step: a task that trains with another
+        # optimizer is refused before any rank starts, with the option that fits it.
+        ({"task": "gpt-wikitext2", "algorithm": "signsgd"}, "algorithm_options",
+         "this task trains with AdamW with gradient clipping: use compress=gradient"),
+        ({"task": "awd-lstm-wikitext2", "algorithm": "signsgd",
+          "algorithm_options": {"compress": "step"}}, "algorithm_options",
+         "trains with an averaged SGD with gradient clipping: use compress=gradient"),
     ],
 )  # fmt: skip
 def test_bad_algorithms_and_options_are_a_400_naming_the_field(
@@ -84,6 +97,15 @@ def test_bad_algorithms_and_options_are_a_400_naming_the_field(
     assert response.status_code == 400, response.json()
     assert words in " ".join(response.json()["errors"][field])
     assert not Run.objects.exists()
+
+
+def test_signsgd_compressing_the_gradient_is_admitted_on_a_task_without_plain_sgd(
+    api, redis_settings
+):
+    response = create(api, task="gpt-wikitext2", dataset="synthetic", algorithm="signsgd",
+                      algorithm_options={"compress": "gradient"})  # fmt: skip
+    assert response.status_code == 201, response.json()
+    assert response.json()["algorithm_options"]["compress"] == "gradient"
 
 
 def test_a_torus_is_formed_where_the_worker_count_allows(api, redis_settings, settings):
@@ -103,11 +125,12 @@ def test_a_custom_command_has_no_algorithm(staff_api, redis_settings):
 def test_a_resumed_run_keeps_its_parents_algorithm_and_no_other(api, make_run, redis_settings):
     from tests.api.test_resume import checkpoint
 
+    options = {**POWERSGD, "rank": 4}  # as a run stores them: every option
     parent = make_run(state=Run.FAILED, num_workers=2, algorithm="powersgd",
-                      algorithm_options={"rank": 4})  # fmt: skip
-    checkpoint(parent, 1, 196, 30.0, algorithm="powersgd", algorithm_options={"rank": 4})
+                      algorithm_options=options)  # fmt: skip
+    checkpoint(parent, 1, 196, 30.0, algorithm="powersgd", algorithm_options=options)
     same = create(api, resume_from=parent.pk).json()
-    assert (same["algorithm"], same["algorithm_options"]) == ("powersgd", {"rank": 4})
+    assert (same["algorithm"], same["algorithm_options"]) == ("powersgd", options)
     Run.objects.filter(pk=same["id"]).update(state=Run.CANCELLED)
     # The worker's model state (replicas, memories) belongs to its algorithm: refused at once.
     other = create(api, resume_from=parent.pk, algorithm="topk")

@@ -98,7 +98,10 @@ def test_the_form_offers_the_chosen_algorithms_options_only(page):
     page.get_by_role("button", name="Start run").click()
     page.get_by_role("link", name="compressed").first.wait_for()
     run = Run.objects.get(name="compressed")
-    assert (run.algorithm, run.algorithm_options) == ("powersgd", {"rank": 4})
+    assert (run.algorithm, run.algorithm_options) == (
+        "powersgd",
+        {"rank": 4, "min_compression_rate": 2.0, "warmup_steps": 0},
+    )
     row = page.locator(f"#runs-table tr[data-run-id='{run.pk}']")
     row.wait_for()
-    assert "powersgd (rank 4)" in row.inner_text()
+    assert "powersgd (min_compression_rate 2, rank 4, warmup_steps 0)" in row.inner_text()

@@ -14,6 +14,11 @@ def _no_active_run(master):
             master.delete(f"/api/runs/{run['id']}/")
 
 
+# Every option is stored (the recipe's defaults too) and shown.
+POWERSGD = {"rank": 4, "min_compression_rate": 2.0, "warmup_steps": 0}
+TEXT = "powersgd (min_compression_rate 2, rank 4, warmup_steps 0)"
+
+
 def test_the_algorithm_and_its_options_reach_the_run(master):
     _no_active_run(master)
     done = master.cli(
@@ -24,11 +29,11 @@ def test_the_algorithm_and_its_options_reach_the_run(master):
     run_id = int(done.stdout.split()[1])
     try:
         run = master.run(run_id)
-        assert (run["algorithm"], run["algorithm_options"]) == ("powersgd", {"rank": 4})
+        assert (run["algorithm"], run["algorithm_options"]) == ("powersgd", POWERSGD)
         show = master.cli("show", str(run_id))
-        assert "powersgd (rank 4)" in show.stdout
+        assert TEXT in show.stdout
         listed = master.cli("runs")
-        assert "powersgd (rank 4)" in listed.stdout
+        assert TEXT in listed.stdout
     finally:
         master.delete(f"/api/runs/{run_id}/")
 

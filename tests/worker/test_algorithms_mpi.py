@@ -37,6 +37,7 @@ CENTRALIZED = [
     ("powersgd", {"rank": 2}, False),
     ("topk", {"density": 0.05}, False),
     ("signsgd", {}, False),
+    ("signsgd", {"scale": "model", "compress": "gradient"}, False),
 ]
 STEPS = 4
 
@@ -162,14 +163,14 @@ def _expected_bytes(name: str, options: dict, model: torch.nn.Module) -> int:
         return d * (4 if options["precision"] == "fp32" else 2)
     if name == "topk":
         return 8 * math.ceil(options["density"] * d)
-    if name == "signsgd":
-        return math.ceil(d / 8) + 4
+    if name == "signsgd":  # a bit per entry, a scale per tensor (or one)
+        return math.ceil(d / 8) + 4 * (len(params) if options["scale"] == "tensor" else 1)
     total = 0  # powersgd
     for p in params:
         n = p.shape[0]
         m = p.numel() // n
         r = min(options["rank"], n, m)
-        small = p.dim() < 2 or r * (n + m) >= n * m
+        small = p.dim() < 2 or r * (n + m) * options["min_compression_rate"] >= n * m
         total += p.numel() * 4 if small else r * (n + m) * 4
     return total
 
@@ -210,7 +211,9 @@ def _centralized_case(comm, name: str, options: dict, overlap: bool) -> dict:  #
     finish = exchange.finish
 
     def finish_and_record() -> float:
-        accumulated.add_(grads.grads)  # this rank's gradient, as backward left it
+        # This rank's gradient as backward left it; top-k's memory holds lr-scaled steps.
+        rate = trainer.optimizer.param_groups[0]["lr"] if name == "topk" else 1.0
+        accumulated.add_(grads.grads, alpha=rate)
         hidden = finish()
         if exchange.last_sent is not None:
             sent.add_(exchange.last_sent)
@@ -228,10 +231,13 @@ def _centralized_case(comm, name: str, options: dict, overlap: bool) -> dict:  #
         "steps": trainer.progress.step,
         "identical_after_every_step": all(identical) and len(identical) == STEPS,
         "bytes": sizes,
-        "expected_bytes": _expected_bytes(name, options, trainer.model) * (comm.size > 1),
+        "expected_bytes": _expected_bytes(name, trainer.algorithm_options, trainer.model)
+        * (comm.size > 1),
         "loss_finite": bool(torch.isfinite(_state(trainer.model)).all()),
     }
-    if hasattr(exchange, "residual"):  # the compressors: sent + kept == accumulated
+    # The compressors of the gradient: sent + kept == accumulated (EF-SignSGD's default
+    # compresses the optimizer's step instead: test_algorithms_reference.py checks it).
+    if hasattr(exchange, "residual") and not getattr(exchange, "on_step", False):
         kept = exchange.residual()
         case["feedback_error"] = float((sent + kept - accumulated).abs().max())
         case["accumulated_max"] = float(accumulated.abs().max())

@@ -128,3 +128,21 @@ def test_a_refused_algorithm_is_refused_with_the_tasks_reason(capsys):
     assert "does not admit 'localsgd' (its ranks average models" in message
     assert "running average" in catalogue.get("awd-lstm-wikitext2").why_not("localsgd")
     assert catalogue.get("awd-lstm-wikitext2").why_not("topk") == ""
+
+
+def test_signsgd_replacing_sgds_step_is_refused_where_the_task_trains_with_another(capsys):
+    from mlbench_worker.training.options import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["gpt-wikitext2", "--dataset", "synthetic", "--algorithm", "signsgd"])
+    assert "trains with AdamW with gradient clipping: use compress=gradient" in (
+        capsys.readouterr().err
+    )
+    config = parse_args(["gpt-wikitext2", "--dataset", "synthetic", "--algorithm", "signsgd",
+                         "--algorithm-option", "compress=gradient"])  # fmt: skip
+    assert config.algorithm_options["compress"] == "gradient"
+    # Tasks that train with torch's momentum SGD keep the reference's default.
+    assert (
+        parse_args(["resnet20-cifar10", "--algorithm", "signsgd"]).algorithm_options["compress"]
+        == "step"
+    )
