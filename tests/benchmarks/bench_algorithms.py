@@ -32,7 +32,7 @@ from bench_network import open_hosts, slot_launcher  # noqa: E402
 from common import launcher_prefix, machine, worker_summary, write_results  # noqa: E402
 
 from mlbench_master.cluster.local import network, slots  # noqa: E402
-from mlbench_worker.shared.algorithm_catalogue import ALGORITHMS  # noqa: E402
+from mlbench_worker.shared.algorithm_catalogue import GENERAL_ALGORITHMS as ALGORITHMS  # noqa: E402
 
 
 def resnet(home: Path, mbit: int, algorithm: str, images: int, budget: float) -> dict:

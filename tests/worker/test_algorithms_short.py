@@ -26,7 +26,7 @@ MAX_EPOCHS = 8
 
 @pytest.mark.mpi
 def test_every_algorithm_reaches_the_light_target_on_the_generated_set():
-    from mlbench_worker.shared.algorithm_catalogue import ALGORITHMS
+    from mlbench_worker.shared.algorithm_catalogue import GENERAL_ALGORITHMS as ALGORITHMS
 
     from .helpers import mpi_result, mpirun
 
@@ -82,7 +82,7 @@ def run(comm, name: str, data) -> dict:  # noqa: ANN001
 
 
 def main() -> None:
-    from mlbench_worker.shared.algorithm_catalogue import ALGORITHMS
+    from mlbench_worker.shared.algorithm_catalogue import GENERAL_ALGORITHMS as ALGORITHMS
     from mlbench_worker.tasks.cifar10.synthetic import generate
     from mlbench_worker.training.comm import Communicator
 
