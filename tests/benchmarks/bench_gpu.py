@@ -3,8 +3,8 @@
 
 A GPU is lent rarely and for minutes, so every check is prepared here and run in one go:
 each section runs in a child process with a time limit of its own, and its result (or its
-failure, with the end of its output) is written to `--out` the moment it ends, so a lease
-that runs out still returns what was measured. Sections:
+failure, with the end of its output) is added to `--out`/gpu-results.json the moment it
+ends, so a lease that runs out still returns what was measured. Sections:
 
 1. loop1a: task 1a (ResNet-20, batch 128), 1 rank: our Trainer against a plain PyTorch loop
    of the same model and batch, in fp32, with --channels-last, and with --amp in float16
@@ -403,9 +403,20 @@ def run_section(name: str, device: str, quick: bool, out: Path) -> dict:
     result_line = next((x for x in text.splitlines() if x.startswith("RESULT ")), None)
     result = json.loads(result_line[7:]) if result_line else {"failed": code, "tail": _tail(text)}
     result["section_seconds"] = round(time.perf_counter() - start, 1)
-    (out / f"gpu-{name}.json").write_text(json.dumps(result, indent=1))
+    _record(out, name, result)
     print(f"== {name} ({result['section_seconds']} s)\n{text[-1200:]}", flush=True)
     return result
+
+
+def _record(out: Path, name: str, result: dict) -> None:
+    """Add a section's result to OUT/gpu-results.json, rewritten whole each time (a lent
+    machine sends back only a few files, so every section shares this one)."""
+    path = out / "gpu-results.json"
+    everything = json.loads(path.read_text()) if path.exists() else {}
+    everything[name] = result
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(everything, indent=1))
+    partial.replace(path)
 
 
 def main() -> None:
@@ -420,13 +431,58 @@ def main() -> None:
         fn = globals()[f"section_{args.child}"]
         print("RESULT " + json.dumps(fn(args.device, args.quick)), flush=True)
         return
+    if args.device == "cuda" and not _cuda_available():
+        # `make bench` runs every bench_*.py; on a machine without a GPU this one has nothing
+        # to measure.
+        print("no CUDA device here: the GPU checks run on a lent GPU (tests/benchmarks/"
+              "gpu_lease.sh); --device cpu --quick checks the script itself")  # fmt: skip
+        return
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     env = environment(args.device)
-    (out / "gpu-environment.json").write_text(json.dumps(env, indent=1))
+    _record(out, "environment", env)
     print(json.dumps(env), flush=True)
+    results = {}
     for name in args.only.split(",") if args.only else SECTIONS:
-        run_section(name, args.device, args.quick, out)
+        results[name] = run_section(name, args.device, args.quick, out)
+    summary_table(env, results)
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def summary_table(env: dict, results: dict) -> None:
+    """The headline numbers as one table beside the other benchmarks' (common.write_results);
+    a section that failed shows as such, its details in its own JSON file."""
+    from common import write_results
+
+    def rate(x: object) -> str:
+        return f"{x:,.0f}" if isinstance(x, (int, float)) else "-"
+
+    rows = []
+    loop = results.get("loop1a", {})
+    for label in VARIANTS:
+        if isinstance(loop.get(label), dict):
+            v = loop[label]
+            rows.append([f"task 1a loop, {label}", rate(max(v["ours"])), rate(max(v["plain"])),
+                         f"{v['ratio']:.3f} (goal >= 0.97)"])  # fmt: skip
+    imagenet = results.get("imagenet", {})
+    if "model_alone" in imagenet:
+        rows.append(["task 1b ResNet-50, model alone", rate(imagenet["model_alone"]), "-", "-"])
+        for workers, v in imagenet.get("loop", {}).items():
+            rows.append([f"task 1b loop, {workers} loader process(es)",
+                         rate(v["images_per_sec"]), "-", f"data {v['data_share']:.0%}"])  # fmt: skip
+    for label, v in results.get("algorithms", {}).items():
+        if isinstance(v, dict) and v.get("ok"):
+            rows.append([f"1 rank, {label}", rate(v["images_per_sec"]), "-", "-"])
+    for name, v in results.items():
+        if "failed" in v:
+            rows.append([f"section {name}", "failed", "-", str(v["failed"])])
+    write_results("gpu", f"GPU checks on {env.get('gpu', 'no GPU')}",
+                  ["measure", "ours (images/s)", "plain loop", "note"], rows, results)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -38,7 +38,10 @@ python -c 'import torch, mpi4py.MPI as M, django; print("torch", torch.__version
 nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
 say "installed; the worker's checks"
 
-python tests/benchmarks/bench_gpu.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
+# At most 8 files come back: the sections share gpu-results.json, and the table is copied.
+MLBENCH_BENCH_DIR=/tmp/bench python tests/benchmarks/bench_gpu.py --out "$OUT" ${BENCH_ARGS:-} \
+    2>&1 | tee "$OUT/bench.log"
+cp /tmp/bench/gpu.md "$OUT/" 2>/dev/null
 
 say "the default benchmark through an embedded master"
 export MLBENCH_HOME=/tmp/mlbench-home MLBENCH_MAX_GPUS=1 MLBENCH_LOCAL_NETWORK=off
