@@ -19,6 +19,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from mlbench_master.run_defaults import DEFAULT_TASK_TIME_LIMIT, DEFAULTS
+from mlbench_worker.shared import algorithm_catalogue
 
 
 def _token_salt() -> str:
@@ -138,6 +139,19 @@ class Run(models.Model):
     def open_division(self) -> bool:
         """The user's own command instead of the reference worker (RunSpec's same rule)."""
         return bool((self.custom_image_command or "").strip())
+
+    @property
+    def division(self) -> str:
+        """Where the run's results compare: "closed" for the reference worker running its
+        algorithm with the paper's recipe (the catalogue's defaults), "open" for the user's
+        own command or for an algorithm whose options were changed from the recipe."""
+        if self.open_division:
+            return "open"
+        if self.algorithm and not algorithm_catalogue.follows_recipe(
+            self.algorithm, self.algorithm_options
+        ):
+            return "open"
+        return "closed"
 
     @property
     def is_active(self) -> bool:

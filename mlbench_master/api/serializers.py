@@ -29,6 +29,7 @@ RUN_OUTPUT_FIELDS = [
     "custom_image_name", "custom_image_command", "custom_backend", "run_all_nodes",
     "time_limit", "resumed_from", "exit_code", "summary", "manifest", "created_by",
     "seed", "lr_schedule", "series", "queue_position", "evaluation", "cost", "origin",
+    "division",
 ]  # fmt: skip
 
 
@@ -80,6 +81,12 @@ class RunSerializer(serializers.ModelSerializer):
     )
 
     evaluation = serializers.SerializerMethodField(help_text=EVALUATION_HELP)
+    division = serializers.CharField(
+        read_only=True,
+        help_text="where the run's results compare: 'closed' (the reference worker, its "
+        "algorithm run with the paper's recipe: the catalogue's defaults) or 'open' (a custom "
+        "command, or algorithm options changed from the recipe)",
+    )
 
     cost = serializers.SerializerMethodField(help_text=COST_HELP)
     origin = serializers.SerializerMethodField(help_text=origins.ORIGIN_HELP)

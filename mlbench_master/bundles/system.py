@@ -33,7 +33,7 @@ def describe(run: Run) -> dict[str, Any]:
         network += f", {run.latency} ms added each way"
     return {
         "submitter": SUBMITTER,
-        "division": "open" if run.open_division else "closed",
+        "division": run.division,
         "status": STATUS,
         "system_name": f"mlbench-{run.num_workers}x{device}",
         "system_type": "research",

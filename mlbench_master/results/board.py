@@ -145,7 +145,7 @@ def _entry(key: tuple, runs: list[Run], results: list, me: str) -> dict[str, Any
         "id": entry_id,
         "task": first.task,
         "goal": target,
-        "division": "open" if first.open_division else "closed",
+        "division": first.division,
         "measured": measured,
         "data": "synthetic" if target["synthetic"] or not target["datasets"] else "real",
         "datasets": target["datasets"],

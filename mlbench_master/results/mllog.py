@@ -123,7 +123,7 @@ def record_of(run: stored.StoredRun) -> LogRecord:
     device = "gpu" if r.gpu_enabled else "cpu"
     return LogRecord(
         benchmark=benchmark,
-        division="open" if r.open_division else "closed",
+        division=r.division,
         # Workers by device: the folder name MLPerf's result tree uses. (It read a "cpu" entry
         # of the hardware first, which no summary ever had: the record declares none.)
         platform=f"{r.num_workers}x{device}",

@@ -325,6 +325,17 @@ def check(
     return values, problems
 
 
+def follows_recipe(name: str, options: Mapping[str, Any] | None) -> bool:
+    """Whether a run of algorithm `name` with `options` (as stored: typed, completed) runs
+    its paper's recipe, which is its defaults here. The closed division is the reference
+    worker with the recipes; a run that changes an option compares in the open division."""
+    algorithm = ALGORITHMS.get(name)
+    if algorithm is None:
+        return False
+    values, problems = check(name, options)
+    return not problems and values == algorithm.defaults()
+
+
 def describe(name: str, options: Mapping[str, Any] | None, every: bool = False) -> str:
     """`name` with the options that differ from the defaults, e.g. "powersgd (rank 4)", or
     with `every` option it was given ("powersgd (rank 2)"); "" for no algorithm."""

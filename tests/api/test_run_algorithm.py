@@ -106,6 +106,11 @@ def test_signsgd_compressing_the_gradient_is_admitted_on_a_task_without_plain_sg
                       algorithm_options={"compress": "gradient"})  # fmt: skip
     assert response.status_code == 201, response.json()
     assert response.json()["algorithm_options"]["compress"] == "gradient"
+    # Not the recipe (compress step): the run compares in the open division.
+    assert response.json()["division"] == "open"
+    recipe = create(api, task="gpt-wikitext2", dataset="synthetic", algorithm="topk", queue=True)
+    assert recipe.status_code == 201, recipe.json()
+    assert recipe.json()["division"] == "closed"
 
 
 def test_a_torus_is_formed_where_the_worker_count_allows(api, redis_settings, settings):

@@ -149,3 +149,18 @@ def test_anonymous_reads_only_where_allowed_and_never_writes(stored, settings):
     body = _board(anonymous, task=TASK)
     assert sum(len(s["entries"]) for s in body["sections"]) == 6
     assert anonymous.post("/api/results/", {}, format="json").status_code in (401, 403)
+
+
+def test_a_run_off_its_algorithms_recipe_compares_in_the_open_division(stored, staff):
+    run = stored.runs["one"]
+    assert run.division == "closed"
+    run.algorithm, run.algorithm_options = "powersgd", {"rank": 4}  # the recipe's is 2
+    run.save(update_fields=["algorithm", "algorithm_options"])
+    body = _board(staff, task=TASK, division="open")
+    entries = [e for s in body["sections"] for e in s["entries"]]
+    assert [r["id"] for e in entries for r in e["runs"]] == [run.pk]
+    assert {s["division"] for s in body["sections"]} == {"open"}
+    closed = _board(staff, task=TASK, division="closed")
+    assert run.pk not in [
+        r["id"] for s in closed["sections"] for e in s["entries"] for r in e["runs"]
+    ]

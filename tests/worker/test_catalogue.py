@@ -146,3 +146,13 @@ def test_signsgd_replacing_sgds_step_is_refused_where_the_task_trains_with_anoth
         parse_args(["resnet20-cifar10", "--algorithm", "signsgd"]).algorithm_options["compress"]
         == "step"
     )
+
+
+def test_a_run_follows_its_algorithms_recipe_only_with_its_defaults():
+    from mlbench_worker.shared.algorithm_catalogue import ALGORITHMS, follows_recipe
+
+    for name, algorithm in ALGORITHMS.items():
+        assert follows_recipe(name, algorithm.defaults()) and follows_recipe(name, {})
+    assert not follows_recipe("powersgd", {"rank": 4})
+    assert not follows_recipe("allreduce", {"precision": "bf16"})
+    assert not follows_recipe("carrier-pigeon", {})
