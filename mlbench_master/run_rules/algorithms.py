@@ -25,7 +25,7 @@ def fill_algorithm(fields: dict[str, Any], info: catalogue.TaskInfo | None, none
     name, options = fields["algorithm"], fields["algorithm_options"]
     if _admitted(name, info) and isinstance(options, dict):
         fields["algorithm_options"], _ = algorithm_catalogue.check(
-            name, options, fields["num_workers"], info.optimizer
+            name, options, fields["num_workers"]
         )
 
 
@@ -52,7 +52,7 @@ def check_algorithm(fields: dict[str, Any], options: Any, asked: Mapping[str, An
     if not isinstance(options, dict):
         errors.add("algorithm_options", "algorithm_options must be an object of option: value")
         return
-    _, problems = algorithm_catalogue.check(name, options, fields["num_workers"], info.optimizer)
+    _, problems = algorithm_catalogue.check(name, options, fields["num_workers"])
     for problem in problems:
         errors.add("algorithm_options", problem)
 

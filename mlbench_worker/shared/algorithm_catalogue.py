@@ -285,15 +285,13 @@ def torus_shape(workers: int) -> tuple[int, int] | None:
 
 
 def check(
-    name: str, options: Mapping[str, Any] | None, workers: int | None = None, optimizer: str = ""
+    name: str, options: Mapping[str, Any] | None, workers: int | None = None
 ) -> tuple[dict[str, Any], list[str]]:
     """Options of algorithm `name` typed and completed with defaults, and what is wrong.
 
     `workers` (when known) is checked against what the algorithm needs: a ring needs 2
-    ranks, a torus a count that makes one (3x3, 3x4, ...). `optimizer` is the task's when it
-    is not torch's momentum SGD (the catalogue's TaskInfo.optimizer): signsgd's compress
-    step replaces that SGD's step, so it is refused here rather than after the ranks start.
-    An unknown algorithm is the caller's to refuse (it knows which ones its task admits).
+    ranks, a torus a count that makes one (3x3, 3x4, ...). An unknown algorithm is the
+    caller's to refuse (it knows which ones its task admits).
     """
     algorithm = ALGORITHMS[name]
     values, problems = algorithm.defaults(), []
@@ -308,11 +306,6 @@ def check(
             problems.append(why)
         else:
             values[key] = value
-    if optimizer and name == "signsgd" and values.get("compress") == "step" and not problems:
-        problems.append(
-            f"signsgd's compress step replaces momentum SGD's step, and this task trains with "
-            f"{optimizer}: use compress=gradient"
-        )
     topology = values.get("topology")
     if workers is not None and name == "decentralized" and not problems:
         if topology == "ring" and workers < 2:
@@ -332,8 +325,16 @@ def follows_recipe(name: str, options: Mapping[str, Any] | None) -> bool:
     algorithm = ALGORITHMS.get(name)
     if algorithm is None:
         return False
+    recipe = algorithm.defaults()
+    # Every option stored, as runs store them today: a run stored before an option existed
+    # ran an earlier algorithm (signsgd's one scale, powersgd's first memory rule), and
+    # today's defaults must not be read into it. The exception is allreduce stored bare: a
+    # run from before the algorithm dimension, which summed fp32 gradients, as the recipe.
+    stored = set(options or {})
+    if stored != set(recipe) and not (name == DEFAULT_ALGORITHM and not stored):
+        return False
     values, problems = check(name, options)
-    return not problems and values == algorithm.defaults()
+    return not problems and values == recipe
 
 
 def describe(name: str, options: Mapping[str, Any] | None, every: bool = False) -> str:

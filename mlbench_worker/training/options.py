@@ -403,8 +403,7 @@ def _check_algorithm(parser: argparse.ArgumentParser, args: argparse.Namespace) 
         if key in options:
             parser.error(f"--algorithm-option {key} is given twice")
         options[key] = value.strip()
-    optimizer = catalogue.get(args.task).optimizer
-    values, problems = algorithm_catalogue.check(name, options, launch_size(), optimizer)
+    values, problems = algorithm_catalogue.check(name, options, launch_size())
     if problems:
         parser.error(f"--algorithm {name}: " + "; ".join(problems))
     if name != "allreduce" and args.bucket_mb is not None:

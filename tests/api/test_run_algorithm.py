@@ -80,13 +80,10 @@ def test_each_algorithm_is_stored_with_every_option_and_passed_to_the_worker(
         ({"algorithm_options": [1]}, "algorithm_options", "an object of option: value"),
         ({"task": "backend-benchmark", "algorithm": "powersgd"}, "algorithm",
          "task backend-benchmark trains nothing"),
-        # EF-SignSGD's default replaces momentum SGD's step: a task that trains with another
-        # optimizer is refused before any rank starts, with the option that fits it.
-        ({"task": "gpt-wikitext2", "algorithm": "signsgd"}, "algorithm_options",
-         "this task trains with AdamW with gradient clipping: use compress=gradient"),
-        ({"task": "awd-lstm-wikitext2", "algorithm": "signsgd",
-          "algorithm_options": {"compress": "step"}}, "algorithm_options",
-         "trains with an averaged SGD with gradient clipping: use compress=gradient"),
+        # EF-SignSGD applies momentum SGD's step: the language models step with others.
+        ({"task": "gpt-wikitext2", "algorithm": "signsgd"}, "algorithm",
+         "is not one of task gpt-wikitext2's (EF-SignSGD compresses and applies momentum SGD's "
+         "step in place of the optimizer's, and this task's optimizer is AdamW)"),
     ],
 )  # fmt: skip
 def test_bad_algorithms_and_options_are_a_400_naming_the_field(
@@ -99,18 +96,13 @@ def test_bad_algorithms_and_options_are_a_400_naming_the_field(
     assert not Run.objects.exists()
 
 
-def test_signsgd_compressing_the_gradient_is_admitted_on_a_task_without_plain_sgd(
-    api, redis_settings
-):
-    response = create(api, task="gpt-wikitext2", dataset="synthetic", algorithm="signsgd",
-                      algorithm_options={"compress": "gradient"})  # fmt: skip
-    assert response.status_code == 201, response.json()
-    assert response.json()["algorithm_options"]["compress"] == "gradient"
-    # Not the recipe (compress step): the run compares in the open division.
-    assert response.json()["division"] == "open"
-    recipe = create(api, task="gpt-wikitext2", dataset="synthetic", algorithm="topk", queue=True)
+def test_a_run_says_its_division_by_its_algorithms_recipe(api, redis_settings):
+    recipe = create(api, algorithm="powersgd")
     assert recipe.status_code == 201, recipe.json()
     assert recipe.json()["division"] == "closed"
+    changed = create(api, algorithm="powersgd", algorithm_options={"rank": 4}, queue=True)
+    assert changed.status_code == 201, changed.json()
+    assert changed.json()["division"] == "open"
 
 
 def test_a_torus_is_formed_where_the_worker_count_allows(api, redis_settings, settings):
