@@ -318,6 +318,20 @@ def check(
     return values, problems
 
 
+def options_help() -> str:
+    """Every algorithm's options as `NAME KEY=VALUES`, for the command lines' help (made
+    here, so no help text lists options the catalogue no longer has, or misses new ones)."""
+
+    def values(o: Option) -> str:
+        return "|".join(o.choices) if o.type == "choice" else ("N" if o.type == "int" else "F")
+
+    return ", ".join(
+        f"{a.name} " + " ".join(f"{o.name}={values(o)}" for o in a.options)
+        for a in ALGORITHMS.values()
+        if a.options
+    )
+
+
 def follows_recipe(name: str, options: Mapping[str, Any] | None) -> bool:
     """Whether a run of algorithm `name` with `options` (as stored: typed, completed) runs
     its paper's recipe, which is its defaults here. The closed division is the reference

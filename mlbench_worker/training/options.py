@@ -165,9 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="an option of the algorithm, repeatable: allreduce precision=fp32|fp16|bf16, "
-        "powersgd rank=N, topk density=F, localsgd period=N, decentralized "
-        "topology=ring|torus",
+        help="an option of the algorithm, repeatable: " + algorithm_catalogue.options_help(),
     )
     g.add_argument(
         "--implementation",

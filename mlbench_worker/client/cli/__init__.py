@@ -40,7 +40,7 @@ from mlbench_worker.client.cli.commands import (
 )
 from mlbench_worker.client.cli.master import EXIT_USAGE, CliError, Master
 from mlbench_worker.client.cli.series import cmd_series, number_list
-from mlbench_worker.shared import catalogue
+from mlbench_worker.shared import algorithm_catalogue, catalogue
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -130,8 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--algorithm",
-        help="training algorithm: allreduce (default), powersgd, topk, signsgd, localsgd, "
-        "decentralized (those the task admits)",
+        help=f"training algorithm: {', '.join(algorithm_catalogue.ALGORITHMS)} (those the "
+        "task and the implementation admit; default allreduce)",
     )
     run.add_argument(
         "--algorithm-option",
