@@ -172,6 +172,15 @@ def test_a_measurement_has_nothing_to_grade(make_run):
     assert r.status_code == 400 and "has no test set" in r.json()["errors"]["predictions"][0]
 
 
+def test_a_language_model_is_not_graded_from_predictions_and_says_so(make_run):
+    run = make_run(state=Run.STARTED, task="gpt-wikitext2")
+    r = post(worker_client(run), run, cifar_file())
+    assert r.status_code == 400, r.content
+    message = r.json()["errors"]["predictions"][0]
+    assert "does not grade task 'gpt-wikitext2' yet: its val_perplexity needs the model" in message
+    assert stored_files(run) == {} and grades(run) == []
+
+
 def test_over_the_cap_is_413_and_nothing_is_kept(cifar_run, settings):
     body = cifar_file()
     settings.MLBENCH_PREDICTIONS_MAX_BYTES = len(body) - 1

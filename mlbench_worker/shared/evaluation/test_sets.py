@@ -55,8 +55,14 @@ def task_info(task: str) -> catalogue.TaskInfo:
         info = catalogue.get(task)
     except catalogue.UnknownTask as exc:
         raise ValueError(str(exc)) from None
-    if info.measurement or info.dataset not in CLASSES:
+    if info.measurement:
         raise ValueError(f"task {task!r} has no test set to grade (it trains no model)")
+    if info.dataset not in CLASSES:
+        metric = info.goals[info.default_goal].metric
+        raise ValueError(
+            f"the evaluator does not grade task {task!r} yet: its {metric} needs the model run "
+            "over the test set, not submitted predictions; its runs are self-reported"
+        )
     return info
 
 
