@@ -159,6 +159,11 @@ def main() -> int:
     parser.add_argument(
         "--variants", action="store_true", help="only the options' variants (shared memory)"
     )
+    parser.add_argument(
+        "--links",
+        type=lambda text: [int(x) for x in text.split(",")],
+        help="only part 1, at these link rates in Mbit/s (e.g. 10,100); 0: shared memory",
+    )
     args = parser.parse_args()
     if args.variants:
         return variants()
@@ -170,7 +175,8 @@ def main() -> int:
     budget = 60.0
     data["target"] = {}
     target: list[list] = []
-    for mbit in [None] if args.quick else [None, 10, 100]:
+    wanted = [m or None for m in args.links] if args.links else None
+    for mbit in wanted or ([None] if args.quick else [None, 10, 100]):
         where = "shared memory" if mbit is None else f"{mbit} Mbit/s"
         if mbit is not None and missing:
             print(f"bench_algorithms: epochs to target at {where} not measured: {missing}")
@@ -187,6 +193,8 @@ def main() -> int:
             ["run", "epochs to target", "beside allreduce", "time to target", "the paper"],
             target, data["target"],
         )  # fmt: skip
+    if args.links:
+        return 0  # part 1 only
     if args.quick:
         pass
     elif missing:
