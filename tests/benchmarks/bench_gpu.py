@@ -31,8 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -262,26 +260,9 @@ def _sync(device) -> None:  # noqa: ANN001
 
 
 # --- 3., 4., 5.: the worker command itself -------------------------------------------------
-def bounded(argv: list[str], timeout: float, **kwargs) -> tuple[int | str, str]:  # noqa: ANN003
-    """Run `argv` in a session of its own: (exit code, or "over N s", and its output). On the
-    limit its whole process group goes (mpirun's ranks too), so nothing left behind takes
-    the GPU from the next check."""
-    proc = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True, **kwargs,
-    )  # fmt: skip
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-        return proc.returncode, output
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        output, _ = proc.communicate()
-        return f"over {timeout:.0f} s", output
-
-
 def worker(args: list[str], timeout: float, ranks: int = 1) -> dict:
     """`python -m mlbench_worker ARGS` with a metrics file; its summary, or what failed."""
-    from common import launcher_prefix, mpi_env
+    from common import bounded, launcher_prefix, mpi_env
 
     with tempfile.TemporaryDirectory() as tmp:
         metrics = Path(tmp) / "m.jsonl"
@@ -414,6 +395,8 @@ def run_section(name: str, device: str, quick: bool, out: Path) -> dict:
     start = time.perf_counter()
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env.pop("MLBENCH_MASTER_URL", None)
+    from common import bounded
+
     code, text = bounded(cmd, LIMITS[name], env=env, cwd=REPO)
     result_line = next((x for x in text.splitlines() if x.startswith("RESULT ")), None)
     result = json.loads(result_line[7:]) if result_line else {"failed": code, "tail": _tail(text)}

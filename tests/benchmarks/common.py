@@ -12,6 +12,7 @@ import datetime as dt
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import time
@@ -50,6 +51,23 @@ def mpi_env(**extra: str) -> dict:
     env.pop("MLBENCH_MASTER_URL", None)
     env.update(extra)
     return env
+
+
+def bounded(argv: list[str], timeout: float, **kwargs) -> tuple[int | str, str]:  # noqa: ANN003
+    """Run `argv` in a session of its own: (exit code, or "over N s", and its output). On the
+    limit its whole process group goes (mpirun's ranks too), so nothing left behind competes
+    with the next measurement (on a lent GPU, for the device itself)."""
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True, **kwargs,
+    )  # fmt: skip
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+        return proc.returncode, output
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        return f"over {timeout:.0f} s", output
 
 
 def worker_summary(argv: list[str], home: Path, metrics: Path, timeout: float) -> dict:
