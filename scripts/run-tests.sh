@@ -9,7 +9,9 @@
 # repository's rules. Few of them start worker ranks. The rest (e2e, workers under mpirun,
 # Slurm, local slots, images, the chaos series, headless Chromium) keeps the foreground.
 # Measured from a fresh clone on a 2-core machine (2026-11-26): the rest took 32 min and the
-# quick group 9.6 min beside it.
+# quick group 9.6 min beside it. With Spark and task 3 (2026-11-28): the rest 39.9 min (Spark's
+# runs about 7 of them), the quick group 9.5 to 10.7 min: the quick group has room to take
+# more (tests/worker is the candidate: mpirun alone, no master, no slots).
 #
 # The browser tests stay with the rest: runs on local slots add and remove network
 # interfaces (their bridges), and Chromium aborts a page's requests with ERR_NETWORK_CHANGED
