@@ -48,6 +48,9 @@ _RANK_END = re.compile(  # matched at the start of every rank line: anchored, ch
 # What bash says of a watched child that a signal ended ("mlbench-rank: line 2: 41 Killed
 # "$@""): the watcher's own line says it better, so it is left out of the stderr quoted.
 _BASH_JOB_REPORT = re.compile(r"^mlbench-rank: line \d+: +\d+ ")
+# Slurm's step daemon, on a node whose tasks srun stops after another task failed
+# (--kill-on-bad-exit), a scancel or a time limit: written into that node's tasks' output.
+_SLURM_CANCELLED = re.compile(r"\*\*\* (?:STEP|JOB) \S+ ON \S+ CANCELLED AT ")
 _CALLED_ABORT = re.compile(r"process rank (?P<rank>\d+) with PID \d+ on node \S+ calling \W?abort")
 THEN_MAX = 3  # later failures named after "then:"
 _SIGNAL_NAMES = {"Killed": 9, "Terminated": 15, "Aborted": 6, "Segmentation fault": 11,
@@ -107,15 +110,16 @@ _STOPPING_SIGNALS = {15, 2, 1}
 SAME_MOMENT = 1.0  # seconds within which two ends are ordered by their kind, not their time
 
 
-def _kind(end: RankEnd) -> int:
+def _kind(end: RankEnd, stopped: Collection[int] = ()) -> int:
     """0: ended by a fatal signal (killed, crashed); 1: exited with a code (often a reaction:
-    an abort after a peer vanished); 2: stopped by TERM, INT or HUP (a launcher's clean-up)."""
+    an abort after a peer vanished); 2: stopped by TERM, INT or HUP, or by any signal after
+    its launcher said it was stopping the rank (`stopped`): a launcher's clean-up."""
     if by_signal(end.code):
-        return 2 if end.code - 128 in _STOPPING_SIGNALS else 0
+        return 2 if end.code - 128 in _STOPPING_SIGNALS or end.rank in stopped else 0
     return 1
 
 
-def first_failures(ends: Iterable[RankEnd]) -> list[RankEnd]:
+def first_failures(ends: Iterable[RankEnd], stopped: Collection[int] = ()) -> list[RankEnd]:
     """The ranks that failed, first first.
 
     By the time each ended, except within SAME_MOMENT of the earliest: a watcher reads the
@@ -123,14 +127,15 @@ def first_failures(ends: Iterable[RankEnd]) -> list[RankEnd]:
     a peer takes to notice the death, abort and end. Ends that close are ordered by kind (a
     rank killed or crashed before one that exited with a code, before one stopped by its
     launcher), then by time. Ends without a time keep the order their lines came in, after
-    the timed ones."""
+    the timed ones. `stopped`: ranks their launcher announced it was stopping before they
+    ended (Slurm's "STEP ... CANCELLED"): srun SIGKILLs them, which is no fault of theirs."""
     failed = [end for end in ends if end.code != 0]
     by_time = sorted(failed, key=lambda end: end.time if end.time is not None else float("inf"))
     if not by_time or by_time[0].time is None:
         return by_time
     moment = by_time[0].time + SAME_MOMENT
     close = [end for end in by_time if end.time is not None and end.time <= moment]
-    first = min(close, key=lambda end: (_kind(end), end.time))
+    first = min(close, key=lambda end: (_kind(end, stopped), end.time))
     return [first, *(end for end in by_time if end is not first)]
 
 
@@ -204,12 +209,15 @@ def describe_end(end: RankEnd, oom_killed: Collection[int] = ()) -> str:
 
 
 def rank_failures(
-    ends: Iterable[RankEnd], launcher: LauncherReport | None, oom_killed: Collection[int] = ()
+    ends: Iterable[RankEnd],
+    launcher: LauncherReport | None,
+    oom_killed: Collection[int] = (),
+    stopped: Collection[int] = (),
 ) -> list[str]:
     """The failures in the order they happened: the ranks' from their watchers' lines; the
     launcher's before them when a signal ended it, after them where it names a rank no
     watcher spoke for (one killed before it could write), alone where there are none."""
-    failed = first_failures(ends)
+    failed = first_failures(ends, stopped)
     heads = [describe_end(end, oom_killed) for end in failed]
     if launcher is None:
         return heads
@@ -227,11 +235,13 @@ def failure_reason(
     ends: Iterable[RankEnd] = (),
     oom_killed: Collection[int] = (),
     launcher: str = "mpirun",
+    stopped: Collection[int] = (),
 ) -> str:
     """A FAILED reason a person can act on: the first failure, the later ones, the ranks'
-    last stderr lines. `oom_killed`: the pids the kernel says its OOM killer ended."""
+    last stderr lines. `oom_killed`: the pids the kernel says its OOM killer ended;
+    `stopped`: the ranks their launcher stopped (first_failures)."""
     report = launcher_report(exit_code, mpirun_lines, launcher)
-    head = first_cause(rank_failures(ends, report, oom_killed))
+    head = first_cause(rank_failures(ends, report, oom_killed, stopped))
     return with_tail(head, stderr_tail)
 
 
@@ -252,6 +262,9 @@ class OutputTail:
         self.mpirun_stderr: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         self.mpirun_lines: collections.deque[str] = collections.deque(maxlen=MPIRUN_LINES)
         self.ends: collections.deque[RankEnd] = collections.deque(maxlen=RANK_ENDS)
+        # Ranks whose node's step daemon said "CANCELLED" before the rank's end line came:
+        # in one rank's stream the two keep their order, so these ended by Slurm's hand.
+        self.stopped: set[int] = set()
 
     def add(self, lines: Iterable[OutputLine]) -> None:
         for line in lines:
@@ -259,6 +272,9 @@ class OutputTail:
             if end is not None:
                 self.ends.append(end)
                 continue
+            if line.rank is not None and _SLURM_CANCELLED.search(line.text):
+                if all(end.rank != line.rank for end in self.ends):
+                    self.stopped.add(line.rank)
             if line.rank is None:
                 self.mpirun_lines.append(line.text)
             elif _BASH_JOB_REPORT.match(line.text):
@@ -295,12 +311,18 @@ class OutputTail:
     def reason(self, exit_code: int, oom_killed: Collection[int] = ()) -> str:
         """Why a launch that exited with `exit_code` failed."""
         return failure_reason(
-            exit_code, self.mpirun_lines, self.last_stderr(), self.ends, oom_killed, self.launcher
+            exit_code,
+            self.mpirun_lines,
+            self.last_stderr(),
+            self.ends,
+            oom_killed,
+            self.launcher,
+            self.stopped,
         )
 
     def with_stderr(self, head: str, oom_killed: Collection[int] = ()) -> str:
         """`head`, a cause the cluster or the master saw first (a scheduler's limit, a lost
         node, a launcher killed), then the ranks that failed after it and the last stderr
         lines."""
-        later = rank_failures(self.ends, None, oom_killed)
+        later = rank_failures(self.ends, None, oom_killed, self.stopped)
         return with_tail(first_cause([head, *later]), self.last_stderr())

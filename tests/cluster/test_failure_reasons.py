@@ -141,6 +141,29 @@ def test_a_killed_rank_comes_before_a_peers_abort_its_watcher_stamped_earlier():
     )
 
 
+def test_a_rank_slurm_said_it_cancelled_comes_after_the_failure_that_made_srun_stop_it():
+    """srun (--kill-on-bad-exit) SIGKILLs the other ranks once one failed; the step daemon
+    says so in their output first. Seen in CI: rank 0's watcher stamped its kill before rank
+    1's exit, and the kill was named first."""
+    cancelled = "slurmstepd-n1: error: *** STEP 3.0 ON n1 CANCELLED AT 2026-11-29T01:15:04 ***"
+    tail = OutputTail("srun")
+    tail.add([
+        OutputLine(1, "stderr", "rank 1 fails on purpose"),
+        OutputLine(0, "stderr", cancelled),
+        ended(0, 137, "20.000"),
+        ended(1, 3, "20.300"),
+        OutputLine(None, "stderr", "srun: error: n1: task 0: Killed"),
+        OutputLine(None, "stderr", "srun: error: n2: task 1: Exited with exit code 3"),
+    ])  # fmt: skip
+    assert tail.reason(137).startswith(
+        "rank 1 exited with code 3; then: rank 0 exited with code 137"
+    ), tail.reason(137)
+    # A rank killed before any cancel is still a first cause, its peer's cancel after it.
+    tail = OutputTail("srun")
+    tail.add([ended(1, 137, "30.200"), OutputLine(0, "stderr", cancelled), ended(0, 137, "30.0")])
+    assert tail.reason(1).startswith("rank 1 exited with code 137"), tail.reason(1)
+
+
 def test_ends_far_apart_are_ordered_by_time_whatever_their_kind():
     tail = tail_of(ended(0, 1, "10.0"), ended(1, 137, f"{10.0 + SAME_MOMENT + 0.5}"))
     assert tail.reason(1).startswith("rank 0 exited with code 1; then: rank 1 exited with code 137")

@@ -18,6 +18,7 @@ prints RESULT).
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import math
 import sys
@@ -279,6 +280,11 @@ def hook() -> dict:
                 a.sub_(lr * a.grad)
                 b.sub_(lr * b.grad)
     compressed = exchange.steps - exchange.warmup
+    # DDP's reducer holds the Python hook; freed after the group is gone, or at interpreter
+    # exit from its own thread, it aborted the process ("terminate called without an active
+    # exception", seen under load): it goes first.
+    del ddp, state, seeded_hook
+    gc.collect()
     comm.close()
     return {
         "errors": errors,
