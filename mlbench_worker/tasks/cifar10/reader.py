@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from mlbench_worker.data import DataUnavailable, FolderLock
+from mlbench_worker.data import download as download_file
 from mlbench_worker.shared import data_files
 from mlbench_worker.training.errors import WorkerError
 
@@ -153,24 +154,13 @@ def download(data_dir: Path, url: str | None = None, timeout: float = 30.0) -> P
 
     MLBENCH_CIFAR10_URL may name a mirror (the archive's MD5 is checked all the same).
     """
-    import requests
-
     url = url or os.environ.get("MLBENCH_CIFAR10_URL") or URL
-    target = data_dir / ARCHIVE
-    part = target.with_name(target.name + f".part{os.getpid()}")
     try:
-        with requests.get(url, stream=True, timeout=(10.0, timeout)) as resp:
-            resp.raise_for_status()
-            with open(part, "wb") as fh:
-                for chunk in resp.iter_content(1 << 20):
-                    fh.write(chunk)
-        os.replace(part, target)
-    except (requests.RequestException, OSError) as exc:
-        part.unlink(missing_ok=True)
+        return download_file.fetch(url, data_dir / ARCHIVE, timeout=timeout)
+    except download_file.DownloadFailed as exc:
         raise DataUnavailable(
-            f"Could not download CIFAR-10 from {url}: {exc}. {hand_placement_help(data_dir)}"
+            f"Could not download CIFAR-10 from {exc}. {hand_placement_help(data_dir)}"
         ) from exc
-    return target
 
 
 def load_cache(data_dir: Path) -> Arrays | None:

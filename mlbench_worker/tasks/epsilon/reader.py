@@ -25,7 +25,6 @@ longer needed (MADV_DONTNEED), so the rank's resident memory is its rows plus on
 
 from __future__ import annotations
 
-import hashlib
 import json
 import mmap
 import os
@@ -37,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from mlbench_worker.data import DataUnavailable, FolderLock, libsvm
+from mlbench_worker.data import download as download_file
 from mlbench_worker.shared import data_files
 from mlbench_worker.training.errors import WorkerError
 
@@ -158,38 +158,23 @@ def download(
     timeout: float = 30.0,
 ) -> Path:
     """Fetch `name` into data_dir via a .part file, checking its SHA-256 on the way."""
-    import requests
-
     base = url_base or os.environ.get("MLBENCH_EPSILON_URL") or URL_BASE
     url = base.rstrip("/") + "/" + name
     expected = (SHA256 if checksums is None else checksums).get(name)
-    target = data_dir / name
-    part = target.with_name(f"{name}.part{os.getpid()}")
-    digest = hashlib.sha256()
     try:
-        with requests.get(url, stream=True, timeout=(10.0, timeout)) as resp:
-            resp.raise_for_status()
-            total = int(resp.headers.get("content-length") or 0)
-            say(f"epsilon: downloading {url}" + (f" ({total / 2**30:.1f} GiB)" if total else ""))
-            with open(part, "wb") as fh:
-                for chunk in resp.iter_content(1 << 20):
-                    fh.write(chunk)
-                    digest.update(chunk)
-    except (requests.RequestException, OSError) as exc:
-        part.unlink(missing_ok=True)
-        raise DataUnavailable(
-            f"Could not download epsilon from {url}: {exc}. {hand_placement_help(data_dir)}"
-        ) from exc
-    got = digest.hexdigest()
-    if expected is not None and got != expected:
-        part.unlink(missing_ok=True)
-        raise WorkerError(
-            f"{url} has the wrong checksum (SHA-256 {got}, expected {expected}): the download "
-            "was incomplete or is not the official file. Run again to fetch a fresh copy.",
-            exit_code=1,
+        return download_file.fetch(
+            url,
+            data_dir / name,
+            timeout=timeout,
+            digest=("sha256", expected) if expected is not None else None,
+            say=lambda message: say(f"epsilon: {message}"),
         )
-    os.replace(part, target)
-    return target
+    except download_file.DownloadFailed as exc:
+        raise DataUnavailable(
+            f"Could not download epsilon from {exc}. {hand_placement_help(data_dir)}"
+        ) from exc
+    except download_file.WrongDigest as exc:
+        raise WorkerError(f"{exc}. Run again to fetch a fresh copy.", exit_code=1) from exc
 
 
 class CacheWriter:

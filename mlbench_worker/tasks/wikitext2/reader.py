@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from mlbench_worker.data import DataUnavailable, FolderLock
+from mlbench_worker.data import download as download_file
 from mlbench_worker.shared import data_files
 from mlbench_worker.training.errors import WorkerError
 
@@ -160,24 +161,13 @@ def read_folder(folder: Path) -> dict[str, str]:
 
 def download(data_dir: Path, timeout: float = 30.0) -> Path:
     """Fetch the archive to data_dir via a .part file, trying each URL in turn."""
-    import requests
-
     urls = [os.environ["MLBENCH_WIKITEXT2_URL"]] if os.environ.get("MLBENCH_WIKITEXT2_URL") else []
-    target = data_dir / ARCHIVE
-    part = target.with_name(target.name + f".part{os.getpid()}")
     errors = []
     for url in [*urls, *URLS]:
         try:
-            with requests.get(url, stream=True, timeout=(10.0, timeout)) as resp:
-                resp.raise_for_status()
-                with open(part, "wb") as fh:
-                    for chunk in resp.iter_content(1 << 20):
-                        fh.write(chunk)
-            os.replace(part, target)
-            return target
-        except (requests.RequestException, OSError) as exc:
-            part.unlink(missing_ok=True)
-            errors.append(f"{url}: {exc}")
+            return download_file.fetch(url, data_dir / ARCHIVE, timeout=timeout)
+        except download_file.DownloadFailed as exc:
+            errors.append(str(exc))
     raise DataUnavailable(
         f"Could not download WikiText-2 ({'; '.join(errors)}). {hand_placement_help(data_dir)}"
     )
