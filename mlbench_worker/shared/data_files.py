@@ -5,6 +5,7 @@ Two readers of the same files exist on purpose: the tasks' (tasks/cifar10/reader
 tasks/epsilon/reader.py), which feed training, and the evaluator's
 (shared/evaluation/file_labels.py), which must not trust them. What both must agree on,
 the names and checksums that say a file is the official one, is written here once.
+ImageNet's development kit is parsed in one place for both (shared/imagenet_devkit.py).
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ EPSILON_SHA256 = {
     "epsilon_normalized.bz2": "aff916d4f97f18d286558ca088d2a9f7e1fcee9376539a5aa6ef5b7ef9dfa978",
     "epsilon_normalized.t.bz2": "cb299295ad11e200696eaa3050f5d8cf700eaa9c65e6aa859bda959f8669458b",
 }
+
+IMAGENET_FOLDER = "imagenet"  # <data dir>/imagenet/: train/, val/ and the development kit
+IMAGENET_DEVKIT_ARCHIVE = "ILSVRC2012_devkit_t12.tar.gz"
+# The kit archive's published MD5 (torchvision's ImageNet verifies the same value).
+IMAGENET_DEVKIT_MD5 = "fa75699e90414af021442c21a62c3abf"
 
 
 def file_digest(path: Path, algorithm: str) -> str:

@@ -124,7 +124,7 @@ def test_the_master_lacks_the_real_labels_the_file_is_kept_ungraded(make_run, ci
     top5 = np.arange(15).reshape(3, 5)
     body = npz(digest="0" * 64, predicted_class=top5[:, 0], predicted_top5=top5)
     r = post(worker_client(imagenet), imagenet, body, "dataset=imagenet")
-    assert r.status_code == 202 and "ImageNet's labels" in r.json()["why"]
+    assert r.status_code == 202 and "ILSVRC2012_devkit_t12.tar.gz" in r.json()["why"]
 
 
 def test_each_test_set_has_one_evaluator_kept_in_a_small_lru():

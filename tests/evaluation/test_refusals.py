@@ -211,7 +211,7 @@ def test_files_that_are_not_npz(tmp_path):
         (
             TestSet("resnet50-imagenet", "imagenet", 1, 5, "/nowhere"),
             LabelsUnavailable,
-            "does not read ImageNet's labels yet",
+            "development kit at /nowhere/imagenet/ILSVRC2012_devkit_t12.tar.gz, which is not",
         ),
     ],
 )

@@ -9,7 +9,8 @@
   generated_inputs.py or file_inputs.py, refusing external data (onnx_external.py), run in
   a bounded child process (audit_process.py).
 
-Numpy, onnxruntime and the standard library only, and nothing of any implementation,
+Numpy, onnxruntime and the standard library only (and scipy, imported only to read
+ImageNet's meta.mat, through shared/imagenet_devkit.py), and nothing of any implementation,
 trainer, model or framework (tests/test_worker_rooms.py), so the master can run it and no
 trainer's code can touch a grade. docs/checking.rst says what is built and what is not yet.
 """

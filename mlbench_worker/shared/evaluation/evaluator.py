@@ -2,10 +2,10 @@
 
 Implementations only predict (docs/checking.rst, "Who grades a run"): this module, not the
 code that trained, decides a run's accuracy. It depends on numpy and the standard library
-and imports nothing of any implementation, trainer, model or framework
-(tests/test_architecture.py enforces it), so a bug or a lie in a trainer cannot reach the
-grade. The labels come from test_sets.py (regenerated from the seed, or read from
-checksummed files), never from the run.
+(and scipy for ImageNet's meta.mat) and imports nothing of any implementation, trainer,
+model or framework (tests/test_worker_rooms.py enforces it), so a bug or a lie in a
+trainer cannot reach the grade. The labels come from test_sets.py (regenerated from the
+seed, or read from checksummed files), never from the run.
 
 Metrics, named as the worker posts its own so the two can stand side by side: the task's
 goal metric (``val_accuracy``: top-1 for tasks 1a and 1b, the share of correct -1/+1

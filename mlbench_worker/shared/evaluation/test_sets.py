@@ -2,7 +2,8 @@
 
 A run's test set is fixed by what the run records: its task (hence the real data set, from
 the catalogue), the data set it used (that one or "synthetic"), its seed, how many test
-examples it evaluated on (the first N of the set, as every task's data code takes them), and
+examples it evaluated on (the first N of the set, as the tasks' data code takes them, but
+for real ImageNet N spread evenly over its sorted listing, as task 1b's takes them), and
 for task 2's generated set its number of features. From that alone the evaluator gets the
 labels, in the set's own order: regenerated (generated_labels.py) or read from checksummed
 files (file_labels.py). Nothing here asks the run or its training code.
@@ -21,7 +22,6 @@ from mlbench_worker.shared.evaluation import (
     generated_inputs,
     generated_labels,
 )
-from mlbench_worker.shared.evaluation.file_labels import LabelsUnavailable
 
 SYNTHETIC = "synthetic"
 EPSILON_FEATURES = 2000  # task 2's rows (the real set's width, and the generated set's default)
@@ -31,14 +31,19 @@ CLASSES: dict[str, int | None] = {"cifar10": 10, "imagenet": 1000, "epsilon": No
 
 @dataclass(frozen=True)
 class TestSet:
-    """The test set a run evaluated on, as the run records it."""
+    """The test set a run evaluated on, as the run records it.
+
+    `size` is how many examples the run evaluated on: the first `size` of the set, except
+    for real ImageNet, where the worker takes `size` images spread evenly over its sorted
+    validation listing (``--test-images``) and the labels are those rows'
+    (file_labels.imagenet_subset); `size` equal to the set's length is the whole set."""
 
     __test__ = False  # not a pytest test class, despite its name
 
     task: str  # a catalogue name, e.g. "resnet20-cifar10"
     dataset: str  # what the run used: the task's real data set, or "synthetic"
     seed: int
-    size: int  # test examples evaluated: the first `size` of the set
+    size: int  # test examples evaluated: the first `size` (real ImageNet: spread evenly)
     data_dir: str = ""  # where the real set's files are (real sets only)
     features: int = EPSILON_FEATURES  # task 2's generated set: features per row
 
@@ -88,15 +93,14 @@ def labels(test_set: TestSet) -> np.ndarray:
         found = file_labels.cifar10(test_set.data_dir)
     elif family == "epsilon":
         found = file_labels.epsilon(test_set.data_dir)
-    else:
-        raise LabelsUnavailable(
-            "the evaluator does not read ImageNet's labels yet: they are the class folders "
-            "the validation images were sorted into, which no checksum covers"
-        )
+    else:  # from the development kit's archive, not the sorted folders
+        found = file_labels.imagenet(test_set.data_dir)
     if test_set.size > found.size:
         raise ValueError(
             f"{test_set.describe()} asks for {test_set.size} examples; the files hold {found.size}"
         )
+    if family == "imagenet":
+        return file_labels.imagenet_subset(found, test_set.size)
     return found[: test_set.size]
 
 

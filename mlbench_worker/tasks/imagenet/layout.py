@@ -23,11 +23,12 @@ from pathlib import Path
 import numpy as np
 
 from mlbench_worker.data import DataUnavailable
+from mlbench_worker.shared import data_files, imagenet_devkit
 from mlbench_worker.tasks.imagenet import NUM_CLASSES
 from mlbench_worker.training.errors import WorkerError
 
-FOLDER = "imagenet"
-IMAGE_SUFFIXES = (".jpeg", ".jpg", ".png")
+FOLDER = data_files.IMAGENET_FOLDER  # "imagenet": the evaluator looks there too
+IMAGE_SUFFIXES = imagenet_devkit.IMAGE_SUFFIXES  # the evaluator checks the same files
 SORT_COMMAND = "python -m mlbench_worker.tasks.imagenet.sort_val"
 
 
@@ -44,10 +45,11 @@ class Split:
 
     def subset(self, count: int | None) -> Split:
         """`count` images spread evenly over the list (so every class keeps its share), or
-        all of them; a smoke test on real data then still sees every class."""
+        all of them; a smoke test on real data then still sees every class. The evaluator
+        picks the same validation rows (shared/imagenet_devkit.py holds the rule)."""
         if not count or count >= len(self):
             return self
-        pick = np.arange(count, dtype=np.int64) * len(self) // count
+        pick = imagenet_devkit.spread(len(self), count)
         return Split(self.folder, self.names[pick], self.labels[pick])
 
 

@@ -11,7 +11,9 @@ content:
   (1..1000) per line, line k for ILSVRC2012_val_<k, 8 digits>.JPEG. The numbers are the
   kit's own ILSVRC2012_ID, not the sorted order of the WordNet ids: the kit's
   `data/meta.mat` maps them (read with scipy, which the worker installs with
-  scikit-learn); it is looked for next to the label file unless --meta names it;
+  scikit-learn); it is looked for next to the label file unless --meta names it. Both
+  files are parsed by mlbench_worker/shared/imagenet_devkit.py, which the evaluator
+  reads them with too;
 - a list of `FILE WNID` pairs, separated by a comma or blanks, one per line, the file
   with or without its extension; anything after the WNID is ignored and a header line is
   skipped. Kaggle's `LOC_val_solution.csv` is such a list.
@@ -32,10 +34,11 @@ import re
 import sys
 from pathlib import Path
 
+from mlbench_worker.shared import imagenet_devkit
+from mlbench_worker.shared.imagenet_devkit import DevkitError
 from mlbench_worker.tasks.imagenet.layout import IMAGE_SUFFIXES
 
 WNID = re.compile(r"^n\d{8}$")
-VAL_NAME = "ILSVRC2012_val_{:08d}"
 
 
 class SortError(Exception):
@@ -50,42 +53,37 @@ def _stem(name: str) -> str:
 
 def read_meta(meta: Path) -> dict[int, str]:
     """ILSVRC2012_ID -> WNID from the development kit's meta.mat."""
-    try:
-        from scipy.io import loadmat
-    except ImportError as exc:  # pragma: no cover - scipy comes with the worker's extras
-        raise SortError(f"reading {meta} needs scipy (pip install scipy): {exc}") from exc
     if not meta.is_file():
         raise SortError(
             f"{meta} not found: the development kit's class numbers need its meta.mat "
             "(ILSVRC2012_devkit_t12/data/meta.mat); pass it with --meta"
         )
     try:
-        synsets = loadmat(str(meta), squeeze_me=True)["synsets"]
-        return {int(s["ILSVRC2012_ID"]): str(s["WNID"]) for s in synsets}
-    except (KeyError, ValueError, TypeError, OSError) as exc:
-        raise SortError(
-            f"{meta} is not the development kit's meta.mat (no synsets with "
-            f"ILSVRC2012_ID and WNID): {exc}"
-        ) from exc
+        return imagenet_devkit.read_meta(meta)
+    except DevkitError as exc:
+        raise SortError(f"{meta} {exc}: is it the development kit's meta.mat?") from exc
 
 
 def read_labels(labels: Path, meta: Path | None = None) -> dict[str, str]:
     """File name without extension -> WNID, from either kind of label file."""
     try:
-        lines = [ln.strip() for ln in labels.read_text().splitlines()]
+        text = labels.read_text()
     except OSError as exc:
         raise SortError(f"cannot read the label file {labels}: {exc.strerror or exc}") from exc
+    lines = [ln.strip() for ln in text.splitlines()]
     lines = [ln for ln in lines if ln]
     if not lines:
         raise SortError(f"the label file {labels} is empty")
-    if all(ln.isdigit() for ln in lines):
+    if all(ln.isdigit() for ln in lines):  # the development kit's ground truth
+        try:
+            ground_truth = imagenet_devkit.read_ground_truth(text)
+        except DevkitError as exc:
+            raise SortError(f"{labels} {exc}") from exc
         ids = read_meta(meta or labels.parent / "meta.mat")
-        out = {}
-        for k, ln in enumerate(lines, start=1):
-            if int(ln) not in ids:
-                raise SortError(f"{labels} line {k}: class number {ln} is not in the meta.mat")
-            out[VAL_NAME.format(k)] = ids[int(ln)]
-        return out
+        try:
+            return imagenet_devkit.val_wnids(ground_truth, ids)
+        except DevkitError as exc:
+            raise SortError(f"{labels} {exc}") from exc
     out = {}
     for k, ln in enumerate(lines, start=1):
         parts = re.split(r"[,\s]+", ln)
