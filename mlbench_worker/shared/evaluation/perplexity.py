@@ -34,9 +34,10 @@ Cost: the whole stream by default, which is what the run evaluated. `max_tokens`
 then only the first rows of every column (LSTM) or the first blocks of every part (GPT) are
 scored, each position as the run scored it (up to rounding), so the result is the run's
 mean over a subset of its positions, not its value, and says so (`Score.whole`). One
-onnxruntime thread here scored 165 tokens a second with the task's AWD-LSTM (about 67
-MFLOP a token, 40 % of it the decoder over 33,278 words) and 448 with the small GPT (about
-25): WikiText-2's 217,646 validation tokens take about 22 and 8 minutes.
+onnxruntime thread here scored 307 tokens a second with the task's AWD-LSTM (about 67
+MFLOP a token, 40 % of it the decoder over 33,278 words) and 669 with the small GPT (about
+25), half that under load: WikiText-2's 217,646 validation tokens take 12 to 22 and 5 to 8
+minutes.
 
 Before scoring, a few windows of the evaluation are probed for a model that looks ahead
 (language_model.causal_probe, with `probe_seed`). numpy and onnxruntime only.
