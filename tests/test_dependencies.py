@@ -78,6 +78,9 @@ USED_OTHERWISE = {
 }
 # Imported, not declared for that side: (side, module) and why.
 UNDECLARED_ON_PURPOSE = {
+    ("worker", "onnxruntime"): "shared/evaluation/language_model.py, task 3's grading from the "
+    "model, is reached by no rank and not yet by the client: the master, which declares it, "
+    "is to run it (docs/checking.rst, 'Task 3: perplexity from the model')",
     ("client", "kubernetes"): "optional: ApiClient finds a master in Kubernetes with it, and "
     "says 'pip install kubernetes, or pass url=' when it is missing",
     ("client", "matplotlib"): "optional: only `mlbench report --plot` draws (mlbench_worker/"
@@ -86,9 +89,6 @@ UNDECLARED_ON_PURPOSE = {
     "mlbench_worker/shared/evaluation/), and says 'pip install numpy' when it is missing",
     ("client", "onnxruntime"): "optional: `mlbench evaluate` audits a run's model with it "
     "(shared/evaluation/model_audit.py) and says 'pip install onnxruntime' when it is missing",
-    ("worker", "onnxruntime"): "shared/evaluation/language_model.py, task 3's grading from the "
-    "model, is reached by no rank and not yet by the client: the master, which declares it, "
-    "is to run it (docs/checking.rst, 'Task 3: perplexity from the model')",
     ("tests", "mlbench_core"): "the original client, installed only in .venv-seed (make "
     "test-deps); tests/api/scripts/original_client.py runs there",
 }
