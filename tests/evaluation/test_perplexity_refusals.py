@@ -26,6 +26,13 @@ GPT = perplexity.Geometry("gpt", 2, 16, 0)
 LSTM = perplexity.Geometry("lstm", 2, 7, 4)
 
 
+def const(name: str, kind: int, dims: list, values: list):
+    """A Constant node giving tensor `name`."""
+    return helper.make_node(
+        "Constant", [], [name], value=helper.make_tensor(name, kind, dims, values)
+    )
+
+
 def model(
     *,
     words: int = VOCAB,
@@ -39,18 +46,19 @@ def model(
     (`look_ahead`, 10 on it); with `state` ([N, S] dims) an LSTM-like model whose next
     state is its state."""
     source = "tokens"
+    hot = [0.0, 10.0 if look_ahead else 1.0]
     nodes = [
-        helper.make_node("Constant", [], ["depth"], value=helper.make_tensor("d", TensorProto.INT64, [], [words])),
-        helper.make_node("Constant", [], ["values"], value=helper.make_tensor("v", TensorProto.FLOAT, [2], [0.0, 10.0 if look_ahead else 1.0])),
-    ]  # fmt: skip
+        const("depth", TensorProto.INT64, [], [words]),
+        const("values", TensorProto.FLOAT, [2], hot),
+    ]
     if token_type != TensorProto.INT64:
         nodes.append(helper.make_node("Cast", ["tokens"], ["ids"], to=TensorProto.INT64))
         source = "ids"
     if look_ahead:  # position t gets the token at t + 1 (the first one, rotated, at the end)
         nodes += [
-            helper.make_node("Constant", [], ["one"], value=helper.make_tensor("o", TensorProto.INT64, [1], [1])),
-            helper.make_node("Constant", [], ["zero"], value=helper.make_tensor("z", TensorProto.INT64, [1], [0])),
-            helper.make_node("Constant", [], ["end"], value=helper.make_tensor("e", TensorProto.INT64, [1], [2**62])),
+            const("one", TensorProto.INT64, [1], [1]),
+            const("zero", TensorProto.INT64, [1], [0]),
+            const("end", TensorProto.INT64, [1], [2**62]),
             helper.make_node("Slice", [source, "one", "end", "one"], ["later"]),
             helper.make_node("Slice", [source, "zero", "one", "one"], ["first"]),
             helper.make_node("Concat", ["later", "first"], ["shifted"], axis=1),
@@ -59,9 +67,9 @@ def model(
     nodes.append(helper.make_node("OneHot", [source, "depth", "values"], ["hot"], axis=-1))
     if nan:
         nodes += [
-            helper.make_node("Constant", [], ["nan"], value=helper.make_tensor("n", TensorProto.FLOAT, [], [math.nan])),
+            const("nan", TensorProto.FLOAT, [], [math.nan]),
             helper.make_node("Mul", ["hot", "nan"], ["logits"]),
-        ]  # fmt: skip
+        ]
     else:
         nodes.append(helper.make_node("Identity", ["hot"], ["logits"]))
     inputs = [helper.make_tensor_value_info("tokens", token_type, list(token_dims))]
