@@ -138,6 +138,12 @@ def test_a_stream_or_geometry_that_does_not_fit_is_a_value_error():
         perplexity.score(gpt, STREAM, LSTM)
     with pytest.raises(ValueError, match="less than a block of every part"):
         perplexity.score(gpt, STREAM, GPT, max_tokens=31)
+    record = {"task": "gpt-wikitext2", "workers": 2, "dataset": "synthetic", "seed": 4}
+    with pytest.raises(ValueError, match="config does not record 'block'"):
+        perplexity.grade(model(), **record, config={"valid_tokens": 900, "vocab": VOCAB})
+    graded = perplexity.grade(model(), **record, config={"valid_tokens": 900, "vocab": VOCAB,
+                                                         "block": 16})  # fmt: skip
+    assert graded.whole and graded.tokens == 2 * 449
 
 
 def archive(tmp_path) -> str:

@@ -15,8 +15,6 @@ import torch
 
 from mlbench_worker.models import build_language_model
 from mlbench_worker.shared.evaluation import perplexity
-from mlbench_worker.shared.evaluation.language_model import LanguageModel
-from mlbench_worker.shared.evaluation.token_streams import TokenStream, tokens
 from mlbench_worker.tasks.wikitext2.export import onnx_bytes
 
 from .helpers import metrics_file, points, run_worker
@@ -34,13 +32,11 @@ def grade_run(metrics: Path, checkpoint: Path) -> None:
     assert not points(records, "averaging_started")  # the checkpoint holds the raw weights
     model = build_language_model(summary["model"], config["vocab"])
     model.load_state_dict(torch.load(checkpoint, weights_only=False)["model"])
+    graded = perplexity.grade(
+        onnx_bytes(model), task=summary["task"], workers=summary["num_workers"],
+        dataset=summary["dataset"], seed=summary["seed"], config=config,
+    )  # fmt: skip
     geometry = perplexity.Geometry.of_run(summary["task"], summary["num_workers"], config)
-    stream = TokenStream(
-        summary["dataset"], summary["seed"], config["valid_tokens"], config["vocab"]
-    )
-    graded = perplexity.score(
-        LanguageModel(onnx_bytes(model), geometry.family, config["vocab"]), tokens(stream), geometry
-    )
     loss, ppl, accuracy = (
         points(records, m)[-1] for m in ("val_loss", "val_perplexity", "val_accuracy")
     )

@@ -52,10 +52,12 @@ from typing import Any
 import numpy as np
 
 from mlbench_worker.shared import catalogue
+from mlbench_worker.shared.evaluation import token_streams
 from mlbench_worker.shared.evaluation.language_model import (
     GPT,
     LOGITS_PER_RUN,
     LSTM,
+    THREADS,
     LanguageModel,
     ModelRefused,
     causal_probe,
@@ -64,7 +66,7 @@ from mlbench_worker.shared.evaluation.language_model import (
 EVAL_COLUMNS = 10  # the AWD-LSTM's evaluation columns (tasks/wikitext2/data.LSTM_EVAL_COLUMNS)
 PROBE_WINDOWS = 4
 
-__all__ = ["GPT", "LSTM", "Geometry", "ModelRefused", "Score", "family_of", "score"]
+__all__ = ["GPT", "LSTM", "Geometry", "ModelRefused", "Score", "family_of", "grade", "score"]
 
 
 def family_of(task: str) -> str:
@@ -258,3 +260,38 @@ def score(
         _score_gpt(model, _blocks(tokens.astype(np.int64), geometry, limit), sums, rng)
     mean = sums.loss / sums.count
     return Score(mean, perplexity(mean), sums.right / sums.count, sums.count, sums.count == whole)
+
+
+def grade(
+    data: bytes,
+    *,
+    task: str,
+    workers: int,
+    dataset: str,
+    seed: int,
+    config: dict[str, Any],
+    data_dir: str = "",
+    max_tokens: int | None = None,
+    probe_seed: int = 0,
+    threads: int = THREADS,
+) -> Score:
+    """The grade of a run's ONNX model `data` from what the run records: its task, number
+    of workers, data set and seed, and its summary's `config` (``valid_tokens``, ``vocab``
+    and the geometry); `data_dir` holds WikiText-2's archive for a real-data run.
+    ModelRefused, ValueError (also for a record that lacks an entry) or LabelsUnavailable
+    as the parts raise them."""
+    try:
+        geometry = Geometry.of_run(task, workers, config)
+        stream = token_streams.TokenStream(
+            dataset, seed, int(config["valid_tokens"]), int(config["vocab"]), "valid", data_dir
+        )
+    except KeyError as exc:
+        raise ValueError(f"the run's config does not record {exc.args[0]!r}") from None
+    model = LanguageModel(data, geometry.family, stream.vocab, threads)
+    return score(
+        model,
+        token_streams.tokens(stream),
+        geometry,
+        max_tokens=max_tokens,
+        probe_seed=probe_seed,
+    )
