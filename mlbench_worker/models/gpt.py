@@ -8,8 +8,8 @@ Initialisation as GPT-2: normal(0, 0.02), and the residual projections scaled by
 1 / sqrt(2 x layers) so the residual stream's variance does not grow with depth.
 
 Written from the GPT-2 paper's description and nanoGPT's published structure (Karpathy,
-github.com/karpathy/nanoGPT), not copied. It exports to ONNX with a dynamic sequence
-length through the dynamo exporter (training/torch_export.py).
+github.com/karpathy/nanoGPT), not copied. It exports to ONNX with a dynamic batch and
+sequence length for the evaluator (tasks/wikitext2/export.py).
 """
 
 from __future__ import annotations

@@ -7,7 +7,10 @@
 - evaluator.py: the grade of a predictions file by the task's own metric;
 - model_audit.py: the ONNX audit of a run's final model (onnxruntime), on the inputs of
   generated_inputs.py or file_inputs.py, refusing external data (onnx_external.py), run in
-  a bounded child process (audit_process.py).
+  a bounded child process (audit_process.py);
+- perplexity.py: task 3's perplexity graded from the run's ONNX model (language_model.py: its
+  contract and the look-ahead probe) over the token stream token_streams.py regenerates or
+  reads from the checksummed archive (not yet called by the master: docs/checking.rst).
 
 Numpy, onnxruntime and the standard library only (and scipy, imported only to read
 ImageNet's meta.mat, through shared/imagenet_devkit.py), and nothing of any implementation,

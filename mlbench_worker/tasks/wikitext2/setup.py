@@ -9,6 +9,9 @@ GPT (task 3b): AdamW (betas 0.9, 0.95) at the task's rate times B / 16, times mi
 K workers, warm-up then cosine to a tenth (optim.CosineSchedule), clipped to norm 1.
 
 `--lr` replaces the peak rate. The summary adds the final and best validation perplexity.
+Its config records what the evaluator needs to repeat the run's evaluation from the model
+(shared/evaluation/perplexity.py): the validation tokens and vocabulary, and the
+evaluation's geometry (the LSTM's `bptt` and `eval_columns`, the GPT's `block`).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Callable
 import torch
 
 from mlbench_worker.models import LM_MODELS, build_language_model
-from mlbench_worker.tasks.wikitext2.data import Blocks, Columns, batchify, load
+from mlbench_worker.tasks.wikitext2.data import LSTM_EVAL_COLUMNS, Blocks, Columns, batchify, load
 from mlbench_worker.tasks.wikitext2.optim import (
     AveragedSGD,
     CosineSchedule,
@@ -116,7 +119,12 @@ def build(
             "clip": task.clip,
             "weight_decay": task.weight_decay,
             **(
-                {"bptt": task.bptt, "alpha": task.alpha, "beta": task.beta}
+                {
+                    "bptt": task.bptt,
+                    "alpha": task.alpha,
+                    "beta": task.beta,
+                    "eval_columns": LSTM_EVAL_COLUMNS,
+                }
                 if task.kind == LSTM
                 else {"block": spec.block}
             ),  # fmt: skip
