@@ -28,6 +28,7 @@ MASTER = [
     "matplotlib",  # the charts of runs and series (mlbench_worker/shared/plots.py, shared)
     "cryptography",  # Ed25519 signatures of result bundles (mlbench_master/bundles/signing.py)
     "onnxruntime",  # the ONNX audit of a run's final model (shared/evaluation/model_audit.py)
+    "pillow",  # the audit of task 1b decodes its JPEG files (shared/evaluation/imagenet_inputs.py)
 ]
 WORKER = [
     "torch==2.13.0",

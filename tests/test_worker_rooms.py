@@ -3,9 +3,10 @@
 - the master imports only `mlbench_worker.shared` of the worker package;
 - `shared/` and `client/` never reach torch or TensorFlow (the master image and the client
   install without them);
-- the evaluator (`shared/evaluation/`) reaches only the standard library, numpy and the rest
-  of `shared/`: no implementation, trainer, model or framework can touch a grade (this
-  check lives here, not in tests/test_architecture.py, which is at the file size limit);
+- the evaluator (`shared/evaluation/`) reaches only the standard library, numpy, onnxruntime,
+  Pillow and the rest of `shared/`: no implementation, trainer, model or framework can touch
+  a grade (this check lives here, not in tests/test_architecture.py, which is at the file
+  size limit);
 - no two modules share a file name while holding different things: the names that repeat
   are listed here with what every module of that name holds (a task folder's parts, on
   purpose), so a new `report.py` beside another one fails until it gets a name of its own.
@@ -108,10 +109,12 @@ def test_shared_and_client_never_import_a_framework(graph, framework):
 
 
 # The evaluator grades every run: it may reach the standard library, numpy, onnxruntime (the
-# ONNX audit runs a run's model with it) and shared/'s plain data, nothing else.
+# ONNX audit runs a run's model with it), Pillow (the audit of task 1b decodes, resizes and
+# crops the validation JPEG files itself, and makes the generated set's again from
+# shared/imagenet_synthetic.py's recipe) and shared/'s plain data, nothing else.
 EVALUATOR = "mlbench_worker.shared.evaluation"
 EVALUATOR_ROOMS = ("mlbench_worker.shared",)
-EVALUATOR_LIBRARIES = {"numpy", "onnxruntime"}
+EVALUATOR_LIBRARIES = {"numpy", "onnxruntime", "PIL"}
 
 
 def test_the_evaluator_reaches_no_implementation_trainer_model_or_framework(graph):

@@ -6,10 +6,11 @@
   generated_labels.py (regenerated from the seed) or file_labels.py (checksummed files);
 - evaluator.py: the grade of a predictions file by the task's own metric;
 - model_audit.py: the ONNX audit of a run's final model (onnxruntime), on the inputs of
-  generated_inputs.py or file_inputs.py, refusing external data (onnx_external.py), run in
-  a bounded child process (audit_process.py).
+  generated_inputs.py, file_inputs.py or, for task 1b, imagenet_inputs.py (the validation
+  JPEG files decoded, resized and cropped with Pillow), refusing external data
+  (onnx_external.py), run in a bounded child process (audit_process.py).
 
-Numpy, onnxruntime and the standard library only, and nothing of any implementation,
+Numpy, onnxruntime, Pillow and the standard library only, and nothing of any implementation,
 trainer, model or framework (tests/test_worker_rooms.py), so the master can run it and no
 trainer's code can touch a grade. docs/checking.rst says what is built and what is not yet.
 """
