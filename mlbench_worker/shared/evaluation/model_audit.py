@@ -31,9 +31,10 @@ of rows with probability 1 - 0.997^2000 > 99.7 %. Task 1b's models cost far more
 ResNet-50 at 224 pixels, plus decoding each JPEG), so its sample is smaller
 (audit_process.SAMPLE_IMAGENET, which says its cost and what it finds).
 
-numpy and onnxruntime only (CPU, THREADS threads), and nothing of any implementation,
-trainer, model or framework (tests/test_worker_rooms.py). The master and `mlbench
-evaluate` run it in a child process with bounded time and memory (audit_process.py).
+numpy and onnxruntime only (CPU, THREADS threads; the inputs of task 1b are decoded with
+Pillow, test_sets.inputs), and nothing of any implementation, trainer, model or framework
+(tests/test_worker_rooms.py). The master and `mlbench evaluate` run it in a child process
+with bounded time and memory (audit_process.py).
 """
 
 from __future__ import annotations
@@ -59,8 +60,8 @@ PRECISIONS = tuple(TOLERANCE)
 THREADS = 1
 BATCH = 500
 # Input values one run of the model takes at most: 500 rows of task 1a or 2, 10 images of
-# task 1b at 224 pixels (a ResNet-50's activations for 500 of them would pass the audit's
-# memory cap).
+# task 1b at 224 pixels (a ResNet-50's first convolution alone gives 1.6 GB of activations
+# for 500 of them, under an address space capped at 4 GiB: audit_process.MEMORY_MIB).
 BATCH_VALUES = BATCH * 3 * 32 * 32
 FIRST_ROWS = 10  # differing rows listed in a result
 TRIAL_ROWS = 3  # inputs a model is tried on when it is checked
