@@ -29,6 +29,7 @@ MASTER = [
     "cryptography",  # Ed25519 signatures of result bundles (mlbench_master/bundles/signing.py)
     "onnxruntime",  # the ONNX audit of a run's final model (shared/evaluation/model_audit.py)
     "scipy",  # real ImageNet labels: the development kit's meta.mat (shared/imagenet_devkit.py)
+    "pillow",  # the audit of task 1b decodes its JPEG files (shared/evaluation/imagenet_inputs.py)
 ]
 WORKER = [
     "torch==2.13.0",

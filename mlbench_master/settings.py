@@ -269,6 +269,10 @@ MLBENCH_BUNDLE_MAX_UNPACKED_BYTES = _env_int("MLBENCH_BUNDLE_MAX_UNPACKED_BYTES"
 # are the evaluator's own (audit_process.py), which `mlbench evaluate` uses too.
 MLBENCH_MODEL_MAX_BYTES = _env_int("MLBENCH_MODEL_MAX_BYTES", 512 * 1024 * 1024)
 MLBENCH_AUDIT_SAMPLE = _env_int_at_least("MLBENCH_AUDIT_SAMPLE", audit_process.SAMPLE, 1)
+# Task 1b's own: a row costs a ResNet-50 on a decoded JPEG, not a ResNet-20 on 32 x 32 pixels.
+MLBENCH_AUDIT_SAMPLE_IMAGENET = _env_int_at_least(
+    "MLBENCH_AUDIT_SAMPLE_IMAGENET", audit_process.SAMPLE_IMAGENET, 1
+)
 MLBENCH_AUDIT_TIMEOUT = _env_int_at_least("MLBENCH_AUDIT_TIMEOUT", audit_process.TIMEOUT_S, 1)
 # Below 256 MiB not even the child's Python and onnxruntime load.
 MLBENCH_AUDIT_MEMORY_MIB = _env_int_at_least(

@@ -77,6 +77,8 @@ USED_OTHERWISE = {
     "onnxruntime": "the master audits a run's model through mlbench_worker/shared/evaluation/"
     "model_audit.py, the module `mlbench evaluate` shares (where onnxruntime is installed)",
     "onnx": "torch.onnx.export loads it to write the final model (training/torch_export.py)",
+    "pillow": "the master audits task 1b's models through mlbench_worker/shared/evaluation/"
+    "imagenet_inputs.py, which decodes the validation JPEG files (the worker imports it too)",
 }
 # Imported, not declared for that side: (side, module) and why.
 UNDECLARED_ON_PURPOSE = {
@@ -94,6 +96,8 @@ UNDECLARED_ON_PURPOSE = {
     ("client", "scipy"): "optional: `mlbench evaluate` reads real ImageNet's labels from the "
     "development kit's meta.mat with it (shared/imagenet_devkit.py) and says 'pip install "
     "scipy' when it is missing; the worker and the master declare it",
+    ("client", "PIL"): "optional: `mlbench evaluate` audits a task-1b model with it (shared/"
+    "evaluation/imagenet_inputs.py) and says 'pip install pillow' when it is missing",
     ("tests", "mlbench_core"): "the original client, installed only in .venv-seed (make "
     "test-deps); tests/api/scripts/original_client.py runs there",
 }
@@ -212,12 +216,14 @@ def undeclared(uses: list[Use], lists: dict[str, set[str]], on_purpose: dict) ->
 
 def unused(uses: list[Use], lists: dict[str, set[str]], otherwise: dict[str, str]) -> list[str]:
     """Each declared distribution its side never imports (unless `otherwise` says how it
-    is used), and each entry of `otherwise` that is not declared or is imported after all."""
+    is used), and each entry of `otherwise` that is not declared or is imported after all
+    (by the code of every list that declares it: pillow, say, is imported by the worker and
+    declared for the master too, whose audit reaches it through mlbench_worker.shared)."""
     imported: dict[str, set[str]] = {side: set() for side in ALLOWED}
     for use in uses:
         imported[use.side] |= distributions(use.module)
     problems = []
-    needed: dict[str, bool] = {}  # an entry of `otherwise`: is some list's declaration unused?
+    needed: set[str] = set()  # declared somewhere whose code does not import it
     for name, dists in sorted(lists.items()):
         by = set().union(*(imported[side] for side in USERS[name]))
         for dist in sorted(dists - by - set(otherwise)):
@@ -225,13 +231,10 @@ def unused(uses: list[Use], lists: dict[str, set[str]], otherwise: dict[str, str
                 f"{dist} is declared in {name} but no {'/'.join(USERS[name])} code imports "
                 "it: drop it, or say in USED_OTHERWISE what uses it"
             )
-        for dist in dists & set(otherwise):
-            needed[dist] = needed.get(dist, False) or dist not in by
-    # An entry may speak for one list while another list's side imports the distribution
-    # (scipy: the worker imports it, the master reaches it through a shared module).
-    for dist in sorted(d for d, still in needed.items() if not still):
-        problems.append(f"USED_OTHERWISE[{dist!r}]: it is imported, drop the entry")
+        needed |= dists - by
     everything = set().union(*lists.values())
+    for dist in sorted(set(otherwise) & everything - needed):
+        problems.append(f"USED_OTHERWISE[{dist!r}]: it is imported, drop the entry")
     for dist in sorted(set(otherwise) - everything):
         problems.append(f"USED_OTHERWISE[{dist!r}]: not declared any more, drop the entry")
     return problems
@@ -337,3 +340,6 @@ def test_the_checks_find_each_kind_of_mistake(tmp_path):
     ]
     again = unused(uses, lists, otherwise={"gunicorn": "x", "pillow": "x", "django": "x"})
     assert again == ["USED_OTHERWISE['django']: it is imported, drop the entry"]
+    # Declared for two sides, imported by one: the entry speaks for the other, and stays.
+    both = lists | {"master": lists["master"] | {"numpy"}}
+    assert unused(uses, both, otherwise={"gunicorn": "x", "pillow": "x", "numpy": "x"}) == []

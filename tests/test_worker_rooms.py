@@ -4,9 +4,9 @@
 - `shared/` and `client/` never reach torch or TensorFlow (the master image and the client
   install without them);
 - the evaluator (`shared/evaluation/`) reaches only the standard library, numpy,
-  onnxruntime, scipy (ImageNet's meta.mat) and the rest of `shared/`: no implementation,
-  trainer, model or framework can touch a grade (this check lives here, not in
-  tests/test_architecture.py, which is at the file size limit);
+  onnxruntime, Pillow (task 1b's JPEG files), scipy (ImageNet's meta.mat) and the rest of
+  `shared/`: no implementation, trainer, model or framework can touch a grade (this check
+  lives here, not in tests/test_architecture.py, which is at the file size limit);
 - no two modules share a file name while holding different things: the names that repeat
   are listed here with what every module of that name holds (a task folder's parts, on
   purpose), so a new `report.py` beside another one fails until it gets a name of its own.
@@ -109,14 +109,16 @@ def test_shared_and_client_never_import_a_framework(graph, framework):
 
 
 # The evaluator grades every run: it may reach the standard library, numpy, onnxruntime (the
-# ONNX audit runs a run's model with it), scipy and shared/'s plain data, nothing else.
+# ONNX audit runs a run's model with it), Pillow (the audit of task 1b decodes, resizes and
+# crops the validation JPEG files itself, and makes the generated set's again from
+# shared/imagenet_synthetic.py's recipe), scipy and shared/'s plain data, nothing else.
 # scipy: real ImageNet's labels are in the development kit's meta.mat, a MATLAB file that
 # scipy.io.loadmat reads (shared/imagenet_devkit.py imports it inside the function that
 # reads one; tests/evaluation/test_imagenet_labels.py checks that grading other sets never
 # loads it).
 EVALUATOR = "mlbench_worker.shared.evaluation"
 EVALUATOR_ROOMS = ("mlbench_worker.shared",)
-EVALUATOR_LIBRARIES = {"numpy", "onnxruntime", "scipy"}
+EVALUATOR_LIBRARIES = {"numpy", "onnxruntime", "PIL", "scipy"}
 
 
 def test_the_evaluator_reaches_no_implementation_trainer_model_or_framework(graph):

@@ -102,7 +102,8 @@ class RunModel(APIView):
         "shape; it is then stored and run, in the background, on the test inputs the "
         "evaluator owns, against the run's stored predictions of `step`: the result is the "
         "run's `evaluation.audit`. A model posted again replaces the earlier one and its "
-        "audit. Refused models store nothing; task 1b's models are refused (not audited).",
+        "audit. Refused models store nothing. Task 1b's model declares its crop: its input is "
+        "N x 3 x S x S with S fixed (64 to 512), and the audit runs it at that S.",
         parameters=[P_DATASET, P_FEATURES, P_STEP, P_PRECISION],
         request={"application/octet-stream": OpenApiTypes.BINARY},
         responses={

@@ -11,6 +11,7 @@ import argparse
 import os
 
 from mlbench_worker.shared import algorithm_catalogue, catalogue, implementation_catalogue
+from mlbench_worker.shared.imagenet_rules import MAX_CROP, MIN_CROP  # the audit's bounds too
 from mlbench_worker.tasks import TASKS, LinearTask, Task
 from mlbench_worker.tasks.imagenet.task import LR_SCHEDULES
 from mlbench_worker.training import checkpoint
@@ -138,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         metavar="PIXELS",
         help="task 1b smoke tests: train and evaluate on PIXELS x PIXELS crops instead of "
-        "224 (at least 64; recorded in the summary as a smoke-test crop)",
+        f"224 ({MIN_CROP} to {MAX_CROP}; recorded in the summary as a smoke-test crop)",
     )
     g.add_argument(
         "--test-images",
@@ -261,7 +262,6 @@ TASK_OPTIONS = {
 # Task options whose default is the task's field of the same name.
 _DEFAULTS_FROM_TASK = ("--lr-schedule", "--label-smoothing", "--zero-init-residual")
 AMP_DTYPES = ("bfloat16", "float16")
-MIN_CROP = 64  # below it ResNet's last stage sees 1x1 maps and batch norm breaks on 1 image
 
 
 def _models_by_family() -> dict[str, tuple[str, ...]]:
@@ -346,8 +346,10 @@ def _check_task_options(
                 "--amp-dtype float16 needs --device cuda (its gradient scaler is CUDA's); "
                 "use bfloat16 on CPU"
             )
-    if args.crop is not None and args.crop < MIN_CROP:
-        parser.error(f"--crop must be at least {MIN_CROP} pixels, got {args.crop}")
+    if args.crop is not None and not MIN_CROP <= args.crop <= MAX_CROP:
+        parser.error(
+            f"--crop must be at least {MIN_CROP} and at most {MAX_CROP} pixels, got {args.crop}"
+        )
     if args.vocab_size is not None and args.dataset != "synthetic":
         parser.error("--vocab-size sizes the synthetic stand-in: it needs --dataset synthetic")
 

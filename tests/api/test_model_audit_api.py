@@ -200,3 +200,55 @@ def test_a_model_for_another_test_set_than_the_predictions_is_refused(make_run):
     assert r.status_code == 202, r.json()
     result = audited(run)  # the model that made the signs, on all 300 rows
     assert (result["status"], result["examples"], result["differ"]) == ("matches", 300, 0), result
+
+
+def tiny_imagenet(size: int = 20, crop: int = 64) -> tuple[torch.nn.Module, bytes, bytes]:
+    """A small conv net of task 1b's shape (crop x crop pixels in, 1,000 scores out), the
+    predictions file (step 100) of its evaluation on the first `size` synthetic validation
+    images, as the evaluator makes them, and its ONNX file."""
+    from mlbench_worker.shared.evaluation import generated_labels, test_sets
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3, stride=4), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+        torch.nn.Linear(4, 1000),
+    )  # fmt: skip
+    test_set = test_sets.TestSet("resnet50-imagenet", "synthetic", SEED, size)
+    images = test_sets.inputs(test_set, np.arange(size), crop)
+    with torch.no_grad():
+        scores = module(torch.from_numpy(images).float())
+    body = npz(
+        digest=digest_of(generated_labels.imagenet(size)), step=100,
+        predicted_class=scores.argmax(1).numpy(), predicted_top5=scores.topk(5).indices.numpy(),
+    )  # fmt: skip
+    return module, body, onnx(module, shape=(2, 3, crop, crop))
+
+
+def test_a_task_1b_model_takes_its_crop_from_its_input_and_is_audited(make_run, api, settings):
+    """The master does not know the run's --crop: the model's input says it (N x 3 x 64 x 64
+    here), and the evaluator makes the synthetic set's images at that crop itself. A model
+    whose crop is not fixed is refused, naming it, and the stored one stays."""
+    run = make_run(state=Run.STARTED, task="resnet50-imagenet", seed=SEED)
+    module, body, model = tiny_imagenet()
+    assert post(worker_client(run), run, body).status_code == 201
+    settings.MLBENCH_AUDIT_SAMPLE_IMAGENET = 12  # task 1b's own sample, not the 300 above
+    r = post_model(worker_client(run), run, model)
+    assert r.status_code == 202, r.json()
+    assert (r.json()["examples"], r.json()["sample"]) == (12, True)
+    result = audited(run)
+    assert (result["status"], result["examples"], result["differ"]) == ("matches", 12, 0), result
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            module, (torch.zeros(2, 3, 64, 64),), buffer, dynamo=False, input_names=["x"],
+            dynamic_axes={"x": {0: "batch", 2: "side", 3: "side"}},
+        )  # fmt: skip
+    r = post_model(worker_client(run), run, buffer.getvalue())
+    assert r.status_code == 400, r.json()
+    assert r.json()["errors"]["model"][0].startswith(
+        "the model's input is batch x 3 x side x side; task 1b's models take float32 N x 3 x S "
+        "x S images, S fixed in the model (the run's crop: 64 to 512 pixels)"
+    )
+    assert model_files.model_path(run.pk).read_bytes() == model
+    assert api.get(f"/api/runs/{run.pk}/").json()["evaluation"]["audit"]["status"] == "matches"

@@ -1,7 +1,8 @@
 """What keeps the ONNX audit honest against a run that tries to pass it without a model that
 made its predictions, or to use it against the master: a sample it cannot know in advance,
-the step it names, task 1b refused, and a posted model that reads files, never ends or
-outlives its master (docs/checking.rst, "The ONNX audit")."""
+the step it names, and a posted model that reads files, never ends or outlives its master
+(docs/checking.rst, "The ONNX audit"). Task 1b's models, once refused, are audited:
+test_model_audit_api.py."""
 
 from __future__ import annotations
 
@@ -88,15 +89,6 @@ def test_predictions_replaced_after_the_model_void_its_audit(run):
     _predictions(run, cifar_labels())  # step 100 again, now the labels
     shown = model_files.audit_of(run.pk)
     assert shown["status"] == "not audited" and "step 100 the model was audited" in shown["why"]
-
-
-def test_task_1b_models_are_refused_and_nothing_is_stored(make_run, api):
-    run = make_run(state=Run.STARTED, task="resnet50-imagenet", seed=SEED)
-    r = post_model(worker_client(run), run, onnx(linear()))
-    assert r.status_code == 400
-    assert r.json()["errors"]["model"][0].startswith("task 1b is not audited; post no model")
-    assert not model_files.folder(run.pk).exists()
-    assert api.get(f"/api/runs/{run.pk}/").json()["evaluation"]["audit"] == {"status": "no model"}
 
 
 def test_a_model_whose_weights_are_a_file_of_the_masters_directory_is_refused_unread(

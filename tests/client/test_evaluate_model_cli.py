@@ -16,7 +16,7 @@ from mlbench_master.api.models import Run
 from mlbench_worker.client.cli import main
 from mlbench_worker.shared.evaluation.predictions import digest_of
 from tests.api.predictions_bodies import SEED, cifar_labels, npz
-from tests.api.test_model_audit_api import linear, onnx, predicted_by
+from tests.api.test_model_audit_api import linear, onnx, predicted_by, tiny_imagenet
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -104,6 +104,21 @@ def test_evaluate_repeats_the_masters_audit_whatever_its_own_environment(
     assert "model audit here: matches (step 100, a sample of 300 examples, 0 differ)" in out
     assert (
         "the master's: matches (shown: not audited: the model was audited against step 100" in out
+    )
+
+
+def test_evaluate_audits_a_task_1b_model_at_the_crop_its_input_declares(live_server, capsys):
+    """The client knows the run's --crop no more than the master: the model says it, and
+    this process makes the synthetic images again at that crop."""
+    run = Run.objects.create(name="1b", state=Run.STARTED, task="resnet50-imagenet", seed=SEED)
+    _, body, model = tiny_imagenet(size=20, crop=72)
+    assert _post(live_server, run, "predictions", body).status_code == 201
+    assert _post(live_server, run, "model", model).status_code == 202
+    assert _audited(run)["status"] == "matches"
+    assert main(_cli(live_server, "evaluate", str(run.pk))) == 0
+    out = capsys.readouterr().out
+    assert "model audit here: matches (step 100, 20 examples, 0 differ); the master's: matches" in (
+        out
     )
 
 

@@ -1,6 +1,7 @@
 """The evaluator's own test inputs for the ONNX audit are the training pipeline's: regenerated
 from the seed for the generated sets (tasks/<family>/synthetic.py), read from checksummed
-official files for the real ones; any subset of rows, in the order asked."""
+official files for the real ones; any subset of rows, in the order asked. Task 1b's, which
+the evaluator decodes and crops itself: test_imagenet_inputs.py."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from sklearn.datasets import load_svmlight_file
 
 from mlbench_worker.shared.evaluation import file_inputs, test_sets
 from mlbench_worker.shared.evaluation.file_labels import LabelsUnavailable
-from mlbench_worker.shared.evaluation.test_sets import NotAudited, TestSet
+from mlbench_worker.shared.evaluation.test_sets import TestSet
 from mlbench_worker.tasks.cifar10 import reader as cifar_reader
 from mlbench_worker.tasks.cifar10 import synthetic as cifar_synthetic
 from mlbench_worker.tasks.epsilon import synthetic as epsilon_synthetic
@@ -71,8 +72,3 @@ def test_epsilon_rows_from_the_checksummed_compressed_file(tmp_path):
         file_inputs.epsilon(tmp_path, np.array([5]), sha256=sha, width=6)
     with pytest.raises(LabelsUnavailable, match="feature outside 1..5"):
         file_inputs.epsilon(tmp_path, rows, sha256=sha, width=5)
-
-
-def test_task_1b_is_not_audited():
-    with pytest.raises(NotAudited, match="task 1b is not audited"):
-        test_sets.inputs(TestSet("resnet50-imagenet", "synthetic", 42, 100), np.arange(3))

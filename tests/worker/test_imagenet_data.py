@@ -10,6 +10,7 @@ import torch
 from PIL import Image
 
 from mlbench_worker.data import DataUnavailable
+from mlbench_worker.shared import imagenet_synthetic
 from mlbench_worker.tasks.imagenet import IMAGENET_MEAN, IMAGENET_STD, layout, synthetic
 from mlbench_worker.tasks.imagenet.layout import Split
 from mlbench_worker.tasks.imagenet.pipeline import ImageBatches
@@ -225,8 +226,10 @@ def test_synthetic_files_are_generated_once_and_grow_as_prefixes(tmp_path):
     train = synthetic.split(tmp_path, "train", 40)
     assert train.labels.tolist() == [i % 1000 for i in range(40)]
     assert all((train.folder / n.decode()).is_file() for n in train.names)
-    templates = synthetic._templates()
-    assert synthetic.image_bytes(templates, "val", 5) == synthetic.image_bytes(templates, "val", 5)
+    fields = imagenet_synthetic.templates()
+    again = synthetic.image_bytes(fields, "val", 5)  # the shared recipe, made again in memory
+    assert again == synthetic.image_bytes(fields, "val", 5)
+    assert again == (root / "val" / synthetic.name_of("val", 5)).read_bytes()
 
 
 def test_synthetic_set_reads_through_the_same_pipeline(tmp_path):

@@ -1,9 +1,11 @@
-"""Task 1b under real `mpirun -n 2`: ResNet-50 on a few dozen synthetic JPEG files, small crops."""
+"""Task 1b under real `mpirun -n 2`: ResNet-50 on a few dozen synthetic JPEG files, small crops;
+its predictions graded as reported and its exported model audited as making them."""
 
 import json
 
 import pytest
 
+from mlbench_worker.shared.evaluation import audit_process, predictions
 from mlbench_worker.shared.evaluation.evaluator import Evaluator
 from mlbench_worker.shared.evaluation.test_sets import TestSet
 
@@ -69,6 +71,25 @@ def test_predictions_with_their_top5_grade_as_reported(two_ranks):
     evaluator = Evaluator.of(TestSet("resnet50-imagenet", "synthetic", seed, 24))
     assert evaluator.top5
     assert assert_graded_as_reported(tmp / "predictions", records, evaluator) == 2
+
+
+def test_the_exported_resnet50_is_audited_as_making_the_last_predictions(two_ranks):
+    """Rank 0 exports the final ResNet-50 behind the run's normalisation, its 64-pixel crop
+    fixed in the input; the evaluator, run as the master runs it (a bounded child process),
+    makes the 24 synthetic images itself at that crop and finds the model gives the
+    resumed run's last predictions."""
+    _, _, records, tmp = two_ranks
+    seed = next(r for r in records if r["type"] == "summary")["seed"]
+    model = tmp / "model.onnx"
+    assert model.stat().st_size > 90e6  # ResNet-50 in float32, in one file
+    last = predictions.files_in(tmp / "predictions")[-1]
+    request = audit_process.request_of(
+        TestSet("resnet50-imagenet", "synthetic", seed, 24), mode="audit", model=model,
+        predictions=last, sample=24, sample_seed=0, precision="fp32",
+    )  # fmt: skip
+    result = audit_process.run(request, audit_process.Limits())["result"]
+    assert (result["status"], result["examples"], result["differ"]) == ("matches", 24, 0), result
+    assert result["step"] == predictions.read(last).step
 
 
 def test_resume_continues_with_the_learning_rate_schedule(two_ranks):

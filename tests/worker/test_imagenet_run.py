@@ -84,6 +84,7 @@ def test_imagenet_requested_but_missing_says_where_to_put_it(tmp_path):
         (["resnet20-cifar10", "--label-smoothing", "0.1"], "--label-smoothing applies to task 1b"),
         (["resnet20-cifar10", "--crop", "96"], "--crop applies to task 1b"),
         (["resnet50-imagenet", "--crop", "32"], "--crop must be at least 64"),
+        (["resnet50-imagenet", "--crop", "600"], "and at most 512 pixels, got 600"),
         (["resnet50-imagenet", "--label-smoothing", "1"], "at least 0 and below 1"),
         (["resnet50-imagenet", "--lr-schedule", "linear"], "choose one of: step, cosine, poly"),
         (["resnet50-imagenet", "--amp-dtype", "bfloat16"], "--amp-dtype needs --amp"),

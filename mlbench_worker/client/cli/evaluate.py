@@ -9,11 +9,12 @@ stored for that evaluation and what the run reported of itself; the command fail
 where this grade and the master's differ, which no honest installation produces.
 
 Where the master holds the run's final model (GET /api/runs/<id>/model/), it is audited
-here too (shared/evaluation/model_audit.py, with onnxruntime where it is installed, in a
-child process bounded as the master bounds its own: audit_process.py, with its default
-limits): run on the test inputs this process regenerates or reads, against the predictions
-file of the step the master audited, on the same rows (the master's `examples` and
-`sample_seed`) and with the same precision's tolerance. The command fails where the model
+here too (shared/evaluation/model_audit.py, with onnxruntime where it is installed, and
+Pillow for task 1b's images, in a child process bounded as the master bounds its own:
+audit_process.py, with its default limits): run on the test inputs this process
+regenerates or reads (task 1b's at the crop the model's input declares), against the
+predictions file of the step the master audited, on the same rows (the master's `examples`
+and `sample_seed`) and with the same precision's tolerance. The command fails where the model
 predicts otherwise than the run submitted, or where this audit and the master's disagree.
 """
 
@@ -125,6 +126,10 @@ def _audit(
         return False
     if importlib.util.find_spec("onnxruntime") is None:
         print("model: not audited here (pip install onnxruntime to audit it)")
+        return True
+    imagenet = test_sets.task_info(run["task"]).dataset == "imagenet"
+    if imagenet and importlib.util.find_spec("PIL") is None:
+        print("model: not audited here (pip install pillow to decode task 1b's images)")
         return True
     step = theirs.get("step")
     if step not in fetched or "sample_seed" not in theirs or "examples" not in theirs:

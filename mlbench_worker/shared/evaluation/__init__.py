@@ -6,13 +6,14 @@
   generated_labels.py (regenerated from the seed) or file_labels.py (checksummed files);
 - evaluator.py: the grade of a predictions file by the task's own metric;
 - model_audit.py: the ONNX audit of a run's final model (onnxruntime), on the inputs of
-  generated_inputs.py or file_inputs.py, refusing external data (onnx_external.py), run in
-  a bounded child process (audit_process.py);
+  generated_inputs.py, file_inputs.py or, for task 1b, imagenet_inputs.py (the validation
+  JPEG files decoded, resized and cropped with Pillow), refusing external data
+  (onnx_external.py), run in a bounded child process (audit_process.py);
 - perplexity.py: task 3's perplexity graded from the run's ONNX model (language_model.py: its
   contract and the look-ahead probe) over the token stream token_streams.py regenerates or
   reads from the checksummed archive (not yet called by the master: docs/checking.rst).
 
-Numpy, onnxruntime and the standard library only (and scipy, imported only to read
+Numpy, onnxruntime, Pillow and the standard library only (and scipy, imported only to read
 ImageNet's meta.mat, through shared/imagenet_devkit.py), and nothing of any implementation,
 trainer, model or framework (tests/test_worker_rooms.py), so the master can run it and no
 trainer's code can touch a grade. docs/checking.rst says what is built and what is not yet.

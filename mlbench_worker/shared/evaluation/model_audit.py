@@ -9,11 +9,13 @@ reads from checksummed files (test_sets.inputs), must predict what the run submi
 
 The model contract (docs/checking.rst, "The model format"): one self-contained ONNX file
 (no tensor's data in another file: onnx_external.py); input 0 takes the task's raw test
-inputs (tasks 1a: float32 N x 3 x 32 x 32, pixel values 0..255; task 2: float32 N x
-features), batch dimension dynamic; output 0 gives N x classes scores (the predicted class
-is the highest) or, for task 2, N or N x 1 scores (the label is +1 where the score is 0 or
-more, else -1). A model that does not load, or does not fit the task's inputs and outputs,
-is refused (ModelRefused) with a message naming the problem.
+inputs (task 1a: float32 N x 3 x 32 x 32, pixel values 0..255; task 1b: float32 N x 3 x S
+x S, pixel values 0..255, S fixed in the model and one of the crops a run may use, 64 to
+512, since the master does not know the run's --crop; task 2: float32 N x features), batch
+dimension dynamic; output 0 gives N x classes scores (the predicted class is the highest)
+or, for task 2, N or N x 1 scores (the label is +1 where the score is 0 or more, else -1).
+A model that does not load, or does not fit the task's inputs and outputs, is refused
+(ModelRefused) with a message naming the problem.
 
 A row differs when the model's prediction is not the submitted one, unless the run's
 evaluation could have ranked the two classes otherwise: the submitted class's score within
@@ -25,21 +27,26 @@ measurement). No other difference is allowed. Large sets are audited on a sample
 `sample` rows drawn with a seed the master draws when the model is stored
 (new_sample_seed), after the predictions it is compared with were fixed, so a run cannot
 know which rows will be run; a sample of 2,000 rows finds a model that disagrees on 0.3 %
-of rows with probability 1 - 0.997^2000 > 99.7 %.
+of rows with probability 1 - 0.997^2000 > 99.7 %. Task 1b's models cost far more a row (a
+ResNet-50 at 224 pixels, plus decoding each JPEG), so its sample is smaller
+(audit_process.SAMPLE_IMAGENET, which says its cost and what it finds).
 
-numpy and onnxruntime only (CPU, THREADS threads), and nothing of any implementation,
-trainer, model or framework (tests/test_worker_rooms.py). The master and `mlbench
-evaluate` run it in a child process with bounded time and memory (audit_process.py).
+numpy and onnxruntime only (CPU, THREADS threads; the inputs of task 1b are decoded with
+Pillow, test_sets.inputs), and nothing of any implementation, trainer, model or framework
+(tests/test_worker_rooms.py). The master and `mlbench evaluate` run it in a child process
+with bounded time and memory (audit_process.py).
 """
 
 from __future__ import annotations
 
+import math
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from mlbench_worker.shared import imagenet_rules
 from mlbench_worker.shared.evaluation import onnx_external, test_sets
 from mlbench_worker.shared.evaluation.predictions import CLASS, LABEL, Predictions
 
@@ -52,6 +59,10 @@ TOLERANCE = {"fp32": 1e-6, "tf32": 0.05, "fp16": 0.05, "bf16": 0.05}
 PRECISIONS = tuple(TOLERANCE)
 THREADS = 1
 BATCH = 500
+# Input values one run of the model takes at most: 500 rows of task 1a or 2, 10 images of
+# task 1b at 224 pixels (a ResNet-50's first convolution alone gives 1.6 GB of activations
+# for 500 of them, under an address space capped at 4 GiB: audit_process.MEMORY_MIB).
+BATCH_VALUES = BATCH * 3 * 32 * 32
 FIRST_ROWS = 10  # differing rows listed in a result
 TRIAL_ROWS = 3  # inputs a model is tried on when it is checked
 MATCHES, MISMATCH, REFUSED, NO_MODEL, PENDING, NOT_AUDITED = (
@@ -71,22 +82,54 @@ class ModelRefused(ValueError):
 @dataclass(frozen=True)
 class Contract:
     """What a task's model must take and give: the input's shape after the batch
-    dimension, and the number of classes (None: task 2's one score per row)."""
+    dimension, and the number of classes (None: task 2's one score per row). `crops`: task
+    1b's, whose S x S images are the model's own (declared fixed in its input, within these
+    bounds): `shape` holds the benchmark's until `fitted` to a model."""
 
     shape: tuple[int, ...]
     classes: int | None
+    crops: tuple[int, int] | None = None
 
     def describe(self) -> str:
         dims = " x ".join(["N", *map(str, self.shape)])
         gives = f"N x {self.classes} scores" if self.classes else "N (or N x 1) scores"
         return f"float32 {dims} in, {gives} out"
 
+    @property
+    def crop(self) -> int | None:
+        """Task 1b: the images' S (the inputs are made for it); None for other tasks."""
+        return self.shape[-1] if self.crops else None
+
+    def rows_per_batch(self) -> int:
+        return max(1, min(BATCH, BATCH_VALUES // math.prod(self.shape)))
+
+    def fitted(self, dims: list) -> Contract:
+        """The contract for a model whose input 0 is declared `dims`: task 1b's S x S taken
+        from it (ModelRefused, naming the problem, unless it is N x 3 x S x S with S fixed
+        and within `crops`); other tasks' as it is."""
+        if self.crops is None:
+            return self
+        low, high = self.crops
+        wanted = (
+            f"task 1b's models take float32 N x 3 x S x S images, S fixed in the model "
+            f"(the run's crop: {low} to {high} pixels)"
+        )
+        side = dims[2] if len(dims) == 4 else None
+        if len(dims) != 4 or dims[1] != 3 or not isinstance(side, int) or dims[3] != side:
+            shown = " x ".join(map(str, dims)) or "a scalar"
+            raise ModelRefused(f"the model's input is {shown}; {wanted}")
+        if not low <= side <= high:
+            raise ModelRefused(f"the model's input is {side} x {side} pixels; {wanted}")
+        return replace(self, shape=(3, side, side))
+
 
 def contract_of(test_set: test_sets.TestSet) -> Contract:
-    """The contract of `test_set`'s task; NotAudited for task 1b."""
+    """The contract of `test_set`'s task (task 1b's still to be `fitted` to its model)."""
     family = test_sets.task_info(test_set.task).dataset
     if family == "imagenet":
-        raise test_sets.NotAudited(test_sets.IMAGENET_NOT_AUDITED)
+        side = imagenet_rules.CROP
+        crops = (imagenet_rules.MIN_CROP, imagenet_rules.MAX_CROP)
+        return Contract((3, side, side), test_sets.CLASSES["imagenet"], crops)
     if family == "cifar10":
         return Contract((3, 32, 32), test_sets.CLASSES["cifar10"])
     return Contract((test_set.features,), None)
@@ -102,7 +145,7 @@ class Model:
     def __init__(self, data: bytes, contract: Contract, threads: int = THREADS) -> None:
         import onnxruntime as ort
 
-        self.contract = contract
+        self.contract = contract  # task 1b's: fitted to the model's input once it is read
         try:
             outside = onnx_external.external_tensors(data)
         except onnx_external.Broken as exc:
@@ -134,6 +177,7 @@ class Model:
         if inputs[0].type != "tensor(float)":
             raise ModelRefused(f"the model's input is {inputs[0].type}, not tensor(float)")
         dims = _dims(inputs[0].shape)
+        self.contract = contract = contract.fitted(dims)
         if len(dims) != 1 + len(contract.shape) or any(
             isinstance(d, int) and d != want
             for d, want in zip(dims[1:], contract.shape, strict=False)
@@ -159,9 +203,11 @@ class Model:
                 f"the contract is {contract.describe()}"
             )
 
-    def scores(self, x: np.ndarray, batch: int = BATCH) -> np.ndarray:
+    def scores(self, x: np.ndarray, batch: int | None = None) -> np.ndarray:
         """The model's scores of inputs `x` (N x classes, or N for task 2), `batch` rows at
-        a time; ModelRefused when it fails or gives scores of another shape."""
+        a time (default: the contract's rows_per_batch); ModelRefused when it fails or gives
+        scores of another shape."""
+        batch = batch or self.contract.rows_per_batch()
         parts = []
         for start in range(0, len(x), batch):
             chunk = np.ascontiguousarray(x[start : start + batch], dtype=np.float32)
@@ -246,7 +292,7 @@ def audit(
     name = LABEL if model.contract.classes is None else CLASS
     predicted = np.asarray(submitted.arrays[name]).astype(np.int64)
     rows, sampled = rows_to_audit(test_set.size, sample, sample_seed)
-    scores = model.scores(test_sets.inputs(test_set, rows))
+    scores = model.scores(test_sets.inputs(test_set, rows, crop=model.contract.crop))
     differ, ties = compare(scores, predicted[rows], TOLERANCE[precision])
     return {
         "status": MISMATCH if differ.size else MATCHES,

@@ -6,7 +6,10 @@ examples it evaluated on (the first N of the set, as the tasks' data code takes 
 for real ImageNet N spread evenly over its sorted listing, as task 1b's takes them), and
 for task 2's generated set its number of features. From that alone the evaluator gets the
 labels, in the set's own order: regenerated (generated_labels.py) or read from checksummed
-files (file_labels.py). Nothing here asks the run or its training code.
+files (file_labels.py). Nothing here asks the run or its training code. Its test inputs,
+for the ONNX audit (`inputs`), likewise: regenerated (generated_inputs.py), read from
+checksummed files (file_inputs.py), or for task 1b decoded and cropped by the evaluator
+itself (imagenet_inputs.py).
 """
 
 from __future__ import annotations
@@ -15,12 +18,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mlbench_worker.shared import catalogue
+from mlbench_worker.shared import catalogue, imagenet_rules
 from mlbench_worker.shared.evaluation import (
     file_inputs,
     file_labels,
     generated_inputs,
     generated_labels,
+    imagenet_inputs,
 )
 
 SYNTHETIC = "synthetic"
@@ -104,27 +108,27 @@ def labels(test_set: TestSet) -> np.ndarray:
     return found[: test_set.size]
 
 
-class NotAudited(Exception):
-    """A test set whose inputs the evaluator cannot produce independently (task 1b)."""
-
-
-IMAGENET_NOT_AUDITED = (
-    "task 1b is not audited: its test inputs are JPEG files decoded, resized and cropped by "
-    "the run's own pipeline, which the evaluator does not reproduce independently"
-)
-
-
-def inputs(test_set: TestSet, rows: np.ndarray) -> np.ndarray:
+def inputs(test_set: TestSet, rows: np.ndarray, crop: int | None = None) -> np.ndarray:
     """The test inputs at positions `rows` of `test_set`, as the model contract takes them
-    (docs/checking.rst, "The model format"): uint8 N x 3 x 32 x 32 images (tasks 1a), float32
-    N x features rows (task 2); regenerated from the seed or read from checksummed files.
-    NotAudited for task 1b; LabelsUnavailable when the files are missing or damaged."""
+    (docs/checking.rst, "The model format"): uint8 N x 3 x 32 x 32 images (task 1a), uint8
+    N x 3 x `crop` x `crop` images (task 1b: the validation images decoded, resized and
+    centre-cropped by the evaluator, imagenet_inputs.py; `crop` defaults to the benchmark's
+    224), float32 N x features rows (task 2); regenerated from the seed or read from the
+    data set's files. LabelsUnavailable when the files are missing or damaged."""
     family = task_info(test_set.task).dataset
-    if family == "imagenet":
-        raise NotAudited(IMAGENET_NOT_AUDITED)
     rows = np.asarray(rows, dtype=np.int64)
     if rows.size and (rows.min() < 0 or rows.max() >= test_set.size):
         raise ValueError(f"rows outside {test_set.describe()}")
+    if family == "imagenet":
+        crop = imagenet_rules.CROP if crop is None else crop
+        if not imagenet_rules.MIN_CROP <= crop <= imagenet_rules.MAX_CROP:
+            raise ValueError(
+                f"a crop of {crop} pixels is not one task 1b's runs take "
+                f"({imagenet_rules.MIN_CROP} to {imagenet_rules.MAX_CROP})"
+            )
+        if test_set.dataset == SYNTHETIC:
+            return imagenet_inputs.synthetic(rows, crop)
+        return imagenet_inputs.real(test_set.data_dir, test_set.size, rows, crop)
     if test_set.dataset == SYNTHETIC:
         if family == "cifar10":
             return generated_inputs.cifar10(test_set.seed, rows)

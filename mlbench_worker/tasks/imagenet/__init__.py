@@ -7,7 +7,8 @@ The modules, in the order data flows:
 - sort_val.py: `python -m mlbench_worker.tasks.imagenet.sort_val`, which sorts the validation
   set as distributed (50,000 files in one folder and a label file) into that layout once;
 - synthetic.py: ImageNet-shaped JPEG files, generated once into the data directory, for
-  runs without the real set;
+  runs without the real set (the recipe of each file is shared/imagenet_synthetic.py's,
+  which the evaluator regenerates for the audit);
 - transforms.py: decoding (Pillow) and the augmentations (random-resized crop and flip
   for training; resize and centre crop for evaluation);
 - pipeline.py: batches for the Trainer, decoded by DataLoader worker processes;
@@ -20,10 +21,12 @@ This top level imports neither torch nor Pillow.
 
 from __future__ import annotations
 
+# The classes, the benchmark's crop and resize: shared with the evaluator, written once.
+from mlbench_worker.shared.imagenet_rules import CROP, NUM_CLASSES, RESIZE
+
+__all__ = ["CROP", "IMAGENET_MEAN", "IMAGENET_STD", "NUM_CLASSES", "RESIZE"]
+
 # Per-channel mean and standard deviation of ImageNet's training images (0..1 units): the
 # values every public ImageNet recipe normalises with.
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-# The benchmark's crop, and the evaluation's resize of the shorter side before it.
-CROP, RESIZE = 224, 256
-NUM_CLASSES = 1000

@@ -20,7 +20,8 @@ from collections.abc import Callable
 import torch
 
 from mlbench_worker.models import build_imagenet_model
-from mlbench_worker.tasks.imagenet import CROP, NUM_CLASSES, RESIZE
+from mlbench_worker.shared.imagenet_rules import eval_resize  # the evaluator's rule too
+from mlbench_worker.tasks.imagenet import CROP, NUM_CLASSES
 from mlbench_worker.tasks.imagenet.data import load
 from mlbench_worker.tasks.imagenet.pipeline import ImageBatches
 from mlbench_worker.tasks.imagenet.task import ImageNetTask
@@ -41,11 +42,6 @@ def data_workers(requested: int | None, device: torch.device, threads: int) -> i
     if requested is not None:
         return requested
     return threads if device.type == "cuda" else max(1, threads // 2)
-
-
-def eval_resize(crop: int) -> int:
-    """The evaluation resize for a crop: 256 for 224, in proportion for a smoke-test crop."""
-    return RESIZE if crop == CROP else round(crop * RESIZE / CROP)
 
 
 def build(

@@ -12,7 +12,10 @@ set-up runs. Its accuracies say nothing about ImageNet, and every run on it says
 
 Image i of a split belongs to class i mod 1000 and is drawn from a random stream seeded by
 (split, i) alone, so the files are the same on every machine and a set of N images is the
-first N of any larger one: asking for more images adds files, never rewrites them.
+first N of any larger one: asking for more images adds files, never rewrites them. The
+recipe of each file (image_bytes, name_of) is shared/imagenet_synthetic.py's, written once:
+the evaluator's audit makes the validation images again from it, in memory, rather than
+read the files this module wrote. This module writes them, with the manifest and the lock.
 `manifest.json` records how many of each split are complete; files and the manifest are
 written under temporary names and renamed, and a lock file lets one rank (or run) write
 while the others wait, so a crash never leaves a set that looks complete.
@@ -20,59 +23,32 @@ while the others wait, so a crash never leaves a set that looks complete.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
 from mlbench_worker.data import FolderLock
+from mlbench_worker.shared.imagenet_synthetic import (
+    CLASSES,
+    FORMAT,
+    image_bytes,
+    name_of,
+    templates,
+)
 from mlbench_worker.tasks.imagenet import NUM_CLASSES
 from mlbench_worker.tasks.imagenet.layout import Split
 
+__all__ = ["CLASSES", "FORMAT", "available", "ensure", "image_bytes", "name_of", "root_of", "split"]
+
 FOLDER = "imagenet-synthetic"
-CLASSES = [f"synthetic{c:04d}" for c in range(NUM_CLASSES)]
 TRAIN_SIZE, VAL_SIZE = 10_000, 2_000  # defaults: 10 and 2 images per class
-FORMAT = 1  # bump when the images change, so old sets are regenerated
-_SPLIT_STREAM = {"train": 1, "val": 2}
-_TEMPLATE_STREAM = 0
 
 
 def root_of(data_dir: str | Path) -> Path:
     return Path(data_dir) / FOLDER
-
-
-def _templates() -> np.ndarray:
-    rng = np.random.default_rng([FORMAT, _TEMPLATE_STREAM])
-    return rng.integers(0, 256, size=(NUM_CLASSES, 4, 4, 3), dtype=np.uint8)
-
-
-def _field(template: np.ndarray, width: int, height: int) -> np.ndarray:
-    stretched = Image.fromarray(template).resize((width, height), Image.Resampling.BILINEAR)
-    return np.asarray(stretched, dtype=np.int16)
-
-
-def image_bytes(templates: np.ndarray, split: str, index: int) -> bytes:
-    """The JPEG file of image `index` of `split` (class index mod 1000)."""
-    rng = np.random.default_rng([FORMAT, _SPLIT_STREAM[split], index])
-    label = index % NUM_CLASSES
-    other = (label + int(rng.integers(1, NUM_CLASSES))) % NUM_CLASSES
-    width, height = int(rng.integers(350, 501)), int(rng.integers(280, 501))
-    x = _field(templates[label], width, height) * 3 // 4
-    x += _field(templates[other], width, height) // 4
-    x += int(rng.integers(-30, 31))
-    x += rng.integers(-25, 26, size=x.shape, dtype=np.int16)
-    out = io.BytesIO()
-    Image.fromarray(np.clip(x, 0, 255).astype(np.uint8)).save(out, "JPEG", quality=90)
-    return out.getvalue()
-
-
-def name_of(split: str, index: int) -> str:
-    """The file of image `index`, relative to the split's folder."""
-    return f"{CLASSES[index % NUM_CLASSES]}/{split}_{index:08d}.JPEG"
 
 
 def _read_manifest(root: Path) -> dict:
@@ -109,12 +85,12 @@ def ensure(data_dir: str | Path, train: int, val: int, say: Callable[[str], None
             "generating synthetic ImageNet-shaped JPEG files into "
             f"{root}: " + ", ".join(f"{split} {a}..{b - 1}" for split, (a, b) in todo.items())
         )
-        templates = _templates()
+        fields = templates()
         for split, (start, stop) in todo.items():
             for folder in {CLASSES[i % NUM_CLASSES] for i in range(start, min(stop, start + 1000))}:
                 (root / split / folder).mkdir(parents=True, exist_ok=True)
             for i in range(start, stop):
-                _write_atomic(root / split / name_of(split, i), image_bytes(templates, split, i))
+                _write_atomic(root / split / name_of(split, i), image_bytes(fields, split, i))
             manifest[split] = stop
             _write_atomic(root / "manifest.json", json.dumps(manifest).encode())
 
