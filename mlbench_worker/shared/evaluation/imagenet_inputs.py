@@ -32,11 +32,11 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from mlbench_worker.shared import imagenet_synthetic
+from mlbench_worker.shared import data_files, imagenet_devkit, imagenet_synthetic
 from mlbench_worker.shared.evaluation.file_labels import LabelsUnavailable
 from mlbench_worker.shared.imagenet_rules import eval_resize
 
-SUFFIXES = (".jpeg", ".jpg", ".png")  # the files a run's listing takes (case aside)
+SUFFIXES = imagenet_devkit.IMAGE_SUFFIXES  # the files a run's listing takes (case aside)
 
 
 def pixels(image: bytes | str | Path, crop: int, resize: int) -> np.ndarray:
@@ -69,7 +69,7 @@ def real_files(data_dir: str | Path, size: int) -> list[Path]:
     """The `size` validation files a run that evaluated on `size` images read, in its order
     (see the module's docstring); LabelsUnavailable where the folder is missing or holds
     fewer files."""
-    val = Path(data_dir) / "imagenet" / "val"
+    val = Path(data_dir) / data_files.IMAGENET_FOLDER / "val"
     try:
         with os.scandir(val) as entries:
             folders = sorted(e.name for e in entries if e.is_dir() and not e.name.startswith("."))
@@ -86,8 +86,7 @@ def real_files(data_dir: str | Path, size: int) -> list[Path]:
         ) from None
     if size > len(files):
         raise LabelsUnavailable(f"{val} holds {len(files)} images in class folders, not {size}")
-    spread = np.arange(size, dtype=np.int64) * len(files) // size
-    return [files[int(k)] for k in spread]
+    return [files[int(k)] for k in imagenet_devkit.spread(len(files), size)]
 
 
 def real(data_dir: str | Path, size: int, rows: np.ndarray, crop: int) -> np.ndarray:
