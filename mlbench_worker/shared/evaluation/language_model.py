@@ -33,8 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from mlbench_worker.shared.evaluation import onnx_external
-from mlbench_worker.shared.evaluation.model_audit import ModelRefused
+from mlbench_worker.shared.evaluation.model_audit import ModelRefused, onnx_session
 
 LSTM, GPT = "lstm", "gpt"
 FAMILIES = (LSTM, GPT)
@@ -71,31 +70,10 @@ class LanguageModel:
     `vocab` words (checked when it is made, on a trial input)."""
 
     def __init__(self, data: bytes, family: str, vocab: int, threads: int = THREADS) -> None:
-        import onnxruntime as ort
-
         if family not in FAMILIES:
             raise ValueError(f"model family {family!r} is not one of {', '.join(FAMILIES)}")
         self.family, self.vocab = family, vocab
-        try:
-            outside = onnx_external.external_tensors(data)
-        except onnx_external.Broken as exc:
-            raise ModelRefused(f"the model is not an ONNX model: {exc}") from None
-        if outside:
-            raise ModelRefused(
-                f"the model keeps the data of tensor {', '.join(dict.fromkeys(outside))} in "
-                "another file; a model is one self-contained ONNX file"
-            )
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3
-        options.add_session_config_entry("session.load_model_format", "ONNX")
-        try:
-            self.session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
-        except Exception as exc:
-            raise ModelRefused(
-                f"the model is not an ONNX model onnxruntime can load: {_first_line(exc)}"
-            ) from None
+        self.session = onnx_session(data, threads)
         self.state_size = self._check_signature()
         tokens = np.zeros(TRIAL, dtype=np.int64)
         self.run(tokens, self.zero_state(TRIAL[0]))

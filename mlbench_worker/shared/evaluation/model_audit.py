@@ -139,34 +139,42 @@ def _dims(shape: Any) -> list:
     return list(shape) if shape is not None else []
 
 
+def onnx_session(data: bytes, threads: int = THREADS) -> Any:
+    """An onnxruntime session (CPU, `threads` threads) of a self-contained ONNX model; every
+    model the evaluator runs is loaded here (the audit's and task 3's, language_model.py).
+    ModelRefused for a file that is not ONNX, keeps tensor data in another file, or does not
+    load."""
+    import onnxruntime as ort
+
+    try:
+        outside = onnx_external.external_tensors(data)
+    except onnx_external.Broken as exc:
+        raise ModelRefused(f"the model is not an ONNX model: {exc}") from None
+    if outside:
+        raise ModelRefused(
+            f"the model keeps the data of tensor {', '.join(dict.fromkeys(outside))} in "
+            "another file; a model is one self-contained ONNX file (external data is "
+            "refused wherever it is: initializers, node attributes, subgraphs)"
+        )
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    options.add_session_config_entry("session.load_model_format", "ONNX")
+    try:
+        return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        raise ModelRefused(
+            f"the model is not an ONNX model onnxruntime can load: {_first_line(exc)}"
+        ) from None
+
+
 class Model:
     """A loaded ONNX model that fits a task's contract (checked when it is made)."""
 
     def __init__(self, data: bytes, contract: Contract, threads: int = THREADS) -> None:
-        import onnxruntime as ort
-
         self.contract = contract  # task 1b's: fitted to the model's input once it is read
-        try:
-            outside = onnx_external.external_tensors(data)
-        except onnx_external.Broken as exc:
-            raise ModelRefused(f"the model is not an ONNX model: {exc}") from None
-        if outside:
-            raise ModelRefused(
-                f"the model keeps the data of tensor {', '.join(dict.fromkeys(outside))} in "
-                "another file; a model is one self-contained ONNX file (external data is "
-                "refused wherever it is: initializers, node attributes, subgraphs)"
-            )
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3
-        options.add_session_config_entry("session.load_model_format", "ONNX")
-        try:
-            self.session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
-        except Exception as exc:
-            raise ModelRefused(
-                f"the model is not an ONNX model onnxruntime can load: {_first_line(exc)}"
-            ) from None
+        self.session = onnx_session(data, threads)
         inputs, outputs = self.session.get_inputs(), self.session.get_outputs()
         if len(inputs) != 1:
             raise ModelRefused(
