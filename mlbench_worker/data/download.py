@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 CHUNK = 1 << 20
+_NAMES = {"sha256": "SHA-256", "sha1": "SHA-1", "md5": "MD5"}  # as the data sets publish them
 
 
 class DownloadFailed(Exception):
@@ -26,8 +27,9 @@ class WrongDigest(Exception):
     """The file arrived whole but its digest is not the expected one (nothing was kept)."""
 
     def __init__(self, url: str, algorithm: str, got: str, expected: str) -> None:
+        name = _NAMES.get(algorithm, algorithm.upper())
         super().__init__(
-            f"{url} has the wrong checksum ({algorithm.upper()} {got}, expected {expected}): "
+            f"{url} has the wrong checksum ({name} {got}, expected {expected}): "
             "the download was incomplete or is not the official file"
         )
         self.got, self.expected = got, expected

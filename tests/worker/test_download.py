@@ -59,8 +59,16 @@ def test_the_file_arrives_whole_and_its_digest_is_checked_on_the_way(server, tmp
     assert said == [f"downloading {server}/archive.bin (1.2 MiB)"]
 
 
+def test_a_wrong_sha256_is_named_as_the_data_sets_publish_it_and_keeps_nothing(server, tmp_path):
+    with pytest.raises(download.WrongDigest, match=r"wrong checksum \(SHA-256 [0-9a-f]{64}, "):
+        download.fetch(f"{server}/archive.bin", tmp_path / "a.bin", digest=("sha256", "0" * 64))
+    assert _left(tmp_path) == []
+
+
 def test_a_wrong_digest_keeps_nothing(server, tmp_path):
-    with pytest.raises(download.WrongDigest, match=r"wrong checksum \(MD5 [0-9a-f]{32}, expected"):
+    with pytest.raises(
+        download.WrongDigest, match=r"wrong checksum \(MD5 [0-9a-f]{32}, expected 0{32}\)"
+    ):
         download.fetch(f"{server}/archive.bin", tmp_path / "a.bin", digest=("md5", "0" * 32))
     assert _left(tmp_path) == []
 
