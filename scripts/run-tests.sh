@@ -11,7 +11,7 @@
 # Measured from a fresh clone on a 2-core machine (2026-11-26): the rest took 32 min and the
 # quick group 9.6 min beside it. With Spark and task 3 (2026-11-28): the rest 39.9 min, the
 # quick group 9.5 to 10.7 min, so tests/worker moved to the quick group (2026-11-29). Then,
-# from a fresh clone with nothing else running: the rest 27.2 min, the quick group 25.7 min
+# from a fresh clone with little else running: the rest 27.2 min, the quick group 25.7 min
 # beside it, the browser 2.1 min alone; 32 min in all with the installs (2026-11-29).
 #
 # The browser tests run last, alone, once both groups have ended: runs on local slots add
