@@ -82,9 +82,6 @@ USED_OTHERWISE = {
 }
 # Imported, not declared for that side: (side, module) and why.
 UNDECLARED_ON_PURPOSE = {
-    ("worker", "onnxruntime"): "shared/evaluation/language_model.py, task 3's grading from the "
-    "model, is reached by no rank and not yet by the client: the master, which declares it, "
-    "is to run it (docs/checking.rst, 'Task 3: perplexity from the model')",
     ("client", "kubernetes"): "optional: ApiClient finds a master in Kubernetes with it, and "
     "says 'pip install kubernetes, or pass url=' when it is missing",
     ("client", "matplotlib"): "optional: only `mlbench report --plot` draws (mlbench_worker/"
