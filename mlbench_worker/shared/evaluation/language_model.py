@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from mlbench_worker.shared.evaluation.model_audit import ModelRefused, onnx_session
+from mlbench_worker.shared.evaluation.model_audit import ModelRefused, first_line, onnx_session
 
 LSTM, GPT = "lstm", "gpt"
 FAMILIES = (LSTM, GPT)
@@ -48,11 +48,6 @@ __all__ = ["FAMILIES", "GPT", "LSTM", "LanguageModel", "ModelRefused", "causal_p
 
 def _dims(shape: Any) -> list:
     return list(shape) if shape is not None else []
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return (text[0] if text else type(exc).__name__)[:300]
 
 
 def describe(family: str) -> str:
@@ -152,7 +147,7 @@ class LanguageModel:
             out = self.session.run(None, feed)
         except Exception as exc:
             raise ModelRefused(
-                f"the model fails on {n} x {t} tokens ({describe(self.family)}): {_first_line(exc)}"
+                f"the model fails on {n} x {t} tokens ({describe(self.family)}): {first_line(exc)}"
             ) from None
         logits = np.asarray(out[0])
         if logits.shape != (n, t, self.vocab):

@@ -165,7 +165,7 @@ def onnx_session(data: bytes, threads: int = THREADS) -> Any:
         return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
     except Exception as exc:
         raise ModelRefused(
-            f"the model is not an ONNX model onnxruntime can load: {_first_line(exc)}"
+            f"the model is not an ONNX model onnxruntime can load: {first_line(exc)}"
         ) from None
 
 
@@ -224,7 +224,7 @@ class Model:
             except Exception as exc:
                 raise ModelRefused(
                     f"the model fails on {len(chunk)} of the task's inputs "
-                    f"({self.contract.describe()}): {_first_line(exc)}"
+                    f"({self.contract.describe()}): {first_line(exc)}"
                 ) from None
             parts.append(self._checked(np.asarray(out), len(chunk)))
         return np.concatenate(parts) if parts else np.zeros(0)
@@ -244,7 +244,8 @@ class Model:
         return out
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The first line of an onnxruntime error, cut short: what a refusal quotes of it."""
     text = str(exc).strip().splitlines()
     return (text[0] if text else type(exc).__name__)[:300]
 
