@@ -34,6 +34,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,11 @@ def limits() -> audit_process.Limits:
 def check_parameters(run: Run, dataset: str, features: int | None, precision: str) -> None:
     """Refuse, before the body is read, a model the run cannot have: SetRefused naming
     `dataset`, `features` or `precision`."""
+    from mlbench_master import perplexity_audit  # it builds on this module
+
+    if perplexity_audit.is_language_model(run):
+        perplexity_audit.check_parameters(run, dataset, features, precision)
+        return
     grading.test_set_of(run, dataset, features)
     if precision not in model_audit.PRECISIONS:
         raise grading.SetRefused(
@@ -106,11 +112,15 @@ def intake(
     predictions of `step` (None: the last stored), evaluated in `precision`; the stored
     record ("pending", or "not audited" with why). Refusals raise before anything is
     stored: SetRefused (a parameter), ModelRefused (the model, or no predictions)."""
+    from mlbench_master import perplexity_audit  # it builds on this module
+
+    if perplexity_audit.is_language_model(run):
+        return perplexity_audit.intake(run, tmp, dataset, features, step, precision)
     check_parameters(run, dataset, features, precision)
     chosen = _predictions_of(run.pk, step)
     submitted = predictions.read(chosen.path)
     test_set = grading.test_set_of(run, dataset, features, size=grading.size_of(submitted))
-    answer = _run_child(audit_process.request_of(test_set, mode="check", model=tmp))
+    answer = run_child(audit_process.request_of(test_set, mode="check", model=tmp))
     if "refused" in answer or "not_audited" in answer:
         raise ModelRefused(answer.get("refused") or answer["not_audited"])
     rows = min(test_set.size, sample_size(test_set))
@@ -119,7 +129,7 @@ def intake(
         "step": submitted.step,
         "dataset": dataset,
         "precision": precision,
-        "since": _now(),
+        "since": now(),
         "audit_id": model_files.new_audit_id(),
         "model_sha256": answer["sha256"],
         "model_bytes": tmp.stat().st_size,
@@ -138,6 +148,16 @@ def intake(
         ) from None
     except LabelsUnavailable as exc:
         record |= {"status": model_audit.NOT_AUDITED, "why": str(exc)}
+    target = store(run, tmp, record)
+    if record["status"] == model_audit.PENDING:
+        start(Audit(target, chosen.path, test_set, record, limits(), verdict=_verdict), run.pk)
+    return record
+
+
+def store(run: Run, tmp: Path, record: dict[str, Any]) -> Path:
+    """Write `record` (its `audits` count set) and put the model `tmp` in place, with the
+    run's row locked (Http404 for a run deleted meanwhile: nothing stored) and under the
+    model folder's lock; the folder."""
     target = model_files.folder(run.pk)
     with transaction.atomic():
         if not list(Run.objects.select_for_update().filter(pk=run.pk).values_list("pk")):
@@ -149,19 +169,15 @@ def intake(
                 model_files.publish(tmp, run.pk)
         except model_files.RunGone:
             raise Http404(f"run {run.pk} was deleted") from None
-    if record["status"] == model_audit.PENDING:
-        job = Audit(target, chosen.path, test_set, record, limits())
-        threading.Thread(
-            target=_audit, args=(job,), name=f"mlbench-audit-{run.pk}", daemon=True
-        ).start()
-    return record
+    return target
 
 
-def _now() -> str:
+def now() -> str:
     return dt.datetime.now(dt.UTC).isoformat()
 
 
-def _run_child(request: dict[str, Any]) -> dict[str, Any]:
+def run_child(request: dict[str, Any]) -> dict[str, Any]:
+    """The child's answer to a check (the audit's limits); ModelRefused when it failed."""
     try:
         return audit_process.run(request, limits())
     except audit_process.Failed as exc:
@@ -172,13 +188,26 @@ def _run_child(request: dict[str, Any]) -> dict[str, Any]:
 @dataclass(frozen=True)
 class Audit:
     """What one audit is of, all fixed when the model was stored (nothing in the thread
-    depends on settings that may change once the request is over)."""
+    depends on settings that may change once the request is over): `verdict(job)` runs it
+    (this module's, or task 3's in perplexity_audit.py), one at a time per `slots`."""
 
     folder: Path
-    predictions: Path
-    test_set: test_sets.TestSet
+    predictions: Path | None
+    test_set: Any  # a TestSet, or task 3's record of the run (perplexity_audit.run_record)
     record: dict[str, Any]
     limits: audit_process.Limits
+    verdict: Callable[[Audit], dict[str, Any]]
+    slots: threading.Semaphore = AUDIT_SLOTS
+
+    @property
+    def run_id(self) -> int:
+        return int(self.folder.name)
+
+
+def start(job: Audit, run_id: int) -> None:
+    threading.Thread(
+        target=_audit, args=(job,), name=f"mlbench-audit-{run_id}", daemon=True
+    ).start()
 
 
 def _audit(job: Audit) -> None:
@@ -186,7 +215,7 @@ def _audit(job: Audit) -> None:
     record is still this audit's (a model posted again meanwhile has its own)."""
     record = job.record
     try:
-        if not AUDIT_SLOTS.acquire(timeout=job.limits.seconds):
+        if not job.slots.acquire(timeout=job.limits.seconds):
             result: dict[str, Any] = {
                 "status": model_audit.NOT_AUDITED,
                 "why": f"the master was busy auditing other models for over "
@@ -196,12 +225,12 @@ def _audit(job: Audit) -> None:
             try:
                 # The time a "pending" may last counts from here (model_files.audit_of).
                 if not model_files.replace_if_current(
-                    job.folder, record["audit_id"], record | {"since": _now()}
+                    job.folder, record["audit_id"], record | {"since": now()}
                 ):
                     return  # superseded by a later model, or the run was deleted
-                result = _verdict(job)
+                result = job.verdict(job)
             finally:
-                AUDIT_SLOTS.release()
+                job.slots.release()
         model_files.replace_if_current(job.folder, record["audit_id"], record | result)
     except Exception:  # a thread's error must be said somewhere: the log
         log.exception("the audit of the model in %s failed", job.folder)
@@ -218,12 +247,19 @@ def _verdict(job: Audit) -> dict[str, Any]:
         sample_seed=record["sample_seed"],
         precision=record["precision"],
     )
+    answer = child_answer(job, request)
+    return answer if "status" in answer else answer["result"]
+
+
+def child_answer(job: Audit, request: dict[str, Any]) -> dict[str, Any]:
+    """The child's answer to an audit's `request`, or a verdict (a dict with "status") where
+    it gave none: refused, not audited, failed, or the stored model changed meanwhile."""
     try:
         answer = audit_process.run(request, job.limits)
     except audit_process.Failed as exc:  # a bug here must not pass for a verdict on the run
         log.error("the audit of the model in %s failed: %s", job.folder, exc)
         return {"status": model_audit.NOT_AUDITED, "why": f"the audit failed: {exc}"}
-    if answer.get("sha256", record["model_sha256"]) != record["model_sha256"]:
+    if answer.get("sha256", job.record["model_sha256"]) != job.record["model_sha256"]:
         return {
             "status": model_audit.NOT_AUDITED,
             "why": "the stored model changed during its audit; post the model again",
@@ -232,4 +268,4 @@ def _verdict(job: Audit) -> dict[str, Any]:
         return {"status": model_audit.REFUSED, "why": answer["refused"]}
     if "not_audited" in answer:
         return {"status": model_audit.NOT_AUDITED, "why": answer["not_audited"]}
-    return answer["result"]
+    return answer

@@ -274,6 +274,11 @@ MLBENCH_AUDIT_SAMPLE_IMAGENET = _env_int_at_least(
     "MLBENCH_AUDIT_SAMPLE_IMAGENET", audit_process.SAMPLE_IMAGENET, 1
 )
 MLBENCH_AUDIT_TIMEOUT = _env_int_at_least("MLBENCH_AUDIT_TIMEOUT", audit_process.TIMEOUT_S, 1)
+# Task 3's grade of a language model's perplexity over the whole validation stream (minutes
+# for WikiText-2 on one core: perplexity_audit.py); in the same bounded child process.
+MLBENCH_PERPLEXITY_TIMEOUT = _env_int_at_least(
+    "MLBENCH_PERPLEXITY_TIMEOUT", audit_process.PERPLEXITY_TIMEOUT_S, 1
+)
 # Below 256 MiB not even the child's Python and onnxruntime load.
 MLBENCH_AUDIT_MEMORY_MIB = _env_int_at_least(
     "MLBENCH_AUDIT_MEMORY_MIB", audit_process.MEMORY_MIB, 256

@@ -1,7 +1,9 @@
 """A task-3 worker run graded from its model: the evaluator, given only what the run records
 (its summary: task, workers, data set, seed, `valid_tokens`, `vocab`, and the evaluation's
 geometry) and its final model (the checkpoint of its last epoch, exported by
-tasks/wikitext2/export.py), finds the run's own last `val_perplexity` and `val_accuracy`.
+tasks/wikitext2/export.py), finds the run's own last `val_perplexity` and `val_accuracy`;
+and so does the bounded child process the master grades in (audit_process.py), given the
+``model.onnx`` the run itself exported beside its metrics after its summary.
 
 One process here (no mpirun); test_wikitext2_mpirun.py grades its 2-rank runs the same way.
 The run's tokens come from its own data code, the evaluator's from token_streams.py."""
@@ -14,7 +16,7 @@ import pytest
 import torch
 
 from mlbench_worker.models import build_language_model
-from mlbench_worker.shared.evaluation import perplexity
+from mlbench_worker.shared.evaluation import audit_process, perplexity
 from mlbench_worker.tasks.wikitext2.export import onnx_bytes
 
 from .helpers import metrics_file, points, run_worker
@@ -60,3 +62,22 @@ def test_a_runs_own_perplexity_is_found_again_from_its_model_and_its_record(tmp_
     if task.startswith("awd"):
         assert summary["config"]["eval_columns"] == 10 and summary["config"]["bptt"] == 70
     grade_run(tmp_path / "m.jsonl", tmp_path / "ckpt" / "checkpoint.pt")
+    # The model the run exported itself (what its worker posts to the master), graded in
+    # the master's bounded child process from the same record.
+    summary, records = metrics_file(tmp_path / "m.jsonl")
+    record = {
+        "task": task, "workers": summary["num_workers"], "dataset": summary["dataset"],
+        "seed": summary["seed"], "config": summary["config"], "data_dir": "",
+    }  # fmt: skip
+    request = audit_process.request_of(
+        None, mode="audit", model=tmp_path / "model.onnx", run=record, probe_seed=11
+    )
+    answer = audit_process.run(request, audit_process.Limits(seconds=120))
+    loss = points(records, "val_loss")[-1]
+    assert abs(answer["score"]["loss"] - loss) <= LOSS_TOLERANCE * loss, answer
+    assert answer["score"]["whole"]
+    checked = audit_process.run(request | {"mode": "check"}, audit_process.Limits(seconds=120))
+    assert set(checked) == {"sha256"}, checked
+    wrong = record | {"config": summary["config"] | {"vocab": 121}}
+    refused = audit_process.run(request | {"run": wrong}, audit_process.Limits(seconds=120))
+    assert "the stream's vocabulary has 121" in refused["refused"], refused

@@ -19,6 +19,12 @@ request on stdin: {"mode": "check" | "audit", "model": path, "test_set": TestSet
 and for an audit "predictions": path, "sample", "sample_seed", "precision"}. The answer:
 {"sha256": of the model bytes it ran, and "result" (an audit's, model_audit.audit), or
 "refused" (the model: ModelRefused's message, or over a limit), or "not_audited" (why)}.
+
+A task-3 model (a language model, graded by the perplexity it gives, not by predictions)
+is asked for with "run" in place of "test_set": perplexity.grade's record of the run (task,
+workers, dataset, seed, config, data_dir), and for an audit "probe_seed". Its audit's answer
+is "score" (perplexity.Score's fields) in place of "result"; the comparison with what the
+run reported is the master's (mlbench_master/perplexity_audit.py).
 """
 
 from __future__ import annotations
@@ -46,6 +52,10 @@ SAMPLE_IMAGENET = 500
 # A check or an audit, child start included; ResNet-20 on 2,000 rows: ~4 s; ResNet-50 on
 # task 1b's 500 at 224 pixels: ~42 s.
 TIMEOUT_S = 300
+# Task 3's grade of a language model over the whole validation stream (MLBENCH_PERPLEXITY_
+# TIMEOUT): one thread scores 300 to 700 tokens a second here, WikiText-2's 217,646 tokens
+# take 5 to 22 minutes (shared/evaluation/perplexity.py); an hour leaves a slower core room.
+PERPLEXITY_TIMEOUT_S = 3600
 # The child's address space; checking a 480 MiB model took 1.5 to 2 GiB; task 1b's audit of
 # a ResNet-50 at 224 pixels stays under 1 GiB resident.
 MEMORY_MIB = 4096
@@ -59,6 +69,7 @@ class Limits:
 
     seconds: float = TIMEOUT_S
     memory_mib: int = MEMORY_MIB
+    setting: str = "MLBENCH_AUDIT_TIMEOUT"  # where `seconds` comes from, for messages
 
 
 class Failed(RuntimeError):
@@ -85,7 +96,7 @@ def run(request: dict[str, Any], limits: Limits) -> dict[str, Any]:
                 timeout=limits.seconds,
             )
         except subprocess.TimeoutExpired:  # killed by subprocess.run
-            return {"refused": f"the model ran over {limits.seconds:g} s (MLBENCH_AUDIT_TIMEOUT)"}
+            return {"refused": over_time(limits.seconds, limits.setting)}
     lines = done.stdout.strip().splitlines()
     if done.returncode == 0 and lines:
         return json.loads(lines[-1])
@@ -98,8 +109,8 @@ def run(request: dict[str, Any], limits: Limits) -> dict[str, Any]:
     raise Failed(f"the audit process exited with code {done.returncode}: {said}")
 
 
-def over_time(seconds: float) -> str:
-    return f"the model ran over {seconds:g} s (MLBENCH_AUDIT_TIMEOUT)"
+def over_time(seconds: float, setting: str = "MLBENCH_AUDIT_TIMEOUT") -> str:
+    return f"the model ran over {seconds:g} s ({setting})"
 
 
 def over_memory(mib: int) -> str:
@@ -112,6 +123,8 @@ def _answer(request: dict[str, Any]) -> dict[str, Any]:
 
     data = Path(request["model"]).read_bytes()
     answer: dict[str, Any] = {"sha256": hashlib.sha256(data).hexdigest()}
+    if "run" in request:
+        return answer | _language_model(data, request)
     try:
         test_set = test_sets.TestSet(**request["test_set"])
         model = model_audit.Model(data, model_audit.contract_of(test_set))
@@ -134,6 +147,29 @@ def _answer(request: dict[str, Any]) -> dict[str, Any]:
     return answer
 
 
+def _language_model(data: bytes, request: dict[str, Any]) -> dict[str, Any]:
+    """Task 3's check ("check": the model loads and keeps the contract of the run's family
+    and vocabulary) or grade ("audit": perplexity.grade over the stream the run evaluated),
+    from the run's record `request["run"]` (perplexity.grade's keywords)."""
+    from mlbench_worker.shared.evaluation import language_model, perplexity
+    from mlbench_worker.shared.evaluation.file_labels import LabelsUnavailable
+
+    run = request["run"]
+    try:
+        if request["mode"] == "check":
+            family = perplexity.family_of(run["task"])
+            language_model.LanguageModel(data, family, int(run["config"]["vocab"]))
+            return {}
+        score = perplexity.grade(
+            data, **run, probe_seed=int(request["probe_seed"]), max_tokens=None
+        )
+        return {"score": dataclasses.asdict(score)}
+    except language_model.ModelRefused as exc:
+        return {"refused": str(exc)}
+    except (LabelsUnavailable, ValueError, KeyError) as exc:
+        return {"not_audited": str(exc)}
+
+
 def main() -> None:
     mib, cpu = int(sys.argv[1]), math.ceil(float(sys.argv[2])) + 1
     resource.setrlimit(resource.RLIMIT_AS, (mib << 20, mib << 20))
@@ -151,14 +187,18 @@ def main() -> None:
 
 def request_of(test_set: Any, **fields: Any) -> dict[str, Any]:
     """A request's test set as the child rebuilds it: a TestSet's fields, its data folder
-    absolute (the child runs elsewhere)."""
+    absolute (the child runs elsewhere); None for task 3's, whose `run` field says it."""
+    fields = {k: str(v) if isinstance(v, Path) else v for k, v in fields.items()}
+    if test_set is None:
+        if fields.get("run", {}).get("data_dir"):
+            fields["run"] = fields["run"] | {
+                "data_dir": str(Path(fields["run"]["data_dir"]).resolve())
+            }
+        return fields
     found = dataclasses.asdict(test_set)
     if found.get("data_dir"):
         found["data_dir"] = str(Path(found["data_dir"]).resolve())
-    return {
-        "test_set": found,
-        **{k: str(v) if isinstance(v, Path) else v for k, v in fields.items()},
-    }
+    return {"test_set": found, **fields}
 
 
 if __name__ == "__main__":

@@ -61,6 +61,15 @@ class LanguageTrainer(Trainer):
             self.progress, val_loss, val_acc, self.elapsed(), self.goal, self.reporter,
             self.comm.rank, self.print, extra={PERPLEXITY: perplexity(val_loss)},
         )  # fmt: skip
+        if self.predictions is not None:  # no predictions: the final model is graded
+            self.predictions.note_evaluation(self.progress.history[-1])
+
+    def final_onnx(self) -> bytes:
+        """Rank 0, in the evaluation context: the final model as the evaluator grades it
+        (torch_export.export_final calls it in place of the image tasks' export)."""
+        from mlbench_worker.tasks.wikitext2.export import onnx_in_evaluation
+
+        return onnx_in_evaluation(self)
 
 
 def stopped_improving(losses: list[float], nonmono: int) -> bool:

@@ -1,0 +1,219 @@
+"""Task 3's model audit: the evaluator grades a language model's final model itself, over
+the validation stream it owns, and the master compares that perplexity with the one the run
+reported at the same evaluation (docs/checking.rst, "Task 3: perplexity from the model").
+
+Why the model and not predictions: a perplexity is a property of the model's scores over
+every position of the stream; a file of per-token probabilities would be the run's word
+again. So a task-3 run posts no predictions; its worker posts the final model (ONNX, the
+contract of shared/evaluation/language_model.py) to /api/runs/<id>/model/ after its summary,
+naming the step of its last evaluation, and this module takes it where model_auditing.py
+takes an image model.
+
+What is graded: the run's evaluation repeated position for position (perplexity.grade), from
+what the run recorded in its summary (the number of workers, `valid_tokens`, `vocab`, the
+geometry) and its seed; the stream is regenerated (the stand-in) or read from WikiText-2's
+checksummed archive under MLBENCH_DATA_DIR, never taken from the run. The whole stream, as
+the run evaluated it: a subset would give a mean that is not the run's number, so nothing
+could be compared. The look-ahead probe's seed is drawn here when the model is stored.
+
+The verdict (the audit record's status): "matches" when the evaluator's mean cross-entropy
+and the one the run's reported `val_perplexity` of that step implies differ by at most
+TOLERANCE[precision] of it, "mismatch" beyond, "refused" (the model is off the contract or
+looks ahead), "not audited" (the stream cannot be had, or the run reported nothing at that
+step). The grade itself is kept in the record either way (`graded`).
+
+Cost and limits: one onnxruntime thread scores 300 to 700 tokens a second on this project's
+machines, so WikiText-2's 217,646 validation tokens take 5 to 22 minutes: the grade runs in
+the same bounded child process as the audit (audit_process.py), under its own time limit
+MLBENCH_PERPLEXITY_TIMEOUT (default an hour) and its own slot, so a long grade does not
+hold up image models' audits. Only the final model is graded: a model per evaluation would
+cost the run an export (134 MB for the AWD-LSTM) and the master a grade each time. So a
+task-3 run's time to target stays the run's own word; its last evaluation is what the
+evaluator confirms or contradicts.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from mlbench_master import grading, model_auditing, model_files
+from mlbench_master.api.models import Metric, Run
+from mlbench_worker.shared import catalogue
+from mlbench_worker.shared.evaluation import audit_process, model_audit, test_sets
+from mlbench_worker.shared.evaluation.model_audit import ModelRefused
+
+REPORTED = "val_perplexity"
+KIND = "perplexity"
+# How far the evaluator's mean cross-entropy may be from the run's, as a share of it. fp32:
+# the two sum the same float32 terms in another order; 1e-7 measured, 1e-5 allowed
+# (tests/evaluation/test_perplexity.py). The others are not measured here (no GPU): a GPU's
+# TF32 matrix products and half-precision evaluation round far more, and these bounds are
+# provisional (docs/checking.rst says so).
+TOLERANCE = {"fp32": 1e-5, "tf32": 1e-3, "fp16": 5e-3, "bf16": 2e-2}
+# What the grade needs of the run's summary config (perplexity.Geometry.of_run, TokenStream).
+NEEDED = ("valid_tokens", "vocab")
+GEOMETRY = ("bptt", "eval_columns", "block")
+
+SLOTS = threading.Semaphore(1)  # one grade at a time per master process, beside the audits
+
+
+def is_language_model(run: Run) -> bool:
+    """Whether `run`'s task is graded from its model's perplexity (task 3)."""
+    info = catalogue.TASKS.get(run.task)
+    return info is not None and info.dataset == "wikitext2"
+
+
+def limits() -> audit_process.Limits:
+    return audit_process.Limits(
+        settings.MLBENCH_PERPLEXITY_TIMEOUT,
+        settings.MLBENCH_AUDIT_MEMORY_MIB,
+        "MLBENCH_PERPLEXITY_TIMEOUT",
+    )
+
+
+def check_parameters(run: Run, dataset: str, features: int | None, precision: str) -> None:
+    """Refuse, before the body is read, what a task-3 model cannot have: SetRefused naming
+    `dataset`, `features` or `precision`."""
+    allowed = ("wikitext2", test_sets.SYNTHETIC)
+    if dataset not in allowed:
+        raise grading.SetRefused(
+            "dataset", f"{dataset[:40]!r} is not a data set of {run.task}: {' or '.join(allowed)}"
+        )
+    if run.dataset_used and run.dataset_used != dataset:
+        raise grading.SetRefused(
+            "dataset", f"run {run.pk} reported that it used {run.dataset_used}, not {dataset}"
+        )
+    if features is not None:
+        raise grading.SetRefused(
+            "features", f"only task 2's generated set has a number of features, not {run.task}'s"
+        )
+    if precision not in TOLERANCE:
+        raise grading.SetRefused(
+            "precision",
+            f"{precision[:20]!r} is not an evaluation precision: {', '.join(TOLERANCE)}",
+        )
+
+
+def run_record(run: Run, dataset: str) -> dict[str, Any]:
+    """What perplexity.grade needs of `run`, from its summary; ModelRefused when the run has
+    not posted one that records it (the model is graded against the run's own record)."""
+    summary = run.summary if isinstance(run.summary, dict) else {}
+    config = summary.get("config") if isinstance(summary.get("config"), dict) else {}
+    missing = [key for key in NEEDED if key not in config]
+    if missing or not any(key in config for key in GEOMETRY):
+        raise ModelRefused(
+            f"run {run.pk} has no summary recording its evaluation ({', '.join(NEEDED)} and "
+            "its geometry): a language model is graded by repeating the run's evaluation, so "
+            "post the summary first"
+        )
+    return {
+        "task": run.task,
+        "workers": int(summary.get("num_workers") or run.num_workers),
+        "dataset": dataset,
+        "seed": int(summary.get("seed", run.seed)),
+        "config": {k: config[k] for k in (*NEEDED, *GEOMETRY) if k in config},
+        "data_dir": str(settings.MLBENCH_DATA_DIR) if dataset != test_sets.SYNTHETIC else "",
+    }
+
+
+def reported(run_id: int) -> dict[int, float]:
+    """The run's own val_perplexity by step (the last posted where a step repeats)."""
+    rows = (
+        Metric.objects.filter(run_id=run_id, name=REPORTED)
+        .order_by("date", "id")
+        .values_list("value", "metadata")
+    )
+    out: dict[int, float] = {}
+    for value, meta in rows:
+        step = meta.get("step") if isinstance(meta, dict) else None
+        if isinstance(step, int):
+            out[step] = float(value)
+    return out
+
+
+def _step(run: Run, step: int | None) -> int:
+    if step is not None:
+        return step
+    steps = reported(run.pk)
+    if not steps:
+        raise ModelRefused(
+            f"run {run.pk} has reported no {REPORTED} yet: the model is graded against the "
+            "evaluation it made, so name its `step` or post the run's metrics first"
+        )
+    return max(steps)
+
+
+def intake(
+    run: Run,
+    tmp: Path,
+    dataset: str,
+    features: int | None,
+    step: int | None = None,
+    precision: str = "fp32",
+) -> dict[str, Any]:
+    """Check the received model `tmp` of task-3 `run` (it loads and keeps its family's
+    contract for the run's vocabulary), store it, and start its grade; the stored record
+    ("pending"). Refusals raise before anything is stored: SetRefused, ModelRefused."""
+    check_parameters(run, dataset, features, precision)
+    record_of_run = run_record(run, dataset)
+    chosen = _step(run, step)
+    answer = model_auditing.run_child(
+        audit_process.request_of(None, mode="check", model=tmp, run=record_of_run)
+    )
+    if "refused" in answer or "not_audited" in answer:
+        raise ModelRefused(answer.get("refused") or answer["not_audited"])
+    record: dict[str, Any] = {
+        "status": model_audit.PENDING,
+        "kind": KIND,
+        "step": chosen,
+        "dataset": dataset,
+        "precision": precision,
+        "tolerance": TOLERANCE[precision],
+        "since": model_auditing.now(),
+        "time_limit_s": settings.MLBENCH_PERPLEXITY_TIMEOUT,
+        "audit_id": model_files.new_audit_id(),
+        "model_sha256": answer["sha256"],
+        "model_bytes": tmp.stat().st_size,
+        "probe_seed": model_audit.new_sample_seed(),
+    }
+    target = model_auditing.store(run, tmp, record)
+    job = model_auditing.Audit(
+        target, None, record_of_run, record, limits(), verdict=_verdict, slots=SLOTS
+    )
+    model_auditing.start(job, run.pk)
+    return record
+
+
+def _verdict(job: model_auditing.Audit) -> dict[str, Any]:
+    record = job.record
+    request = audit_process.request_of(
+        None,
+        mode="audit",
+        model=job.folder / model_files.MODEL,
+        run=job.test_set,
+        probe_seed=record["probe_seed"],
+    )
+    answer = model_auditing.child_answer(job, request)
+    if "score" not in answer:
+        return answer  # a verdict already: refused or not audited, with why
+    return compare(answer["score"], reported(job.run_id).get(record["step"]), record)
+
+
+def compare(score: dict[str, Any], said: float | None, record: dict[str, Any]) -> dict[str, Any]:
+    """The verdict on the evaluator's `score` against the run's reported perplexity `said`
+    of the record's step: the status and both numbers."""
+    out: dict[str, Any] = {"graded": score, "reported_perplexity": said}
+    if said is None or not math.isfinite(said) or said <= 0:
+        return out | {
+            "status": model_audit.NOT_AUDITED,
+            "why": f"the run reported no {REPORTED} at step {record['step']} to compare with",
+        }
+    loss = math.log(said)
+    difference = abs(score["loss"] - loss) / max(abs(loss), 1e-12)
+    status = model_audit.MATCHES if difference <= record["tolerance"] else model_audit.MISMATCH
+    return out | {"status": status, "difference": difference}
