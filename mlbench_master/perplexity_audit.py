@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.db import connection
 
 from mlbench_master import grading, model_auditing, model_files
 from mlbench_master.api.models import Metric, Run
@@ -162,6 +163,7 @@ def intake(
     check_parameters(run, dataset, features, precision)
     record_of_run = run_record(run, dataset)
     chosen = _step(run, step)
+    said = reported(run.pk).get(chosen)  # posted before the model, as the worker sends them
     answer = model_auditing.run_child(
         audit_process.request_of(None, mode="check", model=tmp, run=record_of_run)
     )
@@ -180,6 +182,7 @@ def intake(
         "model_sha256": answer["sha256"],
         "model_bytes": tmp.stat().st_size,
         "probe_seed": model_audit.new_sample_seed(),
+        "reported_perplexity": said,
     }
     target = model_auditing.store(run, tmp, record)
     job = model_auditing.Audit(
@@ -201,7 +204,13 @@ def _verdict(job: model_auditing.Audit) -> dict[str, Any]:
     answer = model_auditing.child_answer(job, request)
     if "score" not in answer:
         return answer  # a verdict already: refused or not audited, with why
-    return compare(answer["score"], reported(job.run_id).get(record["step"]), record)
+    said = record.get("reported_perplexity")
+    if said is None:  # the point may have come after the model (a staff user's post)
+        try:
+            said = reported(job.run_id).get(record["step"])
+        finally:
+            connection.close()  # this thread's own, opened by the query
+    return compare(answer["score"], said, record)
 
 
 def compare(score: dict[str, Any], said: float | None, record: dict[str, Any]) -> dict[str, Any]:

@@ -177,7 +177,8 @@ def test_a_language_model_is_not_graded_from_predictions_and_says_so(make_run):
     r = post(worker_client(run), run, cifar_file())
     assert r.status_code == 400, r.content
     message = r.json()["errors"]["predictions"][0]
-    assert "does not grade task 'gpt-wikitext2' yet: its val_perplexity needs the model" in message
+    assert "does not grade task 'gpt-wikitext2' from predictions: its val_perplexity" in message
+    assert "post the final model (ONNX) to /api/runs/<id>/model/" in message
     assert stored_files(run) == {} and grades(run) == []
 
 

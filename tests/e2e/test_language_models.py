@@ -1,5 +1,5 @@
 """Task 3 through the whole stack: HTTP -> RQ job -> mpirun with 2 ranks -> states, metrics,
-summary, results. The models run at their smoke-test size on a small generated stand-in
+summary, results, and the final model graded by the master. The models run at their smoke-test size on a small generated stand-in
 (the full AWD-LSTM takes about 25 s a step on one busy core of this machine), started as
 the run's command with the task named, so the master reads the run as a task-3 run."""
 
@@ -41,6 +41,16 @@ def test_a_language_model_finishes_with_perplexity_metrics_and_summary(idle_mast
     # The run's result is its perplexity: what the statistics and the board read.
     result = master.get(f"/api/runs/{run['id']}/").json()
     assert result["summary"]["best_val_perplexity"] <= summary["final_val_perplexity"]
+    # The worker posted its final model after its summary; the master grades its perplexity
+    # over the stream it regenerates and finds the run's own last one (perplexity_audit.py).
+    end = time.monotonic() + 120
+    while (audit := master.run(run["id"])["evaluation"]["audit"])["status"] == "pending":
+        assert time.monotonic() < end, audit
+        time.sleep(0.5)
+    assert audit["status"] == "matches" and audit["kind"] == "perplexity", audit
+    assert audit["graded"]["whole"] and audit["dataset"] == "synthetic"
+    assert audit["reported_perplexity"] == pytest.approx(summary["final_val_perplexity"])
+    assert audit["difference"] <= audit["tolerance"] == 1e-5
     _assert_no_process_left(master, run["id"])
 
 

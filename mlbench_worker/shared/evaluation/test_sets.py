@@ -69,8 +69,9 @@ def task_info(task: str) -> catalogue.TaskInfo:
     if info.dataset not in CLASSES:
         metric = info.goals[info.default_goal].metric
         raise ValueError(
-            f"the evaluator does not grade task {task!r} yet: its {metric} needs the model run "
-            "over the test set, not submitted predictions; its runs are self-reported"
+            f"the evaluator does not grade task {task!r} from predictions: its {metric} needs "
+            "the model run over the validation stream; post the final model (ONNX) to "
+            "/api/runs/<id>/model/ and the master grades it"
         )
     return info
 

@@ -1,0 +1,149 @@
+"""POST /api/runs/<id>/model/ for a task-3 run: the master checks the language model against
+the run's vocabulary, stores it, and grades its perplexity in the background over the
+validation stream it regenerates from the run's summary, then compares it with the run's
+own `val_perplexity` of that step (mlbench_master/perplexity_audit.py). The run's number
+here is computed by this test with plain torch, as the task's evaluation computes it (one
+worker: blocks of the model's context, the last one shorter)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from django.utils import timezone
+
+from mlbench_master import model_files
+from mlbench_master.api.models import Metric, Run
+from mlbench_worker.models import build_language_model
+from mlbench_worker.shared import wikitext2_synthetic
+from mlbench_worker.tasks.wikitext2.export import onnx_bytes
+from tests.api.conftest import worker_client
+from tests.api.test_model_audit_api import audited, post_model
+
+pytestmark = pytest.mark.django_db
+
+TASK, VOCAB, SEED, TOKENS, STEP = "gpt-wikitext2", 60, 9, 701, 40
+
+
+@pytest.fixture(autouse=True)
+def _data(settings, tmp_path):
+    settings.MLBENCH_DATA_DIR = tmp_path / "datasets"
+
+
+def gpt(seed: int = 0) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return build_language_model("gpt-tiny", VOCAB).eval()
+
+
+def own_perplexity(model: torch.nn.Module) -> float:
+    """The run's evaluation of `model` on one worker, in torch: every token of the stream
+    but the last predicted from the tokens before it in its block of `model.block`."""
+    tokens = torch.from_numpy(wikitext2_synthetic.stream(SEED, "valid", TOKENS, VOCAB))
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for start in range(0, TOKENS - 1, model.block):
+            x = tokens[start : min(start + model.block, TOKENS - 1)]
+            y = tokens[start + 1 : start + 1 + x.numel()]
+            total += float(F.cross_entropy(model(x[None])[0], y, reduction="sum"))
+            count += y.numel()
+    return math.exp(total / count)
+
+
+@pytest.fixture
+def lm_run(make_run):
+    block = build_language_model("gpt-tiny", VOCAB).block
+    run = make_run(state=Run.STARTED, task=TASK, seed=SEED, num_workers=1)
+    run.summary = {
+        "task": TASK, "num_workers": 1, "seed": SEED, "dataset": "synthetic",
+        "config": {"valid_tokens": TOKENS, "vocab": VOCAB, "block": block},
+    }  # fmt: skip
+    run.save()
+    return run
+
+
+def report(run: Run, perplexity: float, step: int = STEP) -> None:
+    Metric.objects.create(
+        run=run, name="val_perplexity", value=perplexity, metadata={"step": step, "elapsed": 1.0}
+    )
+
+
+def test_an_honest_language_model_matches_its_runs_perplexity(lm_run, api):
+    model = gpt()
+    report(lm_run, own_perplexity(model))
+    body = onnx_bytes(model)
+    r = post_model(worker_client(lm_run), lm_run, body, f"dataset=synthetic&step={STEP}")
+    assert r.status_code == 202, r.json()
+    assert (r.json()["status"], r.json()["kind"], r.json()["step"]) == (
+        "pending",
+        "perplexity",
+        STEP,
+    )
+    result = audited(lm_run)
+    assert result["status"] == "matches", result.get("why")
+    assert result["graded"]["whole"] and result["graded"]["tokens"] == TOKENS - 1
+    assert result["graded"]["perplexity"] == pytest.approx(result["reported_perplexity"], rel=1e-5)
+    assert result["difference"] <= result["tolerance"] == 1e-5
+    assert result["probe_seed"] == r.json()["probe_seed"]
+    shown = api.get(f"/api/runs/{lm_run.pk}/").json()["evaluation"]["audit"]
+    assert shown["status"] == "matches" and shown["model_bytes"] == len(body)
+
+
+def test_a_perplexity_the_model_does_not_give_is_a_mismatch_with_both_numbers(lm_run):
+    model = gpt()
+    honest = own_perplexity(model)
+    report(lm_run, honest * 0.9)  # the run claimed 10 % better than its model gives
+    assert post_model(worker_client(lm_run), lm_run, onnx_bytes(model)).status_code == 202
+    result = audited(lm_run)  # no step named: the last reported
+    assert result["status"] == "mismatch" and result["step"] == STEP, result
+    assert result["graded"]["perplexity"] == pytest.approx(honest, rel=1e-5)
+    assert result["reported_perplexity"] == pytest.approx(honest * 0.9)
+
+
+def test_a_step_the_run_did_not_report_is_not_audited_and_says_why(lm_run):
+    report(lm_run, 50.0)
+    r = post_model(worker_client(lm_run), lm_run, onnx_bytes(gpt()), "dataset=synthetic&step=7")
+    assert r.status_code == 202, r.json()
+    result = audited(lm_run)
+    assert result["status"] == "not audited" and "no val_perplexity at step 7" in result["why"]
+    assert result["graded"]["perplexity"] > 1  # the grade is kept all the same
+
+
+def test_the_real_set_without_its_archive_is_not_audited(make_run, settings):
+    run = make_run(state=Run.STARTED, task=TASK, seed=SEED, num_workers=1)
+    run.summary = {"num_workers": 1, "config": {"valid_tokens": 1000, "vocab": VOCAB, "block": 8}}
+    run.save()
+    report(run, 50.0)
+    r = post_model(worker_client(run), run, onnx_bytes(gpt()), "dataset=wikitext2")
+    assert r.status_code == 202, r.json()
+    result = audited(run)
+    assert result["status"] == "not audited" and "wikitext-2-v1.zip" in result["why"], result
+
+
+def test_models_and_parameters_a_language_model_cannot_have_are_refused(lm_run, make_run):
+    client = worker_client(lm_run)
+    report(lm_run, 50.0)
+    torch.manual_seed(0)
+    other = build_language_model("gpt-tiny", VOCAB + 1).eval()
+    cases = [
+        (onnx_bytes(other), "dataset=synthetic", "model", "the stream's vocabulary has 60"),
+        (b"not onnx", "dataset=synthetic", "model", "not an ONNX model"),
+        (onnx_bytes(gpt()), "dataset=cifar10", "dataset", "not a data set of gpt-wikitext2"),
+        (onnx_bytes(gpt()), "dataset=synthetic&features=3", "features", "only task 2"),
+        (onnx_bytes(gpt()), "dataset=synthetic&precision=fp8", "precision", "not an evaluation"),
+    ]
+    for body, query, field, words in cases:
+        r = post_model(client, lm_run, body, query)
+        assert r.status_code == 400 and words in r.json()["errors"][field][0], (query, r.json())
+    assert model_files.audit_of(lm_run.pk) is None  # nothing stored
+    # Runs that ended a moment ago (their worker tokens still work; one run is active).
+    bare = make_run(task=TASK, seed=SEED, finished_at=timezone.now())
+    report(bare, 50.0)
+    r = post_model(worker_client(bare), bare, onnx_bytes(gpt()))
+    assert r.status_code == 400 and "post the summary first" in r.json()["errors"]["model"][0]
+    silent = make_run(task=TASK, seed=SEED, finished_at=timezone.now())
+    silent.summary = lm_run.summary
+    silent.save()
+    r = post_model(worker_client(silent), silent, onnx_bytes(gpt()))
+    assert r.status_code == 400 and "reported no val_perplexity" in r.json()["errors"]["model"][0]
