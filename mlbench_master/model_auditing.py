@@ -61,11 +61,6 @@ def limits() -> audit_process.Limits:
 def check_parameters(run: Run, dataset: str, features: int | None, precision: str) -> None:
     """Refuse, before the body is read, a model the run cannot have: SetRefused naming
     `dataset`, `features` or `precision`."""
-    from mlbench_master import perplexity_audit  # it builds on this module
-
-    if perplexity_audit.is_language_model(run):
-        perplexity_audit.check_parameters(run, dataset, features, precision)
-        return
     grading.test_set_of(run, dataset, features)
     if precision not in model_audit.PRECISIONS:
         raise grading.SetRefused(
@@ -112,10 +107,6 @@ def intake(
     predictions of `step` (None: the last stored), evaluated in `precision`; the stored
     record ("pending", or "not audited" with why). Refusals raise before anything is
     stored: SetRefused (a parameter), ModelRefused (the model, or no predictions)."""
-    from mlbench_master import perplexity_audit  # it builds on this module
-
-    if perplexity_audit.is_language_model(run):
-        return perplexity_audit.intake(run, tmp, dataset, features, step, precision)
     check_parameters(run, dataset, features, precision)
     chosen = _predictions_of(run.pk, step)
     submitted = predictions.read(chosen.path)

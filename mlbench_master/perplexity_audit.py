@@ -44,8 +44,7 @@ from django.db import connection
 
 from mlbench_master import grading, model_auditing, model_files
 from mlbench_master.api.models import Metric, Run
-from mlbench_worker.shared import catalogue
-from mlbench_worker.shared.evaluation import audit_process, model_audit, test_sets
+from mlbench_worker.shared.evaluation import audit_process, model_audit, perplexity, test_sets
 from mlbench_worker.shared.evaluation.model_audit import ModelRefused
 
 REPORTED = "val_perplexity"
@@ -56,17 +55,13 @@ KIND = "perplexity"
 # TF32 matrix products and half-precision evaluation round far more, and these bounds are
 # provisional (docs/checking.rst says so).
 TOLERANCE = {"fp32": 1e-5, "tf32": 1e-3, "fp16": 5e-3, "bf16": 2e-2}
-# What the grade needs of the run's summary config (perplexity.Geometry.of_run, TokenStream).
-NEEDED = ("valid_tokens", "vocab")
-GEOMETRY = ("bptt", "eval_columns", "block")
 
 SLOTS = threading.Semaphore(1)  # one grade at a time per master process, beside the audits
 
 
 def is_language_model(run: Run) -> bool:
     """Whether `run`'s task is graded from its model's perplexity (task 3)."""
-    info = catalogue.TASKS.get(run.task)
-    return info is not None and info.dataset == "wikitext2"
+    return test_sets.grades_the_model(run.task)
 
 
 def limits() -> audit_process.Limits:
@@ -104,22 +99,16 @@ def run_record(run: Run, dataset: str) -> dict[str, Any]:
     """What perplexity.grade needs of `run`, from its summary; ModelRefused when the run has
     not posted one that records it (the model is graded against the run's own record)."""
     summary = run.summary if isinstance(run.summary, dict) else {}
-    config = summary.get("config") if isinstance(summary.get("config"), dict) else {}
-    missing = [key for key in NEEDED if key not in config]
-    if missing or not any(key in config for key in GEOMETRY):
+    found = perplexity.run_record(
+        run.task, summary, int(run.seed), run.num_workers, dataset, str(settings.MLBENCH_DATA_DIR)
+    )
+    if found is None:
         raise ModelRefused(
-            f"run {run.pk} has no summary recording its evaluation ({', '.join(NEEDED)} and "
-            "its geometry): a language model is graded by repeating the run's evaluation, so "
-            "post the summary first"
+            f"run {run.pk} has no summary recording its evaluation "
+            f"({', '.join(perplexity.RECORDED)} and its geometry): a language model is graded "
+            "by repeating the run's evaluation, so post the summary first"
         )
-    return {
-        "task": run.task,
-        "workers": int(summary.get("num_workers") or run.num_workers),
-        "dataset": dataset,
-        "seed": int(summary.get("seed", run.seed)),
-        "config": {k: config[k] for k in (*NEEDED, *GEOMETRY) if k in config},
-        "data_dir": str(settings.MLBENCH_DATA_DIR) if dataset != test_sets.SYNTHETIC else "",
-    }
+    return found
 
 
 def reported(run_id: int) -> dict[int, float]:

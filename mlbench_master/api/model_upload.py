@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from mlbench_master import model_auditing, model_files, prediction_files
+from mlbench_master import model_auditing, model_files, perplexity_audit, prediction_files
 from mlbench_master.api.errors import error_responses, invalid
 from mlbench_master.api.models import Run
 from mlbench_master.api.permissions import ModelAccess, check_worker_run
@@ -78,6 +78,24 @@ AUDIT_SCHEMA = {
         "model_sha256": {"type": "string"},
         "model_bytes": {"type": "integer"},
         "predictions_sha256": {"type": "string"},
+        # Task 3's (perplexity_audit.py): the model graded by its perplexity, not predictions.
+        "kind": {"type": "string", "enum": ["perplexity"], "description": "task 3's audit"},
+        "graded": {
+            "type": "object",
+            "description": "task 3: the evaluator's grade (loss, perplexity, accuracy, "
+            "tokens, whole)",
+        },
+        "reported_perplexity": {
+            "type": "number",
+            "nullable": True,
+            "description": "task 3: the run's own val_perplexity of the step",
+        },
+        "difference": {
+            "type": "number",
+            "description": "task 3: how far the two mean losses differ, as a share of the run's",
+        },
+        "probe_seed": {"type": "integer", "description": "task 3: the look-ahead probe's seed"},
+        "time_limit_s": {"type": "integer", "description": "task 3: the grade's time limit"},
     },
     "required": ["status"],
 }
@@ -131,7 +149,10 @@ class RunModel(APIView):
         features = features_of(request)
         step = _step(request)
         precision = request.query_params.get("precision") or "fp32"
-        model_auditing.check_parameters(run, dataset, features, precision)  # before the body
+        # Task 3's model is graded by its perplexity (perplexity_audit.py), the others' audited
+        # against their predictions (model_auditing.py).
+        auditor = perplexity_audit if perplexity_audit.is_language_model(run) else model_auditing
+        auditor.check_parameters(run, dataset, features, precision)  # before the body
         if request.content_type.split(";")[0].strip() in FORMS:
             raise invalid(
                 "model",
@@ -151,7 +172,7 @@ class RunModel(APIView):
         try:
             if tmp.stat().st_size == 0:
                 raise invalid("model", "the body is empty: send the ONNX file's bytes")
-            record = model_auditing.intake(run, tmp, dataset, features, step, precision)
+            record = auditor.intake(run, tmp, dataset, features, step, precision)
         finally:
             prediction_files.discard(tmp)  # published by now, unless refused
         return Response(record, status=status.HTTP_202_ACCEPTED)

@@ -189,6 +189,21 @@ def test_a_language_model_run_shows_its_perplexity(page):
     assert summary_row(page, "Target") == ("Target perplexity (lower is better)", "250")
     assert summary_row(page, "Final validation perplexity")[1] == "211"  # 3 figures
     assert summary_row(page, "Throughput")[0] == "Throughput (tokens/s)"
+    # The evaluator's grade of the final model (perplexity_audit.py), as the master stores it.
+    from mlbench_master import model_files
+
+    folder = model_files.folder(run.pk)
+    folder.mkdir(parents=True, exist_ok=True)
+    model_files.write_audit(folder, {
+        "status": "mismatch", "kind": "perplexity", "step": 300, "reported_perplexity": 210.5,
+        "graded": {"perplexity": 260.25, "tokens": 4000, "loss": 5.56, "whole": True},
+    })  # fmt: skip
+    open_run(page, run)
+    page.wait_for_function("!document.querySelector('#run-evaluation').hidden")
+    said = page.locator("#run-evaluation").inner_text()
+    assert "Self-reported curve" in said and "grades its final model" in said
+    assert "MISMATCH: does not give the perplexity the run reported: the evaluator graded " in said
+    assert "260.25 over 4000 tokens, the run reported 210.50 at step 300" in said
     # A task whose goal is accuracy has no perplexity chart.
     open_run(page, make_run("cifar10, 2 workers", 2))
     assert page.locator("#chart-perplexity").count() == 0

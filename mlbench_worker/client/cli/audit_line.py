@@ -10,6 +10,13 @@ def audit_line(run: dict) -> str:
     """The ONNX audit of the run's final model, for `mlbench show` and the report's notes."""
     audit = (run.get("evaluation") or {}).get("audit") or {}
     status = audit.get("status") or "no model"
+    if status in ("matches", "mismatch") and audit.get("kind") == "perplexity":  # task 3
+        graded = audit.get("graded") or {}
+        return (
+            f"{status}: the final model's perplexity {graded.get('perplexity', 0):.4g} over "
+            f"{graded.get('tokens')} tokens, graded by the evaluator; the run reported "
+            f"{audit.get('reported_perplexity', 0):.4g} at step {audit.get('step')}"
+        )
     if status in ("matches", "mismatch"):
         where = "a seeded sample of " if audit.get("sample") else "all "
         found = f"{where}{audit.get('examples')} test examples, {audit.get('differ')} differ"

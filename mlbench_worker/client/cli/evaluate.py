@@ -16,12 +16,19 @@ regenerates or reads (task 1b's at the crop the model's input declares), against
 predictions file of the step the master audited, on the same rows (the master's `examples`
 and `sample_seed`) and with the same precision's tolerance. The command fails where the model
 predicts otherwise than the run submitted, or where this audit and the master's disagree.
+
+A task-3 run (a language model) has no predictions: its stored final model is graded here
+over the validation stream this process regenerates (or reads from WikiText-2's archive
+under `--data-dir`), from the run's summary and with the master's probe seed, as the
+master graded it (mlbench_master/perplexity_audit.py); the command fails where this grade is
+not the master's or not the perplexity the run reported.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import math
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -33,6 +40,9 @@ from mlbench_worker.shared.evaluation import graded_name  # the package itself: 
 EXIT_DISAGREES = 1
 REPORTED = "val_accuracy"
 AGREE = 1e-12  # two gradings of one file by the same code: equal, up to float printing
+# Two grades of one language model by the same code over the same stream: onnxruntime's
+# kernels may sum otherwise on another machine, far below the run-vs-evaluator tolerance.
+AGREE_LOSS = 1e-7
 
 
 def add_parser(sub: Any) -> None:
@@ -62,6 +72,8 @@ def _evaluate(args: argparse.Namespace, master: Master) -> int:
     from mlbench_worker.shared.evaluation import test_sets
 
     run = master.json("get_run", args.run)
+    if test_sets.grades_the_model(run.get("task", "")):
+        return _evaluate_language_model(args, master, run)
     listed = master.call("_submit", "GET", f"runs/{args.run}/predictions/").json()
     files = listed.get("results", listed) if isinstance(listed, dict) else listed
     if not files:
@@ -179,6 +191,82 @@ def _audit(
         model_audit.MATCHES,
         model_audit.PENDING,
     )
+
+
+def _evaluate_language_model(args: argparse.Namespace, master: Master, run: dict) -> int:
+    """Task 3: grade the run's stored final model here, over the stream this process
+    regenerates (or reads under --data-dir), as the master did (perplexity_audit.py): the
+    same record of the run, the same probe seed; fails where this grade is not the
+    master's, or where the model does not give the perplexity the run reported."""
+    import importlib.util
+
+    from mlbench_worker.shared.evaluation import audit_process, perplexity
+
+    theirs = (run.get("evaluation") or {}).get("audit") or {}
+    response = master.call("_submit", "GET", f"runs/{run['id']}/model/", allow=(404,))
+    if response.status_code == 404:
+        raise CliError(
+            f"run {run['id']} has no model stored: a language model is graded from its final "
+            f"model, which its worker posts after its summary ({_status(run)})",
+            EXIT_DISAGREES,
+        )
+    body = response.content
+    if theirs.get("model_sha256") and hashlib.sha256(body).hexdigest() != theirs["model_sha256"]:
+        print("model: DIFFERS from the one the master graded (SHA-256); try again")
+        return EXIT_DISAGREES
+    if importlib.util.find_spec("onnxruntime") is None:
+        raise CliError("grading a language model needs onnxruntime: pip install onnxruntime")
+    dataset = theirs.get("dataset") or run.get("dataset_used") or "synthetic"
+    record = perplexity.run_record(
+        run["task"], run.get("summary") or {}, int(run.get("seed") or 0),
+        int(run.get("num_workers") or 1), dataset, str(Path(args.data_dir).resolve()),
+    )  # fmt: skip
+    if record is None or "probe_seed" not in theirs:
+        print(f"model: the run's summary or the master's grade is missing: {theirs}")
+        return EXIT_DISAGREES
+    with tempfile.TemporaryDirectory(prefix="mlbench-evaluate-") as folder:
+        model = Path(folder) / "model.onnx"
+        model.write_bytes(body)
+        request = audit_process.request_of(
+            None, mode="audit", model=model, run=record, probe_seed=int(theirs["probe_seed"])
+        )
+        limits = audit_process.Limits(
+            audit_process.PERPLEXITY_TIMEOUT_S, setting="PERPLEXITY_TIMEOUT_S"
+        )
+        try:
+            answer = audit_process.run(request, limits)
+        except audit_process.Failed as exc:
+            answer = {"not_audited": str(exc)}
+    if "score" not in answer:
+        print(f"model: not graded here: {answer.get('refused') or answer.get('not_audited')}")
+        return EXIT_DISAGREES
+    mine, master_grade = answer["score"], theirs.get("graded") or {}
+    said = theirs.get("reported_perplexity")
+    print(f"run {run['id']} ({run['task']}, seed {run.get('seed')}): its final model, step "
+          f"{theirs.get('step')}, {mine['tokens']} tokens of {dataset}")  # fmt: skip
+    print(
+        table(
+            ["", "LOSS", "PERPLEXITY", "ACCURACY"],
+            [
+                ["graded here", f"{mine['loss']:.6f}", f"{mine['perplexity']:.4f}",
+                 percent(mine["accuracy"])],
+                ["master's grade", f"{master_grade.get('loss', float('nan')):.6f}",
+                 f"{master_grade.get('perplexity', float('nan')):.4f}",
+                 percent(master_grade["accuracy"]) if "accuracy" in master_grade else "-"],
+                ["reported", "-", f"{said:.4f}" if said else "-", "-"],
+            ],
+        )
+    )  # fmt: skip
+    loss = mine["loss"]
+    if "loss" not in master_grade or abs(master_grade["loss"] - loss) > AGREE_LOSS * abs(loss):
+        print(f"DISAGREES with the master's grade ({theirs.get('status')})")
+        return EXIT_DISAGREES
+    tolerance = float(theirs.get("tolerance", 1e-5))
+    if not said or abs(loss - math.log(said)) > tolerance * abs(math.log(said)):
+        print(f"the model does NOT give the perplexity the run reported (tolerance {tolerance:g})")
+        return EXIT_DISAGREES
+    print(f"the grade equals the master's and the run's own perplexity ({theirs.get('status')})")
+    return EXIT_OK
 
 
 def _status(run: dict) -> str:

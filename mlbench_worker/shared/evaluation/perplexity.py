@@ -262,6 +262,30 @@ def score(
     return Score(mean, perplexity(mean), sums.right / sums.count, sums.count, sums.count == whole)
 
 
+RECORDED = ("valid_tokens", "vocab")  # what a grade needs of a run's summary config
+GEOMETRY = ("bptt", "eval_columns", "block")
+
+
+def run_record(
+    task: str, summary: dict[str, Any], seed: int, workers: int, dataset: str, data_dir: str
+) -> dict[str, Any] | None:
+    """`grade`'s keywords for a run of `task` from its summary (its number of workers and
+    seed where it records them, else `workers` and `seed`); None when the summary does not
+    record its evaluation (RECORDED and a geometry). Shared by the master and `mlbench
+    evaluate`, so both repeat the same evaluation."""
+    config = summary.get("config") if isinstance(summary.get("config"), dict) else {}
+    if any(key not in config for key in RECORDED) or not any(k in config for k in GEOMETRY):
+        return None
+    return {
+        "task": task,
+        "workers": int(summary.get("num_workers") or workers),
+        "dataset": dataset,
+        "seed": int(summary.get("seed", seed)),
+        "config": {k: config[k] for k in (*RECORDED, *GEOMETRY) if k in config},
+        "data_dir": data_dir if dataset != token_streams.SYNTHETIC else "",
+    }
+
+
 def grade(
     data: bytes,
     *,

@@ -76,6 +76,13 @@ def task_info(task: str) -> catalogue.TaskInfo:
     return info
 
 
+def grades_the_model(task: str) -> bool:
+    """Whether the evaluator grades `task` from its final model, not predictions (task 3:
+    a language model's perplexity)."""
+    info = catalogue.TASKS.get(task)
+    return info is not None and info.dataset == "wikitext2"
+
+
 def labels(test_set: TestSet) -> np.ndarray:
     """The labels (int64, in the set's order) of `test_set`: ValueError for a set that does
     not exist, LabelsUnavailable when its files are missing, damaged or not yet readable."""

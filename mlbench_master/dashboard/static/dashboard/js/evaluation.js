@@ -7,6 +7,13 @@ import { duration, el, pct } from "./format.js";
 // compared it with the run's predictions of that step (docs/checking.rst, "The ONNX audit").
 export function auditLine(a) {
   const status = a.status || "no model";
+  if ((status === "matches" || status === "mismatch") && a.kind === "perplexity") {
+    // Task 3: the evaluator graded the final model's perplexity over the validation stream
+    // itself (docs/checking.rst, "How the master grades it").
+    const g = a.graded || {};
+    const verdict = status === "matches" ? "gives the perplexity the run reported" : "MISMATCH: does not give the perplexity the run reported";
+    return `Model audit: the final model ${verdict}: the evaluator graded ${Number(g.perplexity).toPrecision(5)} over ${g.tokens} tokens, the run reported ${Number(a.reported_perplexity).toPrecision(5)} at step ${a.step}.`;
+  }
   if (status === "matches" || status === "mismatch") {
     const where = a.sample ? `a seeded sample of ${a.examples}` : `all ${a.examples}`;
     const rows = (a.first_rows || []).length ? ` (first rows ${a.first_rows.join(", ")})` : "";
@@ -28,7 +35,10 @@ export function showEvaluation(box, e) {
     const reached = e.time_to_target !== null && e.time_to_target !== undefined ? `target reached at ${duration(e.time_to_target)}` : "target not reached";
     lines.push(`Graded by the platform's evaluator: ${e.grades} evaluation${e.grades === 1 ? "" : "s"}, last ${pct(e.accuracy_after_time)}, ${reached}. The summary is the run's own report.`);
   } else if (e.status) {
-    lines.push("Self-reported, not evaluated: the run wrote no predictions, so its accuracy is its own word.");
+    const graded = e.audit && e.audit.kind === "perplexity";
+    lines.push(graded
+      ? "Self-reported curve: the run's perplexity at each evaluation is its own word; the evaluator grades its final model (below)."
+      : "Self-reported, not evaluated: the run wrote no predictions, so its accuracy is its own word.");
   }
   for (const m of e.mismatches || []) lines.push(`Mismatch at step ${m.step}: the run reported ${pct(m.reported)}, the evaluator graded ${pct(m.graded)} (tolerance ${(100 * e.tolerance).toFixed(1)} points).`);
   const audit = auditLine(e.audit || {});
