@@ -156,6 +156,7 @@ def store(run: Run, tmp: Path, record: dict[str, Any]) -> Path:
         try:
             with model_files.locked(target):
                 record["audits"] = int((model_files.read(target) or {}).get("audits", 0)) + 1
+                record["grader"] = model_files.grader()  # this process runs its audit
                 model_files.write_audit(target, record)
                 model_files.publish(tmp, run.pk)
         except model_files.RunGone:
@@ -215,9 +216,8 @@ def _audit(job: Audit) -> None:
         else:
             try:
                 # The time a "pending" may last counts from here (model_files.audit_of).
-                if not model_files.replace_if_current(
-                    job.folder, record["audit_id"], record | {"since": now()}
-                ):
+                running = record | {"since": now()}
+                if not model_files.replace_if_current(job.folder, record["audit_id"], running):
                     return  # superseded by a later model, or the run was deleted
                 result = job.verdict(job)
             finally:

@@ -15,8 +15,10 @@ only while the record is still of its `audit_id` (`replace_if_current`), so a mo
 again meanwhile keeps its own record, and a deleted run's folder is never made again.
 
 What a reader is shown (`audit_of`) is the record, except where it no longer holds: a
-"pending" older than MLBENCH_AUDIT_TIMEOUT (plus GRACE_S) was interrupted (the master
-restarted during the audit), and an audit whose predictions file was replaced, or followed
+"pending" older than its time limit (MLBENCH_AUDIT_TIMEOUT, or task 3's
+MLBENCH_PERPLEXITY_TIMEOUT kept in the record as `time_limit_s`, plus GRACE_S) was
+interrupted (the master restarted during the audit), and so was one whose `grader` (the
+master process running it, `grader()`) is known on this host to have ended; an audit whose predictions file was replaced, or followed
 by a later one, does not cover the run's predictions any more. Those read "not audited"
 with why, the record's own status kept as `verdict`.
 """
@@ -29,12 +31,14 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import psutil
 from django.conf import settings
 
 from mlbench_master import prediction_files
@@ -135,7 +139,33 @@ def audit_of(run_id: int) -> dict[str, Any] | None:
     return record | {"status": NOT_AUDITED, "why": why, "verdict": record.get("status")}
 
 
+def grader() -> dict[str, Any]:
+    """The master process running an audit, as its "pending" record names it: a reader on
+    the same host can tell it ended (a pid alone may be reused: its start time too)."""
+    return {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "started": psutil.Process().create_time(),
+    }
+
+
+def _grader_gone(found: Any) -> bool:
+    if not isinstance(found, dict) or found.get("host") != socket.gethostname():
+        return False  # another host's (or none named): only the time limit can tell
+    try:
+        return psutil.Process(int(found["pid"])).create_time() != found.get("started")
+    except psutil.NoSuchProcess:
+        return True
+    except (psutil.Error, KeyError, TypeError, ValueError):
+        return False
+
+
 def _no_longer_holds(run_id: int, record: dict[str, Any]) -> str:
+    if record.get("status") == PENDING and _grader_gone(record.get("grader")):
+        return (
+            f"interrupted: the master process that ran it (pid {record['grader']['pid']}) "
+            "ended before it did (the master was restarted); post the model again"
+        )
     if record.get("status") == PENDING:
         try:
             since = dt.datetime.fromisoformat(record["since"])

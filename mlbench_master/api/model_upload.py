@@ -36,14 +36,16 @@ P_STEP = OpenApiParameter(
     "step",
     int,
     description="the evaluation the model made: the step of its stored predictions file "
-    "(default: the last stored)",
+    "(default: the last stored); for a language model (task 3), the step of a val_perplexity "
+    "the run reported (default: the last)",
 )
 P_PRECISION = OpenApiParameter(
     "precision",
     str,
     enum=list(PRECISIONS),
     description="the arithmetic of that evaluation: fp32 (default), tf32 (a GPU's tensor "
-    "cores), fp16 or bf16 (--amp); the audit's tolerance of near-ties depends on it",
+    "cores), fp16 or bf16 (--amp); the audit's tolerance of near-ties depends on it (task 3: "
+    "fp32, or tf32 for a run on a GPU; the tolerance of its perplexity)",
 )
 
 AUDIT_SCHEMA = {
@@ -95,6 +97,11 @@ AUDIT_SCHEMA = {
             "description": "task 3: how far the two mean losses differ, as a share of the run's",
         },
         "probe_seed": {"type": "integer", "description": "task 3: the look-ahead probe's seed"},
+        "grader": {
+            "type": "object",
+            "description": "the master process running the audit (host, pid, start time): a "
+            "pending audit whose process ended reads 'not audited: interrupted'",
+        },
         "time_limit_s": {"type": "integer", "description": "task 3: the grade's time limit"},
     },
     "required": ["status"],
@@ -121,7 +128,11 @@ class RunModel(APIView):
         "evaluator owns, against the run's stored predictions of `step`: the result is the "
         "run's `evaluation.audit`. A model posted again replaces the earlier one and its "
         "audit. Refused models store nothing. Task 1b's model declares its crop: its input is "
-        "N x 3 x S x S with S fixed (64 to 512), and the audit runs it at that S.",
+        "N x 3 x S x S with S fixed (64 to 512), and the audit runs it at that S. A language "
+        "model (task 3, which posts no predictions) is posted after the run's summary: it is "
+        "checked against the run's vocabulary and graded by its perplexity over the whole "
+        "validation stream, compared with the run's own val_perplexity of `step` (the audit's "
+        "`kind` is then 'perplexity').",
         parameters=[P_DATASET, P_FEATURES, P_STEP, P_PRECISION],
         request={"application/octet-stream": OpenApiTypes.BINARY},
         responses={

@@ -203,7 +203,8 @@ class PredictionSink:
             said = (str(exc).strip().splitlines() or [""])[0][:300]
             print(
                 f"mlbench-worker: note: the final model is not exported to ONNX "
-                f"({type(exc).__name__}: {said}); the run is graded by its predictions alone",
+                f"({type(exc).__name__}: {said}); the run is graded by its predictions alone "
+                "(a language model's results stay its own word)",
                 file=sys.stderr,
                 flush=True,
             )

@@ -7,14 +7,17 @@ worker: blocks of the model's context, the last one shorter)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
 import torch.nn.functional as F
 from django.utils import timezone
 
-from mlbench_master import model_files
+from mlbench_master import model_auditing, model_files
 from mlbench_master.api.models import Metric, Run
 from mlbench_worker.models import build_language_model
 from mlbench_worker.shared import wikitext2_synthetic
@@ -56,7 +59,7 @@ def lm_run(make_run):
     block = build_language_model("gpt-tiny", VOCAB).block
     run = make_run(state=Run.STARTED, task=TASK, seed=SEED, num_workers=1)
     run.summary = {
-        "task": TASK, "num_workers": 1, "seed": SEED, "dataset": "synthetic",
+        "task": TASK, "num_workers": 1, "seed": SEED, "dataset": "synthetic", "device": "cpu",
         "config": {"valid_tokens": TOKENS, "vocab": VOCAB, "block": block},
     }  # fmt: skip
     run.save()
@@ -101,13 +104,55 @@ def test_a_perplexity_the_model_does_not_give_is_a_mismatch_with_both_numbers(lm
     assert result["reported_perplexity"] == pytest.approx(honest * 0.9)
 
 
-def test_a_step_the_run_did_not_report_is_not_audited_and_says_why(lm_run):
-    report(lm_run, 50.0)
-    r = post_model(worker_client(lm_run), lm_run, onnx_bytes(gpt()), "dataset=synthetic&step=7")
+@pytest.mark.parametrize("precision", ["fp32", "tf32"])
+def test_a_claim_10_percent_better_is_a_mismatch_at_every_precision_offered(make_run, precision):
+    run = make_run(state=Run.STARTED, task=TASK, seed=SEED, num_workers=1)
+    run.summary = {"num_workers": 1, "device": "cuda:0" if precision == "tf32" else "cpu",
+                   "config": {"valid_tokens": TOKENS, "vocab": VOCAB, "block": gpt().block}}  # fmt: skip
+    run.save()
+    report(run, own_perplexity(gpt()) * 0.9)
+    r = post_model(
+        worker_client(run), run, onnx_bytes(gpt()), f"dataset=synthetic&precision={precision}"
+    )
     assert r.status_code == 202, r.json()
+    result = audited(run)
+    assert result["status"] == "mismatch" and result["precision"] == precision, result
+    assert result["tolerance"] < result["difference"] < 0.03
+
+
+def test_a_grade_over_its_time_limit_is_not_audited_and_names_the_setting(lm_run, settings):
+    """A stream of three million tokens (the run's record says so) takes the tiny model well
+    over the one second allowed here."""
+    settings.MLBENCH_PERPLEXITY_TIMEOUT = 1
+    lm_run.summary["config"]["valid_tokens"] = 3_000_000
+    lm_run.save()
+    report(lm_run, 50.0)
+    r = post_model(worker_client(lm_run), lm_run, onnx_bytes(gpt()))
+    assert r.status_code == 202 and r.json()["time_limit_s"] == 1, r.json()
     result = audited(lm_run)
-    assert result["status"] == "not audited" and "no val_perplexity at step 7" in result["why"]
-    assert result["graded"]["perplexity"] > 1  # the grade is kept all the same
+    assert result["status"] == "not audited", result
+    assert "ran over 1 s (MLBENCH_PERPLEXITY_TIMEOUT)" in result["why"], result
+
+
+def test_a_pending_grade_whose_master_process_ended_reads_interrupted(lm_run, settings):
+    """The master restarted during a grade (an hour's limit): its record names the process
+    that ran it, which is gone, so it reads interrupted at once; a live one stays pending."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    folder = model_files.folder(lm_run.pk)
+    folder.mkdir(parents=True)
+    record = {"status": "pending", "kind": "perplexity", "since": model_auditing.now(),
+              "time_limit_s": 3600, "step": STEP, "audit_id": "a"}  # fmt: skip
+    model_files.write_audit(folder, record | {"grader": model_files.grader()})
+    assert model_files.audit_of(lm_run.pk)["status"] == "pending"  # this process: alive
+    dead = model_files.grader() | {"pid": gone.pid}
+    model_files.write_audit(folder, record | {"grader": dead})
+    shown = model_files.audit_of(lm_run.pk)
+    assert shown["status"] == "not audited" and shown["verdict"] == "pending"
+    assert f"(pid {gone.pid}) ended before it did" in shown["why"]
+    old = (dt.datetime.now(dt.UTC) - dt.timedelta(seconds=3700)).isoformat()
+    model_files.write_audit(folder, record | {"since": old})  # no grader named: the limit
+    assert "within MLBENCH_PERPLEXITY_TIMEOUT (3600 s)" in model_files.audit_of(lm_run.pk)["why"]
 
 
 def test_the_real_set_without_its_archive_is_not_audited(make_run, settings):
@@ -131,7 +176,9 @@ def test_models_and_parameters_a_language_model_cannot_have_are_refused(lm_run, 
         (b"not onnx", "dataset=synthetic", "model", "not an ONNX model"),
         (onnx_bytes(gpt()), "dataset=cifar10", "dataset", "not a data set of gpt-wikitext2"),
         (onnx_bytes(gpt()), "dataset=synthetic&features=3", "features", "only task 2"),
-        (onnx_bytes(gpt()), "dataset=synthetic&precision=fp8", "precision", "not an evaluation"),
+        (onnx_bytes(gpt()), "dataset=synthetic&precision=bf16", "precision", "offers no --amp"),
+        (onnx_bytes(gpt()), "dataset=synthetic&precision=tf32", "precision", "ran on cpu"),
+        (onnx_bytes(gpt()), "dataset=synthetic&step=7", "step", "no val_perplexity at step 7"),
     ]
     for body, query, field, words in cases:
         r = post_model(client, lm_run, body, query)
@@ -147,3 +194,4 @@ def test_models_and_parameters_a_language_model_cannot_have_are_refused(lm_run, 
     silent.save()
     r = post_model(worker_client(silent), silent, onnx_bytes(gpt()))
     assert r.status_code == 400 and "reported no val_perplexity" in r.json()["errors"]["model"][0]
+    assert model_files.audit_of(bare.pk) is None and model_files.audit_of(silent.pk) is None

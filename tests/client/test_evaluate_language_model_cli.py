@@ -74,3 +74,24 @@ def test_evaluate_says_when_a_language_model_run_has_no_model(live_server, capsy
     assert (
         f"run {run.pk} has no model stored: a language model is graded" in capsys.readouterr().err
     )
+
+
+def test_evaluate_waits_for_a_pending_grade_and_grades_where_the_master_could_not(
+    live_server, capsys
+):
+    model = gpt()
+    run = _run(own_perplexity(model))
+    assert _post(live_server, run, "model", onnx_bytes(model)).status_code == 202
+    assert _audited(run)["status"] == "matches"
+    path = model_files.folder(run.pk) / model_files.AUDIT
+    done = json.loads(path.read_text())
+    path.write_text(json.dumps(done | {"status": "pending", "grader": model_files.grader()}))
+    assert main(_cli(live_server, "evaluate", str(run.pk))) == 1
+    assert "the master is still grading" in capsys.readouterr().err
+    # The master had no archive, say: no grade of its own; the one here decides.
+    unable = {k: v for k, v in done.items() if k != "graded"}
+    path.write_text(json.dumps(unable | {"status": "not audited", "why": "no archive"}))
+    assert main(_cli(live_server, "evaluate", str(run.pk))) == 0
+    out = capsys.readouterr().out
+    assert "the master has no grade of this model (not audited: no archive)" in out
+    assert "the model gives the perplexity the run reported; the master did not grade it" in out

@@ -65,10 +65,8 @@ def test_a_runs_own_perplexity_is_found_again_from_its_model_and_its_record(tmp_
     # The model the run exported itself (what its worker posts to the master), graded in
     # the master's bounded child process from the same record.
     summary, records = metrics_file(tmp_path / "m.jsonl")
-    record = {
-        "task": task, "workers": summary["num_workers"], "dataset": summary["dataset"],
-        "seed": summary["seed"], "config": summary["config"], "data_dir": "",
-    }  # fmt: skip
+    record = perplexity.run_record(task, summary, -1, -1, summary["dataset"], "")
+    assert record is not None and record["seed"] == 5 and record["workers"] == 1
     request = audit_process.request_of(
         None, mode="audit", model=tmp_path / "model.onnx", run=record, probe_seed=11
     )

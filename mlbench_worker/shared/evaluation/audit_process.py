@@ -14,7 +14,8 @@ The defaults of the limits and of the samples live here, free of numpy and torch
 master's settings (MLBENCH_AUDIT_TIMEOUT, MLBENCH_AUDIT_MEMORY_MIB, MLBENCH_AUDIT_SAMPLE,
 MLBENCH_AUDIT_SAMPLE_IMAGENET) and `mlbench evaluate` share them.
 
-The child is `python -m mlbench_worker.shared.evaluation.audit_process MEMORY_MIB SECONDS`, the
+The child is `python -m mlbench_worker.shared.evaluation.audit_process MEMORY_MIB SECONDS
+PARENT_PID` (it ends when that process's thread that started it ends: `_end_with_parent`), the
 request on stdin: {"mode": "check" | "audit", "model": path, "test_set": TestSet's fields,
 and for an audit "predictions": path, "sample", "sample_seed", "precision"}. The answer:
 {"sha256": of the model bytes it ran, and "result" (an audit's, model_audit.audit), or
@@ -29,6 +30,7 @@ run reported is the master's (mlbench_master/perplexity_audit.py).
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import hashlib
 import json
@@ -59,6 +61,7 @@ PERPLEXITY_TIMEOUT_S = 3600
 # The child's address space; checking a 480 MiB model took 1.5 to 2 GiB; task 1b's audit of
 # a ResNet-50 at 224 pixels stays under 1 GiB resident.
 MEMORY_MIB = 4096
+PR_SET_PDEATHSIG = 1  # prctl(2)
 # Words onnxruntime and the C++ runtime use when an allocation fails under the cap.
 OUT_OF_MEMORY = ("bad_alloc", "bad allocation", "failed to allocate", "out of memory")
 
@@ -87,7 +90,14 @@ def run(request: dict[str, Any], limits: Limits) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="mlbench-audit-") as empty:
         try:
             done = subprocess.run(
-                [sys.executable, "-m", __name__, str(int(limits.memory_mib)), str(limits.seconds)],
+                [
+                    sys.executable,
+                    "-m",
+                    __name__,
+                    str(int(limits.memory_mib)),
+                    str(limits.seconds),
+                    str(os.getpid()),
+                ],  # fmt: skip
                 input=json.dumps(request),
                 capture_output=True,
                 text=True,
@@ -170,7 +180,22 @@ def _language_model(data: bytes, request: dict[str, Any]) -> dict[str, Any]:
         return {"not_audited": str(exc)}
 
 
+def _end_with_parent(parent: int) -> None:
+    """Linux: have the kernel kill this child when the thread that started it ends (a master
+    restarted in the middle of a grade, which may have an hour to run, leaves none behind);
+    a parent already gone by then ends it at once. Elsewhere, RLIMIT_CPU alone bounds it."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 def main() -> None:
+    if len(sys.argv) > 3:
+        _end_with_parent(int(sys.argv[3]))
     mib, cpu = int(sys.argv[1]), math.ceil(float(sys.argv[2])) + 1
     resource.setrlimit(resource.RLIMIT_AS, (mib << 20, mib << 20))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
