@@ -81,7 +81,10 @@ def srun_driver(slurm_cluster, tmp_path) -> SlurmCluster:
     return SlurmCluster(config)
 
 
-def _run_to_end(driver: SlurmCluster, run: RunSpec) -> tuple[int, list[OutputLine], dict]:
+def _run_to_end(driver: SlurmCluster, run: RunSpec) -> tuple[int, list[OutputLine], dict, str]:
+    """The launch's exit code, its output lines, its record and the ends its ranks'
+    watchers recorded in the job's folder (what the run job reads before it gives a reason:
+    srun drops output that arrives after a task's exit, an end line among it)."""
     execution = driver.launch(run, ["never-used"], {"PYTHONUNBUFFERED": "1"})
     lines: list[OutputLine] = []
     deadline = time.monotonic() + 90
@@ -89,7 +92,7 @@ def _run_to_end(driver: SlurmCluster, run: RunSpec) -> tuple[int, list[OutputLin
         assert time.monotonic() < deadline, f"the srun job did not end: {lines}"
         lines += execution.read(0.2)
     lines += execution.read(0)
-    return execution.poll(), lines, execution.record["slurm"]
+    return execution.poll(), lines, execution.record["slurm"], execution.recorded_rank_ends()
 
 
 def test_srun_starts_one_world_of_two_ranks_on_two_nodes(srun_driver, slurm_cluster, tmp_path):
@@ -99,7 +102,7 @@ def test_srun_starts_one_world_of_two_ranks_on_two_nodes(srun_driver, slurm_clus
         id=41, num_workers=2, num_cpus=1, run_all_nodes=True, time_limit=120,
         custom_image_command=f"{sys.executable} {script} {{rank}} -1",
     )  # fmt: skip
-    code, lines, record = _run_to_end(srun_driver, run)
+    code, lines, record, _ = _run_to_end(srun_driver, run)
     said = {line.rank: line.text for line in lines if line.text.startswith("rank=")}
     assert code == 0, lines
     assert said == {
@@ -113,7 +116,7 @@ def test_srun_starts_one_world_of_two_ranks_on_two_nodes(srun_driver, slurm_clus
 
     # One rank fails: srun kills the other (blocked in a barrier) and the step's code says so.
     failing = replace(run, id=42, custom_image_command=f"{sys.executable} {script} {{rank}} 1")
-    code, lines, failed_record = _run_to_end(srun_driver, failing)
+    code, lines, failed_record, recorded_ends = _run_to_end(srun_driver, failing)
     assert code != 0, lines
     said = {(x.rank, x.stream, x.text) for x in lines}
     assert (1, "stderr", "rank 1 fails on purpose") in said, lines
@@ -122,7 +125,8 @@ def test_srun_starts_one_world_of_two_ranks_on_two_nodes(srun_driver, slurm_clus
     # ranks' watcher lines say which ended first.
     tail = OutputTail("srun")
     tail.add(lines)
-    assert tail.reason(code).startswith("rank 1 exited with code 3"), tail.reason(code)
+    tail.add_recorded(recorded_ends)  # as the run job does (jobs._end)
+    assert tail.reason(code).startswith("rank 1 exited with code 3"), (tail.reason(code), lines)
     # The watchers also wrote their ends to the job's folder, each with srun's rank number.
     folder = Path(failed_record["dir"]) / RANK_ENDS_DIR
     recorded = [line for f in folder.iterdir() for line in f.read_text().splitlines()]
