@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from mlbench_master.cluster.base import OutputLine, RunSpec
-from mlbench_master.cluster.failures import OutputTail
+from mlbench_master.cluster.failures import SAME_MOMENT, OutputTail, by_signal
 from mlbench_master.cluster.mpirun import RANK_ENDS_DIR
 from mlbench_master.cluster.slurm import SlurmCluster
 from mlbench_master.cluster.slurm.config import SlurmConfig
@@ -126,7 +126,19 @@ def test_srun_starts_one_world_of_two_ranks_on_two_nodes(srun_driver, slurm_clus
     tail = OutputTail("srun")
     tail.add(lines)
     tail.add_recorded(recorded_ends)  # as the run job does (jobs._end)
-    assert tail.reason(code).startswith("rank 1 exited with code 3"), (tail.reason(code), lines)
+    reason = tail.reason(code)
+    if not reason.startswith("rank 1 exited with code 3"):
+        # What the product promises (failures.first_failures): ends within SAME_MOMENT of
+        # each other and of one kind are ordered by the watchers' clocks, read when each
+        # watcher gets the CPU. Seen in CI under load: rank 0, aborting by itself with code
+        # 14 as its connection to rank 1 broke, was read 3 ms before rank 1's watcher woke.
+        # Then the reason must still name both, rank 0's as an exit code within that moment.
+        ends = {end.rank: end for end in tail.ends}
+        assert reason.startswith(
+            f"rank 0 exited with code {ends[0].code}; then: rank 1 exited with code 3"
+        ), (reason, lines)
+        assert not by_signal(ends[0].code), (reason, lines)
+        assert abs(ends[0].time - ends[1].time) <= SAME_MOMENT, (reason, lines)
     # The watchers also wrote their ends to the job's folder, each with srun's rank number.
     folder = Path(failed_record["dir"]) / RANK_ENDS_DIR
     recorded = [line for f in folder.iterdir() for line in f.read_text().splitlines()]
