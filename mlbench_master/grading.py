@@ -61,14 +61,11 @@ class Intake:
     why: str = ""
 
 
-def test_set_of(run: Run, dataset: str, features: int | None, size: int = 1) -> test_sets.TestSet:
-    """The test set a run's predictions are graded on; SetRefused naming the parameter
-    (`dataset`, `features`) when the run's task has no such set."""
-    try:
-        info = test_sets.task_info(run.task)
-    except ValueError as exc:
-        raise SetRefused("predictions", f"run {run.pk}: {exc}") from None
-    allowed = (info.dataset, test_sets.SYNTHETIC)
+def check_dataset(run: Run, family: str, dataset: str, features: int | None) -> None:
+    """SetRefused where a file posted for `run` names a data set other than its task's real
+    one (`family`) or the generated one, or than the run reported using, or `features`
+    for a set that has no such number (only task 2's)."""
+    allowed = (family, test_sets.SYNTHETIC)
     if dataset not in allowed:
         raise SetRefused(
             "dataset",
@@ -78,10 +75,20 @@ def test_set_of(run: Run, dataset: str, features: int | None, size: int = 1) -> 
         raise SetRefused(
             "dataset", f"run {run.pk} reported that it used {run.dataset_used}, not {dataset}"
         )
-    if features is not None and info.dataset != "epsilon":
+    if features is not None and family != "epsilon":
         raise SetRefused(
             "features", f"only task 2's generated set has a number of features, not {run.task}'s"
         )
+
+
+def test_set_of(run: Run, dataset: str, features: int | None, size: int = 1) -> test_sets.TestSet:
+    """The test set a run's predictions are graded on; SetRefused naming the parameter
+    (`dataset`, `features`) when the run's task has no such set."""
+    try:
+        info = test_sets.task_info(run.task)
+    except ValueError as exc:
+        raise SetRefused("predictions", f"run {run.pk}: {exc}") from None
+    check_dataset(run, info.dataset, dataset, features)
     if features is not None and not 1 <= features <= MAX_FEATURES:
         raise SetRefused("features", f"{features} is not between 1 and {MAX_FEATURES}")
     if features is None or dataset != test_sets.SYNTHETIC:

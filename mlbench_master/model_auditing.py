@@ -141,7 +141,7 @@ def intake(
         record |= {"status": model_audit.NOT_AUDITED, "why": str(exc)}
     target = store(run, tmp, record)
     if record["status"] == model_audit.PENDING:
-        start(Audit(target, chosen.path, test_set, record, limits(), verdict=_verdict), run.pk)
+        start(Audit(target, chosen.path, test_set, record, limits(), verdict=_verdict))
     return record
 
 
@@ -196,9 +196,9 @@ class Audit:
         return int(self.folder.name)
 
 
-def start(job: Audit, run_id: int) -> None:
+def start(job: Audit) -> None:
     threading.Thread(
-        target=_audit, args=(job,), name=f"mlbench-audit-{run_id}", daemon=True
+        target=_audit, args=(job,), name=f"mlbench-audit-{job.run_id}", daemon=True
     ).start()
 
 

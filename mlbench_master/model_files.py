@@ -161,20 +161,21 @@ def _grader_gone(found: Any) -> bool:
 
 
 def _no_longer_holds(run_id: int, record: dict[str, Any]) -> str:
-    if record.get("status") == PENDING and _grader_gone(record.get("grader")):
-        return (
-            f"interrupted: the master process that ran it (pid {record['grader']['pid']}) "
-            "ended before it did (the master was restarted); post the model again"
-        )
     if record.get("status") == PENDING:
+        if _grader_gone(record.get("grader")):
+            return (
+                f"interrupted: the master process that ran it (pid {record['grader']['pid']}) "
+                "ended before it did (the master was restarted); post the model again"
+            )
         try:
             since = dt.datetime.fromisoformat(record["since"])
         except (KeyError, TypeError, ValueError):
             return "interrupted: the audit's record says not when it began; post the model again"
         # Task 3's grade has its own limit, kept in its record (perplexity_audit.py).
-        limit = record.get("time_limit_s") or settings.MLBENCH_AUDIT_TIMEOUT
-        setting = (
-            "MLBENCH_PERPLEXITY_TIMEOUT" if "time_limit_s" in record else "MLBENCH_AUDIT_TIMEOUT"
+        limit, setting = (
+            (record["time_limit_s"], "MLBENCH_PERPLEXITY_TIMEOUT")
+            if "time_limit_s" in record
+            else (settings.MLBENCH_AUDIT_TIMEOUT, "MLBENCH_AUDIT_TIMEOUT")
         )
         if (dt.datetime.now(dt.UTC) - since).total_seconds() > limit + GRACE_S:
             return (

@@ -42,8 +42,10 @@ from typing import Any
 from django.conf import settings
 
 from mlbench_master import grading, model_auditing, model_files
-from mlbench_master.api.models import Metric, Run
-from mlbench_worker.shared.evaluation import audit_process, model_audit, perplexity, test_sets
+from mlbench_master.api.models import Run
+from mlbench_master.results import stored
+from mlbench_worker.shared import catalogue
+from mlbench_worker.shared.evaluation import audit_process, model_audit, perplexity
 from mlbench_worker.shared.evaluation.model_audit import ModelRefused
 
 REPORTED = "val_perplexity"
@@ -59,35 +61,20 @@ TOLERANCE = {"fp32": 1e-5, "tf32": 1e-3}
 SLOTS = threading.Semaphore(1)  # one grade at a time per master process, beside the audits
 
 
-def is_language_model(run: Run) -> bool:
-    """Whether `run`'s task is graded from its model's perplexity (task 3)."""
-    return test_sets.grades_the_model(run.task)
-
-
 def limits() -> audit_process.Limits:
     return audit_process.Limits(
         settings.MLBENCH_PERPLEXITY_TIMEOUT,
         settings.MLBENCH_AUDIT_MEMORY_MIB,
         "MLBENCH_PERPLEXITY_TIMEOUT",
+        # Over it, the machine's speed is as much to blame as the model: not audited.
+        over_time="the grade did not end in time; raise the setting and post the model again",
     )
 
 
 def check_parameters(run: Run, dataset: str, features: int | None, precision: str) -> None:
     """Refuse, before the body is read, what a task-3 model cannot have: SetRefused naming
     `dataset`, `features` or `precision`."""
-    allowed = ("wikitext2", test_sets.SYNTHETIC)
-    if dataset not in allowed:
-        raise grading.SetRefused(
-            "dataset", f"{dataset[:40]!r} is not a data set of {run.task}: {' or '.join(allowed)}"
-        )
-    if run.dataset_used and run.dataset_used != dataset:
-        raise grading.SetRefused(
-            "dataset", f"run {run.pk} reported that it used {run.dataset_used}, not {dataset}"
-        )
-    if features is not None:
-        raise grading.SetRefused(
-            "features", f"only task 2's generated set has a number of features, not {run.task}'s"
-        )
+    grading.check_dataset(run, catalogue.get(run.task).dataset, dataset, features)
     if precision not in TOLERANCE:
         raise grading.SetRefused(
             "precision",
@@ -112,27 +99,13 @@ def run_record(run: Run, dataset: str) -> dict[str, Any]:
     return found
 
 
-def reported(run_id: int) -> dict[int, float]:
-    """The run's own val_perplexity by step (the last posted where a step repeats)."""
-    rows = (
-        Metric.objects.filter(run_id=run_id, name=REPORTED)
-        .order_by("date", "id")
-        .values_list("value", "metadata")
-    )
-    out: dict[int, float] = {}
-    for value, meta in rows:
-        step = meta.get("step") if isinstance(meta, dict) else None
-        if isinstance(step, int):
-            out[step] = float(value)
-    return out
-
-
 def _reported_at(run: Run, step: int | None) -> tuple[int, float]:
     """The step the model is graded at (the last reported when `step` is None) and the
     run's own perplexity there. The worker's points reach the master before its model
     (metric_sink.HttpReporter sends its queue before any file), so a step without one is
     refused: ModelRefused without any, SetRefused naming `step` otherwise."""
-    steps = reported(run.pk)
+    points = stored.graded_run(run, {}).points.get(REPORTED, [])
+    steps = {meta["step"]: float(v) for v, meta in points if isinstance(meta.get("step"), int)}
     if not steps:
         raise ModelRefused(
             f"run {run.pk} has reported no {REPORTED} yet: the model is graded against the "
@@ -149,7 +122,7 @@ def _reported_at(run: Run, step: int | None) -> tuple[int, float]:
 
 
 def _check_device(run: Run, precision: str) -> None:
-    device = str((run.summary or {}).get("device", "")) if isinstance(run.summary, dict) else ""
+    device = str(run.summary.get("device", "")) if isinstance(run.summary, dict) else ""
     if precision == "tf32" and not device.startswith("cuda"):
         raise grading.SetRefused(
             "precision",
@@ -193,10 +166,11 @@ def intake(
         "reported_perplexity": said,
     }
     target = model_auditing.store(run, tmp, record)
-    job = model_auditing.Audit(
-        target, None, record_of_run, record, limits(), verdict=_verdict, slots=SLOTS
+    model_auditing.start(
+        model_auditing.Audit(
+            target, None, record_of_run, record, limits(), verdict=_verdict, slots=SLOTS
+        )
     )
-    model_auditing.start(job, run.pk)
     return record
 
 
@@ -212,13 +186,6 @@ def _verdict(job: model_auditing.Audit) -> dict[str, Any]:
     answer = model_auditing.child_answer(job, request)
     if "score" in answer:
         return compare(answer["score"], record["reported_perplexity"], record)
-    if answer.get("status") == model_audit.REFUSED and "PERPLEXITY_TIMEOUT" in answer["why"]:
-        # Over the master's own limit for a grade: its machine's speed as much as the model.
-        return {
-            "status": model_audit.NOT_AUDITED,
-            "why": f"{answer['why']}: the grade did not end in time; raise the setting and "
-            "post the model again",
-        }
     return answer  # a verdict already: refused or not audited, with why
 
 
@@ -238,7 +205,6 @@ def compare(score: dict[str, Any], said: float | None, record: dict[str, Any]) -
             "why": f"the run reported no finite {REPORTED} at step {record['step']} to "
             "compare with",
         }
-    loss = math.log(said)
-    difference = abs(score["loss"] - loss) / max(abs(loss), 1e-12)
+    difference = perplexity.relative_difference(score["loss"], said)
     status = model_audit.MATCHES if difference <= record["tolerance"] else model_audit.MISMATCH
     return out | {"status": status, "difference": difference}

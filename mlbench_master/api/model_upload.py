@@ -30,6 +30,7 @@ from mlbench_master.api.predictions import (
     declared_length,
     features_of,
 )
+from mlbench_worker.shared.evaluation import test_sets
 from mlbench_worker.shared.evaluation.model_audit import PRECISIONS
 
 P_STEP = OpenApiParameter(
@@ -162,7 +163,7 @@ class RunModel(APIView):
         precision = request.query_params.get("precision") or "fp32"
         # Task 3's model is graded by its perplexity (perplexity_audit.py), the others' audited
         # against their predictions (model_auditing.py).
-        auditor = perplexity_audit if perplexity_audit.is_language_model(run) else model_auditing
+        auditor = perplexity_audit if test_sets.grades_the_model(run.task) else model_auditing
         auditor.check_parameters(run, dataset, features, precision)  # before the body
         if request.content_type.split(";")[0].strip() in FORMS:
             raise invalid(

@@ -23,10 +23,12 @@ silenced, and the day it is gone the dynamo exporter (``dynamo=True`` with
 
 A model that does not export is said in the run's log and not posted: the run stays graded
 by its predictions, and its audit says "no model" (prediction_sink.PredictionSink.submit_model).
-A task-3 trainer exports its own way (`final_onnx`, tasks/wikitext2/export.py: tokens in,
-logits out), and posts no predictions: the evaluator grades that model's perplexity
-(mlbench_master/perplexity_audit.py). Task 1b's model takes the S x S crops of its run (`--crop`, 224 by default) fixed in its
-input, batch aside: the evaluator reads S from it. A ResNet-50 is about 100 MB in float32.
+The bytes are the trainer's `final_onnx` (Trainer's: this module's export); a task-3
+trainer overrides it with its own contract (tasks/wikitext2/export.py: tokens in, logits
+out) and posts no predictions: the evaluator grades that model's perplexity
+(mlbench_master/perplexity_audit.py). Task 1b's model takes the S x S crops of its run
+(`--crop`, 224 by default) fixed in its input, batch aside: the evaluator reads S from it.
+A ResNet-50 is about 100 MB in float32.
 """
 
 from __future__ import annotations
@@ -119,11 +121,6 @@ def export_final(trainer: Any, sink: PredictionSink | None) -> Path | None:
             return None
 
         def write(path: Path) -> None:
-            own = getattr(trainer, "final_onnx", None)  # task 3's: its own contract
-            if own is not None:
-                path.write_bytes(own())
-                return
-            module, example = exportable(trainer.model, trainer.test_data)
-            path.write_bytes(onnx_bytes(module, example))
+            path.write_bytes(trainer.final_onnx())  # task 3's trainers: their own contract
 
         return sink.submit_model(write, precision_of(trainer))

@@ -447,6 +447,15 @@ class Trainer:
             self.predictions.submit(self.shard, self.progress.history[-1])
             self.shard = None
 
+    def final_onnx(self) -> bytes:
+        """Rank 0, in the evaluation context: the final model in ONNX as the evaluator audits
+        it (torch_export.py: raw test inputs in, scores out); task 3's trainers export their
+        own contract."""
+        from mlbench_worker.training.torch_export import exportable, onnx_bytes
+
+        module, example = exportable(self.model, self.test_data)
+        return onnx_bytes(module, example)
+
     def comm_share(self) -> float:
         """Exposed communication's share of this rank's step time, 0..1."""
         p = self.progress

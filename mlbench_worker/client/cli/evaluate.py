@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import math
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -205,6 +204,12 @@ def _evaluate_language_model(args: argparse.Namespace, master: Master, run: dict
     from mlbench_worker.shared.evaluation import audit_process, perplexity
 
     theirs = (run.get("evaluation") or {}).get("audit") or {}
+    if theirs.get("status") == "pending":
+        raise CliError(
+            f"the master is still grading run {run['id']}'s model (since {theirs.get('since')}); "
+            "run this again once it has ended",
+            EXIT_DISAGREES,
+        )
     response = master.call("_submit", "GET", f"runs/{run['id']}/model/", allow=(404,))
     if response.status_code == 404:
         raise CliError(
@@ -223,12 +228,6 @@ def _evaluate_language_model(args: argparse.Namespace, master: Master, run: dict
         run["task"], run.get("summary") or {}, int(run.get("seed") or 0),
         int(run.get("num_workers") or 1), dataset, str(Path(args.data_dir).resolve()),
     )  # fmt: skip
-    if theirs.get("status") == "pending":
-        raise CliError(
-            f"the master is still grading run {run['id']}'s model (since {theirs.get('since')}); "
-            "run this again once it has ended",
-            EXIT_DISAGREES,
-        )
     if record is None or "probe_seed" not in theirs:
         print(f"model: the run's summary or the master's grade record is missing: {theirs}")
         return EXIT_DISAGREES
@@ -265,29 +264,49 @@ def _evaluate_language_model(args: argparse.Namespace, master: Master, run: dict
             ],
         )
     )  # fmt: skip
-    loss = mine["loss"]
     if "loss" not in master_grade:  # refused, or not audited: no grade to compare with
         print(
             f"the master has no grade of this model ({theirs.get('status')}: {theirs.get('why')})"
         )
-    elif abs(master_grade["loss"] - loss) > AGREE_LOSS * abs(loss):
-        print(f"DISAGREES with the master's grade ({theirs.get('status')})")
-        return EXIT_DISAGREES
-    tolerance = float(theirs.get("tolerance", 1e-5))
+    said_here, code = _judge(mine["loss"], theirs)
+    print(said_here)
+    return code
+
+
+def _judge(loss: float, theirs: dict) -> tuple[str, int]:
+    """This grade's mean `loss` held against the master's grade record `theirs`: what to
+    say and the exit code."""
+    from mlbench_worker.shared.evaluation.perplexity import relative_difference
+
+    status, graded, said = (
+        theirs.get("status"),
+        theirs.get("graded") or {},
+        theirs.get("reported_perplexity"),
+    )
+    if "loss" in graded and abs(graded["loss"] - loss) > AGREE_LOSS * abs(loss):
+        return f"DISAGREES with the master's grade ({status})", EXIT_DISAGREES
     if not said:
-        print(f"the run reported no perplexity at step {theirs.get('step')} to compare with")
-        return EXIT_DISAGREES
-    if abs(loss - math.log(said)) > tolerance * abs(math.log(said)):
-        print(f"the model does NOT give the perplexity the run reported (tolerance {tolerance:g})")
-        return EXIT_DISAGREES
-    if "loss" not in master_grade:
-        if theirs.get("status") == "not audited":  # it could not: its data, its limit
-            print("the model gives the perplexity the run reported; the master did not grade it")
-            return EXIT_OK
-        print("the model gives the perplexity the run reported; the master's verdict differs")
-        return EXIT_DISAGREES
-    print(f"the grade equals the master's and the run's own perplexity ({theirs.get('status')})")
-    return EXIT_OK
+        return (
+            f"the run reported no perplexity at step {theirs.get('step')} to compare with",
+            EXIT_DISAGREES,
+        )
+    tolerance = float(theirs.get("tolerance", 1e-5))
+    if relative_difference(loss, said) > tolerance:
+        return (
+            f"the model does NOT give the perplexity the run reported (tolerance {tolerance:g})",
+            EXIT_DISAGREES,
+        )
+    if "loss" in graded:
+        return f"the grade equals the master's and the run's own perplexity ({status})", EXIT_OK
+    if status == "not audited":  # it could not: its data, its limit
+        return (
+            "the model gives the perplexity the run reported; the master did not grade it",
+            EXIT_OK,
+        )
+    return (
+        "the model gives the perplexity the run reported; the master's verdict differs",
+        EXIT_DISAGREES,
+    )
 
 
 def _status(run: dict) -> str:

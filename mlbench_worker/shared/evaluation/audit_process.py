@@ -19,7 +19,8 @@ PARENT_PID` (it ends when that process's thread that started it ends: `_end_with
 request on stdin: {"mode": "check" | "audit", "model": path, "test_set": TestSet's fields,
 and for an audit "predictions": path, "sample", "sample_seed", "precision"}. The answer:
 {"sha256": of the model bytes it ran, and "result" (an audit's, model_audit.audit), or
-"refused" (the model: ModelRefused's message, or over a limit), or "not_audited" (why)}.
+"refused" (the model: ModelRefused's message, or over a limit), or "not_audited" (why; also
+over the time limit where `Limits.over_time` says why that is not the model's fault)}.
 
 A task-3 model (a language model, graded by the perplexity it gives, not by predictions)
 is asked for with "run" in place of "test_set": perplexity.grade's record of the run (task,
@@ -73,6 +74,9 @@ class Limits:
     seconds: float = TIMEOUT_S
     memory_mib: int = MEMORY_MIB
     setting: str = "MLBENCH_AUDIT_TIMEOUT"  # where `seconds` comes from, for messages
+    # Empty: a model over the time limit is refused. Else it is not audited, and this says
+    # why (task 3's grade of a whole stream: the machine's speed as much as the model's).
+    over_time: str = ""
 
 
 class Failed(RuntimeError):
@@ -106,7 +110,10 @@ def run(request: dict[str, Any], limits: Limits) -> dict[str, Any]:
                 timeout=limits.seconds,
             )
         except subprocess.TimeoutExpired:  # killed by subprocess.run
-            return {"refused": over_time(limits.seconds, limits.setting)}
+            said = over_time(limits.seconds, limits.setting)
+            if limits.over_time:  # a limit the caller does not hold against the model
+                return {"not_audited": f"{said}: {limits.over_time}"}
+            return {"refused": said}
     lines = done.stdout.strip().splitlines()
     if done.returncode == 0 and lines:
         return json.loads(lines[-1])
@@ -215,15 +222,14 @@ def request_of(test_set: Any, **fields: Any) -> dict[str, Any]:
     absolute (the child runs elsewhere); None for task 3's, whose `run` field says it."""
     fields = {k: str(v) if isinstance(v, Path) else v for k, v in fields.items()}
     if test_set is None:
-        if fields.get("run", {}).get("data_dir"):
-            fields["run"] = fields["run"] | {
-                "data_dir": str(Path(fields["run"]["data_dir"]).resolve())
-            }
-        return fields
-    found = dataclasses.asdict(test_set)
-    if found.get("data_dir"):
-        found["data_dir"] = str(Path(found["data_dir"]).resolve())
-    return {"test_set": found, **fields}
+        return fields | {"run": _absolute(fields["run"])}
+    return {"test_set": _absolute(dataclasses.asdict(test_set)), **fields}
+
+
+def _absolute(found: dict[str, Any]) -> dict[str, Any]:
+    if not found.get("data_dir"):
+        return found
+    return found | {"data_dir": str(Path(found["data_dir"]).resolve())}
 
 
 if __name__ == "__main__":

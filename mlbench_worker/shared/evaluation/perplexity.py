@@ -262,6 +262,14 @@ def score(
     return Score(mean, perplexity(mean), sums.right / sums.count, sums.count, sums.count == whole)
 
 
+def relative_difference(loss: float, reported_perplexity: float) -> float:
+    """How far a graded mean loss is from the one a reported (finite, positive) perplexity
+    implies, as a share of the latter: what the master's verdict and `mlbench evaluate`
+    hold against the tolerance."""
+    said = math.log(reported_perplexity)
+    return abs(loss - said) / max(abs(said), 1e-12)
+
+
 RECORDED = ("valid_tokens", "vocab")  # what a grade needs of a run's summary config
 GEOMETRY = ("bptt", "eval_columns", "block")
 

@@ -148,12 +148,4 @@ def evaluated_onnx(trainer: Any) -> bytes | None:
     with evaluation():
         if trainer.comm.rank != 0:
             return None
-        return onnx_in_evaluation(trainer)
-
-
-def onnx_in_evaluation(trainer: Any) -> bytes:
-    """Rank 0, inside the algorithm's evaluation context already: the ONNX bytes of the
-    model its evaluation runs (the AWD-LSTM's averaged weights once averaged SGD began)."""
-    averaged = getattr(trainer.optimizer, "averaged", contextlib.nullcontext)
-    with averaged():
-        return onnx_bytes(trainer.model)
+        return trainer.final_onnx()

@@ -22,6 +22,7 @@ averaged SGD happens after an evaluation (`evaluate_and_track`).
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -31,6 +32,7 @@ import torch.nn.functional as F
 from mlbench_worker.models.awd_lstm import detach
 from mlbench_worker.shared import catalogue
 from mlbench_worker.tasks.wikitext2.data import LSTM_EVAL_COLUMNS, batchify, lstm_windows
+from mlbench_worker.tasks.wikitext2.export import onnx_bytes
 from mlbench_worker.tasks.wikitext2.optim import AveragedSGD
 from mlbench_worker.training.progress import CORRECT, LOSS, record_evaluation
 from mlbench_worker.training.trainer import Trainer
@@ -65,11 +67,12 @@ class LanguageTrainer(Trainer):
             self.predictions.note_evaluation(self.progress.history[-1])
 
     def final_onnx(self) -> bytes:
-        """Rank 0, in the evaluation context: the final model as the evaluator grades it
-        (torch_export.export_final calls it in place of the image tasks' export)."""
-        from mlbench_worker.tasks.wikitext2.export import onnx_in_evaluation
-
-        return onnx_in_evaluation(self)
+        """Rank 0, in the evaluation context: the model its evaluation runs, as the evaluator
+        grades it (export.py's contract), with the AWD-LSTM's averaged weights once averaged
+        SGD began."""
+        averaged = getattr(self.optimizer, "averaged", contextlib.nullcontext)
+        with averaged():
+            return onnx_bytes(self.model)
 
 
 def stopped_improving(losses: list[float], nonmono: int) -> bool:
