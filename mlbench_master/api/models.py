@@ -109,6 +109,13 @@ class Run(models.Model):
         null=True, blank=True, db_index=True, help_text="id of the run this one resumed"
     )
 
+    # How many test examples the run is graded on (task 3: validation tokens), fixed when it
+    # is created (run_rules/test_set.py) and enforced on every file it posts: null for the
+    # task's whole test set of the data set it uses (and for a measurement, which has none).
+    test_examples = models.PositiveIntegerField(
+        null=True, blank=True, help_text="test examples graded on; null: the whole test set"
+    )
+
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
