@@ -3,8 +3,9 @@ stored as the run's ``evaluated_<metric>`` points (docs/checking.rst, "Who grade
 
 The evaluator (mlbench_worker/shared/evaluation/) runs here, in the master, never in the
 run's own processes, so nothing the run executes can touch a grade. The test set is fixed
-by the run's row (task, seed), the data set the run names and the number of predictions;
-the evaluator then owns the labels (regenerated, or read from checksummed files under
+by the run's row (task, seed, and its `test_examples`, decided when the run was created:
+run_rules/test_set.py) and the data set the run names; a file predicting another number
+of examples is refused, never graded on the part it chose. The evaluator then owns the labels (regenerated, or read from checksummed files under
 MLBENCH_DATA_DIR). Building it can be slow (epsilon's real labels are decompressed from
 their .bz2 file), so each test set's evaluator is built once and kept in a small LRU;
 a set whose labels cannot be had is remembered for a minute, so a run posting every epoch
@@ -12,8 +13,9 @@ does not check the same missing files again each time.
 
 A file is graded BEFORE anything is stored: refused predictions leave the run's files and
 grades as they were. A graded file and its grade rows are stored in one transaction, under
-a lock on the run's row, so a step posted again (a retry) replaces that step's file and
-rows, never adds a second set.
+a lock on the run's row. A step's file is write-once and nothing is graded after the run
+ended (frozen.py): the same bytes again (a retry) get the grade without storing anything,
+other bytes or a post after the end a 409.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
 
-from mlbench_master import metrics_store, prediction_files
+from mlbench_master import frozen, metrics_store, prediction_files
 from mlbench_master.api.models import Run
+from mlbench_master.run_rules.test_set import examples_for
 from mlbench_worker.shared.evaluation import graded_name, predictions, test_sets
 from mlbench_worker.shared.evaluation.evaluator import TOP5_METRIC, Evaluator, Grade
 from mlbench_worker.shared.evaluation.file_labels import LabelsUnavailable
@@ -59,6 +62,7 @@ class Intake:
     dataset: str
     grade: Grade | None
     why: str = ""
+    replayed: bool = False  # the same file was already stored: nothing new was stored
 
 
 def check_dataset(run: Run, family: str, dataset: str, features: int | None) -> None:
@@ -156,7 +160,7 @@ def _read(tmp: Path) -> predictions.Predictions:
 
 
 def size_of(p: predictions.Predictions) -> int:
-    """How many examples the file predicts: the test set is the first that many."""
+    """How many examples the file predicts (held to the run's test set by `graded_size`)."""
     for name in predictions.PREDICTIONS:
         array = p.arrays.get(name)
         if array is not None and array.ndim >= 1:
@@ -171,6 +175,26 @@ def size_of(p: predictions.Predictions) -> int:
     )
 
 
+def graded_size(run: Run, p: predictions.Predictions, dataset: str) -> int:
+    """The number of examples `run` is graded on when it used `dataset`; PredictionsRefused
+    naming both counts when the file predicts another number (the run does not choose
+    its test set by what it posts)."""
+    expected = examples_for(run.task, run.test_examples, dataset)
+    found = size_of(p)
+    if found != expected:
+        how = (
+            f"it was created with test_examples={run.test_examples}"
+            if run.test_examples
+            else f"the whole test set of {dataset}; create a run with test_examples to be "
+            "graded on fewer"
+        )
+        raise predictions.PredictionsRefused(
+            f"{POSTED} predicts {found} examples; run {run.pk} is graded on exactly "
+            f"{expected} ({how})"
+        )
+    return expected
+
+
 def graded_names(task: str) -> tuple[str, ...]:
     """Every name a grade of `task` may be stored under."""
     info = test_sets.task_info(task)
@@ -183,7 +207,7 @@ def grade_file(run: Run, file: Path, dataset: str, features: int | None) -> Grad
     again by this master (bundles/regrade.py). LabelsUnavailable where this master lacks
     the test set's labels; PredictionsRefused or SetRefused as `intake` raises them."""
     p = _read(file)
-    test_set = test_set_of(run, dataset, features, size=size_of(p))
+    test_set = test_set_of(run, dataset, features, size=graded_size(run, p, dataset))
     try:
         return evaluator_for(test_set).grade(p)
     except (predictions.PredictionsRefused, LabelsUnavailable):
@@ -196,12 +220,16 @@ def intake(run: Run, tmp: Path, dataset: str, features: int | None) -> Intake:
     """Grade the received file `tmp` of `run`, then store it with its grade (or, when the
     labels cannot be had here, store it ungraded for a later `mlbench evaluate`).
 
-    Refusals raise before anything is stored: SetRefused (a parameter) or
-    PredictionsRefused (the file: not a .npz, another test set, a wrong length or type,
-    NaN, classes out of range, fields the task lacks), with the evaluator's message.
+    Refusals raise before anything is stored: SetRefused (a parameter),
+    PredictionsRefused (the file: not a .npz, another test set, another number of examples
+    than the run's, a wrong type, NaN, classes out of range, fields the task lacks), with
+    the evaluator's message; frozen.Frozen (a step already stored with other bytes, or the
+    run has ended).
     """
     p = _read(tmp)
-    test_set = test_set_of(run, dataset, features, size=size_of(p))
+    if frozen.ended(run):  # nothing new after the end: refused before any grading work
+        _check_write_once(run, tmp, p.step)
+    test_set = test_set_of(run, dataset, features, size=graded_size(run, p, dataset))
     try:
         grade: Grade | None = evaluator_for(test_set).grade(p)
         why = ""
@@ -229,8 +257,24 @@ def intake(run: Run, tmp: Path, dataset: str, features: int | None) -> Intake:
         ]
     replaced = metrics_store.Replaced(run.pk, graded_names(run.task), "step", p.step)
     with transaction.atomic():
-        if not list(Run.objects.select_for_update().filter(pk=run.pk).values_list("pk")):
+        locked = Run.objects.select_for_update().filter(pk=run.pk).first()
+        if locked is None:
             raise Http404(f"run {run.pk} was deleted")
+        if _check_write_once(locked, tmp, p.step):
+            return Intake(p.step, dataset, grade, why, replayed=True)
         metrics_store.store(rows, replaces=replaced)
         prediction_files.publish(tmp, run.pk, p.step)
     return Intake(p.step, dataset, grade, why)
+
+
+def _check_write_once(run: Run, tmp: Path, step: int) -> bool:
+    """True when `step`'s file is already stored with the same bytes (a retry: answer it,
+    store nothing); frozen.Frozen when stored with other bytes, or when the run has ended
+    (no new grade after the end)."""
+    stored = prediction_files.path(run.pk, step)
+    if stored.exists():
+        if prediction_files.same_bytes(stored, tmp):
+            return True
+        frozen.refuse_replacing(run, f"predictions of step {step}")
+    frozen.refuse_new_grade(run, f"predictions of step {step}")
+    return False

@@ -265,6 +265,7 @@ def run_spec(run: Run, checkpoints: Callable[[int], str] | None = None) -> RunSp
         implementation=run.implementation or "",
         seed=int(run.seed),
         lr_schedule=run.lr_schedule or "",
+        test_examples=run.test_examples,
         checkpoint_dir=checkpoint_dir,
         resume_dir=resume_dir,
         launch=dict(run.job_metadata or {}) if isinstance(run.job_metadata, dict) else {},

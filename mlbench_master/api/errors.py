@@ -23,7 +23,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from mlbench_master import grading, prediction_files, run_rules, runs
+from mlbench_master import frozen, grading, prediction_files, run_rules, runs
 from mlbench_master.bundles import refusals
 from mlbench_worker.shared import plots
 from mlbench_worker.shared.evaluation.model_audit import ModelRefused
@@ -117,6 +117,8 @@ DOMAIN_ERRORS: tuple[tuple[type[Exception], Callable[[Any], exceptions.APIExcept
     (refusals.UploadTooLarge, lambda exc: PayloadTooLarge(str(exc))),
     # 400: a model the audit refuses (it does not load, or does not fit the task)
     (ModelRefused, lambda exc: invalid("model", str(exc))),
+    # 409: a write the run's frozen results refuse (a replacing file, a grade after the end)
+    (frozen.Frozen, lambda exc: Conflict(str(exc))),
 )
 
 

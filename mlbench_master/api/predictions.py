@@ -27,6 +27,8 @@ from mlbench_master.api.permissions import PredictionsAccess, check_worker_run
 _TEXT = {
     400: "refused (the message names `predictions`, `dataset` or `features` and the "
     "problem); nothing was stored",
+    409: "the step's file is already stored with other bytes, or the run has ended: its "
+    "results are frozen",
     413: "the body is over MLBENCH_PREDICTIONS_MAX_BYTES",
 }
 FORMS = ("multipart/form-data", "application/x-www-form-urlencoded")
@@ -108,20 +110,24 @@ class RunPredictions(APIView):
         summary="Hand one evaluation's predictions file (.npz) to the evaluator (the run's "
         "worker token, or a staff user)",
         description="The body is the file's bytes. The platform grades it on the run's test "
-        "set (task and seed from the run, the first N examples of `dataset`, N the number of "
-        "predictions) and stores the file and the grade (`evaluated_val_accuracy`...); a "
-        "file of a step already stored replaces it and its grade. Refused files store "
-        "nothing.",
+        "set (task and seed from the run, the first N examples of `dataset`, N the run's "
+        "`test_examples` or the whole set's size: a file predicting another number is "
+        "refused) and stores the file and the grade (`evaluated_val_accuracy`...). A step's "
+        "file is write-once: the same bytes again answer 200 with the grade, other bytes "
+        "409; after the run ended nothing new is graded (409). Refused files store nothing.",
         parameters=[P_DATASET, P_FEATURES],
         request={"application/octet-stream": OpenApiTypes.BINARY},
         responses={
+            200: OpenApiResponse(
+                GRADE_SCHEMA, description="the same file was already stored: its grade"
+            ),
             201: OpenApiResponse(GRADE_SCHEMA, description="graded; file and grade stored"),
             202: OpenApiResponse(
                 UNGRADED_SCHEMA,
                 description="the master lacks the test set's labels: the file is stored "
                 "ungraded, for `mlbench evaluate` later",
             ),
-            **error_responses(400, 401, 403, 404, 413, text=_TEXT),
+            **error_responses(400, 401, 403, 404, 409, 413, text=_TEXT),
         },
     )
     def post(self, request: Request, pk: int) -> Response:
@@ -151,6 +157,7 @@ class RunPredictions(APIView):
         if done.grade is None:
             return Response({"graded": False, "why": done.why}, status=status.HTTP_202_ACCEPTED)
         g = done.grade
+        answer = status.HTTP_200_OK if done.replayed else status.HTTP_201_CREATED
         body = {
             "step": g.step,
             "epoch": g.epoch,
@@ -159,7 +166,7 @@ class RunPredictions(APIView):
             "dataset": done.dataset,
             "metrics": g.metrics,
         }
-        return Response(body, status=status.HTTP_201_CREATED)
+        return Response(body, status=answer)
 
     @extend_schema(
         operation_id="runs_predictions_list",

@@ -28,8 +28,8 @@ RUN_OUTPUT_FIELDS = [
     "max_epochs", "dataset", "dataset_used", "image",
     "custom_image_name", "custom_image_command", "custom_backend", "run_all_nodes",
     "time_limit", "resumed_from", "exit_code", "summary", "manifest", "created_by",
-    "seed", "lr_schedule", "series", "queue_position", "evaluation", "cost", "origin",
-    "division",
+    "seed", "lr_schedule", "test_examples", "series", "queue_position", "evaluation", "cost",
+    "origin", "division",
 ]  # fmt: skip
 
 
@@ -152,6 +152,14 @@ class RunCreateSerializer(serializers.Serializer):
     time_budget = serializers.FloatField(required=False, allow_null=True)
     max_epochs = serializers.IntegerField(required=False, allow_null=True)
     dataset = serializers.CharField(max_length=16, required=False, allow_null=True)
+    test_examples = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        help_text="how many test examples (task 3: validation tokens) the run is graded on, "
+        "fixed now and held against every file it posts; left out: the task's whole test "
+        "set, what a published result uses (an open-division command that evaluates on "
+        "fewer must say how many here)",
+    )
     algorithm = serializers.CharField(
         max_length=32,
         required=False,

@@ -20,7 +20,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from mlbench_master import metrics_store, run_rules, runs
+from mlbench_master import frozen, metrics_store, run_rules, runs
 from mlbench_master.api import bodies, ingest, params
 from mlbench_master.api.auth import ended_past_grace
 from mlbench_master.api.errors import Conflict, error_responses, invalid
@@ -197,13 +197,16 @@ class MetricList(APIView):
                 description="one point: the stored point; a list: {received: N} "
                 "(see MetricBatchResult)",
             ),
-            **_errors(400, 401, 403, 413),
+            **_errors(400, 401, 403, 409, 413),
         },
         examples=[],
     )
     def post(self, request: Request) -> Response:
         rows, many = ingest.parse_points(bodies.body(request))
         ingest.check_owner(rows, request.auth if is_worker(request) else None)
+        if is_worker(request):  # the run's own token: its frozen results (frozen.py)
+            frozen.check_late_points(request.auth, rows)
+            frozen.check_evaluations_once(request.auth, rows)
         metrics_store.store(rows)
         if many:
             return Response(
@@ -360,6 +363,11 @@ class RunSummary(APIView):
                 f"run {run.pk} ended at {iso(run.finished_at)}, more than "
                 f"MLBENCH_RUN_TOKEN_GRACE ({settings.MLBENCH_RUN_TOKEN_GRACE}) seconds ago: "
                 "its summary is final and can no longer be posted"
+            )
+        if frozen.ended(run) and run.summary:
+            raise frozen.Frozen(
+                f"run {run.pk} ended ({run.state}) with its summary stored: a run's results "
+                "are write-once after its end"
             )
         parsed = RunSummarySerializer(data=bodies.body(request), context={"task": run.task})
         parsed.is_valid(raise_exception=True)

@@ -67,6 +67,7 @@ class RunSpec:
     implementation: str = DEFAULTS["implementation"]  # empty: the reference loop; see mpirun
     seed: int = DEFAULTS["seed"]  # what every rank seeds from (the worker's --seed)
     lr_schedule: str = DEFAULTS["lr_schedule"]  # empty: the task's default; see mpirun
+    test_examples: int | None = None  # the test set's size when smaller than the whole one
     launch: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property

@@ -171,6 +171,8 @@ def worker_argv(
         argv += ["--time-budget", _number(run.time_budget)]
     if run.max_epochs:
         argv += ["--max-epochs", str(int(run.max_epochs))]
+    if run.test_examples:  # the run is graded on exactly this many (run_rules/test_set.py)
+        argv += ["--test-images", str(int(run.test_examples))]
     if run.checkpoint_dir:
         argv += ["--checkpoint-dir", run.checkpoint_dir]
     if run.resume_dir:

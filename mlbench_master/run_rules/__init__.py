@@ -94,17 +94,17 @@ __all__ = [
 SETUP_FIELDS = (
     "task", "dataset", "target", "backend", "num_cpus", "gpu_enabled", "max_bandwidth",
     "latency", "custom_image_command", "algorithm", "algorithm_options", "implementation",
-    "lr_schedule",
+    "lr_schedule", "test_examples",
 )  # fmt: skip
 # The request fields only a training run takes: a measurement (the backend benchmark) refuses
 # each by name when given (beyond the defaults every client sends: dataset "auto",
-# light_target false): check.py's _check_measurement the first five, check_algorithm,
-# check_implementation and check_lr_schedule the others. Served (`training_only`) so the form
+# light_target false): check.py's _check_measurement the first five and test_examples,
+# check_algorithm, check_implementation and check_lr_schedule the others. Served (`training_only`) so the form
 # disables them for a measurement; tests/rules/test_form_rules.py holds this list to those
 # checks.
 TRAINING_ONLY = (
     "target", "light_target", "dataset", "max_epochs", "resume_from", "algorithm",
-    "algorithm_options", "implementation", "lr_schedule",
+    "algorithm_options", "implementation", "lr_schedule", "test_examples",
 )  # fmt: skip
 
 

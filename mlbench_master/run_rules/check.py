@@ -23,6 +23,7 @@ from mlbench_master.run_rules.implementations import check_implementation
 from mlbench_master.run_rules.resume import resume_point
 from mlbench_master.run_rules.schedules import check_lr_schedule
 from mlbench_master.run_rules.table import MAX_SEED, limits
+from mlbench_master.run_rules.test_set import check_test_examples
 from mlbench_master.run_rules.timing import check_time
 from mlbench_worker.shared import catalogue
 
@@ -47,6 +48,7 @@ def check(run: Filled, cluster: ClusterLimits) -> Errors:
     check_algorithm(fields, options, asked, info, none, errors)
     check_implementation(fields, asked, info, none, cluster.modules, errors)
     check_lr_schedule(fields, asked, info, none, errors)
+    check_test_examples(fields, info, run.measurement, errors)
     if fields["gpu_enabled"] and limits()["gpus"] < 1:
         errors.add("gpu_enabled", "this cluster offers no GPUs (MLBENCH_MAX_GPUS=0); set "
                    "gpu_enabled to false")  # fmt: skip
@@ -156,6 +158,8 @@ def _check_measurement(fields: dict[str, Any], asked: Mapping[str, Any],
         "light_target": (bool(fields["light_target"]), "it has no accuracy goal"),
         "dataset": (fields["dataset"] != "auto", "it reads no data; leave it out"),
         "max_epochs": (fields.get("max_epochs") is not None, "it has no epochs; leave it out"),
+        "test_examples": (fields.get("test_examples") is not None, "it has no test set; leave "
+                          "it out"),
         "resume_from": ("resume_from" in fields, "it keeps no checkpoints"),
         "num_workers": (fields["num_workers"] < 2, "it needs 2 workers or more"),
     }

@@ -220,6 +220,7 @@ class ApiClient:
         seed: int | None = None,
         queue: bool = False,
         lr_schedule: str | None = None,
+        test_examples: int | None = None,
     ) -> Future:
         """Start a run. The keyword-only arguments are this version's additions.
 
@@ -247,6 +248,10 @@ class ApiClient:
         `lr_schedule` (task 1b only: step, the default; cosine; poly, MLPerf's closed
         ResNet schedule, the one whose MLPerf log passes the closed rules) is the learning
         rate's schedule after the warm-up; the master refuses (400) it for other tasks.
+
+        `test_examples`: grade the run on that many test examples (task 3: validation
+        tokens), fixed now, instead of the task's whole test set; the master refuses (400)
+        every file the run posts for another number.
 
         `resume_from` (a run id) continues that FAILED or CANCELLED run from its last
         checkpoint; the master refuses (400) a run it could not continue.
@@ -304,6 +309,7 @@ class ApiClient:
             "target": target,
             "time_budget": time_budget,
             "max_epochs": max_epochs,
+            "test_examples": test_examples,
             "dataset": dataset,
             "time_limit": time_limit,
             "resume_from": resume_from,

@@ -28,8 +28,14 @@ import math
 
 import numpy as np
 
+from mlbench_worker.shared import test_sizes
+
 VOCAB = 33_278
-LENGTHS = {"train": 2_088_628, "valid": 217_646, "test": 245_569}
+LENGTHS = {
+    "train": 2_088_628,
+    "valid": test_sizes.whole("wikitext2", test_sizes.SYNTHETIC),
+    "test": 245_569,
+}
 SUCCESSORS = 4
 NEXT = (0.5, 0.25, 0.15, 0.1)
 BEST_PERPLEXITY = math.exp(-sum(p * math.log(p) for p in NEXT))

@@ -42,7 +42,7 @@ def _fresh(settings, tmp_path):
 
 @pytest.fixture
 def cifar_run(make_run):
-    return make_run(state=Run.STARTED, task=CIFAR, seed=SEED)
+    return make_run(state=Run.STARTED, task=CIFAR, seed=SEED, test_examples=N)
 
 
 # --------------------------------------------------------------------------- grades
@@ -66,7 +66,7 @@ def test_task_1a_generated_set_is_graded_and_stored(cifar_run):
 
 
 def test_task_2_generated_set_is_graded(make_run):
-    run = make_run(state=Run.STARTED, task="logreg-epsilon", seed=3)
+    run = make_run(state=Run.STARTED, task="logreg-epsilon", seed=3, test_examples=1000)
     labels = generated_labels.epsilon(3, 1000, test_sets.EPSILON_FEATURES)
     predicted = labels.copy()
     predicted[:125] *= -1  # 875 of 1,000 right
@@ -81,7 +81,7 @@ def test_task_2_generated_set_is_graded(make_run):
 
 
 def test_task_1b_generated_set_is_graded_top1_and_top5(make_run):
-    run = make_run(state=Run.STARTED, task="resnet50-imagenet", seed=1)
+    run = make_run(state=Run.STARTED, task="resnet50-imagenet", seed=1)  # the whole set
     n = 2000
     labels = np.arange(n) % 1000  # the generated validation set: image i is of class i mod 1000
     top5 = (labels[:, None] + np.arange(1, 6)) % 1000  # never the right class
@@ -97,21 +97,21 @@ def test_task_1b_generated_set_is_graded_top1_and_top5(make_run):
     ]
 
 
-def test_a_retry_of_a_step_replaces_its_file_and_grade(cifar_run, staff_api):
+def test_a_step_is_write_once_a_retry_gets_its_grade_other_bytes_409(cifar_run, staff_api):
     client = worker_client(cifar_run)
-    assert post(client, cifar_run, cifar_file()).status_code == 201
+    first = cifar_file()
+    assert post(client, cifar_run, first).status_code == 201
     assert post(client, cifar_run, cifar_file(step=200)).status_code == 201
+    r = post(client, cifar_run, first)  # a retry: the same bytes
+    assert r.status_code == 200 and r.json()["metrics"] == {"val_accuracy": 0.98}
     again = cifar_file(wrong=[])  # the same step, now every row right
     r = post(client, cifar_run, again)
-    assert r.status_code == 201 and r.json()["metrics"] == {"val_accuracy": 1.0}
-    assert [(v, m["step"]) for _, v, m in grades(cifar_run)] == [(0.98, 200), (1.0, 100)]
-    assert stored_files(cifar_run)["predictions-step0000000100.npz"] == again
-    # the per-second sums agree: the replaced grade is in no summary
-    r = staff_api.get(
-        f"/api/metrics/{cifar_run.pk}/?metric_type=run&summarize=2"
-        "&metric_filter=evaluated_val_accuracy"
-    )
-    assert sorted(p["value"] for p in r.json()["evaluated_val_accuracy"]) == [0.98, 1.0]
+    assert r.status_code == 409, r.json()
+    assert "already has predictions of step 100, with other bytes" in r.json()["detail"]
+    r = post(staff_api, cifar_run, again)  # staff cannot replace it either
+    assert r.status_code == 409
+    assert [(v, m["step"]) for _, v, m in grades(cifar_run)] == [(0.98, 100), (0.98, 200)]
+    assert stored_files(cifar_run)["predictions-step0000000100.npz"] == first
 
 
 def test_the_master_lacks_the_real_labels_the_file_is_kept_ungraded(make_run, cifar_run):
@@ -120,7 +120,8 @@ def test_the_master_lacks_the_real_labels_the_file_is_kept_ungraded(make_run, ci
     assert "test labels are not under" in r.json()["why"]
     assert list(stored_files(cifar_run)) == ["predictions-step0000000100.npz"]
     assert grades(cifar_run) == []
-    imagenet = make_run(task="resnet50-imagenet", finished_at=timezone.now())  # within grace
+    Run.objects.filter(pk=cifar_run.pk).update(state=Run.FINISHED)  # one active run at a time
+    imagenet = make_run(state=Run.STARTED, task="resnet50-imagenet", test_examples=3)
     top5 = np.arange(15).reshape(3, 5)
     body = npz(digest="0" * 64, predicted_class=top5[:, 0], predicted_top5=top5)
     r = post(worker_client(imagenet), imagenet, body, "dataset=imagenet")
@@ -169,7 +170,7 @@ def test_list_and_download_return_the_stored_bytes(cifar_run, api, make_run, tmp
 
 
 def test_deleting_the_run_deletes_its_files(make_run, staff_api):
-    run = make_run(state=Run.FINISHED, task=CIFAR, seed=SEED, finished_at=timezone.now())
+    run = make_run(state=Run.STARTED, task=CIFAR, seed=SEED, test_examples=N)
     assert post(worker_client(run), run, cifar_file()).status_code == 201
     assert prediction_files.folder(run.pk).exists()
     assert staff_api.delete(f"/api/runs/{run.pk}/").status_code == 204
@@ -180,9 +181,10 @@ def test_deleting_the_run_deletes_its_files(make_run, staff_api):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_over_http_retries_racing_each_other_leave_one_grade_per_step(live_server, settings):
-    """Posts of one step at once (a retry racing its original) over the live server: the
-    step ends with one file and one grade, the grade of that file."""
+def test_over_http_posts_racing_each_other_leave_one_grade_per_step(live_server, settings):
+    """Posts of one step at once over the live server: one is stored (201), the others
+    are refused (409), and the step has one file and the grade of that file; each body
+    again answers 200 (the stored one) or 409."""
     import concurrent.futures as cf
 
     import requests
@@ -190,7 +192,7 @@ def test_over_http_retries_racing_each_other_leave_one_grade_per_step(live_serve
     from mlbench_master import runs
 
     grading.forget_evaluators()
-    run = Run.objects.create(name="race", state=Run.STARTED, task=CIFAR, seed=SEED)
+    run = Run.objects.create(name="race", state=Run.STARTED, task=CIFAR, seed=SEED, test_examples=N)
     headers = {
         "Authorization": f"Token {runs.worker_token(run)}",
         "Content-Type": "application/octet-stream",
@@ -201,12 +203,17 @@ def test_over_http_retries_racing_each_other_leave_one_grade_per_step(live_serve
     def send(body: bytes) -> int:
         return requests.post(url, data=body, headers=headers, timeout=60).status_code
 
-    for _ in range(3):
-        with cf.ThreadPoolExecutor(6) as pool:
-            assert list(pool.map(send, bodies)) == [201] * 6
-        (grade,) = grades(run)
-        kept = stored_files(run)["predictions-step0000000100.npz"]
-        assert grade[1] == (N - bodies.index(kept)) / N
+    with cf.ThreadPoolExecutor(6) as pool:
+        answers = list(pool.map(send, bodies))
+    assert sorted(answers) == [201] + [409] * 5, answers
+    (grade,) = grades(run)
+    kept = stored_files(run)["predictions-step0000000100.npz"]
+    assert bodies.index(kept) == answers.index(201)
+    assert grade[1] == (N - bodies.index(kept)) / N
+    with cf.ThreadPoolExecutor(6) as pool:
+        again = list(pool.map(send, bodies))
+    assert again == [200 if b == kept else 409 for b in bodies]
+    assert len(grades(run)) == 1
 
     settings.MLBENCH_PREDICTIONS_MAX_BYTES = 1000  # the server reads settings per request
     r = requests.post(url, data=bodies[0], headers=headers, timeout=60)

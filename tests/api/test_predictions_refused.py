@@ -40,7 +40,7 @@ def _fresh(settings, tmp_path):
 
 @pytest.fixture
 def cifar_run(make_run):
-    return make_run(state=Run.STARTED, task=CIFAR, seed=SEED)
+    return make_run(state=Run.STARTED, task=CIFAR, seed=SEED, test_examples=N)
 
 
 # --------------------------------------------------------------------------- refusals
@@ -78,7 +78,7 @@ BAD = {
     ),
     "a shorter list": (
         lambda: npz(digest=digest_of(cifar_labels()), predicted_class=cifar_labels()[:499]),
-        "cut to another size",
+        "predicts 499 examples; run",
     ),
     "floats": (_float_file, "predicted_class is float64; it must hold integers"),
     "NaN": (_nan_file, "predicted_class holds NaN (first at row 5)"),
@@ -146,7 +146,9 @@ def test_bad_parameters_are_refused_naming_them(cifar_run, query, field, words):
 
 
 def test_a_run_that_reported_its_data_set_is_held_to_it(make_run):
-    run = make_run(state=Run.STARTED, task=CIFAR, seed=SEED, dataset_used="cifar10")
+    run = make_run(
+        state=Run.STARTED, task=CIFAR, seed=SEED, dataset_used="cifar10", test_examples=N
+    )
     r = post(worker_client(run), run, cifar_file())
     assert r.status_code == 400 and "reported that it used cifar10" in r.json()["detail"]
 
@@ -222,7 +224,7 @@ def test_who_may_post(cifar_run, api, staff_api, anon):
 
 def test_after_the_grace_the_token_is_refused_as_for_metrics(make_run, settings):
     ended = timezone.now() - dt.timedelta(seconds=settings.MLBENCH_RUN_TOKEN_GRACE + 5)
-    run = make_run(state=Run.FINISHED, task=CIFAR, seed=SEED, finished_at=ended)
+    run = make_run(state=Run.FINISHED, task=CIFAR, seed=SEED, finished_at=ended, test_examples=N)
     r = post(worker_client(run), run, cifar_file())
     assert r.status_code == 401 and "expired" in r.json()["detail"]
     assert stored_files(run) == {}

@@ -163,6 +163,7 @@ def _given(task: str) -> dict[str, Any]:
         "algorithm_options": {"precision": "fp32"},
         "implementation": "reference",
         "lr_schedule": "step",
+        "test_examples": 100,
     }
 
 

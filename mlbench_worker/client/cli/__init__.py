@@ -178,6 +178,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(accuracy after time; default: the task's budget)",
     )
     run.add_argument("--max-epochs", type=int, help="stop after this many epochs")
+    run.add_argument(
+        "--test-examples",
+        type=int,
+        metavar="N",
+        help="grade the run on the first N test examples (task 3: validation tokens) instead "
+        "of the task's whole test set; ranked apart from whole-set results",
+    )
     run.add_argument("--dataset", choices=catalogue.dataset_names(), help="data set (default auto)")
     run.add_argument(
         "--time-limit",

@@ -104,6 +104,7 @@ def cmd_run(args: argparse.Namespace, master: Master) -> int:
         "target": args.target,
         "time_budget": args.time_budget,
         "max_epochs": args.max_epochs,
+        "test_examples": args.test_examples,
         "dataset": args.dataset,
         "time_limit": args.time_limit,
         "custom_image_command": args.custom_command,

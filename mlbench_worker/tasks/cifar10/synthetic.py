@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from mlbench_worker.shared import test_sizes
 from mlbench_worker.tasks.cifar10.reader import Arrays
 
 CLASSES = [f"pattern{i}" for i in range(10)]
 TRAIN_SIZE = 50_000
-TEST_SIZE = 10_000
+TEST_SIZE = test_sizes.whole("cifar10", test_sizes.SYNTHETIC)
 _CHUNK = 2_000
 
 

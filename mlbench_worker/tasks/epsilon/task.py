@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from mlbench_worker.shared import catalogue
+from mlbench_worker.shared import catalogue, test_sizes
 from mlbench_worker.tasks.base import catalogue_fields
 from mlbench_worker.tasks.epsilon import GLMS
 
@@ -61,7 +61,7 @@ class LinearTask:
 
 L2 = 2.5e-6  # 1 / 400,000: the reference's choice, one over the training set's size
 FEATURES = 2000
-TRAIN_ROWS, TEST_ROWS = 400_000, 100_000
+TRAIN_ROWS, TEST_ROWS = 400_000, test_sizes.whole("epsilon", test_sizes.REAL)
 
 
 def _task(info: catalogue.TaskInfo) -> LinearTask:

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from mlbench_worker.data import FolderLock
+from mlbench_worker.shared import test_sizes
 from mlbench_worker.shared.imagenet_synthetic import (
     CLASSES,
     FORMAT,
@@ -44,7 +45,8 @@ from mlbench_worker.tasks.imagenet.layout import Split
 __all__ = ["CLASSES", "FORMAT", "available", "ensure", "image_bytes", "name_of", "root_of", "split"]
 
 FOLDER = "imagenet-synthetic"
-TRAIN_SIZE, VAL_SIZE = 10_000, 2_000  # defaults: 10 and 2 images per class
+TRAIN_SIZE = 10_000  # default: 10 images per class (2 in the validation set)
+VAL_SIZE = test_sizes.whole("imagenet", test_sizes.SYNTHETIC)
 
 
 def root_of(data_dir: str | Path) -> Path:
