@@ -1,5 +1,6 @@
-"""The master's tables: runs, worker pods, metric points, run logs, and where imported runs
-come from.
+"""The master's tables: runs, worker pods, metric points, run logs, where imported runs
+come from, and the signing keys this installation trusts.
+Over 400 lines: the app's tables stay in its one models module, as Django lays an app out.
 
 Design points (see docs/api.rst and DESIGN.md "Lessons"):
 - Metric values are floats, never text; a point belongs to exactly one of a run or a pod
@@ -384,3 +385,28 @@ class RunOrigin(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.run_id} = run {self.origin_run} of {self.origin_fingerprint}"
+
+
+class TrustedKey(models.Model):
+    """An installation's signing key this master's operator trusts (bundles/trust.py, the
+    only writer; docs/publishing.rst "Whose results rank"). An imported run ranks on the
+    board only when its origin's key is this installation's own or one of these; trust is
+    read from this table whenever a result is shown, so adding or removing a key changes
+    what ranks at once, with nothing to re-mark. The fingerprint is computed here from the
+    key (bundles/signing.py), never taken from a client."""
+
+    public_key = models.CharField(
+        max_length=64, unique=True, help_text="Ed25519 public key, base64"
+    )
+    fingerprint = models.CharField(max_length=32, unique=True)
+    name = models.CharField(max_length=200, help_text="whose key it is, in the operator's words")
+    added_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    added_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["added_at", "id"]
+
+    def __str__(self) -> str:
+        return f"trusted key {self.fingerprint} ({self.name})"

@@ -13,6 +13,7 @@ from mlbench_master.api import (
     prices,
     result_urls,
     series_views,
+    trust_views,
     views,
 )
 
@@ -58,6 +59,8 @@ urlpatterns = [
     *both("bundles", bundle_views.Bundles.as_view(), "bundles"),
     *both("installation", bundle_views.Installation.as_view(), "installation"),
     *both("results", board_views.Results.as_view(), "results"),
+    *both("trust", trust_views.TrustList.as_view(), "trust"),
+    *both(r"trust/(?P<fingerprint>[^/]+)", trust_views.TrustDetail.as_view(), "trust-detail"),
     *result_urls.urlpatterns,
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),

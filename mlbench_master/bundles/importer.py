@@ -10,6 +10,12 @@ refusal or a failure on the way leaves nothing: the transaction rolls back and t
 written for it are removed. Statistics need no step of their own: this master computes them
 from the stored points with its own code whenever they are asked for. The predictions are
 then graded again by this master's evaluator where it has the test set (regrade.py).
+
+A valid signature proves who signed, not that the signer is anyone this installation
+knows: a bundle signed by a key it does not trust is stored all the same (it can be read,
+downloaded and checked) as an "unverified origin"'s, and ranks nowhere until an operator
+trusts the key (trust.py; the answer says each run's trust). Nothing is marked on the runs:
+trust is read from the table whenever a result is shown.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from mlbench_master import metrics_store, model_files, prediction_files, runs
 from mlbench_master.api.logs import STREAMS
 from mlbench_master.api.models import ImportedBundle, LogChunk, Run, RunOrigin, Series
 from mlbench_master.api.params import parse_iso_datetime
-from mlbench_master.bundles import layout, places, reader, regrade, signing, writer
+from mlbench_master.bundles import layout, places, reader, regrade, signing, trust, writer
 from mlbench_master.bundles.refusals import BundleRefused
 
 log = logging.getLogger(__name__)
@@ -67,7 +73,7 @@ def import_file(path: Path, user: Any) -> Imported:
         if not levels:
             raise BundleRefused("the bundle holds no runs")
         for bundle, _, _, _ in levels:
-            if bundle.origin.public_key == me.public_key:
+            if _key(bundle) == me.public_key:
                 raise BundleRefused(
                     f"the bundle holds runs of this installation ({me.fingerprint}): they are "
                     "here already, as its own",
@@ -83,6 +89,13 @@ def import_file(path: Path, user: Any) -> Imported:
             raise BundleRefused(
                 f"the bundle's rows conflict with each other or with what is stored: {exc}"
             ) from None
+
+
+def _key(bundle: reader.Verified) -> str:
+    """The origin's public key as this project writes it (base64 of its raw bytes), whatever
+    spelling of the same bytes the manifest used: rows, trust and the own-runs check compare
+    it as text. Its fingerprint is reader.py's, computed from the key, never the manifest's."""
+    return signing.public_key_of(bundle.origin.public_key)
 
 
 def _via(verified: reader.Verified) -> dict[str, Any]:
@@ -145,7 +158,7 @@ def _bundle_row(bundle: reader.Verified, via: list, user: Any, files: _Files) ->
         digest=bundle.digest,
         defaults={
             "format_version": layout.VERSION,
-            "origin_key": bundle.origin.public_key,
+            "origin_key": _key(bundle),
             "origin_fingerprint": bundle.origin.fingerprint,
             "exported_at": parse_iso_datetime(str(bundle.manifest.get("exported_at") or "")),
             "exported_by": str(exporter.get("user", ""))[:200],
@@ -170,7 +183,7 @@ def _level(
     files: _Files,
     outcome: Imported,
 ) -> None:
-    key = bundle.origin.public_key
+    key = _key(bundle)
     here = dict(
         RunOrigin.objects.filter(origin_key=key, origin_run__in=run_ids).values_list(
             "origin_run", "run_id"
@@ -179,27 +192,33 @@ def _level(
     series = _series(bundle, series_id) if series_id is not None else None
     if series is not None and series.pk not in outcome.series:
         outcome.series.append(series.pk)
+    trusted = trust.of_key(key).label
     for origin_run in run_ids:
         if origin_run in here:
-            outcome.runs.append(_said(here[origin_run], origin_run, bundle, new=False))
+            outcome.runs.append(_said(here[origin_run], origin_run, bundle, False, trusted))
             continue
         run = _run(bundle, row, origin_run, series, files)
-        outcome.runs.append(_said(run.pk, origin_run, bundle, new=True))
+        outcome.runs.append(_said(run.pk, origin_run, bundle, True, trusted))
 
 
-def _said(run_id: int, origin_run: int, bundle: reader.Verified, new: bool) -> dict[str, Any]:
+def _said(
+    run_id: int, origin_run: int, bundle: reader.Verified, new: bool, trusted: str
+) -> dict[str, Any]:
+    """A run of the answer; `trust`: "trusted (NAME)", or "unverified origin" where this
+    installation does not trust the key that signed it (its result then ranks nowhere)."""
     return {
         "id": run_id,
         "origin_run": origin_run,
         "origin": bundle.origin.fingerprint,
         "new": new,
+        "trust": trusted,
     }
 
 
 def _series(bundle: reader.Verified, series_id: int) -> Series:
     """The series of these runs here: the one an earlier import made, else a new one."""
     earlier = (
-        RunOrigin.objects.filter(origin_key=bundle.origin.public_key, origin_series=series_id)
+        RunOrigin.objects.filter(origin_key=_key(bundle), origin_series=series_id)
         .exclude(run__series=None)
         .select_related("run")
         .first()
@@ -246,7 +265,7 @@ def _run(
     RunOrigin.objects.create(
         run=run,
         bundle=row,
-        origin_key=bundle.origin.public_key,
+        origin_key=_key(bundle),
         origin_fingerprint=bundle.origin.fingerprint,
         origin_run=origin_run,
         origin_series=origin_series if isinstance(origin_series, int) else None,

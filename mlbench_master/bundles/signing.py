@@ -57,6 +57,16 @@ def fingerprint(public_key: str) -> str:
     return ":".join(digest[i : i + 4] for i in range(0, 16, 4))
 
 
+def public_key_of(text: str) -> str:
+    """`text` as an Ed25519 public key in the form this project writes one (base64 of the
+    32 raw bytes, surrounding white space dropped); ValueError saying what is wrong. The
+    one check of a key a person or a client gives (bundles/trust.py)."""
+    key = text.strip()
+    if not key:
+        raise ValueError("no key given")
+    return base64.b64encode(_raw_public(key)).decode("ascii")
+
+
 def _raw_public(public_key: str) -> bytes:
     try:
         raw = base64.b64decode(public_key.encode("ascii"), validate=True)

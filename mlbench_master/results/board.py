@@ -4,14 +4,18 @@ ranked apart (docs/publishing.rst, "The results board").
 Why sections: a ranking is only fair between results measured the same way. A section is
 one task, one division (closed: the reference worker; open: the user's own command), one
 measure (time to target, or accuracy after a time budget), one kind of data (real, or
-generated/unrecorded: a synthetic result never sits in a real ranking) and one grader (the
-platform's evaluator, or the run's own word: never ranked beside each other). Local and
-imported results share sections and are ranked by the one rule in `rank`.
+generated/unrecorded: a synthetic result never sits in a real ranking), one grader (the
+platform's evaluator, or the run's own word: never ranked beside each other) and one number
+of test examples graded on (graded_on.py: a result on 2,000 examples never ranks beside one
+on the whole set). Local and imported results whose origin this installation trusts share
+sections and are ranked by the one rule in `rank`; results of an unverified origin are in
+sections of their own and never ranked, and a disputed one is not ranked (standing.py).
 
 An entry is one group of runs measured together: the runs of a series with one worker
 count (its seeds), or one run outside any series. Its numbers are the series statistics'
 (`statistics.summarize`, one group) and its cost theirs (cost.py through the stored run),
-so the board shows what the series page and `mlbench report` show, never its own sums.
+so the board shows what the series page and `mlbench report` show, never its own sums;
+an imported run this master re-graded and agrees with is read on this master's grades.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from django.db.models import QuerySet
 
 from mlbench_master.api.models import Run
 from mlbench_master.bundles import origins, signing
-from mlbench_master.results import stored
+from mlbench_master.results import graded_on, standing, stored
 from mlbench_master.results.statistics import summarize
 from mlbench_worker.shared import catalogue, result
 
@@ -33,6 +37,7 @@ MEASURES = ("time_to_target", "accuracy_after_time")
 DATA = ("real", "synthetic")
 EVALUATIONS = ("evaluated", "self-reported")
 ORIGINS = ("local", "imported")
+TRUST = ("trusted", "unverified")  # a section's origins: trusted here (or local), or not
 MEASUREMENT_TASKS = tuple(name for name, info in catalogue.TASKS.items() if info.measurement)
 # The measure's statistic an entry is ranked by, and whether lower is better.
 SCORE = {"time_to_target": ("time_to_target", True), "accuracy_after_time": ("accuracy_after_time", False)}  # fmt: skip
@@ -93,7 +98,10 @@ def board(filters: Filters) -> dict[str, Any]:
 def entries(runs: QuerySet[Run]) -> list[dict[str, Any]]:
     """One entry per group of runs measured together (the module docstring)."""
     runs = list(runs)
-    results = dict(zip((r.pk for r in runs), stored.results_of(runs), strict=True))
+    standings = standing.of_runs(runs)
+    results = standing.results_of(runs, standings)
+    here = {pk: s.judgement.examples for pk, s in standings.items() if s.here_grades}
+    sizes = graded_on.of_runs(runs, here)
     groups: dict[tuple, list[Run]] = defaultdict(list)
     for run in runs:
         if run.series_id is not None:
@@ -101,7 +109,11 @@ def entries(runs: QuerySet[Run]) -> list[dict[str, Any]]:
         elif run.state in Run.FINAL_STATES:  # a lone run is a result once it has ended
             groups[("run", run.pk, run.num_workers)].append(run)
     me = signing.this_installation().fingerprint
-    return [_entry(key, members, [results[r.pk] for r in members], me) for key, members in groups.items()]  # fmt: skip
+    return [
+        _entry(key, members, [results[r.pk] for r in members], me,
+               standing.of_entry(members, standings), graded_on.of_entry(members, sizes))
+        for key, members in groups.items()
+    ]  # fmt: skip
 
 
 def rank(section: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -120,7 +132,9 @@ def rank(section: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return ranked + rest
 
 
-def _entry(key: tuple, runs: list[Run], results: list, me: str) -> dict[str, Any]:
+def _entry(
+    key: tuple, runs: list[Run], results: list, me: str, stand: dict, size: dict
+) -> dict[str, Any]:
     first = runs[0]
     target = stored.target_for(
         first.task, first.target, [r.dataset_used for r in runs if r.dataset_used]
@@ -132,10 +146,12 @@ def _entry(key: tuple, runs: list[Run], results: list, me: str) -> dict[str, Any
     if measured == "accuracy_after_time" and target["direction"] == catalogue.DOWN:
         lower = True  # a goal reached from above (task 3's perplexity after time)
     score = group[statistic]["median"]
-    unranked = ""
-    if not group["valid"]:
+    # Why not ranked, the first that holds: an unverified origin or a disputed grade
+    # (standing.py), grades counting different test sets, the group's validity, no score.
+    unranked = stand["unranked"] or size["mixed"]
+    if not unranked and not group["valid"]:
         unranked = group["invalid_reason"]
-    elif score is None:
+    elif not unranked and score is None:
         reaching = measured == "time_to_target"
         unranked = "no run reached the target" if reaching else "no finished run measured it"
     statuses = {r.evaluation for r in results if r.evaluation}
@@ -166,7 +182,11 @@ def _entry(key: tuple, runs: list[Run], results: list, me: str) -> dict[str, Any
             "price_per_hour": group["price_per_hour"],
             "price_index": group["price_index"],
         },  # fmt: skip
-        "origin": _origin(origin, me),
+        "origin": {**_origin(origin, me), "trust": stand["trust"]},
+        "regrade": stand["regrade"],
+        "test_examples": size["test_examples"],
+        "whole_test_set": size["whole_test_set"],
+        "graded_on": size["graded_on"],
         "score": score,
         "lower_is_better": lower,
         "rank": None,
@@ -251,29 +271,60 @@ def _matches(entry: dict[str, Any], f: Filters) -> bool:
     if f.origin is not None and f.origin not in (
         entry["origin"]["kind"],
         entry["origin"]["fingerprint"],
+        entry["origin"]["trust"]["status"],
+        _trust_section(entry),
     ):
         return False
     return True
 
 
-def _section_key(entry: dict[str, Any]) -> tuple[str, str, str, str, str]:
-    return (entry["task"], entry["division"], entry["measured"], entry["data"], entry["evaluation"])
+def _trust_section(entry: dict[str, Any]) -> str:
+    return TRUST[0] if entry["origin"]["trust"]["trusted"] else TRUST[1]
 
 
-def _order(key: tuple[str, str, str, str, str]) -> tuple:
-    task, division, measured, data, evaluation = key
-    return (task, DIVISIONS.index(division), MEASURES.index(measured), DATA.index(data), EVALUATIONS.index(evaluation))  # fmt: skip
+def _section_key(entry: dict[str, Any]) -> tuple:
+    return (
+        entry["task"],
+        _trust_section(entry),
+        entry["division"],
+        entry["measured"],
+        entry["data"],
+        entry["evaluation"],
+        entry["test_examples"],
+        entry["whole_test_set"],
+        entry["graded_on"],
+    )
 
 
-def _section(key: tuple[str, str, str, str, str], ranked: list[dict[str, Any]]) -> dict[str, Any]:
-    task, division, measured, data, evaluation = key
-    label = f"{task}: {division} division, {LABELS[measured]}, {LABELS[data]}, {LABELS[evaluation]}"
+def _order(key: tuple) -> tuple:
+    task, origins_, division, measured, data, evaluation, examples, _, _ = key
+    return (
+        task,
+        TRUST.index(origins_),
+        DIVISIONS.index(division),
+        MEASURES.index(measured),
+        DATA.index(data),
+        EVALUATIONS.index(evaluation),
+        examples is None,  # the whole test set first (the most examples), unknown last
+        -(examples or 0),
+    )
+
+
+def _section(key: tuple, ranked: list[dict[str, Any]]) -> dict[str, Any]:
+    task, origins_, division, measured, data, evaluation, examples, whole, said = key
+    label = f"{task}: {division} division, {LABELS[measured]}, {LABELS[data]}, {LABELS[evaluation]}, {said}"  # fmt: skip
+    if origins_ == TRUST[1]:
+        label += ", unverified origins (not ranked until this installation trusts their keys)"
     return {
         "task": task,
+        "origins": origins_,
         "division": division,
         "measured": measured,
         "data": data,
         "evaluation": evaluation,
+        "test_examples": examples,
+        "whole_test_set": whole,
+        "graded_on": said,
         "label": label,
         "entries": ranked,
     }

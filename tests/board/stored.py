@@ -1,6 +1,8 @@
 """Stored results for the board tests (tests/board, tests/client, tests/browser): local
 runs made as tests/results' Maker makes them (real and generated data, self-reported and evaluated, reaching the target or not) and one
-run imported from another installation through a real bundle. No worker runs."""
+run imported from another installation through a real bundle, whose key this installation
+trusts (`trust_origin`; tests/board/test_trust_board.py leaves it unverified). No worker
+runs."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from rest_framework.test import APIClient
 
 from mlbench_master.api.auth import issue_user_token
 from mlbench_master.api.models import Run
+from mlbench_master.bundles import trust
 from tests.bundles import data
 from tests.results.conftest import Maker
 
@@ -30,19 +33,22 @@ class Stored:
 
     runs: dict[str, Run] = field(default_factory=dict)
     origin_fingerprint: str = ""
+    origin_key: str = ""
     origin_run: int = 0
 
 
-def store(staff: APIClient, settings, tmp_path) -> Stored:
+def store(staff: APIClient, settings, tmp_path, trust_origin: bool = True) -> Stored:
     """Every role of the board, in one database: first the origin installation's run,
     exported and removed (as if on another master), then this installation's runs and the
-    import of the origin's bundle."""
+    import of the origin's bundle; then, with `trust_origin`, the operator trusts the
+    origin's key (else its run is an unverified origin's, ranked nowhere)."""
     out = Stored()
     maker = Maker(staff)
     settings.MLBENCH_HOME = tmp_path / "origin"
     far = maker.run(None, 5, 2, evals(30.0), task=TASK, dataset="epsilon")
     bundle = data.export(staff, f"/api/runs/{far.pk}/bundle/")
-    out.origin_fingerprint = staff.get("/api/installation/").json()["fingerprint"]
+    origin = staff.get("/api/installation/").json()
+    out.origin_fingerprint, out.origin_key = origin["fingerprint"], origin["public_key"]
     out.origin_run = far.pk
     Run.objects.filter(pk=far.pk).delete()
     settings.MLBENCH_HOME = tmp_path / "here"
@@ -57,10 +63,12 @@ def store(staff: APIClient, settings, tmp_path) -> Stored:
     answer = data.post_bundle(staff, bundle)
     assert answer.status_code == 201, answer.content
     out.runs["imported"] = Run.objects.get(origin__origin_run=far.pk)
+    if trust_origin:
+        trust.add(out.origin_key, "the board tests' origin", None)
     return out
 
 
-def prepared(settings, tmp_path) -> Stored:
+def prepared(settings, tmp_path, trust_origin: bool = True) -> Stored:
     """`store` with a staff token of its own, MLBENCH_HOME under `tmp_path`, reads private."""
     settings.MLBENCH_CLUSTER = "local"
     settings.MLBENCH_PUBLIC_READ = False
@@ -69,4 +77,4 @@ def prepared(settings, tmp_path) -> Stored:
     staff = APIClient()
     token = issue_user_token("root", create_user=True, superuser=True)
     staff.credentials(HTTP_AUTHORIZATION=f"Token {token}")
-    return store(staff, settings, tmp_path)
+    return store(staff, settings, tmp_path, trust_origin)

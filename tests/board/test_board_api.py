@@ -65,7 +65,11 @@ def test_an_entry_shows_its_dimensions_origin_cost_and_links(stored, staff):
         "fingerprint": body["installation"]["fingerprint"],
         "public_key": None,
         "imported_at": None,
+        "trust": {"status": "local", "trusted": True, "name": None, "label": "local"},
     }
+    assert imported["origin"]["trust"]["label"] == "trusted (the board tests' origin)"
+    assert (local["test_examples"], local["whole_test_set"]) == (100_000, 100_000)
+    assert local["graded_on"] == "graded on the whole test set (100,000 examples)"
     assert (local["workers"], local["backend"], local["network"]) == (1, "gloo", "100 Mbit/s")
     assert local["hardware"].startswith("CPU x, ")
     assert local["seeds"] == [2] and local["statistics"]["valid"] is True

@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 from mlbench_master.api.logs import append_logs
 from mlbench_master.api.models import Metric, Run, Series
 from mlbench_master.bundles import layout
-from tests.api.predictions_bodies import CIFAR, SEED, cifar_file
+from tests.api.predictions_bodies import CIFAR, SEED, N, cifar_file
 from tests.results.conftest import Maker
 
 
@@ -32,14 +32,21 @@ EVALS = [(20.0, 0.55, 1.0), (40.0, 0.93, 2.0), (60.0, 0.95, 3.0)]  # (elapsed s,
 
 
 def finished_series(staff: APIClient, wrong_grade: bool = False) -> Series:
-    """A series of task 1a on generated data, seed 7, on 1 and 2 workers: three evaluations
-    each, the first graded by the evaluator from a real predictions file, logs of two ranks.
+    """A series of task 1a on generated data, seed 7, on 1 and 2 workers, each graded on a
+    test set of N examples: three evaluations each, the first graded by the evaluator from
+    a real predictions file (posted while the run is STARTED), logs of two ranks.
     `wrong_grade`: the stored grade of run 1's file is not what the evaluator says (an origin
     that graded wrongly)."""
     maker = Maker(staff)
     series = maker.series(task=CIFAR, target="light", seeds=[SEED], worker_counts=[1, 2])
     for workers in (1, 2):
-        run = maker.run(series, SEED, workers, EVALS, task=CIFAR, target="light", target_value=0.9)
+        # Graded while it runs (an ended run's results are frozen), on its test set of N.
+        run = maker.run(
+            series, SEED, workers, EVALS, task=CIFAR, target="light", target_value=0.9,
+            state=Run.STARTED,
+        )  # fmt: skip
+        end = run.finished_at
+        Run.objects.filter(pk=run.pk).update(test_examples=N, finished_at=None)
         response = staff.post(
             f"/api/runs/{run.pk}/predictions/?dataset=synthetic",
             cifar_file(step=10),
@@ -51,6 +58,7 @@ def finished_series(staff: APIClient, wrong_grade: bool = False) -> Series:
             [(None, "stdout", "mpirun started\n")]
             + [(r, s, f"rank {r} {s} line {i}\n") for r in range(workers) for s in ("stdout", "stderr") for i in range(3)],
         )  # fmt: skip
+        Run.objects.filter(pk=run.pk).update(state=Run.FINISHED, finished_at=end)
     if wrong_grade:
         first = series.runs.order_by("id").first()
         Metric.objects.filter(run=first, name="evaluated_val_accuracy").update(value=0.5)
