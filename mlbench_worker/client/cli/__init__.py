@@ -19,6 +19,8 @@ This module holds the command line (`build_parser`) and the entry point (`main`,
 - `evaluate`: `mlbench evaluate RUN`, a run's predictions graded again here;
 - `bundles`: `mlbench export` and `mlbench import`, signed result bundles;
 - `board`, `static_board`: `mlbench board`, the results board printed or as a static site;
+- `trust`: `mlbench trust add|list|remove`, the keys whose imported results rank, and the
+  origin lines of `mlbench show`;
 - `formatting`: tables, durations, percentages, API dates.
 """
 
@@ -28,7 +30,7 @@ import argparse
 import os
 import sys
 
-from mlbench_worker.client.cli import board, bundles, evaluate, results
+from mlbench_worker.client.cli import board, bundles, evaluate, results, trust
 from mlbench_worker.client.cli.commands import (
     cmd_delete,
     cmd_download,
@@ -278,6 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_parser(sub)
     bundles.add_parsers(sub)
     board.add_parser(sub)
+    trust.add_parser(sub)
     return parser
 
 
@@ -294,6 +297,7 @@ COMMANDS = {
     "export": bundles.cmd_export,
     "import": bundles.cmd_import,
     "board": board.cmd_board,
+    "trust": trust.cmd_trust,
 }
 
 

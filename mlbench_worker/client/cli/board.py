@@ -1,10 +1,12 @@
 """`mlbench board`: the master's results board, printed, or written as a static site with
-`--html DIR` (static_board.py). The board is the API's (`GET /api/results/`): ranked and
-separated there, so the terminal, the static site and the dashboard agree."""
+`--html DIR` (static_board.py), or as the API's JSON with `--json`. The board is the API's
+(`GET /api/results/`): ranked and separated there (by test set and by the origin's trust
+too), so the terminal, the static site and the dashboard agree."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ def add_parser(sub: Any) -> None:
         "board", help="the results board: every task's results, ranked apart by section"
     )
     board.add_argument("--html", metavar="DIR", help="write it as static HTML and JSON in DIR")
+    board.add_argument("--json", action="store_true", help="print the master's answer as JSON")
     board.add_argument("--task", help="only this task")
     for name in FILTERS:
         board.add_argument(f"--{name}", help=f"only entries with this {name}")
@@ -33,15 +36,17 @@ def cmd_board(args: argparse.Namespace, master: Master) -> int:
     board = master.json("get_results", **filters)
     if args.html:
         return _write(Path(args.html), board, master.url)
+    if args.json:
+        print(json.dumps(board, indent=2, sort_keys=True))
+        return EXIT_OK
     for section in board["sections"]:
         print(section["label"])
         for entry in section["entries"]:
             place = f"{entry['rank']:>3}" if entry["rank"] is not None else "  -"
-            origin = entry["origin"]
             print(
                 f"  {place}  {static_board.score_text(entry):<32} {entry['workers']:>3} workers  "
-                f"seeds {','.join(str(s) for s in entry['seeds'])}  {origin['kind']} "
-                f"{origin['fingerprint']}"
+                f"seeds {','.join(str(s) for s in entry['seeds'])}  {static_board.origin_text(entry)}  "
+                f"{entry.get('graded_on') or ''}"
                 + (f"  ({entry['unranked']})" if entry["unranked"] else "")
             )
     if not board["sections"]:

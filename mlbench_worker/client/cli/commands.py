@@ -38,6 +38,7 @@ from mlbench_worker.client.cli.master import (
     Master,
 )
 from mlbench_worker.client.cli.series import is_series, queue_text, start_series, targets
+from mlbench_worker.client.cli.trust import origin_lines
 from mlbench_worker.client.cli.waiting import wait_for
 from mlbench_worker.shared import catalogue
 
@@ -262,6 +263,8 @@ def cmd_show(args: argparse.Namespace, master: Master) -> int:
             value = shown[key](run) if key in shown else run[key]
             print(f"{key.ljust(width)}  {value}")
     print(f"{'network'.ljust(width)}  {network_line(run)}")
+    for name, line in origin_lines(run):
+        print(f"{name.ljust(width)}  {line}")
     print(f"{'cost'.ljust(width)}  {cost_line(run)}")
     graded = evaluation_line(run)
     if graded:

@@ -129,7 +129,7 @@ def _value(entry: dict[str, Any], name: str) -> str:
 
 HEADER = (
     "rank", "score", "workers", "hardware", "algorithm", "implementation", "network",
-    "backend", "seeds", "statistics", "cost", "origin", "evaluation", "runs",
+    "backend", "seeds", "statistics", "cost", "origin", "evaluation", "graded on", "runs",
 )  # fmt: skip
 
 
@@ -158,7 +158,6 @@ def _row(entry: dict[str, Any], master: str) -> str:
         f'(<a href="{escape(master + r["bundle"])}">bundle</a>, <a href="{escape(master + r["mllog"])}">MLPerf log</a>)'
         for r in entry["links"]["runs"]
     )
-    origin = entry["origin"]
     cells = [
         str(entry["rank"]) if entry["rank"] is not None else f"unranked: {entry['unranked']}",
         score_text(entry),
@@ -171,11 +170,26 @@ def _row(entry: dict[str, Any], master: str) -> str:
         ", ".join(str(s) for s in entry["seeds"]),
         f"{stats['runs']} run(s), {stats['reached']} reached; {valid}",
         cost_text,
-        f"{origin['kind']} ({origin['fingerprint']})",
+        origin_text(entry),
         entry["evaluation"],
+        entry.get("graded_on") or "",
     ]
     tds = "".join(f"<td>{escape(str(c))}</td>" for c in cells) + f"<td>{links}</td>"
     return f'<tr data-entry="{escape(entry["id"])}" {data}>{tds}</tr>'
+
+
+def origin_text(entry: dict[str, Any]) -> str:
+    """ "local FP", "imported FP, trusted (NAME)", "imported FP, unverified origin", and how
+    this master's re-grade stands where it is not plain agreement."""
+    origin = entry["origin"]
+    text = f"{origin['kind']} {origin['fingerprint']}"
+    label = (origin.get("trust") or {}).get("label")
+    if origin["kind"] != "local" and label:
+        text += f", {label}"
+    status = (entry.get("regrade") or {}).get("status")
+    if status in ("disputed", "not re-graded here"):
+        text += f", {status}"
+    return text
 
 
 def score_text(entry: dict[str, Any]) -> str:
