@@ -18,6 +18,7 @@ urlpatterns = [
     path("compare/", views.compare, name="compare"),
     path("prices/", views.prices, name="prices"),
     path("bundles/", views.bundles, name="bundles"),
+    path("trust/", views.trust, name="trust"),
     path("board/", views.board, name="board"),
     path("board/<str:task>/", views.board, name="board-task"),
     path(

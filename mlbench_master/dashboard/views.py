@@ -82,6 +82,13 @@ def bundles(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
+def trust(request: HttpRequest) -> HttpResponse:
+    """The keys whose imported results rank here: this installation's own and those staff
+    added (listed, added and removed by the page's script through /api/trust/)."""
+    return _page(request, "trust.html", {"nav": "trust"})
+
+
+@require_GET
 def board(request: HttpRequest, task: str | None = None) -> HttpResponse:
     """The results board: the task list, or one task's board (drawn by board.js from
     GET /api/results/, so the page ranks and filters nothing itself)."""

@@ -58,6 +58,21 @@ function costText(entry) {
   return "not priced";
 }
 
+// How far this installation trusts where an entry comes from: "local", "trusted (NAME)" or
+// "unverified origin" (ranked nowhere).
+function trustText(entry) {
+  const t = entry.origin.trust;
+  return t ? t.label : entry.origin.kind === "local" ? "local" : "unverified origin";
+}
+
+// This master's re-grade of an imported entry: agrees, "disputed" with both numbers, or
+// "not re-graded here" with why (the API's words).
+function regradeText(entry) {
+  const r = entry.regrade;
+  if (!r || r.status === "local") return "";
+  return r.label;
+}
+
 function row(entry) {
   const stats = entry.statistics;
   const links = entry.links.runs.map((r) =>
@@ -67,10 +82,11 @@ function row(entry) {
       el("a", { href: r.mllog, text: "MLPerf log" }), ") "),
   );
   if (entry.links.series) links.unshift(el("a", { href: entry.links.series.page, text: `series ${entry.series}` }), " ");
-  const origin = entry.origin.kind === "local" ? `local (${entry.origin.fingerprint})` : `imported from ${entry.origin.fingerprint}`;
+  const trust = entry.origin.trust ? entry.origin.trust.status : "local";
+  const regrade = entry.regrade ? entry.regrade.status : "local";
   return el(
     "tr",
-    { dataset: { entry: entry.id, data: entry.data, evaluation: entry.evaluation, origin: entry.origin.kind } },
+    { dataset: { entry: entry.id, data: entry.data, evaluation: entry.evaluation, origin: entry.origin.kind, trust, regrade } },
     el("td", { class: "rank", text: entry.rank === null ? `unranked: ${entry.unranked}` : String(entry.rank) }),
     el("td", { class: "score", text: score(entry) }),
     el("td", { class: "workers", text: String(entry.workers) }),
@@ -82,19 +98,23 @@ function row(entry) {
     el("td", { class: "seeds", text: entry.seeds.join(", ") }),
     el("td", { text: `${stats.runs} run(s), ${stats.reached} reached; ${stats.valid ? "valid" : `not valid: ${stats.invalid_reason}`}` }),
     el("td", { class: "cost", text: costText(entry), title: entry.cost.reason || null }),
-    el("td", { class: "origin", text: origin }),
-    el("td", { class: "evaluation", text: entry.evaluation === "evaluated" ? "evaluated" : "self-reported, not evaluated" }),
+    el("td", { class: "origin", text: entry.origin.kind === "local" ? `local (${entry.origin.fingerprint})` : `imported from ${entry.origin.fingerprint}` }),
+    el("td", { class: "trust", text: trustText(entry) }),
+    el("td", { class: "evaluation" },
+      entry.evaluation === "evaluated" ? "evaluated" : "self-reported, not evaluated",
+      regradeText(entry) ? el("span", { class: `regrade ${regrade === "disputed" ? "disputed" : ""}`, text: `; ${regradeText(entry)}` }) : null),
+    el("td", { class: "graded-on", text: entry.graded_on || "—" }),
     el("td", {}, ...links),
   );
 }
 
 const HEAD = ["Rank", "Score", "Workers", "Hardware", "Algorithm", "Implementation", "Network",
-  "Backend", "Seeds", "Statistics", "Cost", "Origin", "Graded", "Links"];
+  "Backend", "Seeds", "Statistics", "Cost", "Origin", "Trust", "Graded", "Test set", "Links"];
 
 function sectionNode(section) {
   return el(
     "div",
-    { class: "board-section", dataset: { data: section.data, evaluation: section.evaluation } },
+    { class: "board-section", dataset: { data: section.data, evaluation: section.evaluation, origins: section.origins || "trusted" } },
     el("h3", { text: section.label }),
     el("div", { class: "table-wrap" },
       el("table", { class: "data" },

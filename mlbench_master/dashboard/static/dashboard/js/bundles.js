@@ -45,7 +45,7 @@ async function importBundle(event) {
     const done = await api("/api/bundles/", { method: "POST", file });
     statusLine.textContent = `${file.name}: verified, signed by installation ${done.bundle.origin.fingerprint}; ${done.stored} run(s) stored.`;
     result.replaceChildren(
-      ...done.runs.map((r) => el("li", {}, el("a", { href: `/runs/${r.id}/`, text: `run ${r.id}` }), ` — run ${r.origin_run} of installation ${r.origin}${r.new ? "" : " (already here)"}`)),
+      ...done.runs.map((r) => el("li", {}, el("a", { href: `/runs/${r.id}/`, text: `run ${r.id}` }), ` — run ${r.origin_run} of installation ${r.origin}, ${r.trust || "unverified origin"}${r.new ? "" : " (already here)"}`)),
       ...done.series.map((s) => el("li", {}, el("a", { href: `/series/${s}/`, text: `series ${s}` }))),
     );
     await showBundles();
