@@ -364,13 +364,13 @@ class RunSummary(APIView):
                 f"MLBENCH_RUN_TOKEN_GRACE ({settings.MLBENCH_RUN_TOKEN_GRACE}) seconds ago: "
                 "its summary is final and can no longer be posted"
             )
+        parsed = RunSummarySerializer(data=bodies.body(request), context={"task": run.task})
+        parsed.is_valid(raise_exception=True)
         if frozen.ended(run) and run.summary:
             raise frozen.Frozen(
                 f"run {run.pk} ended ({run.state}) with its summary stored: a run's results "
                 "are write-once after its end"
             )
-        parsed = RunSummarySerializer(data=bodies.body(request), context={"task": run.task})
-        parsed.is_valid(raise_exception=True)
         summary = parsed.validated_data
         dataset = summary.get("dataset") or ""
         runs.store_summary(run, summary, dataset)

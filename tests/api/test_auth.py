@@ -108,7 +108,8 @@ def test_worker_token_of_a_deleted_run_or_changed_salt_fails(run):
 
 def test_worker_token_expires_after_the_grace_period(run, settings):
     settings.MLBENCH_RUN_TOKEN_GRACE = 60
-    point = {"run_id": run.pk, "name": "a", "value": 1}
+    measured = (timezone.now() - dt.timedelta(seconds=31)).isoformat()  # before the end
+    point = {"run_id": run.pk, "name": "a", "value": 1, "date": measured}
     Run.objects.filter(pk=run.pk).update(
         state=Run.FINISHED, finished_at=timezone.now() - dt.timedelta(seconds=30)
     )

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mlbench_master import grading, prediction_files, run_rules, runs
+from mlbench_master import frozen, grading, prediction_files, run_rules, runs
 from mlbench_master.api.errors import DOMAIN_ERRORS, exception_handler
 from mlbench_master.api.models import Run, Series
 from mlbench_master.bundles import refusals
@@ -179,6 +179,7 @@ def test_a_database_that_does_not_answer_is_503_not_500():
                 "errors": {"model": ["the model's input is tensor(int64), not tensor(float)"]},
             },
         ),
+        (frozen.Frozen("run 3 ended (FINISHED)"), 409, {"detail": "run 3 ended (FINISHED)"}),
     ],
     ids=lambda v: type(v).__name__ if isinstance(v, Exception) else None,
 )
@@ -193,7 +194,7 @@ def test_every_domain_error_is_tested_above():
     tested = {"RunRefused", "ResumeRefused", "StaffOnly", "RunConflict", "QueueUnavailable"}
     tested |= {"PlotError", "PredictionsRefused", "SetRefused", "TooLarge", "ReadOnlyRun"}
     tested |= {"BundleRefused", "NotExportable", "UploadTooLarge"}
-    tested |= {"ModelRefused"}
+    tested |= {"ModelRefused", "Frozen"}
     assert {kind.__name__ for kind, _ in DOMAIN_ERRORS} == tested
 
 

@@ -31,7 +31,7 @@ def _fresh(settings, tmp_path):
 
 @pytest.fixture
 def cifar_run(make_run):
-    return make_run(state=Run.STARTED, task=CIFAR, seed=SEED)
+    return make_run(state=Run.STARTED, task=CIFAR, seed=SEED, test_examples=N)
 
 
 def onnx(module, shape=(2, 3, 32, 32), dynamic=True) -> bytes:
@@ -144,7 +144,7 @@ def test_models_that_do_not_fit_are_refused_and_nothing_is_stored(cifar_run, api
 
 
 def test_another_runs_token_no_predictions_and_bad_parameters_are_refused(cifar_run, make_run, api):
-    other = make_run(state=Run.FINISHED, task=CIFAR, seed=SEED)
+    other = make_run(state=Run.FINISHED, task=CIFAR, seed=SEED, test_examples=N)
     r = post_model(worker_client(other), cifar_run, onnx(linear()))
     assert r.status_code == 403 and f"may not post the model of run {cifar_run.pk}" in str(r.json())
     r = post_model(worker_client(cifar_run), cifar_run, onnx(linear()))
@@ -181,7 +181,7 @@ def test_a_model_for_another_test_set_than_the_predictions_is_refused(make_run):
     from mlbench_worker.shared.evaluation import generated_labels
     from mlbench_worker.tasks.epsilon import synthetic as epsilon_synthetic
 
-    run = make_run(state=Run.STARTED, task="logreg-epsilon", seed=3)
+    run = make_run(state=Run.STARTED, task="logreg-epsilon", seed=3, test_examples=300)
     torch.manual_seed(0)
     fifty = torch.nn.Linear(50, 1)
     x, _ = epsilon_synthetic.rows(3, "test", 300, np.arange(300), 50)
@@ -228,7 +228,7 @@ def test_a_task_1b_model_takes_its_crop_from_its_input_and_is_audited(make_run, 
     """The master does not know the run's --crop: the model's input says it (N x 3 x 64 x 64
     here), and the evaluator makes the synthetic set's images at that crop itself. A model
     whose crop is not fixed is refused, naming it, and the stored one stays."""
-    run = make_run(state=Run.STARTED, task="resnet50-imagenet", seed=SEED)
+    run = make_run(state=Run.STARTED, task="resnet50-imagenet", seed=SEED, test_examples=20)
     module, body, model = tiny_imagenet()
     assert post(worker_client(run), run, body).status_code == 201
     settings.MLBENCH_AUDIT_SAMPLE_IMAGENET = 12  # task 1b's own sample, not the 300 above

@@ -34,7 +34,7 @@ def _fresh(settings, tmp_path):
 
 @pytest.fixture
 def run(make_run):
-    return make_run(state=Run.STARTED, task=CIFAR, seed=SEED)
+    return make_run(state=Run.STARTED, task=CIFAR, seed=SEED, test_examples=N)
 
 
 def _predictions(run, classes, step=100) -> None:
@@ -81,14 +81,17 @@ def test_the_model_is_audited_against_the_step_it_names(run):
     assert "a later step (200)" in shown["why"]
 
 
-def test_predictions_replaced_after_the_model_void_its_audit(run):
+def test_predictions_cannot_be_replaced_after_the_model_was_audited_on_them(run):
+    """Once the model matched them, the labels posted as step 100 would be a perfect grade:
+    a step's file is write-once, so the audited file and its grade stand."""
     module = linear()
     _predictions(run, predicted_by(module))
     post_model(worker_client(run), run, onnx(module))
     assert audited(run)["status"] == "matches"
-    _predictions(run, cifar_labels())  # step 100 again, now the labels
-    shown = model_files.audit_of(run.pk)
-    assert shown["status"] == "not audited" and "step 100 the model was audited" in shown["why"]
+    body = npz(digest=digest_of(cifar_labels()), step=100, predicted_class=cifar_labels())
+    r = post(worker_client(run), run, body)  # step 100 again, now the labels
+    assert r.status_code == 409 and "write-once" in r.json()["detail"]
+    assert model_files.audit_of(run.pk)["status"] == "matches"
 
 
 def test_a_model_whose_weights_are_a_file_of_the_masters_directory_is_refused_unread(

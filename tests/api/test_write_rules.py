@@ -72,8 +72,14 @@ def test_worker_token_of_run_a_may_not_post_summary_of_run_b(run, bobs_run):
     assert _unchanged(bobs_run)
 
 
-def test_staff_may_post_a_summary_within_the_grace_period(staff_api, bobs_run, settings):
+def test_staff_may_post_a_missing_summary_within_the_grace_never_replace_one(
+    staff_api, bobs_run, settings
+):
     settings.MLBENCH_RUN_TOKEN_GRACE = 60
+    r = staff_api.post(f"/api/runs/{bobs_run.pk}/summary/", RESULT, format="json")
+    assert r.status_code == 409 and "write-once" in r.json()["detail"]  # it has one
+    assert _unchanged(bobs_run)
+    Run.objects.filter(pk=bobs_run.pk).update(summary={}, dataset_used="")  # still in flight
     r = staff_api.post(f"/api/runs/{bobs_run.pk}/summary/", RESULT, format="json")
     assert r.status_code == 200, r.json()
     assert Run.objects.get(pk=bobs_run.pk).dataset_used == "cifar10"

@@ -38,7 +38,9 @@ def _cli(live_server, *args: str) -> list[str]:
 def test_evaluate_grades_the_stored_predictions_again_here(live_server, capsys, settings):
     settings.MLBENCH_DATA_DIR = "/nonexistent"
     grading.forget_evaluators()
-    run = Run.objects.create(name="graded", state=Run.STARTED, task="resnet20-cifar10", seed=SEED)
+    run = Run.objects.create(
+        name="graded", state=Run.STARTED, task="resnet20-cifar10", seed=SEED, test_examples=N
+    )
     _post(live_server, run, cifar_file(step=100))
     _post(live_server, run, cifar_file(step=200, wrong=[]))
     Metric.objects.create(run=run, name="val_accuracy", value=0.99, metadata={"step": 100})
@@ -64,7 +66,9 @@ def test_evaluate_says_why_it_cannot(live_server, capsys):
     assert f"run {bare.pk} has no predictions stored" in capsys.readouterr().err
 
     # Files of a real set, and no --data-dir here: told what to give.
-    run = Run.objects.create(name="real", state=Run.STARTED, task="resnet20-cifar10", seed=SEED)
+    run = Run.objects.create(
+        name="real", state=Run.STARTED, task="resnet20-cifar10", seed=SEED, test_examples=N
+    )
     _post(live_server, run, cifar_file())
     # The generated set of another seed is not this run's: its labels were drawn otherwise.
     Run.objects.filter(pk=run.pk).update(seed=SEED + 1)
@@ -83,7 +87,9 @@ def test_evaluate_regrades_task_2_with_the_width_the_master_recorded(live_server
     from tests.api.predictions_bodies import npz
 
     grading.forget_evaluators()
-    run = Run.objects.create(name="t2", state=Run.STARTED, task="logreg-epsilon", seed=SEED)
+    run = Run.objects.create(
+        name="t2", state=Run.STARTED, task="logreg-epsilon", seed=SEED, test_examples=400
+    )
     labels = generated_labels.epsilon(SEED, 400, 50)
     guessed = labels.copy()
     guessed[:100] *= -1  # 300 of 400 right

@@ -15,7 +15,7 @@ from mlbench_master.api.auth import issue_user_token
 from mlbench_master.api.models import Run
 from mlbench_worker.client.cli import main
 from mlbench_worker.shared.evaluation.predictions import digest_of
-from tests.api.predictions_bodies import SEED, cifar_labels, npz
+from tests.api.predictions_bodies import SEED, N, cifar_labels, npz
 from tests.api.test_model_audit_api import linear, onnx, predicted_by, tiny_imagenet
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -57,7 +57,9 @@ def _audited(run: Run) -> dict:
 
 
 def test_evaluate_audits_the_model_here_and_show_says_the_audit(live_server, capsys):
-    run = Run.objects.create(name="audited", state=Run.STARTED, task="resnet20-cifar10", seed=SEED)
+    run = Run.objects.create(
+        name="audited", state=Run.STARTED, task="resnet20-cifar10", seed=SEED, test_examples=N
+    )
     module = linear()
     body = npz(digest=digest_of(cifar_labels()), step=100, predicted_class=predicted_by(module))
     assert _post(live_server, run, "predictions", body).status_code == 201
@@ -91,7 +93,9 @@ def test_evaluate_repeats_the_masters_audit_whatever_its_own_environment(
     posted after the model is not mistaken for the audited one."""
     settings.MLBENCH_AUDIT_SAMPLE = 300
     monkeypatch.setenv("MLBENCH_AUDIT_SAMPLE", "7")
-    run = Run.objects.create(name="sampled", state=Run.STARTED, task="resnet20-cifar10", seed=SEED)
+    run = Run.objects.create(
+        name="sampled", state=Run.STARTED, task="resnet20-cifar10", seed=SEED, test_examples=N
+    )
     module = linear()
     body = npz(digest=digest_of(cifar_labels()), step=100, predicted_class=predicted_by(module))
     assert _post(live_server, run, "predictions", body).status_code == 201
@@ -110,7 +114,9 @@ def test_evaluate_repeats_the_masters_audit_whatever_its_own_environment(
 def test_evaluate_audits_a_task_1b_model_at_the_crop_its_input_declares(live_server, capsys):
     """The client knows the run's --crop no more than the master: the model says it, and
     this process makes the synthetic images again at that crop."""
-    run = Run.objects.create(name="1b", state=Run.STARTED, task="resnet50-imagenet", seed=SEED)
+    run = Run.objects.create(
+        name="1b", state=Run.STARTED, task="resnet50-imagenet", seed=SEED, test_examples=20
+    )
     _, body, model = tiny_imagenet(size=20, crop=72)
     assert _post(live_server, run, "predictions", body).status_code == 201
     assert _post(live_server, run, "model", model).status_code == 202
@@ -123,7 +129,9 @@ def test_evaluate_audits_a_task_1b_model_at_the_crop_its_input_declares(live_ser
 
 
 def test_evaluate_without_a_model_says_so(live_server, capsys):
-    run = Run.objects.create(name="no model", state=Run.STARTED, task="resnet20-cifar10", seed=SEED)
+    run = Run.objects.create(
+        name="no model", state=Run.STARTED, task="resnet20-cifar10", seed=SEED, test_examples=N
+    )
     labels = cifar_labels()
     assert (
         _post(

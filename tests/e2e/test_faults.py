@@ -95,7 +95,11 @@ def _start_training(master: LiveMaster, tmp_path: Path, name: str) -> tuple[dict
     points = tmp_path / "points.jsonl"
     command = COMMAND.format(budget=BUDGET, points=points)
     run = master.create_run(
-        name=name, custom_image_command=command, run_all_nodes=True, time_limit=300
+        name=name,
+        custom_image_command=command,
+        run_all_nodes=True,
+        time_limit=300,
+        test_examples=256,
     )
     _wait_until(
         lambda: _stored(master, run["id"]) or _ended(master, run["id"]),

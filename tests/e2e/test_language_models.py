@@ -26,7 +26,12 @@ def test_a_language_model_finishes_with_perplexity_metrics_and_summary(idle_mast
     master = idle_master
     command = f"python -m mlbench_worker {task} --model {model} --max-epochs 2" + SMALL
     run = master.create_run(
-        name=task, task=task, custom_image_command=command, run_all_nodes=True, time_limit=300
+        name=task,
+        task=task,
+        custom_image_command=command,
+        run_all_nodes=True,
+        time_limit=300,
+        test_examples=4000,
     )
     done = master.wait_state(run["id"], ("FINISHED", "FAILED", "CANCELLED"), timeout=240)
     assert done["state"] == "FINISHED", done["reason"]
@@ -63,7 +68,7 @@ def test_a_killed_rank_fails_a_language_model_run_within_10_s(idle_master):
     )
     run = master.create_run(
         name="killed", task="awd-lstm-wikitext2", custom_image_command=command,
-        run_all_nodes=True, time_limit=300,
+        run_all_nodes=True, time_limit=300, test_examples=4000,
     )  # fmt: skip
     pids = _rank_pids(master, run["id"])
     time.sleep(3)  # into training (the tiny run reaches its first steps within seconds)

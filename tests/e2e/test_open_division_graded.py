@@ -16,7 +16,7 @@ ENDED = ("FINISHED", "FAILED", "CANCELLED")
 def test_a_submission_is_graded_by_its_predictions_not_its_word(idle_master):
     master = idle_master
     liar = master.create_run(
-        name="claims 99 %", seed=SEED, task="resnet20-cifar10",
+        name="claims 99 %", seed=SEED, task="resnet20-cifar10", test_examples=2000,
         custom_image_command=script("open_division.py") + f" {SEED} random",
     )  # fmt: skip
     done = master.wait_state(liar["id"], ENDED, timeout=120)

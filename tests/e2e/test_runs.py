@@ -51,7 +51,11 @@ def test_happy_path_real_worker_finishes_with_metrics_logs_and_pod_metrics(idle_
     assert price.status_code == 201, price.text
     try:
         run = master.create_run(
-            name="happy", custom_image_command=command, run_all_nodes=True, time_limit=300
+            name="happy",
+            custom_image_command=command,
+            run_all_nodes=True,
+            time_limit=300,
+            test_examples=256,
         )
     finally:
         master.delete(f"/api/prices/{price.json()['id']}/")

@@ -156,6 +156,7 @@ def _start_training(master: LiveMaster) -> dict:
         custom_image_command=COMMAND,
         run_all_nodes=True,
         time_limit=900,
+        test_examples=256,
     )
     wait_until(
         lambda: len(master.ranks(run["id"])) == 2 or master.run(run["id"])["state"] == "FAILED",

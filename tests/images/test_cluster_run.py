@@ -84,6 +84,7 @@ def test_a_2_worker_run_finishes_in_the_containers_and_survives_a_master_restart
     response = api.post("/api/runs/", {
         "name": "images", "num_workers": 2, "num_cpus": 1, "run_all_nodes": True,
         "custom_image_command": COMMAND.format(epochs=3), "time_limit": 600,
+        "test_examples": 256,
     })  # fmt: skip
     assert response.status_code == 201, response.text
     run_id = response.json()["id"]
@@ -117,6 +118,7 @@ def test_cancel_leaves_no_rank_in_any_container(pods):
     response = api.post("/api/runs/", {
         "name": "images-cancel", "num_workers": 2, "num_cpus": 1, "run_all_nodes": True,
         "custom_image_command": COMMAND.format(epochs=50), "time_limit": 600,
+        "test_examples": 256,
     })  # fmt: skip
     assert response.status_code == 201, response.text
     run_id = response.json()["id"]

@@ -29,7 +29,7 @@ def test_master_killed_mid_run_and_restarted_loses_no_point_and_no_line(
     points = tmp_path / "points.jsonl"
     run = master.create_run(
         name="restart", custom_image_command=COMMAND.format(points=points),
-        run_all_nodes=True, time_limit=300,
+        run_all_nodes=True, time_limit=300, test_examples=128,
     )  # fmt: skip
     job_id = job_of(master, run["id"])
     wait_until(lambda: _stored(master, run["id"]) > 0, 120, "no metric point stored")

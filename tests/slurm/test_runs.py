@@ -31,7 +31,11 @@ def test_resnet20_on_two_nodes_finishes_with_metrics_per_rank_output_and_nodes(
         " --train-images 256 --test-images 128 --threads 1 --log-every 1"
     )
     run = master.create_run(
-        name="slurm-happy", custom_image_command=command, run_all_nodes=True, time_limit=300
+        name="slurm-happy",
+        custom_image_command=command,
+        run_all_nodes=True,
+        time_limit=300,
+        test_examples=128,
     )
     job_id = job_of(master, run["id"])
     done = master.wait_state(run["id"], END, timeout=240)

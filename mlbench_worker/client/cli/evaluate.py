@@ -34,6 +34,7 @@ from typing import Any
 
 from mlbench_worker.client.cli.formatting import duration, percent, table
 from mlbench_worker.client.cli.master import EXIT_OK, EXIT_USAGE, CliError, Master
+from mlbench_worker.shared import test_sizes  # plain data
 from mlbench_worker.shared.evaluation import graded_name  # the package itself: no numpy
 
 EXIT_DISAGREES = 1
@@ -373,6 +374,7 @@ def _grade(run: dict, p: Any, data_dir: str, evaluators: dict, features: int) ->
                 last_error = str(exc)
                 continue
         if evaluators[key].digest == p.test_set_digest:
+            _check_size(run, size, dataset, info.dataset)
             try:
                 return evaluators[key].grade(p)
             except PredictionsRefused as exc:
@@ -382,3 +384,18 @@ def _grade(run: dict, p: Any, data_dir: str, evaluators: dict, features: int) ->
         f"({last_error or 'neither the generated set of its seed nor the real one'})",
         EXIT_DISAGREES,
     )
+
+
+def _check_size(run: dict, size: int, dataset: str, family: str) -> None:
+    """The run's test set is its own (`test_examples`, else the whole set), never what a
+    file predicts: a file of another size disagrees, as the master refuses it. Runs of a
+    master older than the field say nothing of it and are not held to it."""
+    if "test_examples" not in run:
+        return
+    expected = run["test_examples"] or test_sizes.whole(family, dataset)
+    if size != expected:
+        raise CliError(
+            f"run {run['id']}: a predictions file predicts {size} examples; the run is graded "
+            f"on {expected}",
+            EXIT_DISAGREES,
+        )
