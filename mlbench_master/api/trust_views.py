@@ -110,7 +110,7 @@ class TrustList(APIView):
     @extend_schema(
         operation_id="trust_create",
         summary="Trust an installation's key (staff): its imported results rank from now on",
-        request=REQUEST_SCHEMA,
+        request={"application/json": REQUEST_SCHEMA},
         responses={201: OpenApiResponse(KEY_SCHEMA), **_errors(400, 401, 403, 409)},
     )
     def post(self, request: Request) -> Response:
