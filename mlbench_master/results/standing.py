@@ -29,7 +29,7 @@ from mlbench_master.results.run_result import RunResult
 
 LOCAL = "local"
 LABELS = {
-    LOCAL: "graded by this installation",
+    LOCAL: "this installation's own result",
     regrade.AGREES: "re-graded here: this master's evaluator agrees; ranked on its grades",
 }
 

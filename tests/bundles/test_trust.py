@@ -124,6 +124,9 @@ def test_a_bundle_re_signed_by_an_unknown_key_is_unverified_and_ranks_nowhere(st
     # Nothing trusted: no section of this task ranks anything.
     board = staff.get("/api/results/", {"task": CIFAR}).json()
     assert all(e["rank"] is None for s in board["sections"] for e in s["entries"])
+    narrowed = staff.get("/api/results/", {"task": CIFAR, "origin": "unverified"}).json()
+    assert narrowed["count"] == 4 and narrowed["count"] == board["count"]
+    assert staff.get("/api/results/", {"task": CIFAR, "origin": "trusted"}).json()["count"] == 0
 
 
 def test_trusting_the_key_ranks_on_this_masters_grades_and_removing_it_unranks(staff, bundles):
