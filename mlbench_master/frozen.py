@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
+from pathlib import Path
 
+from mlbench_master import prediction_files
 from mlbench_master.api.models import Metric, Run
 from mlbench_master.api.queries import iso
 from mlbench_master.metrics_store import Point
@@ -63,6 +65,18 @@ def refuse_replacing(run: Run, what: str) -> None:
         f"run {run.pk} already has {what}, with other bytes; a run's results are write-once: "
         "post the same file again (a retry) or nothing"
     )
+
+
+def write_once(run: Run, stored: Path, received: Path, what: str) -> bool:
+    """True when `received` holds the bytes already stored at `stored` (a retry: answer with
+    what is stored, store nothing); Frozen when other bytes are stored there, or when
+    nothing is and `run` has ended (no new grade after the end); else False (store it)."""
+    if stored.exists():
+        if prediction_files.same_bytes(stored, received):
+            return True
+        refuse_replacing(run, what)
+    refuse_new_grade(run, what)
+    return False
 
 
 def check_late_points(run: Run, points: Iterable[Point]) -> None:

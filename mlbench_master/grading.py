@@ -228,7 +228,7 @@ def intake(run: Run, tmp: Path, dataset: str, features: int | None) -> Intake:
     """
     p = _read(tmp)
     if frozen.ended(run):  # nothing new after the end: refused before any grading work
-        _check_write_once(run, tmp, p.step)
+        _write_once(run, tmp, p.step)
     test_set = test_set_of(run, dataset, features, size=graded_size(run, p, dataset))
     try:
         grade: Grade | None = evaluator_for(test_set).grade(p)
@@ -260,21 +260,14 @@ def intake(run: Run, tmp: Path, dataset: str, features: int | None) -> Intake:
         locked = Run.objects.select_for_update().filter(pk=run.pk).first()
         if locked is None:
             raise Http404(f"run {run.pk} was deleted")
-        if _check_write_once(locked, tmp, p.step):
+        if _write_once(locked, tmp, p.step):
             return Intake(p.step, dataset, grade, why, replayed=True)
         metrics_store.store(rows, replaces=replaced)
         prediction_files.publish(tmp, run.pk, p.step)
     return Intake(p.step, dataset, grade, why)
 
 
-def _check_write_once(run: Run, tmp: Path, step: int) -> bool:
-    """True when `step`'s file is already stored with the same bytes (a retry: answer it,
-    store nothing); frozen.Frozen when stored with other bytes, or when the run has ended
-    (no new grade after the end)."""
+def _write_once(run: Run, tmp: Path, step: int) -> bool:
+    """frozen.write_once for `step`'s file: True for a retry of the stored bytes."""
     stored = prediction_files.path(run.pk, step)
-    if stored.exists():
-        if prediction_files.same_bytes(stored, tmp):
-            return True
-        frozen.refuse_replacing(run, f"predictions of step {step}")
-    frozen.refuse_new_grade(run, f"predictions of step {step}")
-    return False
+    return frozen.write_once(run, stored, tmp, f"predictions of step {step}")

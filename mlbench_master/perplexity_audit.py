@@ -44,6 +44,7 @@ from django.conf import settings
 from mlbench_master import grading, model_auditing, model_files
 from mlbench_master.api.models import Run
 from mlbench_master.results import stored
+from mlbench_master.run_rules.test_set import examples_for
 from mlbench_worker.shared import catalogue
 from mlbench_worker.shared.evaluation import audit_process, model_audit, perplexity
 from mlbench_worker.shared.evaluation.model_audit import ModelRefused
@@ -95,6 +96,15 @@ def run_record(run: Run, dataset: str) -> dict[str, Any]:
             f"run {run.pk} has no summary recording its evaluation "
             f"({', '.join(perplexity.RECORDED)} and its geometry): a language model is graded "
             "by repeating the run's evaluation, so post the summary first"
+        )
+    # The validation stream is the run's, fixed when it was created (run_rules/test_set.py),
+    # never what its summary says it evaluated on.
+    expected = examples_for(run.task, run.test_examples, dataset)
+    if int(found["config"]["valid_tokens"]) != expected:
+        raise ModelRefused(
+            f"run {run.pk} evaluated on {found['config']['valid_tokens']} validation tokens "
+            f"(its summary); it is graded on exactly {expected} (its test_examples, else the "
+            "whole stream)"
         )
     return found
 

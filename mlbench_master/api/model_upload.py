@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from mlbench_master import model_auditing, model_files, perplexity_audit, prediction_files
+from mlbench_master import frozen, model_auditing, model_files, perplexity_audit, prediction_files
 from mlbench_master.api.errors import error_responses, invalid
 from mlbench_master.api.models import Run
 from mlbench_master.api.permissions import ModelAccess, check_worker_run
@@ -137,16 +137,23 @@ class RunModel(APIView):
         parameters=[P_DATASET, P_FEATURES, P_STEP, P_PRECISION],
         request={"application/octet-stream": OpenApiTypes.BINARY},
         responses={
+            200: OpenApiResponse(
+                AUDIT_SCHEMA,
+                description="the run has ended and this is its stored model: the audit that stands",
+            ),
             202: OpenApiResponse(AUDIT_SCHEMA, description="stored; the audit is pending"),
             **error_responses(
                 400,
                 401,
                 403,
                 404,
+                409,
                 413,
                 text={
                     400: "refused (the message names `model`, `dataset`, `features`, `step` "
                     "or `precision` and the problem); nothing was stored",
+                    409: "another model is stored (a run's model is write-once), or the run "
+                    "has ended without one: its results are frozen",
                     413: "the body is over MLBENCH_MODEL_MAX_BYTES",
                 },
             ),
@@ -184,6 +191,12 @@ class RunModel(APIView):
         try:
             if tmp.stat().st_size == 0:
                 raise invalid("model", "the body is empty: send the ONNX file's bytes")
+            # Write-once (frozen.py): other bytes than the stored model are refused; the
+            # same bytes are audited again while the run is active (against a later step),
+            # and after its end answered with the audit that stands.
+            same = frozen.write_once(run, model_files.model_path(run.pk), tmp, "a model")
+            if same and frozen.ended(run):
+                return Response(model_files.audit_of(run.pk) or {}, status=status.HTTP_200_OK)
             record = auditor.intake(run, tmp, dataset, features, step, precision)
         finally:
             prediction_files.discard(tmp)  # published by now, unless refused

@@ -11,19 +11,31 @@ or a leaked run token). Each test tries the cheat and checks it fails with nothi
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import uuid
 
 import pytest
 from django.utils import timezone
 
-from mlbench_master import grading, runs
+from mlbench_master import grading, model_files, runs
 from mlbench_master.api.models import Metric, Run
 from mlbench_master.cluster.mpirun import worker_argv
 from mlbench_worker.shared import test_sizes
 from mlbench_worker.shared.evaluation import generated_labels, test_sets
 from mlbench_worker.shared.evaluation.predictions import digest_of
 from tests.api.conftest import worker_client
-from tests.api.predictions_bodies import CIFAR, SEED, N, cifar_file, grades, npz, post, stored_files
+from tests.api.predictions_bodies import (
+    CIFAR,
+    SEED,
+    N,
+    cifar_file,
+    cifar_labels,
+    grades,
+    npz,
+    post,
+    stored_files,
+)
+from tests.summaries import summary_body
 
 pytestmark = pytest.mark.django_db
 LOGREG = "logreg-epsilon"
@@ -185,9 +197,8 @@ def test_an_evaluation_point_is_write_once_per_step(make_run):
 
 def test_after_the_end_a_stored_summary_cannot_be_replaced(make_run):
     run = _ended(make_run, summary={"dataset": "synthetic", "val_accuracy": 0.5})
-    r = worker_client(run).post(
-        f"/api/runs/{run.pk}/summary/", {"dataset": "synthetic"}, format="json"
-    )
+    body = summary_body(dataset="synthetic", final_val_accuracy=0.99)
+    r = worker_client(run).post(f"/api/runs/{run.pk}/summary/", body, format="json")
     assert r.status_code == 409 and "write-once" in r.json()["detail"]
     run.refresh_from_db()
     assert run.summary == {"dataset": "synthetic", "val_accuracy": 0.5}
@@ -204,3 +215,31 @@ def test_after_the_grace_the_token_is_refused_whatever_it_posts(make_run, settin
     point = _point(run, "train_loss", run.finished_at - dt.timedelta(seconds=1), step=1)
     assert client.post("/api/metrics/", [point], format="json").status_code == 401
     assert grades(run) == [] and not Metric.objects.filter(run=run).exists()
+
+
+def test_a_model_is_write_once_and_nothing_is_audited_after_the_end(make_run):
+    import torch
+
+    from tests.api.test_model_audit_api import audited, linear, onnx, post_model, predicted_by
+
+    run = make_run(state=Run.STARTED, task=CIFAR, seed=SEED, test_examples=N)
+    client = worker_client(run)
+    module = linear()
+    body = npz(digest=digest_of(cifar_labels()), step=100, predicted_class=predicted_by(module))
+    assert post(client, run, body).status_code == 201
+    honest = onnx(module)
+    assert post_model(client, run, honest).status_code == 202
+    assert audited(run)["status"] == "matches"
+    other = linear()
+    with torch.no_grad():
+        other[1].bias += 1.0  # another model: its bytes differ
+    r = post_model(client, run, onnx(other))
+    assert r.status_code == 409 and "already has a model, with other bytes" in r.json()["detail"]
+    Run.objects.filter(pk=run.pk).update(state=Run.FINISHED, finished_at=timezone.now())
+    run.refresh_from_db()
+    r = post_model(client, run, honest)  # a retry after the end: the audit that stands
+    assert r.status_code == 200 and r.json()["status"] == "matches"
+    assert post_model(client, run, onnx(other)).status_code == 409
+    assert (
+        model_files.sha256_of(model_files.model_path(run.pk)) == hashlib.sha256(honest).hexdigest()
+    )

@@ -128,13 +128,18 @@ REFUSED = {  # a model that does not fit, and the words of its refusal
 def test_models_that_do_not_fit_are_refused_and_nothing_is_stored(cifar_run, api):
     labels = cifar_labels()
     post(worker_client(cifar_run), cifar_run, npz(digest=digest_of(labels), predicted_class=labels))
-    honest = onnx(linear())
-    assert post_model(worker_client(cifar_run), cifar_run, honest).status_code == 202
-    before = audited(cifar_run)
     for name, (body, words) in REFUSED.items():
         r = post_model(worker_client(cifar_run), cifar_run, body())
         assert r.status_code == 400, (name, r.json())
         assert words in r.json()["errors"]["model"][0], name
+        assert model_files.audit_of(cifar_run.pk) is None
+        assert list(model_files.folder(cifar_run.pk).iterdir()) == []
+    honest = onnx(linear())
+    assert post_model(worker_client(cifar_run), cifar_run, honest).status_code == 202
+    before = audited(cifar_run)
+    for name, (body, _) in REFUSED.items():  # once a model is stored, nothing replaces it
+        r = post_model(worker_client(cifar_run), cifar_run, body())
+        assert r.status_code == 409 and "write-once" in r.json()["detail"], name
         assert model_files.model_path(cifar_run.pk).read_bytes() == honest  # the earlier one
         assert model_files.audit_of(cifar_run.pk) == before
         assert sorted(p.name for p in model_files.folder(cifar_run.pk).iterdir()) == [
@@ -227,16 +232,11 @@ def tiny_imagenet(size: int = 20, crop: int = 64) -> tuple[torch.nn.Module, byte
 def test_a_task_1b_model_takes_its_crop_from_its_input_and_is_audited(make_run, api, settings):
     """The master does not know the run's --crop: the model's input says it (N x 3 x 64 x 64
     here), and the evaluator makes the synthetic set's images at that crop itself. A model
-    whose crop is not fixed is refused, naming it, and the stored one stays."""
+    whose crop is not fixed is refused, naming it, and nothing is stored."""
     run = make_run(state=Run.STARTED, task="resnet50-imagenet", seed=SEED, test_examples=20)
     module, body, model = tiny_imagenet()
     assert post(worker_client(run), run, body).status_code == 201
     settings.MLBENCH_AUDIT_SAMPLE_IMAGENET = 12  # task 1b's own sample, not the 300 above
-    r = post_model(worker_client(run), run, model)
-    assert r.status_code == 202, r.json()
-    assert (r.json()["examples"], r.json()["sample"]) == (12, True)
-    result = audited(run)
-    assert (result["status"], result["examples"], result["differ"]) == ("matches", 12, 0), result
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -250,5 +250,11 @@ def test_a_task_1b_model_takes_its_crop_from_its_input_and_is_audited(make_run, 
         "the model's input is batch x 3 x side x side; task 1b's models take float32 N x 3 x S "
         "x S images, S fixed in the model (the run's crop: 64 to 512 pixels)"
     )
+    assert not model_files.model_path(run.pk).exists()
+    r = post_model(worker_client(run), run, model)
+    assert r.status_code == 202, r.json()
+    assert (r.json()["examples"], r.json()["sample"]) == (12, True)
+    result = audited(run)
+    assert (result["status"], result["examples"], result["differ"]) == ("matches", 12, 0), result
     assert model_files.model_path(run.pk).read_bytes() == model
     assert api.get(f"/api/runs/{run.pk}/").json()["evaluation"]["audit"]["status"] == "matches"

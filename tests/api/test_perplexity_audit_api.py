@@ -57,7 +57,7 @@ def own_perplexity(model: torch.nn.Module) -> float:
 @pytest.fixture
 def lm_run(make_run):
     block = build_language_model("gpt-tiny", VOCAB).block
-    run = make_run(state=Run.STARTED, task=TASK, seed=SEED, num_workers=1)
+    run = make_run(state=Run.STARTED, task=TASK, seed=SEED, num_workers=1, test_examples=TOKENS)
     run.summary = {
         "task": TASK, "num_workers": 1, "seed": SEED, "dataset": "synthetic", "device": "cpu",
         "config": {"valid_tokens": TOKENS, "vocab": VOCAB, "block": block},
@@ -106,7 +106,7 @@ def test_a_perplexity_the_model_does_not_give_is_a_mismatch_with_both_numbers(lm
 
 @pytest.mark.parametrize("precision", ["fp32", "tf32"])
 def test_a_claim_10_percent_better_is_a_mismatch_at_every_precision_offered(make_run, precision):
-    run = make_run(state=Run.STARTED, task=TASK, seed=SEED, num_workers=1)
+    run = make_run(state=Run.STARTED, task=TASK, seed=SEED, num_workers=1, test_examples=TOKENS)
     run.summary = {"num_workers": 1, "device": "cuda:0" if precision == "tf32" else "cpu",
                    "config": {"valid_tokens": TOKENS, "vocab": VOCAB, "block": gpt().block}}  # fmt: skip
     run.save()
@@ -125,6 +125,7 @@ def test_a_grade_over_its_time_limit_is_not_audited_and_names_the_setting(lm_run
     over the one second allowed here."""
     settings.MLBENCH_PERPLEXITY_TIMEOUT = 1
     lm_run.summary["config"]["valid_tokens"] = 3_000_000
+    lm_run.test_examples = 3_000_000  # more than any stream: only the ORM can make it
     lm_run.save()
     report(lm_run, 50.0)
     r = post_model(worker_client(lm_run), lm_run, onnx_bytes(gpt()))
@@ -156,7 +157,7 @@ def test_a_pending_grade_whose_master_process_ended_reads_interrupted(lm_run, se
 
 
 def test_the_real_set_without_its_archive_is_not_audited(make_run, settings):
-    run = make_run(state=Run.STARTED, task=TASK, seed=SEED, num_workers=1)
+    run = make_run(state=Run.STARTED, task=TASK, seed=SEED, num_workers=1, test_examples=1000)
     run.summary = {"num_workers": 1, "config": {"valid_tokens": 1000, "vocab": VOCAB, "block": 8}}
     run.save()
     report(run, 50.0)
@@ -184,14 +185,32 @@ def test_models_and_parameters_a_language_model_cannot_have_are_refused(lm_run, 
         r = post_model(client, lm_run, body, query)
         assert r.status_code == 400 and words in r.json()["errors"][field][0], (query, r.json())
     assert model_files.audit_of(lm_run.pk) is None  # nothing stored
-    # Runs that ended a moment ago (their worker tokens still work; one run is active).
-    bare = make_run(task=TASK, seed=SEED, finished_at=timezone.now())
+    # An ended run grades nothing new (frozen.py), whatever it posts.
+    Run.objects.filter(pk=lm_run.pk).update(state=Run.FINISHED, finished_at=timezone.now())
+    r = post_model(client, lm_run, onnx_bytes(gpt()))
+    assert r.status_code == 409 and "its results are frozen" in r.json()["detail"]
+    # Active runs (one at a time) without a summary, or without the step's perplexity.
+    bare = make_run(state=Run.STARTED, task=TASK, seed=SEED)
     report(bare, 50.0)
     r = post_model(worker_client(bare), bare, onnx_bytes(gpt()))
     assert r.status_code == 400 and "post the summary first" in r.json()["errors"]["model"][0]
-    silent = make_run(task=TASK, seed=SEED, finished_at=timezone.now())
+    Run.objects.filter(pk=bare.pk).update(state=Run.CANCELLED, finished_at=timezone.now())
+    silent = make_run(state=Run.STARTED, task=TASK, seed=SEED, test_examples=TOKENS)
     silent.summary = lm_run.summary
     silent.save()
     r = post_model(worker_client(silent), silent, onnx_bytes(gpt()))
     assert r.status_code == 400 and "reported no val_perplexity" in r.json()["errors"]["model"][0]
     assert model_files.audit_of(bare.pk) is None and model_files.audit_of(silent.pk) is None
+
+
+def test_a_summary_naming_another_stream_than_the_runs_is_refused(lm_run):
+    """The validation stream is fixed when the run is created: a summary saying the run
+    evaluated on the first 100 tokens (an easy prefix) does not make that the grade's."""
+    lm_run.summary["config"]["valid_tokens"] = 100
+    lm_run.save()
+    report(lm_run, 50.0)
+    r = post_model(worker_client(lm_run), lm_run, onnx_bytes(gpt()))
+    assert r.status_code == 400, r.json()
+    message = r.json()["errors"]["model"][0]
+    assert "evaluated on 100 validation tokens" in message and f"exactly {TOKENS}" in message
+    assert model_files.audit_of(lm_run.pk) is None

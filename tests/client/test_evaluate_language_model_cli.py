@@ -28,7 +28,7 @@ def _own_home(settings, tmp_path):
 def _run(claimed: float) -> Run:
     model = gpt()
     run = Run.objects.create(
-        name="lm", state=Run.STARTED, task=TASK, seed=SEED, num_workers=1,
+        name="lm", state=Run.STARTED, task=TASK, seed=SEED, num_workers=1, test_examples=TOKENS,
         summary={"num_workers": 1, "seed": SEED,
                  "config": {"valid_tokens": TOKENS, "vocab": VOCAB, "block": model.block}},
     )  # fmt: skip
