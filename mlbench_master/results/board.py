@@ -54,7 +54,8 @@ LABELS = {
 @dataclass(frozen=True)
 class Filters:
     """What a reader narrows the board to; None: any. Text dimensions match exactly,
-    ignoring case; `origin` is local, imported, or an installation's fingerprint."""
+    ignoring case; `origin` is local, imported, trusted, unverified, or an installation's
+    fingerprint."""
 
     task: str | None = None
     division: str | None = None
