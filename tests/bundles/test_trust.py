@@ -18,7 +18,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from mlbench_master.api.models import Series
+from mlbench_master.api.models import RunOrigin, Series
 from mlbench_master.bundles import layout, signing
 from tests.api.predictions_bodies import CIFAR, N
 from tests.bundles import data
@@ -225,3 +225,23 @@ def test_each_entry_says_how_many_examples_it_was_graded_on(staff, bundles):
         assert entry["test_examples"] == N and entry["whole_test_set"] == 10_000
         assert entry["graded_on"] == f"graded on {N:,} of 10,000 examples"
         assert section["test_examples"] == N and section["graded_on"] in section["label"]
+
+
+def test_a_run_this_master_could_not_re_grade_ranks_only_for_a_trusted_key(staff, bundles):
+    """Where this master lacks the test set (here: the verdict as regrade.py stores it when
+    the real labels are not under MLBENCH_DATA_DIR), the origin's grades are all there is:
+    said so, and ranked only where the key is trusted (docs/publishing.rst)."""
+    series = _import(staff, bundles["genuine"])["series"][0]
+    why = "this master lacks the test set: the test labels are not under /data"
+    RunOrigin.objects.filter(run__series=series).update(
+        regrade={"status": "not re-graded", "why": why}
+    )
+    for _, entry in _entries(staff, series):
+        assert entry["rank"] is None and entry["unranked"].startswith("unverified origin")
+        assert entry["regrade"]["status"] == "not re-graded here"
+        assert why in entry["regrade"]["label"]
+    _trust(staff, bundles["origin"].public_key, "Lab A")
+    entries = _entries(staff, series)
+    assert [e["rank"] for _, e in entries] == [1, 2] and entries[0][1]["score"] == 30.25
+    run = staff.get(f"/api/runs/{entries[0][1]['runs'][0]['id']}/").json()
+    assert run["origin"]["regrade"]["why"] == why
