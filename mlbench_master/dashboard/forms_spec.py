@@ -379,6 +379,18 @@ def run_form_spec() -> dict[str, Any]:
             group="benchmark",
         ),
         Field(
+            "test_examples",
+            "Test examples",
+            "number",
+            None,
+            "Grade the run on the first N test examples (task 3: validation tokens), fixed "
+            "now. Empty: the whole test set, what a published result uses; a smaller one is "
+            "ranked apart.",
+            min=1,
+            step=1,
+            group="benchmark",
+        ),
+        Field(
             "time_limit",
             "Time limit (s)",
             "number",

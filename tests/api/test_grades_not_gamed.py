@@ -96,6 +96,20 @@ def test_post_runs_fixes_the_test_set_and_the_worker_is_told(api, redis_settings
     assert "--test-images" not in worker_argv(runs.run_spec(Run.objects.get(pk=whole["id"])))
 
 
+def test_the_form_offers_test_examples_and_a_form_post_stores_it(redis_settings):
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    client = Client()
+    client.force_login(User.objects.create_user("dora"))
+    page = client.get("/runs/").content.decode()
+    assert 'name="test_examples"' in page
+    body = {"name": "form", "task": LOGREG, "dataset": "synthetic", "num_workers": "1"}
+    response = client.post("/api/runs/", {**body, "test_examples": "2000"})  # as a form sends
+    assert response.status_code == 201, response.content
+    assert Run.objects.get(pk=response.json()["id"]).test_examples == ROWS
+
+
 @pytest.mark.parametrize(
     ("change", "words"),
     [
