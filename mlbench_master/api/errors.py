@@ -24,7 +24,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from mlbench_master import frozen, grading, prediction_files, run_rules, runs
-from mlbench_master.bundles import refusals
+from mlbench_master.bundles import refusals, trust
 from mlbench_worker.shared import plots
 from mlbench_worker.shared.evaluation.model_audit import ModelRefused
 from mlbench_worker.shared.evaluation.predictions import PredictionsRefused
@@ -119,7 +119,17 @@ DOMAIN_ERRORS: tuple[tuple[type[Exception], Callable[[Any], exceptions.APIExcept
     (ModelRefused, lambda exc: invalid("model", str(exc))),
     # 409: a write the run's frozen results refuse (a replacing file, a grade after the end)
     (frozen.Frozen, lambda exc: Conflict(str(exc))),
+    # the trusted keys: 400 naming the field, 404 no such key, 409 not possible as things are
+    (trust.TrustRefused, lambda exc: _trust_refusal(exc)),
 )
+
+
+def _trust_refusal(exc: trust.TrustRefused) -> exceptions.APIException:
+    if exc.status == 404:
+        return exceptions.NotFound(f"{exc.field}: {exc.message}")
+    if exc.status == 409:
+        return Conflict(f"{exc.field}: {exc.message}")
+    return invalid(exc.field, exc.message)
 
 
 def api_error(exc: Exception) -> Exception:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from django.db.models import Count
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import exceptions, permissions, status
+from rest_framework import permissions, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from mlbench_master.api import bodies
-from mlbench_master.api.errors import Conflict, error_responses, invalid
+from mlbench_master.api.errors import error_responses, invalid
 from mlbench_master.api.models import RunOrigin
 from mlbench_master.api.permissions import WORKER_ONLY, ReadPublicOrUser, is_staff, is_worker
 from mlbench_master.bundles import trust
@@ -76,14 +76,6 @@ class TrustWriters(permissions.BasePermission):
         return False
 
 
-def _refusal(exc: trust.TrustRefused) -> exceptions.APIException:
-    if exc.status == 404:
-        return exceptions.NotFound(f"{exc.field}: {exc.message}")
-    if exc.status == 409:
-        return Conflict(f"{exc.field}: {exc.message}")
-    return invalid(exc.field, exc.message)
-
-
 def _runs_by_key() -> dict[str, int]:
     rows = RunOrigin.objects.values("origin_key").annotate(n=Count("id"))
     return {row["origin_key"]: row["n"] for row in rows}
@@ -125,10 +117,7 @@ class TrustList(APIView):
                     else f"unknown field; allowed: {', '.join(FIELDS)}"
                 )
                 raise invalid(str(field)[:40], why)
-        try:
-            row = trust.add(body.get("key"), body.get("name"), request.user)
-        except trust.TrustRefused as exc:
-            raise _refusal(exc) from None
+        row = trust.add(body.get("key"), body.get("name"), request.user)  # refusals: errors.py
         runs = RunOrigin.objects.filter(origin_key=row.public_key).count()
         return Response({**trust.as_json(row), "runs": runs}, status=status.HTTP_201_CREATED)
 
@@ -153,9 +142,6 @@ class TrustDetail(APIView):
         responses={200: OpenApiResponse(KEY_SCHEMA), **_errors(400, 401, 403, 404, 409)},
     )
     def delete(self, request: Request, fingerprint: str) -> Response:
-        try:
-            gone = trust.remove(fingerprint)
-        except trust.TrustRefused as exc:
-            raise _refusal(exc) from None
+        gone = trust.remove(fingerprint)  # refusals: errors.py (DOMAIN_ERRORS)
         runs = RunOrigin.objects.filter(origin_key=gone["public_key"]).count()
         return Response({**gone, "runs": runs})

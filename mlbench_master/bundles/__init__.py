@@ -7,5 +7,6 @@ another read-only, with its origin (docs/publishing.rst).
 - ``writer.py``: export, streamed: members first, then the manifest and its signature;
 - ``reader.py``: verification, before anything is written;
 - ``importer.py``: storing a verified bundle's runs as imported, once;
-- ``regrade.py``: this master's evaluator on an imported run's predictions.
+- ``regrade.py``: this master's evaluator on an imported run's predictions;
+- ``trust.py``: the keys this installation trusts, and how far an origin is trusted.
 """

@@ -16,7 +16,7 @@ import pytest
 from mlbench_master import frozen, grading, prediction_files, run_rules, runs
 from mlbench_master.api.errors import DOMAIN_ERRORS, exception_handler
 from mlbench_master.api.models import Run, Series
-from mlbench_master.bundles import refusals
+from mlbench_master.bundles import refusals, trust
 from mlbench_worker.shared import plots
 from mlbench_worker.shared.evaluation.model_audit import ModelRefused
 from mlbench_worker.shared.evaluation.predictions import PredictionsRefused
@@ -180,6 +180,17 @@ def test_a_database_that_does_not_answer_is_503_not_500():
             },
         ),
         (frozen.Frozen("run 3 ended (FINISHED)"), 409, {"detail": "run 3 ended (FINISHED)"}),
+        (
+            trust.TrustRefused("key", "not a key"),
+            400,
+            {"detail": "key: not a key", "errors": {"key": ["not a key"]}},
+        ),
+        (
+            trust.TrustRefused("fingerprint", "none", status=404),
+            404,
+            {"detail": "fingerprint: none"},
+        ),
+        (trust.TrustRefused("key", "own", status=409), 409, {"detail": "key: own"}),
     ],
     ids=lambda v: type(v).__name__ if isinstance(v, Exception) else None,
 )
@@ -194,7 +205,7 @@ def test_every_domain_error_is_tested_above():
     tested = {"RunRefused", "ResumeRefused", "StaffOnly", "RunConflict", "QueueUnavailable"}
     tested |= {"PlotError", "PredictionsRefused", "SetRefused", "TooLarge", "ReadOnlyRun"}
     tested |= {"BundleRefused", "NotExportable", "UploadTooLarge"}
-    tested |= {"ModelRefused", "Frozen"}
+    tested |= {"ModelRefused", "Frozen", "TrustRefused"}
     assert {kind.__name__ for kind, _ in DOMAIN_ERRORS} == tested
 
 

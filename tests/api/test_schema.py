@@ -73,6 +73,8 @@ def test_every_route_is_in_the_schema(api):
         "/api/series/{id}/bundle/": {"get"},
         "/api/bundles/": {"get", "post"},
         "/api/results/": {"get"},
+        "/api/trust/": {"get", "post"},
+        "/api/trust/{fingerprint}/": {"delete"},
     }
     assert {p: set(ops) - {"parameters"} for p, ops in schema["paths"].items()} == expected
     detail = schema["paths"]["/api/metrics/{pod_name_or_run_id}/"]["get"]

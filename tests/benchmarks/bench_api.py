@@ -230,10 +230,12 @@ def main() -> None:
         token = manage(env, "mlbench_token", "bench", "--create-user")
         make_run = (
             "from mlbench_master.api.models import Run; from mlbench_master import runs; "
-            "r = Run.objects.create(name='bench', state='FINISHED'); "
+            "r = Run.objects.create(name='bench', state='{state}'); "
             "print(r.pk, runs.worker_token(r))"
         )
-        ingest_run, worker = django_shell(env, make_run).split()
+        # The ingesting run is active: an ended run's token may post only points measured
+        # before its end (mlbench_master/frozen.py), and these are measured now.
+        ingest_run, worker = django_shell(env, make_run.format(state="STARTED")).split()
         ingest_run = int(ingest_run)
 
         for kind in ("gunicorn", "waitress"):
@@ -255,8 +257,8 @@ def main() -> None:
             finally:
                 server.stop()
 
-        big_run = int(django_shell(env, make_run).split()[0])
-        mid_run = int(django_shell(env, make_run).split()[0])
+        big_run = int(django_shell(env, make_run.format(state="FINISHED")).split()[0])
+        mid_run = int(django_shell(env, make_run.format(state="FINISHED")).split()[0])
         t = time.perf_counter()
         fill_run(env, db_url, big_run, BIG_POINTS)
         fill_run(env, db_url, mid_run, BIG_POINTS // 10)
