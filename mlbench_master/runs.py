@@ -32,12 +32,13 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from mlbench_master import jobqueue, model_files, prediction_files, run_rules
-from mlbench_master.api.models import Run, RunOrigin
+from mlbench_master.api.models import Metric, Run, RunOrigin
 from mlbench_master.api.run_queue import queued_runs
 from mlbench_master.cluster.base import RunSpec
 from mlbench_master.manifest import build_manifest
 from mlbench_master.results import prices
 from mlbench_worker.shared import catalogue
+from mlbench_worker.shared.evaluation import GRADED_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,25 @@ def store_imported(fields: dict[str, Any], state: str, series: Any = None) -> Ru
     run.full_clean(exclude=["series", "created_by"], validate_constraints=False)
     run.save()
     return run
+
+
+def recover_imported_test_set(run: Run) -> None:
+    """For a run imported from a bundle made before runs recorded `test_examples`: the
+    number its origin's evaluator graded on (the `examples` its grades record), where they
+    all say the same; left null (the whole set) otherwise. The bundle's signature vouches
+    for the grades as it would for the field."""
+    if run.test_examples is not None:
+        return
+    counts = {
+        meta.get("examples")
+        for meta in Metric.objects.filter(run=run, name__startswith=GRADED_PREFIX).values_list(
+            "metadata", flat=True
+        )
+        if isinstance(meta, dict)
+    }
+    if len(counts) == 1 and isinstance(n := counts.pop(), int) and n > 0:
+        run.test_examples = n
+        run.save(update_fields=["test_examples"])
 
 
 def active_run() -> Run | None:

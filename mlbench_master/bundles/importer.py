@@ -272,6 +272,8 @@ def _run(
         regrade={"status": regrade.PENDING},
     )
     _points(bundle, folder + "metrics.jsonl", run)
+    if "test_examples" not in record["fields"]:  # a bundle older than the field
+        runs.recover_imported_test_set(run)
     _logs(bundle, folder + "logs.jsonl", run)
     for path in bundle.run_members(origin_run):
         rest = path[len(folder) :]
