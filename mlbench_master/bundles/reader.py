@@ -9,6 +9,9 @@ format and of a version this master reads; its signature verifies with the publi
 names; the members it lists are exactly the entries (none missing, none added) and each
 has the listed size and SHA-256; every run has its files. A carried bundle (another
 installation's, inside this one) is then verified the same way, and may carry none itself.
+Whatever the bytes, nothing but a BundleRefused leaves this module: a member that cannot be
+read (damaged compressed data, data ending before its declared size, a CRC that does not
+match, a header the zip module does not take) is refused naming it (`damage`).
 
 The key a bundle names is whoever exported it: a valid signature proves the manifest, and
 through its digests every member, is what that key signed. Whether to trust the key is the
@@ -24,6 +27,7 @@ import shutil
 import stat
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,14 +94,14 @@ def file_digest(path: Path) -> str:
 
 
 def _verify(path: Path, work: Path, stack: contextlib.ExitStack, nested: bool) -> Verified:
-    where = "the carried bundle" if nested else "the file"
+    where = "it" if nested else "the file"  # nested: _carried names the member first
     try:
         archive = stack.enter_context(zipfile.ZipFile(path))
         infos = archive.infolist()
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as exc:
+    except Exception as exc:  # BadZipFile, NotImplementedError (a zip version), OSError...
         raise BundleRefused(
-            f"{where} is not a zip archive ({exc}); a result bundle is the zip file that "
-            "`mlbench export` writes"
+            f"{where} is not a zip archive ({_said(exc)}); a result bundle is the zip file "
+            "that `mlbench export` writes"
         ) from None
     entries = _check_entries(infos)
     manifest_bytes = _small(archive, entries, layout.MANIFEST, layout.MAX_MANIFEST_BYTES)
@@ -167,9 +171,34 @@ def _small(archive: zipfile.ZipFile, entries: dict, name: str, cap: int) -> byte
         raise BundleRefused(f"{name} is {info.file_size} bytes; at most {cap} are read")
     try:
         with archive.open(info) as fh:
-            return fh.read(cap + 1)[:cap]
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
-        raise BundleRefused(f"{name} cannot be read: {exc}") from None
+            body = fh.read(cap + 1)  # to its end: the zip module then checks its CRC
+    except Exception as exc:
+        raise BundleRefused(f"member {name!r} {damage(exc)}") from None
+    if len(body) != info.file_size:
+        raise BundleRefused(
+            f"member {name!r} holds {len(body)} bytes, and the zip's directory declares "
+            f"{info.file_size}: the file is damaged"
+        )
+    return body
+
+
+def damage(exc: Exception) -> str:
+    """What an error met while reading the zip or a member says of its bytes: any error at
+    all is the file's fault here (the zip module lets zlib's errors through, and raises
+    NotImplementedError or RuntimeError for headers it does not take)."""
+    if isinstance(exc, zlib.error):
+        return f"holds damaged compressed data ({exc})"
+    if isinstance(exc, EOFError):
+        return f"is truncated: its data ends before the size it declares ({exc})"
+    if isinstance(exc, zipfile.BadZipFile):
+        return f"is damaged ({exc})"
+    return f"cannot be read ({_said(exc)})"
+
+
+def _said(exc: Exception) -> str:
+    if isinstance(exc, zipfile.BadZipFile):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _manifest(body: bytes) -> dict[str, Any]:
@@ -281,8 +310,8 @@ def _check_member(archive: zipfile.ZipFile, path: str, listed: dict[str, Any]) -
                 if size > listed["bytes"]:
                     break
                 digest.update(chunk)
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
-        raise BundleRefused(f"member {path!r} cannot be read: {exc}") from None
+    except Exception as exc:
+        raise BundleRefused(f"member {path!r} {damage(exc)}") from None
     if size != listed["bytes"] or digest.hexdigest() != listed["sha256"]:
         raise BundleRefused(
             f"member {path!r}: its SHA-256 is not the one in the signed manifest (it was "
@@ -311,7 +340,10 @@ def _carried(
         copy = work / Path(path).name
         with verified.open(path) as src, open(copy, "wb") as dst:
             shutil.copyfileobj(src, dst, CHUNK)
-        inner = _verify(copy, work, stack, nested=True)
+        try:
+            inner = _verify(copy, work, stack, nested=True)
+        except BundleRefused as exc:
+            raise BundleRefused(f"the carried bundle {path!r}: {exc}", exc.status) from None
         if inner.digest != layout.place(path)[1]:
             raise BundleRefused(f"member {path!r} is not the bundle its name's digest names")
         runs = _ids(entry.get("runs"), f"carried {path} runs")

@@ -150,6 +150,10 @@ def onnx_session(data: bytes, threads: int = THREADS) -> Any:
         outside = onnx_external.external_tensors(data)
     except onnx_external.Broken as exc:
         raise ModelRefused(f"the model is not an ONNX model: {exc}") from None
+    except RecursionError:  # groups inside groups (old protobuf), each skipped by recursion
+        raise ModelRefused(
+            "the model is not an ONNX model: its protobuf groups nest too deeply to read"
+        ) from None
     if outside:
         raise ModelRefused(
             f"the model keeps the data of tensor {', '.join(dict.fromkeys(outside))} in "

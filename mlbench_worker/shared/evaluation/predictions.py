@@ -27,16 +27,27 @@ format") shows how. `write` and `read` are this project's writer and reader: `re
 the file's shape (fields, types, header values) and refuses anything else with
 `PredictionsRefused` naming the problem; whether the predictions fit the run's test set
 (digest, length, class range) is the evaluator's check (evaluator.py).
+
+`read` takes any bytes (the master reads what a client posted): it opens the zip and each
+member itself rather than through np.load, whose errors on damaged bytes are zlib's, the
+tokenizer's or the zip module's, not a ValueError. Each .npy header is checked (magic,
+version, balanced brackets, a literal dictionary of descr, fortran_order and shape, no
+Python objects) and the data it declares must be exactly what the member holds before any
+of it is read; damaged compressed data, a truncated member or a CRC that does not match is
+a refusal naming the member (tests/api/test_upload_fuzz.py feeds it a seeded corpus).
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import math
 import os
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
@@ -45,6 +56,11 @@ CLASS, TOP5, LABEL = "predicted_class", "predicted_top5", "predicted_label"
 HEADER = ("format", "test_set_digest", "step", "epoch", "elapsed")
 PREDICTIONS = (CLASS, TOP5, LABEL)
 PREFIX, SUFFIX = "predictions-step", ".npz"
+MAX_STEP = 10**10 - 1  # the file's name holds the step in 10 digits, so names sort by step
+MAGIC = b"\x93NUMPY"  # how a .npy array begins
+MAX_HEADER = 10_000  # bytes of a .npy header read at most (numpy's own limit)
+UNREADABLE = "cannot be read as a .npz file"
+_CLOSES = {")": "(", "]": "[", "}": "{"}
 
 
 class PredictionsRefused(ValueError):
@@ -93,6 +109,8 @@ def write(
     for name, array in arrays.items():
         if array.dtype.kind not in "iu":  # refused here already, not only when graded
             raise PredictionsRefused(f"{name} is {array.dtype}; the format holds integers")
+    if not 0 <= int(step) <= MAX_STEP:
+        raise PredictionsRefused(f"step {step} is not a step of 0 to {MAX_STEP}")
     header = {
         "format": np.array(FORMAT),
         "test_set_digest": np.array(str(test_set_digest)),
@@ -121,21 +139,192 @@ def _scalar(values: dict[str, np.ndarray], name: str, kind: str, where: str) -> 
     return value.item()
 
 
-def read(path: str | Path) -> Predictions:
-    """The predictions in `path`; PredictionsRefused naming the problem when the file is not
-    in the format (not a .npz, a field missing or unknown, a header value of the wrong type)."""
-    path = Path(path)
-    where = str(path)
+def _arrays(path: Path, where: str) -> dict[str, np.ndarray]:
+    """Every array of the .npz at `path`, by field name. Whatever the bytes, the only error
+    is PredictionsRefused naming the member and what is wrong with it (damaged compressed
+    data, a truncated member, an unbalanced .npy header, a header declaring more bytes than
+    the member holds, Python objects, ...): numpy's own reader lets zlib's, the tokenizer's
+    and the zip module's errors through, so each member is read here, its header checked
+    before any of its data is."""
     try:
-        loaded = np.load(path, allow_pickle=False)
-        if not isinstance(loaded, np.lib.npyio.NpzFile):
-            raise PredictionsRefused(f"{where} is a single .npy array, not a .npz file")
-        with loaded as npz:
-            values = {name: npz[name] for name in npz.files}
+        archive = zipfile.ZipFile(path)
+    except Exception as exc:  # BadZipFile, NotImplementedError (a zip version), OSError...
+        if _begins_with_magic(path):
+            raise PredictionsRefused(f"{where} is a single .npy array, not a .npz file") from None
+        if isinstance(exc, OSError):  # the file itself (a path that is not there)
+            raise PredictionsRefused(f"{where} {UNREADABLE}: {exc}") from None
+        why = str(exc) if isinstance(exc, zipfile.BadZipFile) else f"{type(exc).__name__}: {exc}"
+        raise PredictionsRefused(f"{where} {UNREADABLE}: it is no zip archive ({why})") from None
+    values: dict[str, np.ndarray] = {}
+    with archive:
+        for info in archive.infolist():
+            name = info.filename
+            said = f"{where} {UNREADABLE}: member {name[:80]!r}"
+            if not name.endswith(".npy"):
+                raise PredictionsRefused(
+                    f"{said} is no .npy array (a .npz holds one <field>.npy per field)"
+                )
+            if name[:-4] in values:
+                raise PredictionsRefused(f"{said} is in the file twice")
+            values[name[:-4]] = _member(archive, info, said)
+    return values
+
+
+def _begins_with_magic(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
+
+
+def _member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, said: str) -> np.ndarray:
+    """The array of one member, its header checked before its data is read."""
+    if info.flag_bits & 0x1:
+        raise PredictionsRefused(f"{said} is encrypted")
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        raise PredictionsRefused(
+            f"{said} is compressed with method {info.compress_type}; a .npz's members are "
+            "stored or deflated (np.savez, np.savez_compressed)"
+        )
+    try:
+        with archive.open(info) as fh:
+            dtype, shape, fortran, header_bytes = _npy_header(fh, said)
+            count = math.prod(shape)
+            wanted = count * dtype.itemsize
+            held = info.file_size - header_bytes
+            if wanted != held:
+                raise PredictionsRefused(
+                    f"{said}: its header declares {wanted} bytes of data ({dtype} of shape "
+                    f"{shape}), and the member holds {held}"
+                )
+            data = fh.read(wanted + 1)  # to its end: the zip module then checks its CRC
+            if len(data) != wanted:
+                raise PredictionsRefused(
+                    f"{said} is truncated: {len(data)} of the {wanted} bytes it declares"
+                )
+            array = np.frombuffer(bytearray(data), dtype=dtype, count=count)
+            return array.reshape(shape, order="F" if fortran else "C")
     except PredictionsRefused:
         raise
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise PredictionsRefused(f"{where} cannot be read as a .npz file: {exc}") from exc
+    except Exception as exc:
+        raise PredictionsRefused(f"{said} {_damage(exc)}") from None
+
+
+def _damage(exc: Exception) -> str:
+    """What an error met while reading a member says of its bytes."""
+    if isinstance(exc, zlib.error):
+        return f"holds damaged compressed data ({exc})"
+    if isinstance(exc, EOFError):
+        return f"is truncated: its data ends before the size it declares ({exc})"
+    if isinstance(exc, zipfile.BadZipFile):
+        return f"is damaged ({exc})"
+    if isinstance(exc, MemoryError):
+        return "declares more data than can be read"
+    return f"cannot be read ({type(exc).__name__}: {exc})"
+
+
+def _npy_header(fh: IO[bytes], said: str) -> tuple[np.dtype, tuple[int, ...], bool, int]:
+    """A .npy member's dtype, shape and order, read from its header, and the header's
+    length in bytes; PredictionsRefused saying what is wrong with it."""
+    magic = fh.read(len(MAGIC) + 2)
+    if len(magic) < len(MAGIC) + 2 or not magic.startswith(MAGIC):
+        raise PredictionsRefused(f"{said} is no .npy array (it does not begin with {MAGIC!r})")
+    version = (magic[-2], magic[-1])
+    if version not in ((1, 0), (2, 0), (3, 0)):
+        raise PredictionsRefused(
+            f"{said} is .npy format version {version[0]}.{version[1]}; versions 1.0 to 3.0 are read"
+        )
+    width = 2 if version[0] == 1 else 4
+    raw = fh.read(width)
+    size = int.from_bytes(raw, "little")
+    if len(raw) < width or size > MAX_HEADER:
+        found = f"declares a header of {size} bytes" if len(raw) == width else "ends there"
+        raise PredictionsRefused(
+            f"{said}: its .npy header {found}; at most {MAX_HEADER} bytes are read"
+        )
+    body = fh.read(size)
+    if len(body) < size:
+        raise PredictionsRefused(
+            f"{said} is truncated inside its .npy header ({len(body)} of {size} bytes)"
+        )
+    try:
+        text = body.decode("utf-8" if version[0] == 3 else "latin-1")
+    except UnicodeDecodeError:
+        raise PredictionsRefused(f"{said}: its .npy header is not UTF-8 text") from None
+    _balanced(text, said)
+    try:
+        header = ast.literal_eval(text)
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError) as exc:
+        raise PredictionsRefused(
+            f"{said}: its .npy header is not a Python literal ({type(exc).__name__}): "
+            f"{text.strip()[:80]!r}"
+        ) from None
+    if not isinstance(header, dict) or set(header) != {"descr", "fortran_order", "shape"}:
+        raise PredictionsRefused(
+            f"{said}: its .npy header is not a dictionary of descr, fortran_order and shape: "
+            f"{text.strip()[:80]!r}"
+        )
+    shape, fortran = header["shape"], header["fortran_order"]
+    if not isinstance(shape, tuple) or not all(
+        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape
+    ):
+        raise PredictionsRefused(f"{said}: its .npy header's shape {shape!r:.80} is no shape")
+    if not isinstance(fortran, bool):
+        raise PredictionsRefused(f"{said}: its .npy header's fortran_order is not True or False")
+    try:
+        dtype = np.lib.format.descr_to_dtype(header["descr"])
+    except Exception as exc:
+        raise PredictionsRefused(
+            f"{said}: its .npy header's descr {header['descr']!r:.80} is no dtype "
+            f"({type(exc).__name__})"
+        ) from None
+    if dtype.hasobject:
+        raise PredictionsRefused(
+            f"{said} holds Python objects (dtype {dtype}), which are never unpickled; the "
+            "format holds numbers and text"
+        )
+    if dtype.itemsize == 0:
+        raise PredictionsRefused(f"{said} has dtype {dtype}, of no size")
+    return dtype, shape, fortran, len(magic) + width + size
+
+
+def _balanced(text: str, said: str) -> None:
+    """PredictionsRefused when the brackets or quotes of a .npy header do not pair up."""
+    opened: list[str] = []
+    quote = ""
+    escaped = False
+    for char in text:
+        if quote:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == quote:
+                quote = ""
+        elif char in "'\"":
+            quote = char
+        elif char in "([{":
+            opened.append(char)
+        elif char in _CLOSES and (not opened or opened.pop() != _CLOSES[char]):
+            raise PredictionsRefused(
+                f"{said}: its .npy header is unbalanced ({char!r} closes no bracket it "
+                f"opened): {text.strip()[:80]!r}"
+            )
+    if quote or opened:
+        what = f"a quote {quote}" if quote else f"{opened[-1]!r}"
+        raise PredictionsRefused(
+            f"{said}: its .npy header is unbalanced ({what} is never closed): {text.strip()[:80]!r}"
+        )
+
+
+def read(path: str | Path) -> Predictions:
+    """The predictions in `path`; PredictionsRefused naming the problem when the file is not
+    in the format (not a .npz, a member damaged or not a plain .npy array, a field missing or
+    unknown, a header value of the wrong type)."""
+    path = Path(path)
+    where = str(path)
+    values = _arrays(path, where)
     missing = [name for name in HEADER if name not in values]
     if missing:
         raise PredictionsRefused(f"{where} lacks {', '.join(missing)}")
@@ -152,6 +341,10 @@ def read(path: str | Path) -> Predictions:
     step = int(_scalar(values, "step", "iu", where))  # type: ignore[call-overload]
     epoch = float(_scalar(values, "epoch", "iuf", where))  # type: ignore[arg-type]
     elapsed = float(_scalar(values, "elapsed", "iuf", where))  # type: ignore[arg-type]
+    if step > MAX_STEP:
+        raise PredictionsRefused(
+            f"{where}: step {step} has more than the 10 digits of a predictions file's name"
+        )
     if step < 0 or not (math.isfinite(epoch) and epoch >= 0):
         raise PredictionsRefused(f"{where}: step {step} and epoch {epoch} must not be negative")
     if not (math.isfinite(elapsed) and elapsed >= 0):
