@@ -227,6 +227,8 @@ def _series(bundle: reader.Verified, series_id: int) -> Series:
         return earlier.run.series
     record = _json_member(bundle, layout.SERIES)
     name = layout.SERIES
+    if not isinstance(record, dict):
+        raise BundleRefused(f"member {name!r} is not a JSON object")
     try:
         created = parse_iso_datetime(str(record.get("created_at") or ""))
         cancelled = record.get("cancelled_at")
@@ -316,7 +318,11 @@ def _json_member(bundle: reader.Verified, path: str) -> Any:
 
 def _lines(bundle: reader.Verified, path: str) -> Iterator[tuple[int, dict[str, Any]]]:
     with bundle.open(path) as raw:
-        for number, line in enumerate(io.TextIOWrapper(raw, encoding="utf-8"), 1):
+        for number, data in enumerate(raw, 1):  # lines of bytes: each decoded on its own
+            try:
+                line = data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise BundleRefused(f"member {path!r}, line {number}: not UTF-8 ({exc})") from None
             if not line.strip():
                 continue
             try:

@@ -48,19 +48,24 @@ assert got[0]["metadata"] == {} and got[0]["cumulative"] is False, got
 
 import numpy as np
 from pathlib import Path
-from mlbench_master import grading, prediction_files
+from mlbench_master import frozen, grading, prediction_files
 from mlbench_worker.shared.evaluation import generated_labels, predictions
+run = Run.objects.create(name="graded", state="STARTED", test_examples=100)
 labels = generated_labels.cifar10(run.seed, 100)
-for wrong in (10, 0):  # step 5 graded, then posted again
+for wrong in (10, 0):  # step 5 graded, then other bytes of it refused (write-once)
     guess = labels.copy()
     guess[:wrong] = (guess[:wrong] + 1) % 10
-    written = predictions.write(Path(prediction_files.folder(run.pk)), step=5, epoch=1,
+    written = predictions.write(Path(prediction_files.folder(run.pk)) / "new", step=5, epoch=1,
         elapsed=2, test_set_digest=predictions.digest_of(labels), predicted_class=guess)
-    tmp = written.with_name(".upload-test.tmp")
+    tmp = Path(prediction_files.folder(run.pk)) / ".upload-test.tmp"
     written.rename(tmp)
-    grading.intake(run, tmp, "synthetic", None)
+    try:
+        grading.intake(run, tmp, "synthetic", None)
+    except frozen.Frozen:
+        assert wrong == 0
+        prediction_files.discard(tmp)
 graded = list(Metric.objects.filter(name="evaluated_val_accuracy").values_list("value", flat=True))
-assert graded == [1.0], graded
+assert graded == [0.9], graded
 print("ok")
 """
 

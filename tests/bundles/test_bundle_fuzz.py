@@ -99,18 +99,15 @@ def hostile_contents(files: dict[str, bytes], rng: random.Random) -> dict[str, t
     return out
 
 
-# What bundles/importer.py (not this change's file) still answers otherwise than with a
-# BundleRefused naming the member: tested by test_known_importer_gaps (strict xfail), and
-# left out of the fuzz test until importer.py is changed as each says.
-KNOWN = {
-    "metrics.jsonl holds random bytes": "_lines decodes with io.TextIOWrapper outside its try: "
-    "UnicodeDecodeError answers a 400 naming no member (catch it, BundleRefused naming the line)",
-    "metrics.jsonl holds text that is not UTF-8": "the same",
-    "logs.jsonl holds random bytes": "the same",
-    "logs.jsonl holds text that is not UTF-8": "the same",
-    "series.json holds a JSON list": "_series calls record.get on whatever series.json holds: "
-    "a list raises AttributeError, a 500 (refuse a record that is not a JSON object)",
-}
+# Hostile contents that reached the importer's own reading (not the reader's): each is refused
+# naming its member (tested one by one below, and in the corpus above).
+IMPORTER_CASES = (
+    "metrics.jsonl holds random bytes",
+    "metrics.jsonl holds text that is not UTF-8",
+    "logs.jsonl holds random bytes",
+    "logs.jsonl holds text that is not UTF-8",
+    "series.json holds a JSON list",
+)
 
 
 def _post(staff):
@@ -140,11 +137,7 @@ def test_hostile_signed_bundles_are_refused_never_a_500(installations, staff, ex
     installations.use("here")
     files = data.members(exported)
     hostile = hostile_contents(files, random.Random(f"{FUZZ_SEED} signed"))
-    corpus = [
-        (what, forged(files, {path: body}))
-        for what, (path, body) in hostile.items()
-        if what not in KNOWN
-    ]
+    corpus = [(what, forged(files, {path: body})) for what, (path, body) in hostile.items()]
     said = upload_mutants.fuzz(_post(staff), corpus, "bundle")
     assert [w for w, m in said.items() if m is None] == [], said
     for what, message in said.items():
@@ -173,9 +166,8 @@ def test_a_damaged_carried_bundle_is_refused_naming_it(installations, staff, exp
     assert len(inside) > len(corpus) // 2, said  # refused by what is wrong inside it
 
 
-@pytest.mark.parametrize("case", sorted(KNOWN))
-def test_known_importer_gaps(installations, staff, exported, case, request):
-    request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN[case]))
+@pytest.mark.parametrize("case", IMPORTER_CASES)
+def test_what_the_importer_reads_is_refused_naming_the_member(installations, staff, exported, case):
     installations.use("here")
     files = data.members(exported)
     path, body = hostile_contents(files, random.Random(f"{FUZZ_SEED} signed"))[case]
