@@ -243,6 +243,7 @@ _SETUP: list[tuple[str, Any]] = [
     ("algorithm", algorithm_of),
     ("implementation", implementation_of),
     ("learning-rate schedule", lambda r: r.get("lr_schedule") or ""),
+    ("test set", lambda r: r.get("test_examples") or ""),  # null: the whole test set
 ]
 
 
@@ -252,7 +253,7 @@ def setup_differences(a: dict, b: dict) -> list[str]:
     Why: a speed-up only means something between runs that differ in the number of
     workers and nothing else. A synthetic-data run against a CIFAR-10 run, or runs of
     different tasks, targets, backends, CPUs per worker, algorithms (with their options),
-    implementations (frameworks) or learning-rate schedules give a ratio that measures the
+    implementations (frameworks), learning-rate schedules or test sets give a ratio that measures the
     difference in set-up, not scaling, and a synthetic result must never pass for a
     CIFAR-10 one. An unknown data set therefore differs from everything. The dashboard's
     compare page keeps the same rule in static/dashboard/js/comparable.js.

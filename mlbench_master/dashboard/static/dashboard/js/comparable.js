@@ -43,6 +43,7 @@ const SETUP = [
   ["algorithm", algorithmOf],
   ["implementation", implementationOf],
   ["learning-rate schedule", (r) => r.lr_schedule || ""],
+  ["test set", (r) => r.test_examples || ""],
 ];
 
 // The names of the set-up fields in which `a` and `b` differ ([] means comparable). An
