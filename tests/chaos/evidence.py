@@ -1,7 +1,8 @@
 """What the invariants are checked on, gathered from the real things after the series: the
 master's database (runs, points, logs, and every state change as a trigger recorded it),
-the points rank 0 wrote to its own file, the fault log, the poller's answers, and what of
-the master is left on the machine.
+the audit records of the final models the master was posted (under its home), the points
+rank 0 wrote to its own file, the fault log, the poller's answers, and what of the master
+is left on the machine.
 
 The state history comes from a trigger this module installs in the master's database for
 the series (`install_history`): every insert, every change of state, every new launch
@@ -18,6 +19,7 @@ from typing import Any
 
 import psycopg
 
+from mlbench_master import model_files
 from tests.chaos.faults import Fault
 from tests.chaos.poller import Poll
 
@@ -119,11 +121,13 @@ class Stored:
 
 @dataclass(frozen=True)
 class Submitted:
-    """A run the series asked for, and the file its rank 0 writes its points to."""
+    """A run the series asked for, the file its rank 0 writes its points to, and the task
+    it was created with (which decides how it is graded; "" for a command of no task)."""
 
     run_id: int
     label: str
     points_file: str | None = None
+    task: str = ""
 
 
 @dataclass
@@ -139,6 +143,9 @@ class Evidence:
     leftovers: list[str] = field(default_factory=list)
     launch_dirs: dict[int, int] = field(default_factory=dict)  # local driver: folders per run
     unfinished: dict[int, str] = field(default_factory=dict)  # run -> its state at the end
+    # run -> the audit record of its final model as the master stored it (model_files.py),
+    # for the runs that posted one
+    models: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def changes(self, run_id: int) -> list[Change]:
         return [c for c in self.history if c.run_id == run_id]
@@ -190,6 +197,19 @@ def measured_points(path: str | Path) -> dict[str, tuple[str, float]] | None:
     return points
 
 
+def model_records(home: Path, run_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """run -> the audit record of its final model, read as the master wrote it under its
+    home `home` (model_files.folder: ``models/<run id>/audit.json``), for the runs that
+    posted a model. The record as stored, not as the API reads it: after `mlbench down`
+    every grade still "pending" would read "interrupted" there."""
+    found = {}
+    for run_id in run_ids:
+        record = model_files.read(home / "models" / str(run_id))
+        if record is not None:
+            found[run_id] = record
+    return found
+
+
 def launch_folders(home: Path) -> dict[int, int]:
     """How many launch folders (`local-cluster/run-<id>-<launch>`) each run has."""
     counts: dict[int, int] = {}
@@ -208,8 +228,11 @@ def gather(
     leftovers: list[str],
     home: Path | None = None,
     unfinished: dict[int, str] | None = None,
+    master_home: Path | None = None,
 ) -> Evidence:
-    """Everything the invariants look at, after the series."""
+    """Everything the invariants look at, after the series. `home`: the local driver's
+    home, whose launch folders are counted; `master_home`: the master's home, whose model
+    records are read (either driver)."""
     found = from_database(database_url)
     measured = {}
     for run in submitted:
@@ -229,4 +252,5 @@ def gather(
         leftovers=leftovers,
         launch_dirs=launch_folders(home) if home else {},
         unfinished=dict(unfinished or {}),
+        models=model_records(master_home, [r.run_id for r in submitted]) if master_home else {},
     )

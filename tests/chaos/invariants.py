@@ -7,12 +7,14 @@ check that could never fail is caught.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from collections import Counter
 from collections.abc import Callable
 
-from mlbench_worker.shared.evaluation import GRADED_PREFIX, graded_name
+from mlbench_worker.shared import catalogue
+from mlbench_worker.shared.evaluation import GRADED_PREFIX, graded_name, model_audit, test_sets
 from tests.chaos import reasons
 from tests.chaos.evidence import FINAL, Change, Evidence, Submitted
 from tests.chaos.faults import Fault
@@ -27,6 +29,10 @@ ALLOWED_MOVES = {
     ("STARTED", "FINISHED"), ("STARTED", "FAILED"), ("STARTED", "CANCELLED"),
 }  # fmt: skip
 UNDELIVERED = re.compile(r"could not be delivered|could not deliver the run summary|refused \d+")
+# prediction_sink.submit_model: the worker could not export its final model
+NOT_EXPORTED = re.compile(r"the final model is not exported to ONNX \([^)\n]*\)?")
+# The faults that end the master's web server, where a posted model's grade runs.
+ENDS_A_GRADE = ("web-kill", "master-restart")
 
 
 def _state_writes(changes: list[Change]) -> list[Change]:
@@ -207,15 +213,73 @@ def metrics_once(ev: Evidence) -> list[str]:
 
 def _ungraded_steps(points: list) -> list:
     """The steps a run reported an accuracy for and the evaluator has no grade of (every
-    implementation posts its predictions with each evaluation, retried like its points)."""
+    implementation of a task graded from predictions posts them with each evaluation,
+    retried like its points)."""
     reported = {p.metadata.get("step") for p in points if p.name == "val_accuracy"}
     graded = {p.metadata.get("step") for p in points if p.name == graded_name("val_accuracy")}
     return sorted(reported - graded, key=str)
 
 
+def _last_evaluation(task: str, points: list) -> int | None:
+    """The step of the last evaluation a run reported its task's goal metric at (task 3's
+    val_perplexity): the one its final model is graded at."""
+    info = catalogue.get(task)
+    metric = info.goals[info.default_goal].metric
+    steps = [p.metadata.get("step") for p in points if p.name == metric]
+    return max((s for s in steps if isinstance(s, int)), default=None)
+
+
+def _cut_short(ev: Evidence, record: dict) -> list[Fault]:
+    """The faults that ended the web server after the model's grade began: the grade runs
+    in a thread of it and a child that ends with it (model_auditing.py), so its record
+    stays "pending" (the API reads it "not audited: interrupted"; post the model again)."""
+    try:
+        since = dt.datetime.fromisoformat(record["since"]).timestamp()
+    except (KeyError, TypeError, ValueError):
+        return []
+    return [
+        f
+        for f in ev.faults
+        if f.kind in ENDS_A_GRADE and not f.skipped and f.start is not None
+        and (f.end or f.start) >= since
+    ]  # fmt: skip
+
+
+def _model_not_graded(ev: Evidence, run: Submitted) -> str:
+    """Why a FINISHED run of a task graded from its final model has no grade of it, or ""
+    when it has one: the model arrived (the worker posts it after its summary, before it
+    ends), its grade completed (matches or mismatch: the grade exists; whether it agrees
+    with the run is the run's result, not a loss) at the run's last evaluation, or was cut
+    short by a fault that ended the master's web server."""
+    record = ev.models.get(run.run_id)
+    if record is None:
+        said = NOT_EXPORTED.search(ev.logs.get(run.run_id, ""))
+        because = f" (its log says {said.group(0)!r})" if said else ""
+        return f"its final model never arrived: the master holds no model of it{because}"
+    status = record.get("status")
+    if status in (model_audit.MATCHES, model_audit.MISMATCH):
+        last = _last_evaluation(run.task, ev.stored.get(run.run_id, []))
+        if record.get("step") != last:
+            return (
+                f"its final model was graded at step {record.get('step')}, not at its last "
+                f"evaluation (step {last})"
+            )
+        return ""
+    if status == model_audit.PENDING:
+        if _cut_short(ev, record):
+            return ""
+        since = record.get("since")
+        return f"the grade of its final model never completed (still pending since {since})"
+    why = str(record.get("why") or "")[:200]
+    return f"its final model was not graded: {status} ({why!r})"
+
+
 def metrics_complete(ev: Evidence) -> list[str]:
     """A run that FINISHED lost no point: every point rank 0 measured is stored; for a run
-    whose rank 0 kept no record, its summary arrived and its log says nothing was dropped."""
+    whose rank 0 kept no record, its summary arrived and its log says nothing was dropped.
+    And it has the grade its task gets: for a task graded from predictions (1a, 1b, 2),
+    every evaluation it reported; for one graded from its final model (task 3), that model
+    (test_sets.grades_the_model decides which)."""
     problems = []
     for run in ev.submitted:
         final = final_write(ev, run.run_id)
@@ -228,12 +292,6 @@ def metrics_complete(ev: Evidence) -> list[str]:
                 continue
             stored = {p.uid for p in ev.stored.get(run.run_id, [])}
             missing = set(measured) - stored
-            ungraded = _ungraded_steps(ev.stored.get(run.run_id, []))
-            if ungraded:
-                problems.append(
-                    f"run {run.run_id} FINISHED with evaluations never graded (steps "
-                    f"{', '.join(map(str, ungraded[:5]))}): its predictions were lost"
-                )
             if missing:
                 problems.append(
                     f"run {run.run_id} FINISHED with {len(missing)} of {len(measured)} "
@@ -241,6 +299,17 @@ def metrics_complete(ev: Evidence) -> list[str]:
                 )
         elif _trains(run) and not ev.runs[run.run_id]["has_summary"]:
             problems.append(f"run {run.run_id} ({run.label}) FINISHED without its summary")
+        if test_sets.grades_the_model(run.task):
+            why = _model_not_graded(ev, run)
+            if why:
+                problems.append(f"run {run.run_id} ({run.label}) FINISHED, but {why}")
+        else:
+            ungraded = _ungraded_steps(ev.stored.get(run.run_id, []))
+            if ungraded:
+                problems.append(
+                    f"run {run.run_id} FINISHED with evaluations never graded (steps "
+                    f"{', '.join(map(str, ungraded[:5]))}): its predictions were lost"
+                )
         said = UNDELIVERED.search(ev.logs.get(run.run_id, ""))
         if said:
             problems.append(f"run {run.run_id} FINISHED, but its log says {said.group(0)!r}")

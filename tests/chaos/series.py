@@ -20,7 +20,9 @@ from typing import Any
 
 import psutil
 import psycopg
+import requests
 
+from mlbench_worker.shared.evaluation import test_sets
 from tests.chaos import workload
 from tests.chaos.evidence import FINAL, Evidence, Submitted, gather, install_history
 from tests.chaos.faults import KINDS, Stage
@@ -69,14 +71,17 @@ class Outcome:
         return "\n".join(lines) + "\n" + self.fault_log.read_text()
 
     def runs(self) -> str:
-        """One line per run: id, kind, end state, reason, the faults that hit it."""
-        lines = ["runs (id, kind, end state, reason, faults that hit it):"]
+        """One line per run: id, kind, end state, reason, the faults that hit it, and the
+        grade of its final model where the master holds one."""
+        lines = ["runs (id, kind, end state, reason, faults that hit it, model's grade):"]
         for run in self.evidence.submitted:
             final = final_write(self.evidence, run.run_id)
             state = final.new if final else self.evidence.unfinished.get(run.run_id, "?")
             reason = (final.reason if final else "")[:200].replace("\n", " | ")
             hit = [f"{f.n}:{f.kind}" for f in hits(self.evidence, run.run_id)]
-            lines.append(f"  {run.run_id} {run.label!r} {state} {reason!r} {hit}")
+            model = self.evidence.models.get(run.run_id, {}).get("status")
+            graded = f" model {model!r}" if model else ""
+            lines.append(f"  {run.run_id} {run.label!r} {state} {reason!r} {hit}{graded}")
         return "\n".join(lines)
 
 
@@ -149,7 +154,8 @@ def submit(master: LiveMaster, entries: list[workload.Entry], points: Path) -> l
         body, points_file = entry.request(points)
         response = master.post("/api/runs/", body)
         assert response.status_code == 201, f"{entry.label}: {response.status_code} {response.text}"
-        submitted.append(Submitted(response.json()["id"], entry.label, points_file))
+        run = response.json()
+        submitted.append(Submitted(run["id"], entry.label, points_file, run.get("task") or ""))
     return submitted
 
 
@@ -166,6 +172,31 @@ def unfinished(master: LiveMaster, submitted: list[Submitted]) -> dict[int, str]
     except psycopg.Error:
         return None
     return {int(r[0]): r[1] for r in rows}
+
+
+def grading(master: LiveMaster, submitted: list[Submitted], settled: set[int]) -> bool:
+    """Whether the master is still grading the final model of a run graded from its model
+    (task 3; the grade runs after the model's POST, so it may outlast the run), as the API
+    shows it (`evaluation.audit` "pending"; a grade whose master process ended reads "not
+    audited" there). True while the API does not answer. The runs found settled are added
+    to `settled` and not asked again."""
+    for run in submitted:
+        if run.run_id in settled or not test_sets.grades_the_model(run.task):
+            continue
+        try:
+            response = master.get(f"/api/runs/{run.run_id}/")
+        except requests.RequestException:
+            return True
+        if response.status_code == 404:  # deleted by the series' cancel
+            settled.add(run.run_id)
+            continue
+        if response.status_code != 200:
+            return True
+        found = response.json()
+        if found["state"] == "FINISHED" and found["evaluation"]["audit"]["status"] == "pending":
+            return True
+        settled.add(run.run_id)
+    return False
 
 
 def run_series(settings: Settings, workdir: Path) -> Outcome:
@@ -200,8 +231,12 @@ def run_series(settings: Settings, workdir: Path) -> Outcome:
         with Poller(master) as poller:
             submitted = submit(master, entries, workdir / "points")
 
-            def done() -> bool:
-                return unfinished(master, submitted) == {}
+            settled: set[int] = set()
+
+            def done() -> bool:  # every run ended, and every final model's grade
+                return unfinished(master, submitted) == {} and not grading(
+                    master, submitted, settled
+                )
 
             injected = inject_all(faults, stage, log, done)
             deadline = began + settings.deadline
@@ -211,7 +246,7 @@ def run_series(settings: Settings, workdir: Path) -> Outcome:
         master.down()
         evidence = gather(
             master.database_url, submitted, injected, poller.polls, victims.leftovers(),
-            home if cluster is None else None, left,
+            home if cluster is None else None, left, master_home=home,
         )  # fmt: skip
         _keep_logs(evidence, workdir / "logs")
         violations = check(evidence)

@@ -27,6 +27,8 @@ from tests.e2e.live import LiveMaster
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+TASK_1A, TASK_3 = "resnet20-cifar10", "awd-lstm-wikitext2"
+
 
 @pytest.fixture
 def database(transactional_db, test_database_url):
@@ -35,20 +37,21 @@ def database(transactional_db, test_database_url):
     remove_history(test_database_url)
 
 
-def _finished_run(points_file: Path) -> int:
-    """A run through runs.py from start to FINISHED, with three points rank 0 measured
-    (written to its file by the worker's own FileReporter) and stored by the master's
-    one writer."""
+def _finished_run(points_file: Path, task: str = TASK_1A, evaluated: tuple = ()) -> int:
+    """A run of `task` through runs.py from start to FINISHED, with three points rank 0
+    measured (written to its file by the worker's own FileReporter) and stored by the
+    master's one writer, and the metrics of `evaluated` reported at step 2 (an evaluation)."""
     from mlbench_master import runs
     from mlbench_master.api.models import Run
     from mlbench_master.metrics_store import store
     from mlbench_worker.training.metric_sink import FileReporter
 
-    run = Run.objects.create(name="chaos", state=Run.INITIALIZED)
+    run = Run.objects.create(name="chaos", task=task, state=Run.INITIALIZED)
     runs.record_launch(run, {"local": {"launch_id": "first"}})
     runs.mark_started(run)
     reporter = FileReporter(points_file, str(run.pk))
     points = [reporter.metric("train_loss", 2.0 - step / 10, step=step) for step in range(3)]
+    points += [reporter.metric(name, 1.5, step=2) for name in evaluated]
     reporter.close()
     store([_stored(run.pk, p, p["uid"]) for p in points])
     runs.mark_finished(run, 0)
@@ -65,8 +68,8 @@ def _stored(run_id: int, point: dict, uid: str):
     return Point(run_id, None, point["name"], point["value"], date, False, point["metadata"], uid)
 
 
-def _evidence(url: str, run_id: int, points_file: Path, **extra) -> Evidence:
-    submitted = [Submitted(run_id, "resnet20-cifar10", str(points_file))]
+def _evidence(url: str, run_id: int, points_file: Path, task: str = TASK_1A, **extra) -> Evidence:
+    submitted = [Submitted(run_id, task, str(points_file), task)]
     return gather(url, submitted, extra.pop("faults", []), extra.pop("polls", []), [], **extra)
 
 
@@ -289,4 +292,91 @@ def test_a_grade_stored_twice_or_lost_is_caught(database, tmp_path):
     found = _violated(_evidence(database, run_id, points))
     assert found == {
         "no point stored twice": [f"run {run_id}: evaluated_val_accuracy of step 2 stored 2 times"]
+    }, found
+
+
+@pytest.fixture
+def master_home(settings, tmp_path):
+    """The master's home, where model_files keeps the runs' models and their audits."""
+    settings.MLBENCH_HOME = tmp_path / "home"
+    return settings.MLBENCH_HOME
+
+
+def _model_audited(run_id: int, since: float, **record) -> None:
+    """The audit record of the run's final model, written by the master's own writer
+    (model_files) as perplexity_audit.py leaves it: its status, the step it was graded at."""
+    import datetime as dt
+
+    from mlbench_master import model_files
+
+    target = model_files.folder(run_id)
+    target.mkdir(parents=True)
+    began = dt.datetime.fromtimestamp(since, dt.UTC).isoformat()
+    model_files.write_audit(target, {"kind": "perplexity", "step": 2, "since": began, **record})
+
+
+def test_a_language_model_graded_from_its_final_model_lost_nothing(database, master_home, tmp_path):
+    """Task 3 posts no predictions: its evaluations' accuracies have no grade, and its final
+    model's grade is the one it gets (test_sets.grades_the_model)."""
+    points = tmp_path / "points.jsonl"
+    run_id = _finished_run(points, TASK_3, evaluated=("val_accuracy", "val_perplexity"))
+    _model_audited(run_id, time.time() - 5, status="matches", graded={"perplexity": 4.5})
+    ev = _evidence(database, run_id, points, TASK_3, master_home=master_home)
+    assert ev.models[run_id]["status"] == "matches"
+    assert _violated(ev) == {}
+
+
+def test_a_language_model_whose_model_never_arrived_is_caught(database, master_home, tmp_path):
+    points = tmp_path / "points.jsonl"
+    run_id = _finished_run(points, TASK_3, evaluated=("val_accuracy", "val_perplexity"))
+    found = _violated(_evidence(database, run_id, points, TASK_3, master_home=master_home))
+    assert found == {
+        "no point lost": [
+            f"run {run_id} ({TASK_3}) FINISHED, but its final model never arrived: the master "
+            "holds no model of it"
+        ]
+    }, found
+
+
+def test_a_language_model_grade_that_never_completed_is_caught_unless_a_fault_cut_it(
+    database, master_home, tmp_path
+):
+    """A grade still "pending" after the series waited for it never completed; one whose
+    master web server a fault ended after it began was cut short (the API reads it "not
+    audited: interrupted"). A grade that ended without a verdict says why."""
+    points = tmp_path / "points.jsonl"
+    run_id = _finished_run(points, TASK_3, evaluated=("val_accuracy", "val_perplexity"))
+    _model_audited(run_id, time.time() - 5, status="pending")
+    ev = _evidence(database, run_id, points, TASK_3, master_home=master_home)
+    (said,) = invariants.metrics_complete(ev)
+    assert said.startswith(f"run {run_id} ({TASK_3}) FINISHED, but the grade of its final model ")
+    assert "never completed (still pending since" in said
+    ev.faults = [_fault("postgres-restart", run_id)]  # the grade does not need the database
+    assert len(invariants.metrics_complete(ev)) == 1
+    ev.faults = [_fault("web-kill", None)]
+    assert invariants.metrics_complete(ev) == []
+    ev.models[run_id] = {**ev.models[run_id], "status": "not audited", "why": "the audit failed"}
+    assert invariants.metrics_complete(ev) == [
+        f"run {run_id} ({TASK_3}) FINISHED, but its final model was not graded: not audited "
+        "('the audit failed')"
+    ]
+    ev.models[run_id] = {**ev.models[run_id], "status": "mismatch", "step": 1}
+    assert invariants.metrics_complete(ev) == [
+        f"run {run_id} ({TASK_3}) FINISHED, but its final model was graded at step 1, not at "
+        "its last evaluation (step 2)"
+    ]
+
+
+def test_a_predictions_graded_run_without_a_grade_still_is_caught(database, master_home, tmp_path):
+    """Task 1a is graded from the predictions of each evaluation: a final model's grade
+    does not stand in for a lost one."""
+    points = tmp_path / "points.jsonl"
+    run_id = _finished_run(points, TASK_1A, evaluated=("val_accuracy",))
+    _model_audited(run_id, time.time() - 5, status="matches")
+    found = _violated(_evidence(database, run_id, points, TASK_1A, master_home=master_home))
+    assert found == {
+        "no point lost": [
+            f"run {run_id} FINISHED with evaluations never graded (steps 2): its predictions "
+            "were lost"
+        ]
     }, found

@@ -18,11 +18,12 @@ from tests.chaos.summary import table
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 
 SEED = 35  # the short form's default; CHAOS_SEED picks another
-# Fast runs of several kinds: a training run with rank 0's record, one asked by task
-# fields, a compressed algorithm, cheap commands of the open division.
+# Fast runs of several kinds: a training run with rank 0's record, a language model (graded
+# from its final model, not predictions), one asked by task fields, a compressed algorithm,
+# cheap commands of the open division.
 LABELS = (
-    "resnet20-cifar10", "logreg topk", "logreg topk (task fields)", "python -c pass",
-    "sleep 3 on every rank",
+    "resnet20-cifar10", "awd-lstm-wikitext2", "logreg topk", "logreg topk (task fields)",
+    "python -c pass", "sleep 3 on every rank",
 )  # fmt: skip
 # Each kind once, in the seed's order, those that take seconds each: a rank, mpirun, the
 # RQ worker, the web server, Redis, PostgreSQL, the whole master, the API's cancel, the

@@ -7,11 +7,18 @@ measured is then known point by point, not assumed, when the stored points are c
 few runs are asked by their task fields as a user would (the master builds the command);
 the worker keeps no file of their points, so for them only doubles are checked, and that
 the summary, the last thing a rank posts, arrived.
+
+Every run of a task is created with `test_examples`, the size of the test set it is graded
+on, fixed before it starts: the count its command evaluates on (`--test-images`,
+`--test-samples`, `--test-tokens` of `_FAST`), or for a run asked by its task fields the
+count the master then passes to the worker. The master refuses a predictions file, or a
+language model's validation stream, of any other size.
 """
 
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +38,15 @@ _FAST = {
 # Tasks whose default model is too big for the fast form: their smoke-test size.
 _SMALL_MODEL = {"awd-lstm-wikitext2": "awd-lstm-tiny", "gpt-wikitext2": "gpt-tiny"}
 _COMMON = "--dataset synthetic --max-epochs 1 --threads 1 --log-every 1"
+# The worker's flag for the size of its test set (task 3 counts validation tokens).
+_TEST_SIZE = re.compile(r"--test-(?:images|samples|tokens) (\d+)")
+
+
+def graded_examples(worker_args: str) -> int | None:
+    """The test examples a worker command evaluates on: what its run's `test_examples`
+    must be (None: the command names no test set, e.g. a measurement's)."""
+    found = _TEST_SIZE.findall(worker_args)
+    return int(found[-1]) if found else None
 
 
 @dataclass(frozen=True)
@@ -61,8 +77,10 @@ class Entry:
         # The run's task is the one the command trains: the master takes its summary and
         # grades its predictions by it (another task's would be refused, rightly).
         task = self.worker_args.split()[0]
+        size = graded_examples(self.worker_args)
         return {
             **body, "task": task, "custom_image_command": command, "run_all_nodes": True,
+            **({"test_examples": size} if size is not None else {}),
         }, points  # fmt: skip
 
 
@@ -101,6 +119,7 @@ def entries() -> list[Entry]:
                 "algorithm": "topk",
                 "algorithm_options": {"density": 0.02},
                 "max_epochs": 1,
+                "test_examples": graded_examples(_FAST["epsilon"]),
             },
         ),  # fmt: skip
         Entry("python -c pass", command="python -c pass", all_nodes=False),
