@@ -1,6 +1,7 @@
 """What every trainer of an image task shares about its data, whatever its framework.
 
-Which indices a rank visits in an epoch (`shard_indices`), the zero padding of the random
+Which indices a rank visits in an epoch (`shard_indices`), how many steps that makes
+(`epoch_steps`, known before a trainer and its schedule are built), the zero padding of the random
 crop (`PAD`) and the channel statistics that normalise the images. numpy only: the
 reference loop's batches (loader.py, torch) and the TensorFlow implementation
 (mlbench_worker/implementations/tensorflow/data.py) read the same definitions, so that a rank sees the
@@ -8,6 +9,8 @@ same images in the same order whichever framework trains it.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -22,6 +25,13 @@ def shard_indices(n: int, rank: int, world: int, seed: int, epoch: int) -> np.nd
     perm = np.random.default_rng([seed, epoch]).permutation(n)
     usable = n - n % world
     return perm[rank:usable:world]
+
+
+def epoch_steps(batches: Any, world: int) -> int:
+    """The steps of an epoch over `batches` (their `steps(count)` rule) when each of `world`
+    ranks visits its shard_indices: the same on every rank and in every epoch, so a
+    schedule in steps can be made before the trainer that counts them."""
+    return batches.steps(len(batches) // world)  # len(shard_indices(...)) of every rank
 
 
 def channel_stats(images: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]]:

@@ -1,8 +1,10 @@
 """Checkpoints: rank 0 writes one after every epoch; `--resume` continues from it.
 
-A checkpoint fits only a run with the same number of workers: the global batch, the learning
-rate and the data shards all depend on it, so resuming with another count would silently be
-a different experiment. That, and a different task or model, is refused with a message.
+A checkpoint fits only the same experiment: the fields of its identity are declared once,
+in mlbench_worker/shared/checkpoint_identity.py, which the master's resume rule reads too.
+The number of workers is said first (the global batch, the learning rate and the data
+shards all depend on it, so resuming with another count would silently be a different
+experiment); any other field that differs is refused with a message naming it.
 
 Each time one is written, rank 0 also reports it as a `checkpoint` metric point (value: the
 epochs completed; metadata: epoch, step, elapsed and the identity): the master cannot read a
@@ -21,23 +23,26 @@ import os
 import shutil
 from pathlib import Path
 
+from mlbench_worker.shared import checkpoint_identity
+from mlbench_worker.shared.checkpoint_identity import METRIC  # the point reported when written
+from mlbench_worker.training.config import RunConfig
 from mlbench_worker.training.errors import WorkerError
 
 FILENAME = "checkpoint.pt"
-METRIC = "checkpoint"  # the point reported when a checkpoint was written
 
 
-# What must be equal for a checkpoint to be continued (besides the worker count).
-IDENTITY_KEYS = (
-    "task",
-    "model",
-    "batch_size",
-    "seed",
-    "dataset",
-    "algorithm",
-    "algorithm_options",
-    "implementation",
-)
+def identity_of(config: RunConfig, num_workers: int, dataset: str) -> dict:
+    """This run's checkpoint identity: the run configuration's fields, the number of ranks
+    MPI reports and the data set actually used (auto's choice)."""
+    return checkpoint_identity.identity(
+        num_workers=num_workers,
+        dataset=dataset,
+        **{
+            key: getattr(config, key)
+            for key in checkpoint_identity.KEYS
+            if key not in ("num_workers", "dataset")
+        },
+    )
 
 
 def save(trainer: object, folder: str | Path, identity: dict) -> Path:
@@ -121,19 +126,14 @@ def load(folder: str | Path, identity: dict) -> dict:
             f"{theirs.get('num_workers')}, or start a fresh run without --resume."
         )
     # Checkpoints written before algorithms and implementations existed were all-reduce
-    # runs of the reference loop.
-    theirs = {
-        "algorithm": "allreduce",
-        "algorithm_options": {"precision": "fp32"},
-        "implementation": "reference",
-        **theirs,
-    }
-    for key in IDENTITY_KEYS:
-        if key in identity and theirs.get(key) != identity.get(key):
-            raise WorkerError(
-                f"--resume: {path} is for {key} {theirs.get(key)!r}, this run uses "
-                f"{identity.get(key)!r}; resume with the same options or start afresh."
-            )
+    # runs of the reference loop (checkpoint_identity.BEFORE_DIMENSIONS).
+    differs = checkpoint_identity.first_difference(theirs, identity)
+    if differs is not None:
+        key, recorded, wanted = differs
+        raise WorkerError(
+            f"--resume: {path} is for {key} {recorded!r}, this run uses "
+            f"{wanted!r}; resume with the same options or start afresh."
+        )
     return state
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from mlbench_worker.data.images import epoch_steps
 from mlbench_worker.data.loader import CIFAR10_MEAN, CIFAR10_STD, Batches, channel_stats
 from mlbench_worker.models import build_model
 from mlbench_worker.tasks import Task
@@ -51,10 +52,11 @@ def build(
     optimizer, start_lr, peak_lr = momentum_sgd(
         model, task, config.batch_size, comm.size, config.lr
     )
+    schedule = Schedule.of_task(task, start_lr, peak_lr, epoch_steps(train_data, comm.size))
     trainer = Trainer(
         model,
         optimizer,
-        Schedule(0.0, 0.0, 0, (), 1.0),  # replaced below, once steps are known
+        schedule,
         goal(config, task),
         comm,
         train_data,
@@ -65,8 +67,6 @@ def build(
         amp=config.amp,
         log_every=config.log_every,
     )
-    steps = trainer.steps_per_epoch
-    trainer.schedule = Schedule.of_task(task, start_lr, peak_lr, steps)
     return Built(
         trainer=trainer,
         dataset=data.name,

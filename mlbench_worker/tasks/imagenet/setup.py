@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import torch
 
+from mlbench_worker.data.images import epoch_steps
 from mlbench_worker.models import build_imagenet_model
 from mlbench_worker.shared.imagenet_rules import eval_resize  # the evaluator's rule too
 from mlbench_worker.tasks.imagenet import CROP, NUM_CLASSES
@@ -82,10 +83,13 @@ def build(
     optimizer, start_lr, peak_lr = momentum_sgd(
         model, task, config.batch_size, comm.size, config.lr
     )
+    schedule, schedule_config = schedule_for(
+        config, task, start_lr, peak_lr, epoch_steps(train_data, comm.size)
+    )
     trainer = ImageNetTrainer(
         model,
         optimizer,
-        Schedule(start_lr, start_lr, 0, (), 1.0),  # replaced below, once steps are known
+        schedule,
         goal(config, task),
         comm,
         train_data,
@@ -100,9 +104,6 @@ def build(
     if config.amp and config.amp_dtype == "bfloat16":
         trainer.amp_dtype, trainer.scaler = torch.bfloat16, None  # float32's range: no scaler
     trainer.label_smoothing = config.label_smoothing
-    trainer.schedule, schedule_config = schedule_for(
-        config, task, start_lr, peak_lr, trainer.steps_per_epoch
-    )
     recorded = {
         "train_images": len(train_data),
         "test_images": len(test_data),
