@@ -8,7 +8,7 @@ tests/test_write_owners.py checks that nothing else in mlbench_master writes the
 table. The caller validates: names, owners (exactly one of run and pod), finite values.
 
 A batch may also take the place of points already stored (`Replaced`): the evaluator's
-grades of a step posted again replace that step's grades (mlbench_master/grading.py). They
+grades of a step posted again replace that step's grades (mlbench_master/grading/scoring.py). They
 are deleted in the same transaction, and on PostgreSQL the per-second sums of their seconds
 (`MetricRollup`, kept by an insert-only trigger) are counted again from the points left, so
 a summarized series never averages a replaced grade in.

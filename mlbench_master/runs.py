@@ -31,10 +31,11 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from mlbench_master import jobqueue, model_files, prediction_files, run_rules
+from mlbench_master import jobqueue, run_rules
 from mlbench_master.api.models import Metric, Run, RunOrigin
 from mlbench_master.api.run_queue import queued_runs
 from mlbench_master.cluster.base import RunSpec
+from mlbench_master.grading import model_files, prediction_files
 from mlbench_master.manifest import build_manifest
 from mlbench_master.results import prices
 from mlbench_worker.shared import catalogue

@@ -23,8 +23,9 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from mlbench_master import frozen, grading, prediction_files, run_rules, runs
+from mlbench_master import frozen, run_rules, runs
 from mlbench_master.bundles import refusals, trust
+from mlbench_master.grading import receive, scoring
 from mlbench_worker.shared import plots
 from mlbench_worker.shared.evaluation.model_audit import ModelRefused
 from mlbench_worker.shared.evaluation.predictions import PredictionsRefused
@@ -105,16 +106,20 @@ DOMAIN_ERRORS: tuple[tuple[type[Exception], Callable[[Any], exceptions.APIExcept
     # 400: predictions the evaluator refuses (its message), or a test set the run cannot
     # have (the parameter named); 413: a predictions file over its cap
     (PredictionsRefused, lambda exc: invalid("predictions", str(exc))),
-    (grading.SetRefused, lambda exc: invalid(exc.field, exc.message)),
-    (prediction_files.TooLarge, lambda exc: PayloadTooLarge(str(exc))),
+    (scoring.SetRefused, lambda exc: invalid(exc.field, exc.message)),
+    # 413: any upload over its cap (grading/receive.py, the one bounded reader)
+    (receive.TooLarge, lambda exc: PayloadTooLarge(str(exc))),
     # 400 naming the member or the signature of a refused bundle (409: runs of this
     # installation); 409: runs that cannot be exported; 413: a bundle over its cap
     (
         refusals.BundleRefused,
-        lambda exc: Conflict(str(exc)) if exc.status == 409 else invalid("bundle", str(exc)),
+        lambda exc: (
+            Conflict(str(exc))
+            if isinstance(exc, refusals.AlreadyHere)
+            else invalid("bundle", str(exc))
+        ),
     ),
     (refusals.NotExportable, lambda exc: Conflict(str(exc))),
-    (refusals.UploadTooLarge, lambda exc: PayloadTooLarge(str(exc))),
     # 400: a model the audit refuses (it does not load, or does not fit the task)
     (ModelRefused, lambda exc: invalid("model", str(exc))),
     # 409: a write the run's frozen results refuse (a replacing file, a grade after the end)
@@ -125,9 +130,9 @@ DOMAIN_ERRORS: tuple[tuple[type[Exception], Callable[[Any], exceptions.APIExcept
 
 
 def _trust_refusal(exc: trust.TrustRefused) -> exceptions.APIException:
-    if exc.status == 404:
+    if isinstance(exc, trust.NoSuchKey):
         return exceptions.NotFound(f"{exc.field}: {exc.message}")
-    if exc.status == 409:
+    if isinstance(exc, trust.TrustUnchanged):
         return Conflict(f"{exc.field}: {exc.message}")
     return invalid(exc.field, exc.message)
 

@@ -91,7 +91,7 @@ def _point(item: Any, now: dt.datetime) -> Point:
         raise _PointError("name", "must not contain NUL characters")
     if name.startswith(GRADED_PREFIX) and run_id is not None:
         # A grade a run could post itself would be no grade: only the master's evaluator
-        # stores these (mlbench_master/grading.py).
+        # stores these (mlbench_master/grading/scoring.py).
         raise _PointError(
             "name",
             f"{name[:60]!r}: names starting with {GRADED_PREFIX!r} are the evaluator's grades; "

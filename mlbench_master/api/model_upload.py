@@ -1,7 +1,7 @@
 """/api/runs/<id>/model/: a run hands its final model (ONNX) to the platform's audit, and
 anyone who may read the run gets it back (docs/api.rst, docs/checking.rst "The ONNX audit").
 
-The views only route: the body is read bounded into a file by prediction_files.receive,
+The views only route: the body is read bounded into a file by prediction_files.receive_file (grading/receive.py),
 checked, stored and audited by model_auditing.py; refusals pass through to
 errors.DOMAIN_ERRORS (400 naming `model`, `dataset`, `features`, `step` or `precision`;
 413 over MLBENCH_MODEL_MAX_BYTES).
@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from mlbench_master import frozen, model_auditing, model_files, perplexity_audit, prediction_files
+from mlbench_master import frozen
 from mlbench_master.api.errors import error_responses, invalid
 from mlbench_master.api.models import Run
 from mlbench_master.api.permissions import ModelAccess, check_worker_run
@@ -30,7 +30,7 @@ from mlbench_master.api.predictions import (
     declared_length,
     features_of,
 )
-from mlbench_worker.shared.evaluation import test_sets
+from mlbench_master.grading import audits, model_files, prediction_files
 from mlbench_worker.shared.evaluation.model_audit import PRECISIONS
 
 P_STEP = OpenApiParameter(
@@ -168,17 +168,15 @@ class RunModel(APIView):
         features = features_of(request)
         step = _step(request)
         precision = request.query_params.get("precision") or "fp32"
-        # Task 3's model is graded by its perplexity (perplexity_audit.py), the others' audited
-        # against their predictions (model_auditing.py).
-        auditor = perplexity_audit if test_sets.grades_the_model(run.task) else model_auditing
-        auditor.check_parameters(run, dataset, features, precision)  # before the body
+        auditor = audits.for_task(run.task)  # grading/audits.py: whichever grades this task
+        auditor.check(run, dataset, features, precision)  # before the body
         if request.content_type.split(";")[0].strip() in FORMS:
             raise invalid(
                 "model",
                 f"the body is a form ({request.content_type.split(';')[0]}); send the ONNX "
                 "file's bytes themselves, as application/octet-stream",
             )
-        tmp = prediction_files.receive(
+        tmp = prediction_files.receive_file(
             request.stream.read if request.stream is not None else (lambda _n: b""),
             run.pk,
             declared_length(request),

@@ -2,7 +2,7 @@
 and anyone who may read the run gets the files back (docs/api.rst, docs/checking.rst).
 
 The views only route: the body is read bounded into a file by prediction_files.py, graded
-and stored by grading.py; their refusals pass through to errors.DOMAIN_ERRORS (400 naming
+and stored by scoring.py; their refusals pass through to errors.DOMAIN_ERRORS (400 naming
 `predictions`, `dataset` or `features`; 413 over MLBENCH_PREDICTIONS_MAX_BYTES).
 """
 
@@ -19,10 +19,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from mlbench_master import grading, prediction_files, runs
+from mlbench_master import runs
 from mlbench_master.api.errors import error_responses, invalid
 from mlbench_master.api.models import Run
 from mlbench_master.api.permissions import PredictionsAccess, check_worker_run
+from mlbench_master.grading import prediction_files, scoring
 
 _TEXT = {
     400: "refused (the message names `predictions`, `dataset` or `features` and the "
@@ -138,7 +139,7 @@ class RunPredictions(APIView):
         if not dataset:
             raise invalid("dataset", "required: the data set the run evaluated on")
         features = features_of(request)
-        grading.test_set_of(run, dataset, features)  # a wrong parameter before the body
+        scoring.test_set_of(run, dataset, features)  # a wrong parameter before the body
         if request.content_type.split(";")[0].strip() in FORMS:
             raise invalid(
                 "predictions",
@@ -149,9 +150,9 @@ class RunPredictions(APIView):
         if stream is None:
             raise invalid("predictions", "the body is empty: send the .npz file's bytes")
         cap = settings.MLBENCH_PREDICTIONS_MAX_BYTES
-        tmp = prediction_files.receive(stream.read, run.pk, declared_length(request), cap)
+        tmp = prediction_files.receive_file(stream.read, run.pk, declared_length(request), cap)
         try:
-            done = grading.intake(run, tmp, dataset, features)
+            done = scoring.intake(run, tmp, dataset, features)
         finally:
             prediction_files.discard(tmp)  # published by now, unless refused
         if done.grade is None:

@@ -33,12 +33,13 @@ from typing import Any
 from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db import IntegrityError, transaction
 
-from mlbench_master import metrics_store, model_files, prediction_files, runs
+from mlbench_master import metrics_store, runs
 from mlbench_master.api.logs import STREAMS
 from mlbench_master.api.models import ImportedBundle, LogChunk, Run, RunOrigin, Series
 from mlbench_master.api.params import parse_iso_datetime
 from mlbench_master.bundles import layout, places, reader, regrade, signing, trust, writer
-from mlbench_master.bundles.refusals import BundleRefused
+from mlbench_master.bundles.refusals import AlreadyHere, BundleRefused
+from mlbench_master.grading import model_files, prediction_files
 
 log = logging.getLogger(__name__)
 BATCH = 5000
@@ -74,10 +75,9 @@ def import_file(path: Path, user: Any) -> Imported:
             raise BundleRefused("the bundle holds no runs")
         for bundle, _, _, _ in levels:
             if _key(bundle) == me.public_key:
-                raise BundleRefused(
+                raise AlreadyHere(
                     f"the bundle holds runs of this installation ({me.fingerprint}): they are "
-                    "here already, as its own",
-                    status=409,
+                    "here already, as its own"
                 )
         try:
             return _store(levels, user)

@@ -343,7 +343,7 @@ def _carried(
         try:
             inner = _verify(copy, work, stack, nested=True)
         except BundleRefused as exc:
-            raise BundleRefused(f"the carried bundle {path!r}: {exc}", exc.status) from None
+            raise type(exc)(f"the carried bundle {path!r}: {exc}") from None
         if inner.digest != layout.place(path)[1]:
             raise BundleRefused(f"member {path!r} is not the bundle its name's digest names")
         runs = _ids(entry.get("runs"), f"carried {path} runs")

@@ -1,4 +1,4 @@
-"""An imported run's predictions graded again by this master's evaluator (grading.py).
+"""An imported run's predictions graded again by this master's evaluator (scoring.py).
 
 Why: the grades in a bundle are the origin's word. Where this master has the task's test
 set (generated sets always: their labels come from the run's seed; real sets when their
@@ -22,8 +22,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlbench_master import grading, prediction_files
 from mlbench_master.api.models import Metric, Run, RunOrigin
+from mlbench_master.grading import prediction_files, scoring
 from mlbench_worker.shared.evaluation import GRADED_PREFIX, graded_name
 from mlbench_worker.shared.evaluation.file_labels import LabelsUnavailable
 from mlbench_worker.shared.evaluation.predictions import PredictionsRefused
@@ -104,10 +104,10 @@ def verdict_of(run: Run) -> dict[str, Any]:
         step_meta = meta.get(stored.step, {})
         dataset = step_meta.get("dataset") or run.dataset_used or run.dataset
         try:
-            grade = grading.grade_file(run, stored.path, dataset, step_meta.get("features"))
+            grade = scoring.grade_file(run, stored.path, dataset, step_meta.get("features"))
         except LabelsUnavailable as exc:
             return {"status": NOT_DONE, "why": f"this master lacks the test set: {exc}"}
-        except (PredictionsRefused, grading.SetRefused, ValueError) as exc:
+        except (PredictionsRefused, scoring.SetRefused, ValueError) as exc:
             steps.append({"step": stored.step, "refused": str(exc), "agrees": False})
             continue
         here = {graded_name(k): v for k, v in grade.metrics.items()}

@@ -34,12 +34,19 @@ _FINGERPRINT = re.compile(r"^[0-9a-f]{4}(:?[0-9a-f]{4}){3}$")
 
 
 class TrustRefused(ValueError):
-    """A change of the trusted keys refused: `field` names what was wrong, `status` is the
-    answer the API gives (400 bad input, 404 no such key, 409 not possible as things are)."""
+    """A change of the trusted keys refused for what was given: `field` names it."""
 
-    def __init__(self, field: str, message: str, status: int = 400) -> None:
+    def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
-        self.field, self.message, self.status = field, message, status
+        self.field, self.message = field, message
+
+
+class NoSuchKey(TrustRefused):
+    """The fingerprint names no trusted key."""
+
+
+class TrustUnchanged(TrustRefused):
+    """Not possible as things are: this installation's own key, or one trusted already."""
 
 
 @dataclass(frozen=True)
@@ -133,8 +140,8 @@ def add(key: Any, name: Any, user: Any) -> TrustedKey:
         raise TrustRefused("name", f"at most {NAME_MAX} characters of text")
     fingerprint = signing.fingerprint(public)
     if public == signing.this_installation().public_key:
-        raise TrustRefused(
-            "key", f"{fingerprint} is this installation's own key: it is always trusted", 409
+        raise TrustUnchanged(
+            "key", f"{fingerprint} is this installation's own key: it is always trusted"
         )
     try:
         with transaction.atomic():
@@ -145,8 +152,8 @@ def add(key: Any, name: Any, user: Any) -> TrustedKey:
         pass
     there = TrustedKey.objects.filter(public_key=public).first()
     said = f" as {there.name!r} since {iso(there.added_at)[:10]}" if there else ""
-    raise TrustRefused(
-        "key", f"{fingerprint} is trusted already{said}; remove it first to rename it", 409
+    raise TrustUnchanged(
+        "key", f"{fingerprint} is trusted already{said}; remove it first to rename it"
     )
 
 
@@ -168,15 +175,14 @@ def remove(text: Any) -> dict[str, Any]:
     once (nothing is re-marked: trust is read from this table). The key as it was."""
     fingerprint = fingerprint_of(text)
     if fingerprint == signing.this_installation().fingerprint:
-        raise TrustRefused(
+        raise TrustUnchanged(
             "fingerprint",
             f"{fingerprint} is this installation's own key: it is always trusted and cannot "
             "be removed",
-            409,
         )
     row = TrustedKey.objects.select_related("added_by").filter(fingerprint=fingerprint).first()
     if row is None:
-        raise TrustRefused("fingerprint", f"no trusted key has the fingerprint {fingerprint}", 404)
+        raise NoSuchKey("fingerprint", f"no trusted key has the fingerprint {fingerprint}")
     gone = as_json(row)
     TrustedKey.objects.filter(pk=row.pk).delete()
     return gone

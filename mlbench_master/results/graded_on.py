@@ -19,8 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from mlbench_master import model_files
 from mlbench_master.api.models import Metric, Run
+from mlbench_master.grading import model_files
 from mlbench_worker.shared import catalogue, test_sizes
 from mlbench_worker.shared.evaluation import GRADED_PREFIX, test_sets
 

@@ -158,8 +158,10 @@ def _check_measurement(fields: dict[str, Any], asked: Mapping[str, Any],
         "light_target": (bool(fields["light_target"]), "it has no accuracy goal"),
         "dataset": (fields["dataset"] != "auto", "it reads no data; leave it out"),
         "max_epochs": (fields.get("max_epochs") is not None, "it has no epochs; leave it out"),
-        "test_examples": (fields.get("test_examples") is not None, "it has no test set; leave "
-                          "it out"),
+        "test_examples": (
+            fields.get("test_examples") is not None,
+            "it has no test set; leave it out",
+        ),
         "resume_from": ("resume_from" in fields, "it keeps no checkpoints"),
         "num_workers": (fields["num_workers"] < 2, "it needs 2 workers or more"),
     }

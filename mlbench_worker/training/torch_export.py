@@ -26,7 +26,7 @@ by its predictions, and its audit says "no model" (prediction_sink.PredictionSin
 The bytes are the trainer's `final_onnx` (Trainer's: this module's export); a task-3
 trainer overrides it with its own contract (tasks/wikitext2/export.py: tokens in, logits
 out) and posts no predictions: the evaluator grades that model's perplexity
-(mlbench_master/perplexity_audit.py). Task 1b's model takes the S x S crops of its run
+(mlbench_master/grading/perplexity_audit.py). Task 1b's model takes the S x S crops of its run
 (`--crop`, 224 by default) fixed in its input, batch aside: the evaluator reads S from it.
 A ResNet-50 is about 100 MB in float32.
 """

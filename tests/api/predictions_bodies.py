@@ -7,8 +7,8 @@ import io
 
 import numpy as np
 
-from mlbench_master import prediction_files
 from mlbench_master.api.models import Metric
+from mlbench_master.grading import prediction_files
 from mlbench_worker.shared.evaluation import generated_labels, predictions
 from mlbench_worker.shared.evaluation.predictions import digest_of
 

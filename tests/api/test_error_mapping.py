@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from mlbench_master import frozen, grading, prediction_files, run_rules, runs
+from mlbench_master import frozen, run_rules, runs
 from mlbench_master.api.errors import DOMAIN_ERRORS, exception_handler
 from mlbench_master.api.models import Run, Series
 from mlbench_master.bundles import refusals, trust
+from mlbench_master.grading import receive, scoring
 from mlbench_worker.shared import plots
 from mlbench_worker.shared.evaluation.model_audit import ModelRefused
 from mlbench_worker.shared.evaluation.predictions import PredictionsRefused
@@ -146,14 +147,14 @@ def test_a_database_that_does_not_answer_is_503_not_500():
             },
         ),
         (
-            grading.SetRefused("dataset", "'x' is not a data set of t"),
+            scoring.SetRefused("dataset", "'x' is not a data set of t"),
             400,
             {
                 "detail": "dataset: 'x' is not a data set of t",
                 "errors": {"dataset": ["'x' is not a data set of t"]},
             },
         ),
-        (prediction_files.TooLarge("over the cap"), 413, {"detail": "over the cap"}),
+        (receive.TooLarge("over the cap"), 413, {"detail": "over the cap"}),
         (runs.ReadOnlyRun(3, "ab12", "x"), 409, {"detail": str(runs.ReadOnlyRun(3, "ab12", "x"))}),
         (
             runs.ReadOnlyRun(3, "ab12", "x", staff_may=True),
@@ -168,9 +169,8 @@ def test_a_database_that_does_not_answer_is_503_not_500():
                 "errors": {"bundle": ["member 'runs/1/run.json' is missing"]},
             },
         ),
-        (refusals.BundleRefused("own runs", status=409), 409, {"detail": "own runs"}),
+        (refusals.AlreadyHere("own runs"), 409, {"detail": "own runs"}),
         (refusals.NotExportable("run 3 is STARTED"), 409, {"detail": "run 3 is STARTED"}),
-        (refusals.UploadTooLarge("over the cap"), 413, {"detail": "over the cap"}),
         (
             ModelRefused("the model's input is tensor(int64), not tensor(float)"),
             400,
@@ -186,11 +186,11 @@ def test_a_database_that_does_not_answer_is_503_not_500():
             {"detail": "key: not a key", "errors": {"key": ["not a key"]}},
         ),
         (
-            trust.TrustRefused("fingerprint", "none", status=404),
+            trust.NoSuchKey("fingerprint", "none"),
             404,
             {"detail": "fingerprint: none"},
         ),
-        (trust.TrustRefused("key", "own", status=409), 409, {"detail": "key: own"}),
+        (trust.TrustUnchanged("key", "own"), 409, {"detail": "key: own"}),
     ],
     ids=lambda v: type(v).__name__ if isinstance(v, Exception) else None,
 )
@@ -204,7 +204,7 @@ def test_the_handler_answers_each_domain_error(error, status, body):
 def test_every_domain_error_is_tested_above():
     tested = {"RunRefused", "ResumeRefused", "StaffOnly", "RunConflict", "QueueUnavailable"}
     tested |= {"PlotError", "PredictionsRefused", "SetRefused", "TooLarge", "ReadOnlyRun"}
-    tested |= {"BundleRefused", "NotExportable", "UploadTooLarge"}
+    tested |= {"BundleRefused", "NotExportable"}
     tested |= {"ModelRefused", "Frozen", "TrustRefused"}
     assert {kind.__name__ for kind, _ in DOMAIN_ERRORS} == tested
 

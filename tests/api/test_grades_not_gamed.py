@@ -3,7 +3,7 @@ or a leaked run token). Each test tries the cheat and checks it fails with nothi
 
 - the test set is the run's, fixed at POST /api/runs/ (`test_examples`, null: the whole
   set); a file predicting fewer rows (the ones its model gets right) is refused naming both
-  counts (run_rules/test_set.py, grading.graded_size);
+  counts (run_rules/test_set.py, scoring.graded_size);
 - a run's results are frozen when it ends (frozen.py): no replacing file, no new grade
   after the end, only points measured before the end, evaluations write-once.
 """
@@ -17,9 +17,10 @@ import uuid
 import pytest
 from django.utils import timezone
 
-from mlbench_master import grading, model_files, runs
+from mlbench_master import runs
 from mlbench_master.api.models import Metric, Run
 from mlbench_master.cluster.mpirun import worker_argv
+from mlbench_master.grading import model_files, scoring
 from mlbench_worker.shared import test_sizes
 from mlbench_worker.shared.evaluation import generated_labels, test_sets
 from mlbench_worker.shared.evaluation.predictions import digest_of
@@ -45,7 +46,7 @@ ROWS = 2000  # the task-2 run's test set in the attack
 @pytest.fixture(autouse=True)
 def _fresh(settings, tmp_path):
     settings.MLBENCH_DATA_DIR = tmp_path / "datasets"
-    grading.forget_evaluators()
+    scoring.forget_evaluators()
 
 
 def _logreg_file(labels, rows: int, step: int = 40) -> bytes:

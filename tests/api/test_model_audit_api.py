@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from mlbench_master import grading, model_files
 from mlbench_master.api.models import Run
+from mlbench_master.grading import model_files, scoring
 from mlbench_worker.shared.evaluation.predictions import digest_of
 from mlbench_worker.tasks.cifar10 import synthetic as cifar_synthetic
 from tests.api.conftest import worker_client
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.django_db
 def _fresh(settings, tmp_path):
     settings.MLBENCH_DATA_DIR = tmp_path / "datasets"
     settings.MLBENCH_AUDIT_SAMPLE = 300  # of the 500 examples: a seeded sample
-    grading.forget_evaluators()
+    scoring.forget_evaluators()
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ import os
 import numpy as np
 import pytest
 
-from mlbench_master import model_auditing, model_files
 from mlbench_master.api.models import Run
+from mlbench_master.grading import model_auditing, model_files
 from mlbench_worker.shared.evaluation.predictions import digest_of
 from tests.api.conftest import worker_client
 from tests.api.predictions_bodies import CIFAR, SEED, N, cifar_labels, npz, post
@@ -25,11 +25,11 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def _fresh(settings, tmp_path):
-    from mlbench_master import grading
+    from mlbench_master.grading import scoring
 
     settings.MLBENCH_DATA_DIR = tmp_path / "datasets"
     settings.MLBENCH_AUDIT_SAMPLE = 300  # of the 500 examples: a sample
-    grading.forget_evaluators()
+    scoring.forget_evaluators()
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """POST /api/runs/<id>/model/ for a task-3 run: the master checks the language model against
 the run's vocabulary, stores it, and grades its perplexity in the background over the
 validation stream it regenerates from the run's summary, then compares it with the run's
-own `val_perplexity` of that step (mlbench_master/perplexity_audit.py). The run's number
+own `val_perplexity` of that step (mlbench_master/grading/perplexity_audit.py). The run's number
 here is computed by this test with plain torch, as the task's evaluation computes it (one
 worker: blocks of the model's context, the last one shorter)."""
 
@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from django.utils import timezone
 
-from mlbench_master import model_auditing, model_files
 from mlbench_master.api.models import Metric, Run
+from mlbench_master.grading import model_auditing, model_files
 from mlbench_worker.models import build_language_model
 from mlbench_worker.shared import wikitext2_synthetic
 from mlbench_worker.tasks.wikitext2.export import onnx_bytes

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from django.utils import timezone
 
-from mlbench_master import grading, prediction_files
 from mlbench_master.api.models import Run
+from mlbench_master.grading import prediction_files, scoring
 from mlbench_worker.shared.evaluation import generated_labels, predictions, test_sets
 from mlbench_worker.shared.evaluation.predictions import digest_of
 from tests.api.conftest import worker_client
@@ -37,7 +37,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def _fresh(settings, tmp_path):
     settings.MLBENCH_DATA_DIR = tmp_path / "datasets"  # empty: real labels unavailable
-    grading.forget_evaluators()
+    scoring.forget_evaluators()
 
 
 @pytest.fixture
@@ -130,11 +130,11 @@ def test_the_master_lacks_the_real_labels_the_file_is_kept_ungraded(make_run, ci
 
 def test_each_test_set_has_one_evaluator_kept_in_a_small_lru():
     sets = [test_sets.TestSet(CIFAR, "synthetic", seed, 100) for seed in range(9)]
-    first = grading.evaluator_for(sets[0])
-    assert grading.evaluator_for(sets[0]) is first
+    first = scoring.evaluator_for(sets[0])
+    assert scoring.evaluator_for(sets[0]) is first
     for other in sets[1:]:
-        grading.evaluator_for(other)
-    assert grading.evaluator_for(sets[0]) is not first  # the oldest of 9 left a cache of 8
+        scoring.evaluator_for(other)
+    assert scoring.evaluator_for(sets[0]) is not first  # the oldest of 9 left a cache of 8
 
 
 # --------------------------------------------------------------------------- reading back
@@ -191,7 +191,7 @@ def test_over_http_posts_racing_each_other_leave_one_grade_per_step(live_server,
 
     from mlbench_master import runs
 
-    grading.forget_evaluators()
+    scoring.forget_evaluators()
     run = Run.objects.create(name="race", state=Run.STARTED, task=CIFAR, seed=SEED, test_examples=N)
     headers = {
         "Authorization": f"Token {runs.worker_token(run)}",

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from django.utils import timezone
 
-from mlbench_master import grading, prediction_files
 from mlbench_master.api.models import Run
+from mlbench_master.grading import prediction_files, scoring
 from mlbench_worker.shared.evaluation import predictions
 from mlbench_worker.shared.evaluation.predictions import digest_of
 from tests.api.conftest import worker_client
@@ -35,7 +35,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def _fresh(settings, tmp_path):
     settings.MLBENCH_DATA_DIR = tmp_path / "datasets"  # empty: real labels unavailable
-    grading.forget_evaluators()
+    scoring.forget_evaluators()
 
 
 @pytest.fixture

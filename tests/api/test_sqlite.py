@@ -48,7 +48,8 @@ assert got[0]["metadata"] == {} and got[0]["cumulative"] is False, got
 
 import numpy as np
 from pathlib import Path
-from mlbench_master import frozen, grading, prediction_files
+from mlbench_master import frozen
+from mlbench_master.grading import prediction_files, scoring
 from mlbench_worker.shared.evaluation import generated_labels, predictions
 run = Run.objects.create(name="graded", state="STARTED", test_examples=100)
 labels = generated_labels.cifar10(run.seed, 100)
@@ -60,7 +61,7 @@ for wrong in (10, 0):  # step 5 graded, then other bytes of it refused (write-on
     tmp = Path(prediction_files.folder(run.pk)) / ".upload-test.tmp"
     written.rename(tmp)
     try:
-        grading.intake(run, tmp, "synthetic", None)
+        scoring.intake(run, tmp, "synthetic", None)
     except frozen.Frozen:
         assert wrong == 0
         prediction_files.discard(tmp)

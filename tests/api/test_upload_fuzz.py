@@ -33,8 +33,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from mlbench_master import grading, model_auditing, model_files
 from mlbench_master.api.models import Run
+from mlbench_master.grading import model_auditing, model_files, scoring
 from mlbench_worker.shared.evaluation import generated_labels, predictions, test_sets
 from mlbench_worker.shared.evaluation.predictions import digest_of
 from tests.api import upload_mutants
@@ -52,7 +52,7 @@ LOGREG, LOGREG_ROWS = "logreg-epsilon", 1000
 @pytest.fixture(autouse=True)
 def _fresh(settings, tmp_path):
     settings.MLBENCH_DATA_DIR = tmp_path / "datasets"  # empty: the generated sets only
-    grading.forget_evaluators()
+    scoring.forget_evaluators()
 
 
 def _header(digest: str, step: int = 100) -> dict[str, np.ndarray]:

@@ -32,7 +32,7 @@ def grade(run, value: float | None = None) -> None:
 
 def audit(run, result: dict) -> None:
     """The stored ONNX audit of the run's model, as the master's audit writes it."""
-    from mlbench_master import model_files
+    from mlbench_master.grading import model_files
 
     model_files.folder(run.pk).mkdir(parents=True, exist_ok=True)
     model_files.write_audit(model_files.folder(run.pk), result)

@@ -190,7 +190,7 @@ def test_a_language_model_run_shows_its_perplexity(page):
     assert summary_row(page, "Final validation perplexity")[1] == "211"  # 3 figures
     assert summary_row(page, "Throughput")[0] == "Throughput (tokens/s)"
     # The evaluator's grade of the final model (perplexity_audit.py), as the master stores it.
-    from mlbench_master import model_files
+    from mlbench_master.grading import model_files
 
     folder = model_files.folder(run.pk)
     folder.mkdir(parents=True, exist_ok=True)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from mlbench_master import grading
 from mlbench_master.api.auth import issue_user_token
+from mlbench_master.grading import scoring
 
 
 class Installations:
@@ -29,7 +29,7 @@ class Installations:
 def _settings(settings):
     settings.MLBENCH_CLUSTER = "local"
     settings.MLBENCH_PUBLIC_READ = False
-    grading.forget_evaluators()
+    scoring.forget_evaluators()
 
 
 @pytest.fixture

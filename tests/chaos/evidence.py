@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 
-from mlbench_master import model_files
+from mlbench_master.grading import model_files
 from tests.chaos.faults import Fault
 from tests.chaos.poller import Poll
 

@@ -307,7 +307,7 @@ def _model_audited(run_id: int, since: float, **record) -> None:
     (model_files) as perplexity_audit.py leaves it: its status, the step it was graded at."""
     import datetime as dt
 
-    from mlbench_master import model_files
+    from mlbench_master.grading import model_files
 
     target = model_files.folder(run_id)
     target.mkdir(parents=True)

@@ -12,8 +12,8 @@ import pytest
 import requests
 from rest_framework.test import APIClient
 
-from mlbench_master import grading
 from mlbench_master.api.auth import issue_user_token
+from mlbench_master.grading import scoring
 from mlbench_worker.client.cli import main
 from tests.bundles import data
 
@@ -31,7 +31,7 @@ def origin(live_server, settings, tmp_path):
     settings.MLBENCH_HOME = tmp_path / "origin"
     settings.MLBENCH_CLUSTER = "local"
     settings.MLBENCH_PUBLIC_READ = False
-    grading.forget_evaluators()
+    scoring.forget_evaluators()
     token = issue_user_token("exporter", create_user=True, superuser=True)
     staff = APIClient()
     staff.credentials(HTTP_AUTHORIZATION=f"Token {token}")
@@ -51,7 +51,7 @@ def test_a_series_exported_with_the_cli_is_imported_into_another_master(
     cli_b = ["--url", master.url, "--token", master.token]
     assert main([*cli_b, "import", str(file)]) == 0
     out = capsys.readouterr().out
-    assert "2 run(s) stored" in out and me["fingerprint"] in out
+    assert "2 runs stored" in out and me["fingerprint"] in out
     series_b = int(out.split("  series ")[1].split(":")[0])
     there = _get(master.url, master.token, f"/api/series/{series_b}/")
     here = _get(url, token, f"/api/series/{series.pk}/")
@@ -84,7 +84,7 @@ def test_a_series_exported_with_the_cli_is_imported_into_another_master(
     # Imported twice: one copy.
     count = len(_get(master.url, master.token, "/api/runs/"))
     assert main([*cli_b, "import", str(file)]) == 0
-    assert "0 run(s) stored" in capsys.readouterr().out
+    assert "0 runs stored" in capsys.readouterr().out
     assert len(_get(master.url, master.token, "/api/runs/")) == count
 
     # A byte changed: refused naming the member; the master keeps serving, nothing stored.

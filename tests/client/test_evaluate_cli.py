@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 import requests
 
-from mlbench_master import grading, runs
+from mlbench_master import runs
 from mlbench_master.api.auth import issue_user_token
 from mlbench_master.api.models import Metric, Run
+from mlbench_master.grading import scoring
 from mlbench_worker.client.cli import main
 from mlbench_worker.shared.evaluation import generated_labels
 from tests.api.predictions_bodies import SEED, N, cifar_file
@@ -37,7 +38,7 @@ def _cli(live_server, *args: str) -> list[str]:
 
 def test_evaluate_grades_the_stored_predictions_again_here(live_server, capsys, settings):
     settings.MLBENCH_DATA_DIR = "/nonexistent"
-    grading.forget_evaluators()
+    scoring.forget_evaluators()
     run = Run.objects.create(
         name="graded", state=Run.STARTED, task="resnet20-cifar10", seed=SEED, test_examples=N
     )
@@ -86,7 +87,7 @@ def test_evaluate_regrades_task_2_with_the_width_the_master_recorded(live_server
     from mlbench_worker.shared.evaluation.predictions import digest_of
     from tests.api.predictions_bodies import npz
 
-    grading.forget_evaluators()
+    scoring.forget_evaluators()
     run = Run.objects.create(
         name="t2", state=Run.STARTED, task="logreg-epsilon", seed=SEED, test_examples=400
     )

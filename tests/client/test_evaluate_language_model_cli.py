@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from mlbench_master import model_files
 from mlbench_master.api.models import Metric, Run
+from mlbench_master.grading import model_files
 from mlbench_worker.client.cli import main
 from mlbench_worker.tasks.wikitext2.export import onnx_bytes
 from tests.api.test_perplexity_audit_api import SEED, STEP, TASK, TOKENS, VOCAB, gpt, own_perplexity

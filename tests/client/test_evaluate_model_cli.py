@@ -10,9 +10,10 @@ import time
 import pytest
 import requests
 
-from mlbench_master import grading, model_files, runs
+from mlbench_master import runs
 from mlbench_master.api.auth import issue_user_token
 from mlbench_master.api.models import Run
+from mlbench_master.grading import model_files, scoring
 from mlbench_worker.client.cli import main
 from mlbench_worker.shared.evaluation.predictions import digest_of
 from tests.api.predictions_bodies import SEED, N, cifar_labels, npz
@@ -27,7 +28,7 @@ def _own_home(settings, tmp_path):
     database, and another test's run 1 must not find this one's model."""
     settings.MLBENCH_HOME = tmp_path
     settings.MLBENCH_DATA_DIR = "/nonexistent"
-    grading.forget_evaluators()
+    scoring.forget_evaluators()
 
 
 def _post(live_server, run: Run, what: str, body: bytes) -> requests.Response:

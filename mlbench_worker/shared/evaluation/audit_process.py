@@ -26,7 +26,7 @@ A task-3 model (a language model, graded by the perplexity it gives, not by pred
 is asked for with "run" in place of "test_set": perplexity.grade's record of the run (task,
 workers, dataset, seed, config, data_dir), and for an audit "probe_seed". Its audit's answer
 is "score" (perplexity.Score's fields) in place of "result"; the comparison with what the
-run reported is the master's (mlbench_master/perplexity_audit.py).
+run reported is the master's (mlbench_master/grading/perplexity_audit.py).
 """
 
 from __future__ import annotations

@@ -43,8 +43,8 @@ from django.conf import settings
 from django.db import transaction
 from django.http import Http404
 
-from mlbench_master import grading, model_files, prediction_files
 from mlbench_master.api.models import Run
+from mlbench_master.grading import model_files, prediction_files, scoring
 from mlbench_worker.shared.evaluation import audit_process, model_audit, predictions, test_sets
 from mlbench_worker.shared.evaluation.file_labels import LabelsUnavailable
 from mlbench_worker.shared.evaluation.model_audit import ModelRefused
@@ -61,9 +61,9 @@ def limits() -> audit_process.Limits:
 def check_parameters(run: Run, dataset: str, features: int | None, precision: str) -> None:
     """Refuse, before the body is read, a model the run cannot have: SetRefused naming
     `dataset`, `features` or `precision`."""
-    grading.test_set_of(run, dataset, features)
+    scoring.test_set_of(run, dataset, features)
     if precision not in model_audit.PRECISIONS:
-        raise grading.SetRefused(
+        raise scoring.SetRefused(
             "precision",
             f"{precision[:20]!r} is not an evaluation precision: "
             f"{', '.join(model_audit.PRECISIONS)}",
@@ -90,7 +90,7 @@ def _predictions_of(run_id: int, step: int | None) -> prediction_files.StoredFil
         if found.step == step:
             return found
     steps = ", ".join(str(f.step) for f in stored[-5:])
-    raise grading.SetRefused(
+    raise scoring.SetRefused(
         "step", f"run {run_id} has no predictions of step {step} stored (the last: {steps})"
     )
 
@@ -110,7 +110,7 @@ def intake(
     check_parameters(run, dataset, features, precision)
     chosen = _predictions_of(run.pk, step)
     submitted = predictions.read(chosen.path)
-    test_set = grading.test_set_of(run, dataset, features, size=grading.size_of(submitted))
+    test_set = scoring.test_set_of(run, dataset, features, size=scoring.size_of(submitted))
     answer = run_child(audit_process.request_of(test_set, mode="check", model=tmp))
     if "refused" in answer or "not_audited" in answer:
         raise ModelRefused(answer.get("refused") or answer["not_audited"])
@@ -130,7 +130,7 @@ def intake(
         "sample_seed": model_audit.new_sample_seed(),
     }
     try:  # the same test set as the predictions' grade (cached: it was built then)
-        grading.evaluator_for(test_set).grade(submitted)
+        scoring.evaluator_for(test_set).grade(submitted)
     except predictions.PredictionsRefused:
         raise ModelRefused(
             f"the model is posted for {test_set.describe()}, but the run's predictions of "
@@ -260,3 +260,33 @@ def child_answer(job: Audit, request: dict[str, Any]) -> dict[str, Any]:
     if "not_audited" in answer:
         return {"status": model_audit.NOT_AUDITED, "why": answer["not_audited"]}
     return answer
+
+
+class PredictionsAudit:
+    """The audit of a classifier's or task 2's model: run on a sample of the test inputs
+    the evaluator owns, against the run's stored predictions (grading/audits.py's
+    contract)."""
+
+    name = "predictions"
+
+    def applies_to(self, task: str) -> bool:
+        # The last in line: every task no other audit claims. One without a test set is
+        # refused by `check`, naming why (a measurement trains no model).
+        return True
+
+    def limits(self) -> audit_process.Limits:
+        return limits()
+
+    def check(self, run: Run, dataset: str, features: int | None, precision: str) -> None:
+        check_parameters(run, dataset, features, precision)
+
+    def intake(
+        self,
+        run: Run,
+        tmp: Path,
+        dataset: str,
+        features: int | None,
+        step: int | None,
+        precision: str,
+    ) -> dict[str, Any]:
+        return intake(run, tmp, dataset, features, step, precision)

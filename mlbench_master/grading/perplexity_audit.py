@@ -41,12 +41,12 @@ from typing import Any
 
 from django.conf import settings
 
-from mlbench_master import grading, model_auditing, model_files
 from mlbench_master.api.models import Run
+from mlbench_master.grading import model_auditing, model_files, scoring
 from mlbench_master.results import stored
 from mlbench_master.run_rules.test_set import examples_for
 from mlbench_worker.shared import catalogue
-from mlbench_worker.shared.evaluation import audit_process, model_audit, perplexity
+from mlbench_worker.shared.evaluation import audit_process, model_audit, perplexity, test_sets
 from mlbench_worker.shared.evaluation.model_audit import ModelRefused
 
 REPORTED = "val_perplexity"
@@ -75,9 +75,9 @@ def limits() -> audit_process.Limits:
 def check_parameters(run: Run, dataset: str, features: int | None, precision: str) -> None:
     """Refuse, before the body is read, what a task-3 model cannot have: SetRefused naming
     `dataset`, `features` or `precision`."""
-    grading.check_dataset(run, catalogue.get(run.task).dataset, dataset, features)
+    scoring.check_dataset(run, catalogue.get(run.task).dataset, dataset, features)
     if precision not in TOLERANCE:
-        raise grading.SetRefused(
+        raise scoring.SetRefused(
             "precision",
             f"{precision[:20]!r} is not a precision of {run.task}'s evaluation: fp32, or tf32 "
             "on a GPU (the task offers no --amp)",
@@ -125,7 +125,7 @@ def _reported_at(run: Run, step: int | None) -> tuple[int, float]:
         step = max(steps)
     if step not in steps:
         last = ", ".join(str(s) for s in sorted(steps)[-5:])
-        raise grading.SetRefused(
+        raise scoring.SetRefused(
             "step", f"run {run.pk} reported no {REPORTED} at step {step} (the last: {last})"
         )
     return step, steps[step]
@@ -134,7 +134,7 @@ def _reported_at(run: Run, step: int | None) -> tuple[int, float]:
 def _check_device(run: Run, precision: str) -> None:
     device = str(run.summary.get("device", "")) if isinstance(run.summary, dict) else ""
     if precision == "tf32" and not device.startswith("cuda"):
-        raise grading.SetRefused(
+        raise scoring.SetRefused(
             "precision",
             f"tf32 is a GPU's arithmetic, and run {run.pk} ran on {device or 'no device it named'}",
         )
@@ -218,3 +218,30 @@ def compare(score: dict[str, Any], said: float | None, record: dict[str, Any]) -
     difference = perplexity.relative_difference(score["loss"], said)
     status = model_audit.MATCHES if difference <= record["tolerance"] else model_audit.MISMATCH
     return out | {"status": status, "difference": difference}
+
+
+class PerplexityAudit:
+    """Task 3's grade: the final model's perplexity over the whole validation stream,
+    compared with the run's own (grading/audits.py's contract)."""
+
+    name = "perplexity"
+
+    def applies_to(self, task: str) -> bool:
+        return test_sets.grades_the_model(task)
+
+    def limits(self) -> audit_process.Limits:
+        return limits()
+
+    def check(self, run: Run, dataset: str, features: int | None, precision: str) -> None:
+        check_parameters(run, dataset, features, precision)
+
+    def intake(
+        self,
+        run: Run,
+        tmp: Path,
+        dataset: str,
+        features: int | None,
+        step: int | None,
+        precision: str,
+    ) -> dict[str, Any]:
+        return intake(run, tmp, dataset, features, step, precision)

@@ -41,7 +41,7 @@ from typing import Any
 import psutil
 from django.conf import settings
 
-from mlbench_master import prediction_files
+from mlbench_master.grading import prediction_files
 
 MODEL, AUDIT = "model.onnx", "audit.json"
 GRACE_S = 30  # a finished audit's last writes, after its time limit

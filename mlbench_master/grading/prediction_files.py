@@ -15,7 +15,6 @@ import hashlib
 import os
 import shutil
 import threading
-import uuid
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,14 +22,10 @@ from pathlib import Path
 
 from django.conf import settings
 
+from mlbench_master.grading import receive
 from mlbench_worker.shared.evaluation import predictions
 
-CHUNK = 1024 * 1024
-TMP_PREFIX = ".upload-"
-
-
-class TooLarge(Exception):
-    """A body (or the arrays it unpacks to) over MLBENCH_PREDICTIONS_MAX_BYTES."""
+CHUNK = receive.CHUNK
 
 
 @dataclass(frozen=True)
@@ -49,11 +44,7 @@ def path(run_id: int, step: int) -> Path:
     return folder(run_id) / predictions.file_name(step)
 
 
-def _too_large(size: str, cap: int, what: str, setting: str) -> TooLarge:
-    return TooLarge(f"{what} is {size}; this master takes at most {cap} bytes ({setting})")
-
-
-def receive(
+def receive_file(
     read: Callable[[int], bytes],
     run_id: int,
     declared: int | None,
@@ -64,26 +55,16 @@ def receive(
     what: str = "the predictions file",
     setting: str = "MLBENCH_PREDICTIONS_MAX_BYTES",
 ) -> Path:
-    """The body, read by `read(n)` in chunks, in a temporary file of the run's folder (or of
-    `into`: the run's model, model_files.py); TooLarge (nothing kept) when it is declared or
-    found longer than `cap` bytes, or, for an `npz` body, unpacks to more."""
-    if declared is not None and declared > cap:
-        raise _too_large(f"{declared} bytes", cap, what, setting)
+    """The body in a temporary file of the run's folder (or of `into`: the run's model,
+    model_files.py), read by receive.py's one bounded reader; receive.TooLarge (nothing
+    kept) when it is over `cap` bytes, or, for an `npz` body, unpacks to more."""
     target = into if into is not None else folder(run_id)
-    target.mkdir(parents=True, exist_ok=True)
-    tmp = target / f"{TMP_PREFIX}{uuid.uuid4().hex}.tmp"
-    size = 0
+    tmp = receive.receive(read, declared, cap, target, what=what, setting=setting)
     try:
-        with open(tmp, "wb") as fh:
-            while chunk := read(CHUNK):
-                size += len(chunk)
-                if size > cap:
-                    raise _too_large(f"over {cap} bytes", cap, what, setting)
-                fh.write(chunk)
         if npz:
             unpacked = _unpacked_bytes(tmp)
             if unpacked > cap:
-                raise _too_large(f"{unpacked} bytes when unpacked", cap, what, setting)
+                raise receive.too_large(f"{unpacked} bytes when unpacked", cap, what, setting)
     except BaseException:
         discard(tmp)
         raise

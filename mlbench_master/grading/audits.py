@@ -1,0 +1,65 @@
+"""Which audit a run's final model gets, behind one interface (docs/checking.rst, "The ONNX
+audit" and "How the master grades it").
+
+Why an interface: the upload view once chose between two modules by a condition, each with
+the same functions by convention only. Now each audit is a class that says which tasks it
+grades and keeps the contract below; the view asks `for_task` and calls it without knowing
+which it got. An audit for a new task is one class added to AUDITS (or `registered` for a
+while, as a test does); the first that applies wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+from mlbench_master.api.models import Run
+from mlbench_master.grading import model_auditing, perplexity_audit
+from mlbench_worker.shared.evaluation import audit_process
+
+
+class ModelAudit(Protocol):
+    """What the master does with a posted model: check the request's parameters before the
+    body is read (`check`: SetRefused naming one), then check, store and start grading the
+    body (`intake`: ModelRefused or SetRefused before anything is stored; the stored record
+    otherwise, "pending" or "not audited" with why), within `limits` (the bounded child
+    process's time and memory)."""
+
+    name: str
+
+    def applies_to(self, task: str) -> bool: ...
+
+    def limits(self) -> audit_process.Limits: ...
+
+    def check(self, run: Run, dataset: str, features: int | None, precision: str) -> None: ...
+
+    def intake(
+        self,
+        run: Run,
+        tmp: Path,
+        dataset: str,
+        features: int | None,
+        step: int | None,
+        precision: str,
+    ) -> dict[str, Any]: ...
+
+
+AUDITS: list[ModelAudit] = [perplexity_audit.PerplexityAudit(), model_auditing.PredictionsAudit()]
+
+
+def for_task(task: str) -> ModelAudit:
+    """The audit a model of `task` gets: the first in AUDITS that applies (the last one,
+    the predictions audit, takes every task the others leave)."""
+    return next(audit for audit in AUDITS if audit.applies_to(task))
+
+
+@contextmanager
+def registered(audit: ModelAudit) -> Iterator[ModelAudit]:
+    """`audit` first in AUDITS while the block runs (a plug-in's test, an experiment)."""
+    AUDITS.insert(0, audit)
+    try:
+        yield audit
+    finally:
+        AUDITS.remove(audit)
