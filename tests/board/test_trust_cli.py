@@ -38,9 +38,9 @@ def _imported_line(out: str, fingerprint: str) -> str:
 def test_trust_commands_rank_and_unrank_an_origin(live, capsys):
     cli, stored = live
     fp, key = stored.origin_fingerprint, stored.origin_key
-    assert cli("board", "--task", TASK) == 0
+    assert cli("board", "--task", TASK, "--wide") == 0
     line = _imported_line(capsys.readouterr().out, fp)
-    assert line.startswith("    -") and "unverified origin" in line
+    assert line.startswith("-  ") and "unverified origin" in line
     assert cli("show", str(stored.runs["imported"].pk)) == 0
     shown = capsys.readouterr().out
     assert f"installation {fp}, unverified origin (not ranked" in shown
@@ -49,12 +49,14 @@ def test_trust_commands_rank_and_unrank_an_origin(live, capsys):
     assert cli("trust", "add", "not-a-key", "--name", "Lab A") == 2
     assert "key: not an Ed25519 public key" in capsys.readouterr().err
     assert cli("trust", "add", key, "--name", "Lab A") == 0
-    assert f"trusted {fp} as 'Lab A': its 1 imported run(s) rank" in capsys.readouterr().out
+    assert f"trusted {fp} as 'Lab A': its imported runs (1 run here) rank" in (
+        capsys.readouterr().out
+    )
     assert cli("trust", "add", key, "--name", "Lab B") == 6
     assert "trusted already as 'Lab A'" in capsys.readouterr().err
-    assert cli("board", "--task", TASK) == 0
+    assert cli("board", "--task", TASK, "--wide") == 0
     line = _imported_line(capsys.readouterr().out, fp)
-    assert line.startswith("    1  30.0 s to target") and "trusted (Lab A)" in line
+    assert line.startswith("1     30.0 s to target") and "trusted (Lab A)" in line
     assert "graded on the whole test set (100,000 examples)" in line
     assert cli("show", str(stored.runs["imported"].pk)) == 0
     assert f"installation {fp}, trusted (Lab A)" in capsys.readouterr().out
@@ -71,7 +73,7 @@ def test_trust_commands_rank_and_unrank_an_origin(live, capsys):
     assert cli("trust", "remove", me.fingerprint) == 6
     assert "cannot be removed" in capsys.readouterr().err
     assert cli("trust", "remove", fp.replace(":", "").upper()) == 0
-    assert "its 1 imported run(s) are unverified again" in capsys.readouterr().out
+    assert "its imported runs (1 run here) are unverified again" in capsys.readouterr().out
     assert cli("trust", "remove", key) == 5
-    assert cli("board", "--task", TASK) == 0
-    assert _imported_line(capsys.readouterr().out, fp).startswith("    -")
+    assert cli("board", "--task", TASK, "--wide") == 0
+    assert _imported_line(capsys.readouterr().out, fp).startswith("-  ")

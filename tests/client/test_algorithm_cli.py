@@ -32,7 +32,7 @@ def test_the_algorithm_and_its_options_reach_the_run(master):
         assert (run["algorithm"], run["algorithm_options"]) == ("powersgd", POWERSGD)
         show = master.cli("show", str(run_id))
         assert TEXT in show.stdout
-        listed = master.cli("runs")
+        listed = master.cli("runs", "--wide")  # the default view leaves the algorithm out
         assert TEXT in listed.stdout
     finally:
         master.delete(f"/api/runs/{run_id}/")

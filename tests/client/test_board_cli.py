@@ -58,14 +58,26 @@ def test_the_static_board_has_the_api_rows(live, tmp_path, capsys):
     assert got.status_code == 200
 
 
-def test_the_board_with_filters_prints_the_api_ranking(live, capsys):
-    assert main(["--url", live["url"], "--token", live["token"], "board", "--workers", "2"]) == 0
+def test_the_board_with_filters_prints_the_api_ranking(live, capsys, monkeypatch):
+    cli = ["--url", live["url"], "--token", live["token"], "board", "--workers", "2"]
+    assert main([*cli, "--wide"]) == 0
     out = capsys.readouterr().out
     api = _api(live, workers=2)
-    assert [line for line in out.splitlines() if not line.startswith(" ")] == [
-        s["label"] for s in api["sections"]
+    # Each section: its title, then its entries as a table (RANK, SCORE, ...), in order.
+    lines = out.splitlines()
+    titles = [lines[i - 1] for i, line in enumerate(lines) if line.startswith("RANK ")]
+    assert titles == [s["label"] for s in api["sections"]]
+    ranks = [
+        line.split("  ")[0].strip() for line in lines if line[:1].isdigit() or line[:2] == "- "
     ]
-    assert "imported" in out and "  1  30.0 s to target" in out
+    assert ranks == [str(e["rank"] or "-") for s in api["sections"] for e in s["entries"]]
+    assert "imported" in out and any(
+        line.startswith("1 ") and "30.0 s to target (median)" in line for line in lines
+    )
+    monkeypatch.setenv("COLUMNS", "120")  # a terminal of 120 columns
+    assert main(cli) == 0  # the default view: the medians' scores, titles wrapped to fit
+    out = capsys.readouterr().out
+    assert "SCORE (MEDIAN)" in out and max(len(line) for line in out.splitlines()) <= 120
 
 
 def test_anonymous_board_only_where_reads_are_public(live, settings, tmp_path, capsys):

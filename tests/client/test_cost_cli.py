@@ -36,7 +36,13 @@ def test_show_and_report_print_the_cost_or_not_priced(cli, capsys):
     assert cli("show", str(unpriced.pk)) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("cost "))
     assert line.split(None, 1)[1] == EMPTY
-    assert cli("report", str(priced.pk), str(unpriced.pk)) == 0
+    assert cli("report", str(priced.pk), str(unpriced.pk)) == 0  # the cost to target
+    out = capsys.readouterr().out
+    rows = {int(r.split()[0]): r for r in out.splitlines() if r[:1].isdigit()}
+    assert rows[priced.pk].rstrip().endswith("  0.0111 USD")
+    assert rows[unpriced.pk].rstrip().endswith("not priced")
+    assert f"cost of run {unpriced.pk}: {EMPTY}" in out
+    assert cli("report", str(priced.pk), str(unpriced.pk), "--wide") == 0  # and of the run
     out = capsys.readouterr().out
     rows = {int(r.split()[0]): r for r in out.splitlines() if r[:1].isdigit()}
     assert rows[priced.pk].rstrip().endswith("0.0111 / 0.05 USD")
@@ -57,4 +63,5 @@ def test_report_series_prints_cost_and_price_index(cli, capsys):
     assert two["price_index"] == pytest.approx(25 / 40)
     row = next(x for x in out.splitlines() if x.startswith("2 "))
     assert "0.00694 USD" in row and f"{two['price_index']:.2f}" in row
-    assert "price index: the price per hour over the 1-worker runs'" in out
+    legend = " ".join(out.split())  # wrapped to the terminal's width
+    assert "price index: the price per hour over the 1-worker runs'" in legend

@@ -110,21 +110,27 @@ def assert_same_shape(command: str, doc: list[str], real: list[str]) -> None:
             for start in starts[1:]:
                 if start < len(row):  # else an empty last cell, cut off as `table` cuts it
                     assert row[start - 2 : start] == "  " and row[start] != " ", (command, row)
-    # Other lines: a wrapped line (continued with an indent) is one line.
+    # Other lines: a wrapped line (continued with an indent) is one line, in the docs as in
+    # the output (which wraps its prose to the terminal's width).
+    formats = {shape(line) for line in unwrapped(real)}
+    for line in unwrapped(doc):
+        assert shape(line) in formats, f"{command}: {line!r} is not printed so; it prints:\n" + (
+            "\n".join(sorted(formats))
+        )
+
+
+def unwrapped(lines: list[str]) -> list[str]:
+    """The lines outside tables, each wrapped one (continued with an indent) joined."""
     joined: list[str] = []
-    skip = in_tables(doc)
-    for i, line in enumerate(doc):
+    skip = in_tables(lines)
+    for i, line in enumerate(lines):
         if i in skip or not line.strip() or line.startswith("$ "):
             continue
         if line.startswith(" ") and joined:
             joined[-1] += " " + line.strip()
         else:
             joined.append(line)
-    formats = {shape(line) for i, line in enumerate(real) if i not in in_tables(real)}
-    for line in joined:
-        assert shape(line) in formats, f"{command}: {line!r} is not printed so; it prints:\n" + (
-            "\n".join(sorted(formats))
-        )
+    return joined
 
 
 def post(master, run_id: int, points: list[tuple[str, float, float]]) -> None:
@@ -170,6 +176,7 @@ def printed(master) -> dict[str, list[str]]:
     two = master.create_run(name="c10-2w", num_workers=2, **short)["id"]
     client = Master(master.url, master.token)
     out: dict[str, list[str]] = {}
+    no_columns = {k: v for k, v in master.env.items() if k != "COLUMNS"}  # 120 wide
 
     # The progress line while `first-try` trains: before its first evaluation, then after.
     # A command has no time budget of its own (the master refuses one): the run's record
@@ -193,13 +200,15 @@ def printed(master) -> dict[str, list[str]]:
     # `mlbench run first-try --workers 2 --time-budget 60 --wait`, once the run ended:
     # the last progress line, the end, the results table, its notes, the dashboard.
     buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
+    with contextlib.redirect_stdout(buffer), pytest.MonkeyPatch.context() as patch:
+        patch.delenv("COLUMNS", raising=False)  # no terminal: 120 columns, as documented
         wait_for(client, first)
     out["mlbench run --wait"] = [made.stdout.splitlines()[0], *lines,
                                  *buffer.getvalue().splitlines()]  # fmt: skip
-    for command, args in (("mlbench report", ["report", str(one), str(two), str(first)]),
-                          ("mlbench runs", ["runs"])):  # fmt: skip
-        done = master.cli(*args)
+    report = ["report", str(one), str(two), str(first)]
+    for command, args in (("mlbench report", report), ("mlbench report --wide", [*report, "--wide"]),
+                          ("mlbench runs", ["runs"]), ("mlbench runs --wide", ["runs", "--wide"])):  # fmt: skip
+        done = master.cli(*args, env=no_columns)
         assert done.returncode == 0, done.stderr
         out[command] = done.stdout.splitlines()
     return out
@@ -217,11 +226,17 @@ def test_the_docs_examples_have_the_shape_of_the_real_output(printed, page):
 def test_the_check_finds_a_changed_column_or_line(printed):
     """The comparison fails where an example drifts: a column renamed, a progress line
     with a part the command does not print."""
-    real = printed["mlbench report"]
-    header = next(i for i, line in enumerate(real) if line.startswith("ID "))
-    renamed = [*real[:header], real[header].replace("SENT/STEP", "SENT     "), *real[header + 1 :]]
-    with pytest.raises(AssertionError, match="columns"):
-        assert_same_shape("mlbench report", renamed, real)
+    for command in ("mlbench report", "mlbench report --wide"):
+        real = printed[command]
+        header = next(i for i, line in enumerate(real) if line.startswith("ID "))
+        renamed = [
+            *real[:header],
+            real[header].replace("SPEED-UP", "SPEEDUP "),
+            *real[header + 1 :],
+        ]
+        with pytest.raises(AssertionError, match="columns"):
+            assert_same_shape(command, renamed, real)
+        assert_same_shape(command, real, real)  # wrapped lines and all
     line = printed["the progress line"][0]
     with pytest.raises(AssertionError, match="is not printed so"):
         assert_same_shape("the progress line", [line.replace("train acc", "val acc")], [line])

@@ -38,9 +38,12 @@ def test_report_series_prints_the_apis_statistics(cli, series, capsys):
     assert f"series {series.pk} 'scaling': logreg-epsilon, goal light (80.0% val_accuracy)" in out
     assert "SYNTHETIC DATA" in out
     row = next(line for line in out.splitlines() if line.startswith("1 "))
-    assert f"{one['time_to_target']['median']:.1f} s" in row  # 24.0 s
-    assert f"{one['time_to_target']['mean']:.1f} ± {one['time_to_target']['sd']:.1f}" in row
-    assert row.rstrip().endswith("yes")
+    assert f"{one['time_to_target']['median']:.1f} s" in row  # 24.0 s: the medians by default
+    assert "±" not in row and row.rstrip().endswith("yes")
+    assert cli("report", "--series", str(series.pk), "--wide") == 0  # with their spread
+    wide = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("1 "))
+    assert f"{one['time_to_target']['mean']:.1f} ± {one['time_to_target']['sd']:.1f}" in wide
+    assert wide.rstrip().endswith("yes")
     assert cli("report", "--series", str(series.pk), "--json") == 0
     assert json.loads(capsys.readouterr().out) == stats
     # Seed 3's 2-worker run was stored as missing its goal (0.82 < its 0.9): one miss, valid.
@@ -80,7 +83,7 @@ def test_download_mllog_of_a_run_and_a_series(cli, series, tmp_path, capsys):
 @pytest.mark.parametrize(
     ("argv", "message", "code"),
     [
-        (["report", "--series", "999999"], "not found: ", 5),
+        (["report", "--series", "999999"], "series 999999 does not exist (`mlbench series`", 5),
         (["report", "--series", "{s}", "--plot", "x.jpg"], "must end in .png or .svg", 2),
         (["report", "{r}", "--plot", "x.png", "--chart", "speedup"], "needs a series", 2),
         (["report"], "give run ids or --series ID", 2),

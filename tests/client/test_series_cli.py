@@ -60,7 +60,7 @@ def test_a_series_from_the_command_line_is_listed_shown_and_cancelled(master):
     for args in (["series", str(series_id)], ["delete", "--series", str(series_id)]):
         gone = master.cli(*args)
         assert gone.returncode == EXIT_NOT_FOUND, gone.stderr
-        assert "list the series with `mlbench series`" in gone.stderr
+        assert f"series {series_id} does not exist (`mlbench series` lists them)" in gone.stderr
         assert "mlbench runs" not in gone.stderr
     for args in ([], ["1", "--series", "1"]):
         usage = master.cli("delete", *args)

@@ -21,7 +21,8 @@ This module holds the command line (`build_parser`) and the entry point (`main`,
 - `board`, `static_board`: `mlbench board`, the results board printed or as a static site;
 - `trust`: `mlbench trust add|list|remove`, the keys whose imported results rank, and the
   origin lines of `mlbench show`;
-- `formatting`: tables, durations, percentages, API dates.
+- `formatting`: tables that fit the terminal (and --wide, --json), durations, percentages,
+  counted nouns ("1 worker"), API dates.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from mlbench_worker.client.cli.commands import (
     cmd_runs,
     cmd_show,
 )
+from mlbench_worker.client.cli.formatting import view_options
 from mlbench_worker.client.cli.master import EXIT_USAGE, CliError, Master
 from mlbench_worker.client.cli.series import cmd_series, number_list
 from mlbench_worker.shared import algorithm_catalogue, catalogue
@@ -215,15 +217,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--wait", action="store_true", help="show progress until it ends, then the results"
     )
 
-    sub.add_parser("runs", help="list the runs (a queued run with its place: QUEUED #2)")
+    runs = sub.add_parser("runs", help="list the runs (a queued run with its place: QUEUED #2)")
+    view_options(runs, "print the runs as the API lists them (GET /api/runs/)")
     series = sub.add_parser("series", help="list run series, show one, or cancel one")
     series.add_argument("series", type=int, nargs="?", metavar="ID")
     series.add_argument(
         "--cancel", action="store_true", help="drop its queued runs, cancel its active one"
     )
+    view_options(series, "print the series (or the list) as the API answers")
     show = sub.add_parser("show", help="details and summary of a run")
     show.add_argument("run", type=int, metavar="RUN")
-    show.add_argument("--json", action="store_true", help="print the run as JSON")
+    view_options(show, "print the run as JSON")
     logs = sub.add_parser("logs", help="a run's output (every rank, stdout and stderr)")
     logs.add_argument("run", type=int, metavar="RUN")
     logs.add_argument(
@@ -270,7 +274,11 @@ def build_parser() -> argparse.ArgumentParser:
         default="accuracy",
         help="which chart --plot draws (default accuracy; speedup and cost need --series)",
     )
-    report.add_argument("--json", action="store_true", help="with --series: the statistics")
+    view_options(
+        report,
+        "print the comparison as JSON: each run's numbers, the notes (with --series: the "
+        "statistics as the API computes them)",
+    )
     report.add_argument(
         "--across-implementations",
         action="store_true",

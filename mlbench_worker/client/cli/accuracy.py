@@ -10,7 +10,7 @@ these the same way; which accuracy counts is decided on the master
 from __future__ import annotations
 
 from mlbench_worker.client.cli.audit_line import audit_line
-from mlbench_worker.client.cli.formatting import duration, percent
+from mlbench_worker.client.cli.formatting import duration, percent, plural
 
 EVALUATED, SELF_REPORTED = "evaluated", "self-reported, not evaluated"
 BUDGET_SPENT = "time budget spent"  # the worker's stop_reason when the budget stopped it
@@ -60,7 +60,7 @@ def evaluation_line(run: dict) -> str:
     reached = f"target reached at {duration(ttt)}" if ttt is not None else "target not reached"
     after = percent(graded.get("accuracy_after_time"))
     n = graded.get("grades") or 0
-    counted = f"{n} evaluation{'' if n == 1 else 's'} graded"
+    counted = f"{plural(n, 'evaluation')} graded"
     return f"the evaluator ({counted}; last {after}, {reached})"
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from mlbench_worker.client.cli import static_board
+from mlbench_worker.client.cli.costs import NOT_PRICED, money
+from mlbench_worker.client.cli.formatting import Column, View, fit, plural, view_options
 from mlbench_worker.client.cli.master import EXIT_OK, EXIT_USAGE, CliError, Master
 
 FILTERS = ("division", "measured", "data", "evaluation", "origin", "hardware",
@@ -23,12 +25,51 @@ def add_parser(sub: Any) -> None:
         "board", help="the results board: every task's results, ranked apart by section"
     )
     board.add_argument("--html", metavar="DIR", help="write it as static HTML and JSON in DIR")
-    board.add_argument("--json", action="store_true", help="print the master's answer as JSON")
+    view_options(board)
     board.add_argument("--task", help="only this task")
     for name in FILTERS:
         board.add_argument(f"--{name}", help=f"only entries with this {name}")
     board.add_argument("--workers", type=int, help="only entries with this many workers")
     board.add_argument("--seed", type=int, help="only entries with this seed")
+
+
+def _stats(entry: dict[str, Any]) -> str:
+    stats = entry["statistics"]
+    valid = "valid" if stats["valid"] else f"not valid: {stats['invalid_reason']}"
+    return f"{plural(stats['runs'], 'run')}, {stats['reached']} reached; {valid}"
+
+
+def _cost(entry: dict[str, Any]) -> str:
+    cost = entry["cost"]
+    median = (cost.get("cost_to_target") or {}).get("median")
+    if median is not None and cost.get("currency"):
+        return f"{money(median, cost['currency'])} to target"
+    return cost.get("reason") or NOT_PRICED
+
+
+# An entry of the board (a series' worker count, or a run), by section: its place and score
+# first; what it ran on with --wide. The section's title says what the section holds.
+ENTRY_COLUMNS = [
+    Column("RANK", lambda e: "-" if e["rank"] is None else e["rank"]),
+    Column(
+        "SCORE",
+        static_board.score_text,
+        brief=lambda e: static_board.score_text(e).removesuffix(" (median)"),
+        brief_header="SCORE (MEDIAN)",
+    ),
+    Column("WORKERS", lambda e: e["workers"]),
+    Column("SEEDS", lambda e: ",".join(str(s) for s in e["seeds"]), most=12, least=5, drop=2),
+    Column("HARDWARE", lambda e: e["hardware"], wide=True),
+    Column("ALGORITHM", lambda e: e["algorithm"], wide=True),
+    Column("IMPLEMENTATION", lambda e: e["implementation"], wide=True),
+    Column("NETWORK", lambda e: e["network"], wide=True),
+    Column("BACKEND", lambda e: e["backend"], wide=True),
+    Column("RUNS", _stats, wide=True),
+    Column("COST", _cost, wide=True),
+    Column("ORIGIN", static_board.origin_text, least=16, drop=1),
+    Column("GRADED ON", lambda e: e.get("graded_on") or "", wide=True),
+    Column("NOT RANKED", lambda e: e["unranked"] or "", most=40, least=12),
+]
 
 
 def cmd_board(args: argparse.Namespace, master: Master) -> int:
@@ -39,16 +80,12 @@ def cmd_board(args: argparse.Namespace, master: Master) -> int:
     if args.json:
         print(json.dumps(board, indent=2, sort_keys=True))
         return EXIT_OK
-    for section in board["sections"]:
-        print(section["label"])
-        for entry in section["entries"]:
-            place = f"{entry['rank']:>3}" if entry["rank"] is not None else "  -"
-            print(
-                f"  {place}  {static_board.score_text(entry):<32} {entry['workers']:>3} workers  "
-                f"seeds {','.join(str(s) for s in entry['seeds'])}  {static_board.origin_text(entry)}  "
-                f"{entry.get('graded_on') or ''}"
-                + (f"  ({entry['unranked']})" if entry["unranked"] else "")
-            )
+    view = View.of(args)
+    for i, section in enumerate(board["sections"]):
+        if i:
+            print()
+        print(view.say(section["label"]))
+        print(fit(ENTRY_COLUMNS, section["entries"], view))
     if not board["sections"]:
         print("no results match")
     return EXIT_OK
@@ -67,6 +104,7 @@ def _write(folder: Path, board: dict[str, Any], master_url: str) -> int:
         os.replace(partial, folder / name)
     entries = sum(len(s["entries"]) for s in board["sections"])
     print(
-        f"wrote {len(files)} files to {folder}: {entries} entries; open {folder / static_board.INDEX}"
+        f"wrote {plural(len(files), 'file')} to {folder}: {plural(entries, 'entry', 'entries')}; "
+        f"open {folder / static_board.INDEX}"
     )
     return EXIT_OK

@@ -15,6 +15,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from mlbench_worker.client.cli.formatting import plural
 from mlbench_worker.client.cli.master import (
     EXIT_CONFLICT,
     EXIT_OK,
@@ -78,8 +79,13 @@ def cmd_export(args: argparse.Namespace, master: Master) -> int:
     origin = manifest.get("origin", {})
     carried = sum(len(c.get("runs", [])) for c in manifest.get("carried", []))
     print(
-        f"wrote {target} ({size} bytes): {len(manifest.get('runs', []))} run(s) of this master"
-        + (f" and {carried} imported run(s) with their origin's signature" if carried else "")
+        f"wrote {target} ({plural(size, 'byte')}): "
+        f"{plural(len(manifest.get('runs', [])), 'run')} of this master"
+        + (
+            f" and {plural(carried, 'imported run')} with their origin's signature"
+            if carried
+            else ""
+        )
         + f", signed by installation {origin.get('fingerprint', '?')}"
     )
     return EXIT_OK
@@ -120,7 +126,7 @@ def cmd_import(args: argparse.Namespace, master: Master) -> int:
     bundle = body["bundle"]
     print(
         f"{path}: verified (SHA-256 {bundle['digest'][:16]}…, signed by installation "
-        f"{bundle['origin']['fingerprint']}); {body['stored']} run(s) stored"
+        f"{bundle['origin']['fingerprint']}); {plural(body['stored'], 'run')} stored"
     )
     for run in body["runs"]:
         what = "stored, read-only" if run["new"] else "already here"

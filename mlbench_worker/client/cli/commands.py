@@ -21,13 +21,16 @@ from mlbench_worker.client.cli.accuracy import evaluation_line, evaluation_notes
 from mlbench_worker.client.cli.audit_line import audit_line
 from mlbench_worker.client.cli.costs import cost_line
 from mlbench_worker.client.cli.formatting import (
+    Column,
+    View,
     algorithm_text,
     duration,
+    fit,
     implementation_text,
     run_duration,
     runs_list,
     short,
-    table,
+    wrap,
 )
 from mlbench_worker.client.cli.master import (
     EXIT_NOT_FOUND,
@@ -202,43 +205,47 @@ def resumed_line(run: dict[str, Any]) -> str:
     )
 
 
+def _one_line(text: Any) -> str:
+    return " ".join(str(text or "").split())
+
+
+# `mlbench runs`: the default view (what a run is and how it went) and, with --wide, its
+# dimensions too. `drop`: the order in which a narrow terminal leaves columns out.
+RUNS_COLUMNS = [
+    Column("ID", lambda r: r["id"]),
+    Column("NAME", lambda r: _one_line(r.get("name")), most=28, least=12),
+    Column("STATE", queue_text),
+    Column("WORKERS", lambda r: r.get("num_workers")),
+    Column(
+        "TASK",
+        lambda r: "command" if r.get("custom_image_command") else (r.get("task") or "-"),
+        drop=2,
+    ),
+    Column("ALGORITHM", lambda r: algorithm_text(r) or "-", wide=True),
+    Column("IMPLEMENTATION", lambda r: implementation_text(r) or "-", wide=True),
+    Column("DATASET", lambda r: r.get("dataset_used") or r.get("dataset") or "-", drop=5),
+    Column("TARGET", lambda r: r.get("target") or "-", wide=True),
+    Column("SEED", lambda r: r.get("seed"), wide=True),
+    Column(
+        "CREATED",
+        lambda r: (r.get("created_at") or "")[:19].replace("T", " "),
+        brief=lambda r: (r.get("created_at") or "")[:16].replace("T", " "),
+        drop=4,
+    ),
+    Column("TIME", lambda r: duration(run_duration(r)), drop=3),
+    Column("REASON", lambda r: _one_line(r.get("reason")), most=40, least=12),
+]
+
+
 def cmd_runs(args: argparse.Namespace, master: Master) -> int:
     runs = runs_list(master.json("get_runs"))
+    if args.json:
+        print(json.dumps(runs, indent=2, sort_keys=True))
+        return EXIT_OK
     if not runs:
         print("no runs yet: start one with `mlbench run NAME --workers 2`")
         return EXIT_OK
-    rows = [
-        [
-            r["id"],
-            short(r.get("name"), 24),
-            queue_text(r),
-            r.get("num_workers"),
-            "command" if r.get("custom_image_command") else (r.get("task") or "-"),
-            algorithm_text(r) or "-",
-            r.get("dataset_used") or r.get("dataset") or "-",
-            (r.get("created_at") or "")[:19].replace("T", " "),
-            duration(run_duration(r)),
-            short(r.get("reason"), 50),
-        ]
-        for r in runs
-    ]
-    print(
-        table(
-            [
-                "ID",
-                "NAME",
-                "STATE",
-                "WORKERS",
-                "TASK",
-                "ALGORITHM",
-                "DATASET",
-                "CREATED",
-                "TIME",
-                "REASON",
-            ],  # fmt: skip
-            rows,
-        )
-    )
+    print(fit(RUNS_COLUMNS, runs, View.of(args)))
     return EXIT_OK
 
 
@@ -247,6 +254,7 @@ def cmd_show(args: argparse.Namespace, master: Master) -> int:
     if args.json:
         print(json.dumps(run, indent=2, sort_keys=True))
         return EXIT_OK
+    view = View.of(args)
     keys = [
         "id", "name", "state", "queue_position", "series", "seed", "reason", "task", "algorithm",
         "implementation", "lr_schedule", "backend", "num_workers",
@@ -257,33 +265,42 @@ def cmd_show(args: argparse.Namespace, master: Master) -> int:
         "started_at", "finished_at",
     ]  # fmt: skip
     width = max(len(k) for k in keys)
+
+    def field(name: str, value: Any) -> None:
+        """NAME  VALUE, a long value wrapped under itself (whole with --wide)."""
+        text = " ".join(str(value).split())
+        room = view.width - width - 2
+        if view.wraps and len(text) > room >= 20:
+            text = wrap(text, room, indent="").replace("\n", "\n" + " " * (width + 2))
+        print(f"{name.ljust(width)}  {text}")
+
     for key in keys:
         if key in run and run[key] not in (None, ""):
             shown = {"algorithm": algorithm_text, "implementation": implementation_text}
-            value = shown[key](run) if key in shown else run[key]
-            print(f"{key.ljust(width)}  {value}")
-    print(f"{'network'.ljust(width)}  {network_line(run)}")
+            field(key, shown[key](run) if key in shown else run[key])
+    field("network", network_line(run))
     for name, line in origin_lines(run):
-        print(f"{name.ljust(width)}  {line}")
-    print(f"{'cost'.ljust(width)}  {cost_line(run)}")
+        field(name, line)
+    field("cost", cost_line(run))
     graded = evaluation_line(run)
     if graded:
-        print(f"{'graded by'.ljust(width)}  {graded}")
-        print(f"{'model audit'.ljust(width)}  {audit_line(run)}")
+        field("graded by", graded)
+        field("model audit", audit_line(run))
     for note in evaluation_notes(run):
-        print(f"{''.ljust(width)}  {note}")
+        field("", note)
     if run.get("custom_image_command"):
-        print(f"{'command'.ljust(width)}  {run['custom_image_command']}")
+        field("command", run["custom_image_command"])
     if run.get("resumed_from") is not None:
-        print(f"{'resumed_from'.ljust(width)}  {resumed_line(run)}")
+        field("resumed_from", resumed_line(run))
     summary = run.get("summary") or {}
     if summary:
         print("\nsummary:")
         for key in sorted(summary):
             value = summary[key]
-            if isinstance(value, dict):
+            if isinstance(value, dict | list):
                 value = json.dumps(value, sort_keys=True)
-            print(f"  {key}: {value}")
+            line = f"{key}: {value}"
+            print("  " + (line if view.wide else short(line, view.width - 2)))  # whole: --wide
     print(f"\nduration: {duration(run_duration(run))}   dashboard: {master.url}/runs/{run['id']}/")
     return EXIT_OK
 
@@ -341,6 +358,7 @@ def cmd_download(args: argparse.Namespace, master: Master) -> int:
         return download_mllog(args, master)
     if args.run is None:
         raise CliError("give the RUN whose metrics to download", EXIT_USAGE)
+    master.json("get_run", args.run)  # the metrics of a run that does not exist are an empty zip
     response = master.call("download_run_metrics", args.run)
     path = args.output or f"run-{args.run}-metrics.zip"
     size = 0

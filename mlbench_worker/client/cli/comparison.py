@@ -21,17 +21,19 @@ from mlbench_worker.client.cli.accuracy import (
     time_to_target,
 )
 from mlbench_worker.client.cli.clock import clock_at
-from mlbench_worker.client.cli.costs import cost_cell, cost_notes
+from mlbench_worker.client.cli.costs import cost_cell, cost_notes, cost_to_target
 from mlbench_worker.client.cli.formatting import (
+    WIDE,
+    Column,
+    View,
     algorithm_text,
     duration,
+    fit,
     implementation_of,
     implementation_text,
     parse_time,
     percent,
-    short,
     size,
-    table,
 )
 from mlbench_worker.client.cli.master import FINAL_STATES, CliError, Master
 from mlbench_worker.shared import catalogue
@@ -61,13 +63,83 @@ def _throughput(run: dict, summary: dict) -> tuple[float | None, str]:
 
 
 def report_table(
-    master: Master | None, runs: list[dict], across_implementations: bool = False
+    master: Master | None,
+    runs: list[dict],
+    across_implementations: bool = False,
+    view: View = WIDE,
 ) -> str:
-    """Runs side by side: time to target, accuracy after time, throughput, speed-up, comm share.
+    """Runs side by side: time to target, accuracy after time, throughput, speed-up, comm
+    share, cost; every column in the wide `view`, the ones that matter first fitted to
+    the terminal in the default view (`report_columns`). The warning above the table and
+    the notes under it are `compare`'s."""
+    records, notes, warning = compare(master, runs, across_implementations)
+    return "\n".join(
+        ([view.say(warning)] if warning else [])
+        + [fit(report_columns(records), records, view)]
+        + [view.say(note) for note in notes]
+    )
 
-    Throughput is in the unit of each run's task (`throughput_of`): when every run counts
-    the same thing the column is named after it (IMAGES/S, SAMPLES/S), else it is THROUGHPUT
-    and each cell carries its unit, so images/s and samples/s are never read as one scale.
+
+def report_json(
+    master: Master | None, runs: list[dict], across_implementations: bool = False
+) -> dict[str, Any]:
+    """`mlbench report RUN... --json`: each run's numbers (seconds, fractions, the
+    throughput with its unit, the speed-up with what it was taken from), the warning and
+    the notes, for scripts."""
+    records, notes, warning = compare(master, runs, across_implementations)
+    return {
+        "runs": [{k: v for k, v in r.items() if k not in ("text", "run")} for r in records],
+        "warning": warning or None,
+        "notes": notes,
+    }
+
+
+def report_columns(records: list[dict]) -> list[Column]:
+    """The report's columns. Throughput is in the unit of each run's task
+    (`throughput_of`): when every run counts the same thing the column is named after it
+    (IMAGES/S, SAMPLES/S), else it is THROUGHPUT and each cell carries its unit, so
+    images/s and samples/s are never read as one scale."""
+    units = {r["throughput_unit"] for r in records}
+    one_unit = units.pop() if len(units) == 1 else None
+
+    def rate(r: dict) -> str:
+        value = r["throughput"]
+        shown = f"{value:.0f}" if value else "-"
+        return shown if one_unit or not value else f"{shown} {r['throughput_unit']}"
+
+    def text(key: str, brief: bool = False) -> Callable[[dict], Any]:
+        return lambda r: r["text"][key + (" brief" if brief else "")]
+
+    return [
+        Column("ID", lambda r: r["id"]),
+        Column("NAME", lambda r: r["name"], most=24, least=10),
+        Column("STATE", lambda r: r["state"], drop=4),
+        Column("WORKERS", lambda r: r["num_workers"], drop=1),
+        Column("ALGORITHM", lambda r: r["algorithm"] or "-", wide=True),
+        Column("IMPLEMENTATION", lambda r: r["implementation"] or "-", wide=True),
+        Column("DATASET", lambda r: r["text"]["dataset"], wide=True),
+        Column("TARGET", text("target"), brief=text("target", True), drop=5),
+        Column("TIME TO TARGET", text("time to target")),
+        Column("ACC AFTER TIME", text("after time")),
+        Column(one_unit.upper() if one_unit else "THROUGHPUT", rate),
+        Column("SPEED-UP", text("speed-up"), brief=text("speed-up", True), drop=2),
+        Column("COMM", lambda r: percent(r["comm_share"]), wide=True),
+        Column("SENT/STEP", text("sent"), wide=True),
+        Column(
+            "COST TO TARGET / RUN",
+            lambda r: cost_cell(r["run"]),
+            brief=lambda r: cost_to_target(r["run"]),
+            brief_header="COST TO TARGET",
+            drop=3,
+        ),
+    ]
+
+
+def compare(
+    master: Master | None, runs: list[dict], across_implementations: bool = False
+) -> tuple[list[dict[str, Any]], list[str], str]:
+    """Each run's record for the report (its numbers, and under "text" its cells), the
+    notes under the table, and the warning above it ("" when the runs may be compared).
 
     Speed-up is against a 1-worker run among `runs` with the same set-up
     (`setup_differences`); a 1-worker run is its own baseline (1.00x). It compares times
@@ -80,17 +152,15 @@ def report_table(
     cross-implementation ratio; such a ratio is labelled "vs <implementation>
     (cross-implementation)" and a note says what it measures.
     """
-    rows = []
+    records = []
     notes = []
-    rates = []
     for run in runs:
         s = run.get("summary") or {}
         reported = bool(s)
         if not reported and master is not None and run.get("state") != "INITIALIZED":
             s = _summary_from_series(master, run)
-        target = s.get("target") or run.get("target") or "-"
-        if s.get("target_accuracy") is not None:
-            target = f"{target} ({percent(s['target_accuracy'])})"
+        goal = s.get("target") or run.get("target")
+        goal_value = s.get("target_accuracy")
         graded = run.get("evaluation") or {}
         if graded.get("status") == EVALUATED:  # the evaluator's numbers, not the run's own
             s = {**s, "time_to_target": graded.get("time_to_target")}
@@ -103,9 +173,9 @@ def report_table(
         notes += evaluation_notes(run)
         if graded.get("status") == SELF_REPORTED:
             after += " *"
-        rates.append(_throughput(run, s))
+        rate, unit = _throughput(run, s)
         base, why = baseline(run, runs, across_implementations)
-        speedup = _speedup(run, base) if base is not None else "-"
+        ratio, by, across = _speedup(run, base) if base is not None else (None, "", "")
         # A lone run has nothing to be compared with: a note would only be noise.
         if why and len(runs) > 1 and (run.get("num_workers") or 0) > 1:
             notes.append(f"speed-up of run {run['id']}: {why}" + _across_hint(why))
@@ -118,39 +188,64 @@ def report_table(
             )
         if run.get("resumed_from") is not None:
             notes.append(_resumed_note(run))
-        rows.append(
-            [
-                run["id"],
-                short(run.get("name"), 30),
-                run.get("state"),
-                run.get("num_workers"),
-                algorithm_text(run) or "-",
-                implementation_text(run) or "-",
-                s.get("dataset") or run.get("dataset_used") or _requested(run),
-                target,
-                reached,
-                after,
-                None,  # throughput: once every row's unit is known (below)
-                speedup,
-                percent(s.get("comm_share")) if s.get("comm_share") is not None else "-",
-                volume(s),
-                cost_cell(run),
-            ]
-        )
         notes += cost_notes(run)
-    units = {unit for _, unit in rates}
-    one_unit = units.pop() if len(units) == 1 else None
-    for row, (value, unit) in zip(rows, rates, strict=True):
-        shown = f"{value:.0f}" if value else "-"
-        row[10] = shown if one_unit or not value else f"{shown} {unit}"
-    headers = [
-        "ID", "NAME", "STATE", "WORKERS", "ALGORITHM", "IMPLEMENTATION", "DATASET", "TARGET",
-        "TIME TO TARGET",
-        "ACC AFTER TIME", one_unit.upper() if one_unit else "THROUGHPUT", "SPEED-UP", "COMM",
-        "SENT/STEP", "COST TO TARGET / RUN",
-    ]  # fmt: skip
-    warning = _mixed_warning(runs)
-    return "\n".join(([warning] if warning else []) + [table(headers, rows)] + notes)
+        speedup = "-" if ratio is None else f"{ratio:.2f}x" + (" thr" if by == "throughput" else "")
+        cost = run.get("cost") or {}
+        records.append(
+            {
+                "id": run["id"],
+                "name": " ".join((run.get("name") or "").split()),
+                "state": run.get("state"),
+                "num_workers": run.get("num_workers"),
+                "algorithm": algorithm_text(run),
+                "implementation": implementation_text(run),
+                "dataset": s.get("dataset") or run.get("dataset_used") or None,
+                "target": goal,
+                "target_value": goal_value,
+                "time_to_target": ttt,
+                "accuracy_after_time": s.get("final_val_accuracy"),
+                "accuracy_at": s.get("elapsed"),
+                "evaluation": graded.get("status"),
+                "throughput": rate,
+                "throughput_unit": unit,
+                "speedup": ratio,
+                "speedup_from": by or None,
+                "speedup_against": None if base is None else base["id"],
+                "cross_implementation": bool(across),
+                "comm_share": s.get("comm_share"),
+                "comm_bytes_per_step": s.get("comm_bytes_per_step"),
+                "compression_ratio": s.get("compression_ratio"),
+                "cost": cost or None,
+                "run": run,
+                "text": {
+                    "dataset": s.get("dataset") or run.get("dataset_used") or _requested(run),
+                    "target": _target_text(run, goal, goal_value),
+                    "target brief": _target_text(run, goal, goal_value, named=False),
+                    "time to target": reached,
+                    "after time": after,
+                    "speed-up": speedup + across,
+                    # The note under the table says against what: "1.80x x-impl".
+                    "speed-up brief": speedup + (" x-impl" if across else ""),
+                    "sent": volume(s),
+                },
+            }
+        )
+    return records, notes, _mixed_warning(runs)
+
+
+def _target_text(run: dict, goal: str | None, value: float | None, named: bool = True) -> str:
+    """ "standard (80.0%)", or without the goal's name (`named`) "80.0%"; a goal of another
+    metric than accuracy (task 3's perplexity) is said as that metric: "standard
+    (perplexity 70)"."""
+    if value is None:
+        return goal or "-"
+    info = catalogue.TASKS.get(run.get("task") or "")
+    metric = info.goals[goal].metric if info and goal in info.goals else "val_accuracy"
+    if metric == "val_accuracy":
+        shown = percent(value)
+    else:
+        shown = f"{metric.removeprefix('val_')} {value:g}"
+    return f"{goal} ({shown})" if goal and named else shown
 
 
 def volume(summary: dict) -> str:
@@ -332,20 +427,21 @@ def _across_hint(why: str) -> str:
     return ""
 
 
-def _speedup(run: dict, base: dict) -> str:
-    """Time to target of `base` over that of `run`, else the ratio of their throughputs
-    counted in the same unit (marked "thr"), else "-". A ratio against a run of another
-    implementation says so: "1.80x vs reference (cross-implementation)"."""
+def _speedup(run: dict, base: dict) -> tuple[float | None, str, str]:
+    """(ratio, what it was taken from, the cross-implementation label): the time to target
+    of `base` over that of `run` ("time_to_target"), else the ratio of their throughputs
+    counted in the same unit ("throughput", shown "thr"), else (None, "", ""). A ratio
+    against a run of another implementation says so: " vs reference (cross-implementation)"."""
     if base is run:
-        return "1.00x"
+        return 1.0, "time_to_target", ""
     s, b = run.get("summary") or {}, base.get("summary") or {}
     across = ""
     if implementation_of(base) != implementation_of(run):
         across = f" vs {implementation_of(base)} (cross-implementation)"
     mine_ttt, base_ttt = time_to_target(run), time_to_target(base)
     if mine_ttt and base_ttt:
-        return f"{float(base_ttt) / float(mine_ttt):.2f}x{across}"
+        return float(base_ttt) / float(mine_ttt), "time_to_target", across
     (mine, unit), (theirs, base_unit) = _throughput(run, s), _throughput(base, b)
     if mine and theirs and unit == base_unit:
-        return f"{mine / theirs:.2f}x thr{across}"
-    return "-"
+        return mine / theirs, "throughput", across
+    return None, "", ""

@@ -35,6 +35,15 @@ def cost_cell(run: dict) -> str:
     return f"{money(to_target, None)} / {money(whole, currency)}"
 
 
+def cost_to_target(run: dict) -> str:
+    """The report's COST TO TARGET cell in the default view: "0.0111 USD", "-" where the
+    target was not reached, or "not priced"."""
+    cost = run.get("cost") or {}
+    if not cost.get("priced"):
+        return NOT_PRICED
+    return money((cost.get("to_target") or {}).get("cost"), cost.get("currency"))
+
+
 def cost_notes(run: dict) -> list[str]:
     """Why a run has no cost (the master's words), for under the report's table."""
     cost = run.get("cost") or {}

@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from mlbench_worker.client.cli.formatting import duration, percent, table
+from mlbench_worker.client.cli.formatting import duration, percent, plural, table
 from mlbench_worker.client.cli.master import EXIT_OK, EXIT_USAGE, CliError, Master
 from mlbench_worker.shared import test_sizes  # plain data
 from mlbench_worker.shared.evaluation import graded_name  # the package itself: no numpy
@@ -60,6 +60,13 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace, master: Master) -> int:
+    if args.data_dir and not Path(args.data_dir).is_dir():  # never ignored: it was asked for
+        what = "is not a folder" if Path(args.data_dir).exists() else "does not exist"
+        raise CliError(
+            f"--data-dir {args.data_dir}: {what}; give the folder that holds the real data "
+            "set's files (a run on generated data needs none)",
+            EXIT_USAGE,
+        )
     try:  # the evaluator needs numpy, which `pip install mlbench` (the client) lacks
         import numpy  # noqa: F401
     except ImportError:
@@ -107,7 +114,8 @@ def _evaluate(args: argparse.Namespace, master: Master) -> int:
             )  # fmt: skip
         headers = ["STEP", "EPOCH", "CLOCK", "EXAMPLES", "GRADED HERE", "MASTER'S GRADE"]
         print(
-            f"run {args.run} ({run.get('task')}, seed {run.get('seed')}): {len(rows)} evaluations"
+            f"run {args.run} ({run.get('task')}, seed {run.get('seed')}): "
+            f"{plural(len(rows), 'evaluation')}"
         )
         print(table([*headers, "REPORTED"], rows))
         audited = _audit(master, run, fetched, evaluators, args.data_dir, Path(folder))

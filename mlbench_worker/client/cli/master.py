@@ -13,6 +13,7 @@ Exit codes (also in docs/cli.rst):
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import urlparse
 
@@ -103,7 +104,7 @@ class Master:
             )
             return CliError(f"{fix} ({status}: {detail})", EXIT_AUTH)
         if status == 404:
-            return CliError(f"not found: {detail}; {_where_to_look(response)}", EXIT_NOT_FOUND)
+            return CliError(not_found(response.url or "", detail), EXIT_NOT_FOUND)
         if status == 409:
             return CliError(
                 f"{detail}; wait for it to end or stop it with `mlbench delete RUN`",
@@ -118,13 +119,31 @@ class Master:
         return CliError(f"the master refused the request (HTTP {status}): {detail}", EXIT_USAGE)
 
 
-def _where_to_look(response: requests.Response) -> str:
-    """Which list holds what was not found: a series' path points to the series, any other
-    to the runs (`mlbench series 999` must not send the user to `mlbench runs`)."""
-    path = urlparse(response.url or "").path
-    if "/api/series/" in path:
-        return "list the series with `mlbench series`"
-    return "list the runs with `mlbench runs`"
+# What a 404 is about, from the path asked for: /api/runs/<id>/..., /api/series/<id>/...
+_ASKED = re.compile(r"/api/(?P<kind>runs|series)/(?P<id>\d+)(/|$)")
+# The master's words for "the object the path names does not exist": Django's
+# get_object_or_404 ("No Run matches the given query."), DRF's "Not found.", or its own
+# "run 99 does not exist" (which names the object itself: a bundle of several runs).
+_GENERIC = re.compile(r"^(No \w+ matches the given query|Not found|No .* found)\.?$", re.I)
+_NAMED = re.compile(r"^(?P<kind>run|series) (?P<id>\d+) does not exist\.?$")
+# The singular of each kind, and the command that lists them.
+_KINDS = {"runs": ("run", "mlbench runs"), "series": ("series", "mlbench series")}
+
+
+def not_found(url: str, detail: str) -> str:
+    """A 404 said as what was asked for, with the command that lists what exists: "run 99
+    does not exist (`mlbench runs` lists them)". The master's own words where they say more
+    than that (a part of a run that is missing), with where to look."""
+    asked = _ASKED.search(urlparse(url).path)
+    named = _NAMED.match(detail.strip())
+    if named:
+        kind = "series" if named["kind"] == "series" else "runs"
+        return f"{named['kind']} {named['id']} does not exist (`{_KINDS[kind][1]}` lists them)"
+    kind = asked["kind"] if asked else "runs"
+    noun, listing = _KINDS[kind]
+    if asked and (not detail or _GENERIC.match(detail.strip())):
+        return f"{noun} {asked['id']} does not exist (`{listing}` lists them)"
+    return f"not found: {detail}; `{listing}` lists the {kind}"
 
 
 def _error_detail(response: requests.Response) -> str:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mlbench_worker.client.cli.comparison import report_table
+from mlbench_worker.client.cli.comparison import report_json, report_table
 from mlbench_worker.client.cli.costs import series_cost, series_cost_note
-from mlbench_worker.client.cli.formatting import table
+from mlbench_worker.client.cli.formatting import WIDE, Column, View, fit, plural
 from mlbench_worker.client.cli.master import EXIT_OK, EXIT_USAGE, CliError, Master
 
 CHARTS = ("accuracy", "speedup", "time-split", "cost")
@@ -37,37 +38,92 @@ def stat_text(stat: dict | None, digits: int = 1, scale: float = 1.0, unit: str 
     return text
 
 
-def series_table(series: dict) -> str:
-    """The statistics of a series, one row per worker count, and the rule it is held to."""
-    stats = series.get("statistics") or {}
+def _median(stat: dict | None, digits: int = 1, scale: float = 1.0, unit: str = "") -> str:
+    """The median of a STAT alone (the default view); "-" when it has no values."""
+    if not stat or not stat.get("n"):
+        return "-"
+    return _number(stat["median"], digits, scale, unit)
+
+
+def series_columns(stats: dict) -> list[Column]:
+    """The columns of a series' statistics, one row per worker count (a group): the
+    medians by default, with their spread (mean ± sd, cv) and the rest with --wide."""
     target = stats.get("target") or {}
-    rows = []
-    notes = []
     currency = (stats.get("cost") or {}).get("currency")
     # A goal of another metric than accuracy (task 3's perplexity) is shown as a number.
     accuracy = target.get("metric", "val_accuracy") == "val_accuracy"
-    for g in stats.get("groups", []):
+    after = (1, 100, "%") if accuracy else (1, 1.0, "")
+
+    def stat(key: str, *form: Any, brief: bool = False) -> Callable[[dict], str]:
+        return lambda g: (_median if brief else stat_text)(g.get(key), *form)
+
+    def olympic(g: dict) -> str:
+        return _number(g["time_to_target"].get("olympic_mean"), unit=" s")
+
+    def span(g: dict) -> str:
         ttt = g["time_to_target"]
-        rows.append(
-            [
-                g["num_workers"],
-                f"{g['reached']}/{g['runs']}" + (f" (+{g['pending']})" if g.get("pending") else ""),
-                stat_text(ttt, unit=" s"),
-                _number(ttt.get("olympic_mean"), unit=" s"),
-                f"{_number(ttt.get('min'))}–{_number(ttt.get('max'))}" if ttt.get("n") else "-",
-                stat_text(g["accuracy_after_time"], 1, 100, "%")
-                if accuracy
-                else stat_text(g["accuracy_after_time"], 1),
-                stat_text(g["images_per_second"], 0),
-                stat_text(g["communication_share"], 1, 100, "%"),
-                stat_text(g.get("speedup"), 2, unit="x"),
-                stat_text(g.get("efficiency"), 2),
-                *series_cost(g, currency),
-                "yes" if g["valid"] else "NO",
-            ]
-        )
-        if not g["valid"]:
-            notes.append(f"{g['num_workers']} worker(s): not valid: {g['invalid_reason']}")
+        return f"{_number(ttt.get('min'))}–{_number(ttt.get('max'))}" if ttt.get("n") else "-"
+
+    def reached(g: dict) -> str:
+        return f"{g['reached']}/{g['runs']}" + (f" (+{g['pending']})" if g.get("pending") else "")
+
+    return [
+        Column("WORKERS", lambda g: g["num_workers"]),
+        Column("REACHED", reached),
+        Column(
+            "TIME TO TARGET median (mean ± sd, cv)",
+            stat("time_to_target", 1, 1.0, " s"),
+            brief=stat("time_to_target", 1, 1.0, " s", brief=True),
+            brief_header="TIME TO TARGET",
+        ),
+        Column("OLYMPIC", olympic, wide=True),
+        Column("MIN–MAX", span, wide=True),
+        Column(
+            "ACC AFTER TIME",
+            stat("accuracy_after_time", *after),
+            brief=stat("accuracy_after_time", *after, brief=True),
+            drop=2,
+        ),
+        Column(
+            (target.get("throughput_unit") or "throughput").upper(),
+            stat("images_per_second", 0),
+            brief=stat("images_per_second", 0, brief=True),
+            drop=1,
+        ),
+        Column("COMM", stat("communication_share", 1, 100, "%"), wide=True),
+        Column(
+            "SPEED-UP",
+            stat("speedup", 2, 1.0, "x"),
+            brief=stat("speedup", 2, 1.0, "x", brief=True),
+        ),
+        Column(
+            "EFFICIENCY",
+            stat("efficiency", 2),
+            brief=stat("efficiency", 2, brief=True),
+            drop=4,
+        ),
+        Column(
+            "COST TO TARGET median",
+            lambda g: series_cost(g, currency)[0],
+            brief_header="COST TO TARGET",
+            drop=3,
+        ),
+        Column("PRICE INDEX", lambda g: series_cost(g, currency)[1], drop=5),
+        Column("VALID", lambda g: "yes" if g["valid"] else "NO"),
+    ]
+
+
+def series_table(series: dict, view: View = WIDE) -> str:
+    """The statistics of a series, one row per worker count, and the rule it is held to."""
+    stats = series.get("statistics") or {}
+    target = stats.get("target") or {}
+    groups = stats.get("groups", [])
+    notes = [
+        f"{plural(g['num_workers'], 'worker')}: not valid: {g['invalid_reason']}"
+        for g in groups
+        if not g["valid"]
+    ]
+    accuracy = target.get("metric", "val_accuracy") == "val_accuracy"
     value = target.get("value")
     head = (
         f"series {series.get('id')} {series.get('name', '')!r}: {target.get('task')}, goal "
@@ -84,11 +140,6 @@ def series_table(series: dict) -> str:
     )
     if target.get("synthetic"):
         head += " — SYNTHETIC DATA: says nothing about accuracy on the real data set"
-    headers = [
-        "WORKERS", "REACHED", "TIME TO TARGET median (mean ± sd, cv)", "OLYMPIC", "MIN–MAX",
-        "ACC AFTER TIME", (target.get("throughput_unit") or "throughput").upper(), "COMM",
-        "SPEED-UP", "EFFICIENCY", "COST TO TARGET median", "PRICE INDEX", "VALID",
-    ]  # fmt: skip
     legend = (
         "olympic: MLPerf's mean without the fastest and the slowest run, a run that missed "
         "the target counting as the slowest; speed-up: the 1-worker median time over each "
@@ -96,8 +147,16 @@ def series_table(series: dict) -> str:
         "runs', divided by the speed-up of the medians (1: as dear as one worker; "
         "docs/results.rst)"
     )
+    if not view.wide:
+        legend = (
+            "each cell is the median of the worker count's runs (--wide: with mean ± sd and "
+            "cv, the olympic mean, min–max, communication); " + legend.split("; ", 1)[1]
+        )
     notes += series_cost_note(stats)
-    return "\n".join([head, table(headers, rows), *notes, legend])
+    return "\n".join(
+        [view.say(head), fit(series_columns(stats), groups, view)]
+        + [view.say(line) for line in [*notes, legend]]
+    )
 
 
 def _format(path: str) -> str:
@@ -168,11 +227,15 @@ def cmd_report(args: argparse.Namespace, master: Master) -> int:
         elif args.json:
             print(json.dumps(series.get("statistics"), indent=2))
         else:
-            print(series_table(series))
+            print(series_table(series, View.of(args)))
         return EXIT_OK
     if not args.plot:
         runs = [master.json("get_run", r) for r in args.runs]
-        print(report_table(master, runs, args.across_implementations))
+        if args.json:
+            body = report_json(master, runs, args.across_implementations)
+            print(json.dumps(body, indent=2, sort_keys=True))
+        else:
+            print(report_table(master, runs, args.across_implementations, View.of(args)))
         return EXIT_OK
     fmt = _format(args.plot)
     if args.chart not in RUN_CHARTS:

@@ -11,9 +11,10 @@ is computed here.
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
 
-from mlbench_worker.client.cli.formatting import short, table
+from mlbench_worker.client.cli.formatting import WIDE, Column, View, fit, plural
 from mlbench_worker.client.cli.master import (
     EXIT_CONFLICT,
     EXIT_OK,
@@ -76,8 +77,12 @@ def start_series(
         workers=counts,
         **{k: v for k, v in fields.items() if v is not None},
     )
-    print(f"series {body['id']} {body['name']!r}: {len(body['runs'])} runs, one after another")
-    print(runs_table(body["runs"]))
+    view = View.of(args)
+    print(
+        f"series {body['id']} {body['name']!r}: {plural(len(body['runs']), 'run')}, one after "
+        "another"
+    )
+    print(runs_table(body["runs"], view))
     if args.wait:
         from mlbench_worker.client.cli.waiting import wait_for
 
@@ -97,31 +102,57 @@ def queue_text(run: dict[str, Any]) -> str:
     return f"{run.get('state')} #{place}" if place else str(run.get("state"))
 
 
-def runs_table(members: list[dict[str, Any]]) -> str:
-    rows = [
-        [r["id"], r.get("seed"), r.get("num_workers"), queue_text(r), short(r.get("reason"), 50)]
-        for r in members
-    ]
-    return table(["RUN", "SEED", "WORKERS", "STATE", "REASON"], rows)
+def _one_line(text: Any) -> str:
+    return " ".join(str(text or "").split())
+
+
+# A series' runs (`mlbench series ID`, `mlbench run` of a series): the reason shortened to
+# fit the terminal, whole with --wide.
+RUN_COLUMNS = [
+    Column("RUN", lambda r: r["id"]),
+    Column("SEED", lambda r: r.get("seed")),
+    Column("WORKERS", lambda r: r.get("num_workers")),
+    Column("STATE", queue_text),
+    Column("REASON", lambda r: _one_line(r.get("reason")), most=60, least=12),
+]
+
+
+def runs_table(members: list[dict[str, Any]], view: View = WIDE) -> str:
+    return fit(RUN_COLUMNS, members, view)
+
+
+# The list of series (`mlbench series`).
+SERIES_COLUMNS = [
+    Column("ID", lambda s: s["id"]),
+    Column("NAME", lambda s: _one_line(s["name"]), most=40, least=12),
+    Column("STATE", lambda s: s["state"]),
+    Column("SEEDS", lambda s: ",".join(map(str, s["seeds"])), most=20, least=8, drop=2),
+    Column("WORKERS", lambda s: ",".join(map(str, s["worker_counts"])), most=20, least=8),
+    Column("RUNS", lambda s: len(s["runs"])),
+    Column(
+        "CREATED",
+        lambda s: (s.get("created_at") or "")[:19].replace("T", " "),
+        brief=lambda s: (s.get("created_at") or "")[:16].replace("T", " "),
+        drop=1,
+    ),
+]
 
 
 def cmd_series(args: argparse.Namespace, master: Master) -> int:
     """`mlbench series`: every series; `mlbench series ID`: its runs and statistics;
     `--cancel`: drop its queued runs and cancel its active one."""
+    view = View.of(args)
     if args.series is None:
         if args.cancel:
             raise CliError("--cancel needs the series: mlbench series ID --cancel", EXIT_USAGE)
         listed = master.json("list_series")
+        if args.json:
+            print(json.dumps(listed, indent=2, sort_keys=True))
+            return EXIT_OK
         if not listed:
             print("no series yet: start one with `mlbench run NAME --seeds 1,2,3 --workers 1,2`")
             return EXIT_OK
-        rows = [
-            [s["id"], short(s["name"], 30), s["state"], ",".join(map(str, s["seeds"])),
-             ",".join(map(str, s["worker_counts"])), len(s["runs"]),
-             (s.get("created_at") or "")[:19].replace("T", " ")]
-            for s in listed
-        ]  # fmt: skip
-        print(table(["ID", "NAME", "STATE", "SEEDS", "WORKERS", "RUNS", "CREATED"], rows))
+        print(fit(SERIES_COLUMNS, listed, view))
         return EXIT_OK
     if args.cancel:
         try:
@@ -135,17 +166,23 @@ def cmd_series(args: argparse.Namespace, master: Master) -> int:
                 f"`mlbench delete --series {args.series}`",
                 EXIT_CONFLICT,
             ) from None
+        if args.json:
+            print(json.dumps(body, indent=2, sort_keys=True))
+            return EXIT_OK
         print(f"series {args.series} cancelled: nothing of it is queued or active now")
-        print(runs_table(body["runs"]))
+        print(runs_table(body["runs"], view))
         return EXIT_OK
     body = master.json("get_series", args.series)
-    print(f"series {body['id']} {body['name']!r} ({body['state']})")
-    print(runs_table(body["runs"]))
+    if args.json:
+        print(json.dumps(body, indent=2, sort_keys=True))
+        return EXIT_OK
+    print(view.say(f"series {body['id']} {body['name']!r} ({body['state']})"))
+    print(runs_table(body["runs"], view))
     if (body.get("statistics") or {}).get("groups"):
         print()
-        print(series_table(body))  # the table of `mlbench report --series ID`
+        print(series_table(body, view))  # the table of `mlbench report --series ID`
     took = [r for r in body["runs"] if r.get("started_at")]
-    print(f"\n{len(took)} of {len(body['runs'])} runs started; dashboard: "
+    print(f"\n{len(took)} of {plural(len(body['runs']), 'run')} started; dashboard: "
           f"{master.url}/series/{body['id']}/")  # fmt: skip
     return EXIT_OK
 
@@ -158,5 +195,5 @@ def delete_series(series_id: int, master: Master) -> int:
     master.call("delete_series", series_id)
     n = len(body["runs"])
     stopped = f"; its active run {active[0]} was stopped first" if active else ""
-    print(f"series {series_id} {body['name']!r} deleted with its {n} run{'s' * (n != 1)}{stopped}")
+    print(f"series {series_id} {body['name']!r} deleted with its {plural(n, 'run')}{stopped}")
     return EXIT_OK

@@ -17,6 +17,8 @@ import re
 from html import escape
 from typing import Any
 
+from mlbench_worker.client.cli.formatting import plural
+
 JSON_NAME = "board.json"
 INDEX = "index.html"
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -168,7 +170,7 @@ def _row(entry: dict[str, Any], master: str) -> str:
         entry["network"],
         entry["backend"],
         ", ".join(str(s) for s in entry["seeds"]),
-        f"{stats['runs']} run(s), {stats['reached']} reached; {valid}",
+        f"{plural(stats['runs'], 'run')}, {stats['reached']} reached; {valid}",
         cost_text,
         origin_text(entry),
         entry["evaluation"],

@@ -14,7 +14,7 @@ import argparse
 import json
 from typing import Any
 
-from mlbench_worker.client.cli.formatting import table
+from mlbench_worker.client.cli.formatting import Column, View, fit, plural, view_options
 from mlbench_worker.client.cli.master import (
     EXIT_CONFLICT,
     EXIT_NOT_FOUND,
@@ -35,7 +35,7 @@ def add_parser(sub: Any) -> None:
     add.add_argument("--name", required=True, help="whose key it is (a group, a lab)")
     add.add_argument("--json", action="store_true", help="print the master's answer as JSON")
     listed = verbs.add_parser("list", help="the trusted keys, this installation's own first")
-    listed.add_argument("--json", action="store_true", help="print them as JSON")
+    view_options(listed, "print them as JSON")
     remove = verbs.add_parser(
         "remove", help="stop trusting a key (staff): its imported results are unranked again"
     )
@@ -63,8 +63,9 @@ def _add(args: argparse.Namespace, master: Master) -> int:
         print(json.dumps(key, indent=2, sort_keys=True))
         return EXIT_OK
     print(
-        f"trusted {key['fingerprint']} as {key['name']!r}: its {key['runs']} imported run(s) "
-        "rank on the board from now on (where this master's evaluator agrees with their grades)"
+        f"trusted {key['fingerprint']} as {key['name']!r}: its imported runs "
+        f"({plural(key['runs'], 'run')} here) rank on the board from now on (where this "
+        "master's evaluator agrees with their grades)"
     )
     return EXIT_OK
 
@@ -74,19 +75,25 @@ def _list(args: argparse.Namespace, master: Master) -> int:
     if args.json:
         print(json.dumps(keys, indent=2, sort_keys=True))
         return EXIT_OK
-    rows = [
-        [
-            k["fingerprint"],
-            k["name"] + (" (own key, always trusted)" if k["own"] else ""),
-            k.get("runs", 0),
-            k.get("added_by") or "-",
-            (k.get("added_at") or "-")[:10],
-            k["public_key"],
-        ]
-        for k in keys
-    ]
-    print(table(["FINGERPRINT", "NAME", "RUNS", "ADDED BY", "ADDED", "PUBLIC KEY"], rows))
+    print(fit(KEY_COLUMNS, keys, View.of(args)))
     return EXIT_OK
+
+
+# The trusted keys: the fingerprint names a key (`mlbench trust remove` takes it); the key
+# itself with --wide.
+KEY_COLUMNS = [
+    Column("FINGERPRINT", lambda k: k["fingerprint"]),
+    Column(
+        "NAME",
+        lambda k: " ".join(k["name"].split()) + (" (own key, always trusted)" if k["own"] else ""),
+        most=48,
+        least=16,
+    ),
+    Column("RUNS", lambda k: k.get("runs", 0)),
+    Column("ADDED BY", lambda k: k.get("added_by") or "-", most=20, least=8, drop=2),
+    Column("ADDED", lambda k: (k.get("added_at") or "-")[:10], drop=1),
+    Column("PUBLIC KEY", lambda k: k["public_key"], wide=True),
+]
 
 
 def _remove(args: argparse.Namespace, master: Master) -> int:
@@ -110,8 +117,8 @@ def _remove(args: argparse.Namespace, master: Master) -> int:
         print(json.dumps(gone, indent=2, sort_keys=True))
         return EXIT_OK
     print(
-        f"no longer trusted: {gone['fingerprint']} ({gone['name']}); its {gone['runs']} "
-        "imported run(s) are unverified again and rank nowhere"
+        f"no longer trusted: {gone['fingerprint']} ({gone['name']}); its imported runs "
+        f"({plural(gone['runs'], 'run')} here) are unverified again and rank nowhere"
     )
     return EXIT_OK
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from mlbench_worker.client.cli.clock import benchmark_clock, metric_value
 from mlbench_worker.client.cli.comparison import THROUGHPUT_METRICS, report_table, throughput_of
-from mlbench_worker.client.cli.formatting import duration, percent, run_duration
+from mlbench_worker.client.cli.formatting import View, duration, percent, run_duration
 from mlbench_worker.client.cli.master import (
     EXIT_OK,
     EXIT_RUN_FAILED,
@@ -56,9 +56,10 @@ def wait_for(master: Master, run_id: int) -> int:
     print(f"run {run_id} {run['state']}" + (f": {run['reason']}" if run.get("reason") else ""))
     if run["state"] == "FINISHED":
         print()
-        print(report_table(master, [run]))
+        view = View.of(None)
+        print(report_table(master, [run], view=view))
         for line in result_notes(run):
-            print(line)
+            print(view.say(line))
     else:
         print(f"see its output with `mlbench logs {run_id}`")
     print(f"\ndashboard: {master.url}/  (this run: {master.url}/runs/{run_id}/)")
