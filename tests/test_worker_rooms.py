@@ -3,6 +3,9 @@
 - the master imports only `mlbench_worker.shared` of the worker package;
 - `shared/` and `client/` never reach torch or TensorFlow (the master image and the client
   install without them);
+- the rank body every implementation runs (`training/rank_body.py`) and the record it builds
+  (`training/run_record.py`) never reach torch, TensorFlow or pyspark: the TensorFlow and
+  Spark processes run them;
 - the evaluator (`shared/evaluation/`) reaches only the standard library, numpy,
   onnxruntime, Pillow (task 1b's JPEG files), scipy (ImageNet's meta.mat) and the rest of
   `shared/`: no implementation, trainer, model or framework can touch a grade (this check
@@ -43,7 +46,7 @@ SHARED_NAMES = {
     "train.py": "a trainer of one task family or implementation, on the reference loop's rules",
     "options.py": "the command line of a worker command (training, backend benchmark)",
     "cluster.py": "an implementation's framework cluster over the ranks mpirun started",
-    "session.py": "an implementation's run on one rank: set up, train, summarise",
+    "session.py": "an implementation's parts of the one rank body (training/rank_body.py)",
 }
 
 
@@ -106,6 +109,15 @@ def test_shared_and_client_never_import_a_framework(graph, framework):
     rooms = ["mlbench_worker.shared", "mlbench_worker.client", "mlbench_worker.api"]
     chains = forbidden_chains(graph, rooms, framework)
     assert not chains, f"shared/ or client/ reaches {framework}:\n" + "\n".join(chains)
+
+
+RANK_BODY = ["mlbench_worker.training.rank_body", "mlbench_worker.training.run_record"]
+
+
+@pytest.mark.parametrize("framework", ["torch", "tensorflow", "pyspark"])
+def test_the_rank_body_never_imports_a_framework(graph, framework):
+    chains = forbidden_chains(graph, RANK_BODY, framework)
+    assert not chains, f"the rank body reaches {framework}:\n" + "\n".join(chains)
 
 
 # The evaluator grades every run: it may reach the standard library, numpy, onnxruntime (the

@@ -6,8 +6,9 @@ its own dict of some 25 keys by hand, the master read them ad hoc, and nothing s
 summary must hold, so a summary from another implementation (or anyone's command with a run
 token) could omit or mistype what the results are computed from. Now the ranks build it with
 `training_summary` / `measurement_summary` (the one place its keys, order and derived values
-are decided), the master refuses a summary that does not fit with the field named
-(`problems`), `mlbench_master/results/` reads it through the names declared here, and
+are decided; every training implementation calls the first through
+mlbench_worker/training/run_record.py, from its run configuration and what it measured),
+the master refuses a summary that does not fit with the field named (`problems`), `mlbench_master/results/` reads it through the names declared here, and
 docs/metrics.rst lists the same fields (tests/test_result_record.py holds the page to them).
 
 Plain data and the standard library only: the master, the client and the ranks import it.

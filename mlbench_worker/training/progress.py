@@ -59,7 +59,7 @@ class Interval:
 
 def outcome(progress: Progress, target_accuracy: float) -> dict[str, Any]:
     """The summary's entries about the goal and how far the run got, the same for every
-    implementation (run.py, implementations/tensorflow/session.py)."""
+    implementation (run_record.py)."""
     return {
         "target_accuracy": target_accuracy,
         "reached": progress.time_to_target is not None,

@@ -1,8 +1,12 @@
-"""One benchmark run on one rank: set up, train (trainer.py), summarise, report.
+"""One reference (or torch-ddp) run on one rank: the reference loop's parts of the rank body.
 
-Every task is set up the same way (build.build_run: the task names its own set-up module,
-e.g. mlbench_worker/tasks/cifar10/setup.py for task 1a); checkpoints, the headline, the clock, the
-summary and reporting are the same code for all.
+The steps every implementation's rank takes (reporter, set-up, predictions, training, the
+record, the final model) are rank_body.py's; `ReferenceRank` supplies what the torch
+trainers do their own way. Every task is set up the same way (build.build_run: the task
+names its own set-up module, e.g. mlbench_worker/tasks/cifar10/setup.py for task 1a);
+torch-ddp is this loop with DistributedDataParallel's all-reduce (algorithms/ddp.py),
+chosen in build.exchange_gradients. Checkpoints (written after every epoch, resumed with
+--resume) are this implementation's alone.
 
 How the rank ends (an error printed once, or a traceback and the whole job aborted) is
 entry.py's, the same for every implementation.
@@ -10,24 +14,27 @@ entry.py's, the same for every implementation.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from mlbench_worker.shared.algorithm_catalogue import describe
-from mlbench_worker.shared.result import training_summary
 from mlbench_worker.tasks import get_task
-from mlbench_worker.training import checkpoint, environment
-from mlbench_worker.training.build import build_run
+from mlbench_worker.training import checkpoint, environment, rank_body
+from mlbench_worker.training.build import Built, build_run
 from mlbench_worker.training.comm import Communicator, local_rank
 from mlbench_worker.training.config import RunConfig
 from mlbench_worker.training.entry import World, run_rank
 from mlbench_worker.training.environment import default_threads  # torch-free there, shared
 from mlbench_worker.training.errors import WorkerError
-from mlbench_worker.training.metric_sink import Reporter, make_reporter
-from mlbench_worker.training.prediction_sink import open_sink
-from mlbench_worker.training.progress import finite, outcome
-from mlbench_worker.training.summary_table import summary_table
+from mlbench_worker.training.metric_sink import Reporter
+from mlbench_worker.training.progress import Progress
+from mlbench_worker.training.rank_body import Say, Setup
+from mlbench_worker.training.run_record import RunFacts, comm_shares
 from mlbench_worker.training.torch_export import export_final
 from mlbench_worker.training.trainer import Trainer
+
+__all__ = ["ReferenceRank", "default_threads", "pick_device", "run_main"]
 
 
 def pick_device(requested: str) -> torch.device:
@@ -53,60 +60,50 @@ def run_main(config: RunConfig) -> int:
         comm = Communicator(config.backend, device=pick_device(config.device))
         opened.append(comm)
         world.known(comm.rank, comm.size, comm.world.Abort)
-        return _run(config, comm)
+        return rank_body.run(config, ReferenceRank(config, comm))
 
     return run_rank(body, cleanup=lambda: [comm.close() for comm in opened])
 
 
-def _run(config: RunConfig, comm: Communicator) -> int:
-    task = get_task(config.task)
-    rank0 = comm.rank == 0
-    say = print if rank0 else (lambda *_a, **_k: None)
-    threads = torch.get_num_threads()
-    hostnames = comm.allgather_object(environment.hostname())
+class ReferenceRank:
+    """The reference loop's and torch-ddp's parts of a rank's run (rank_body.Implementation)."""
 
-    def open_reporter() -> Reporter:
-        if rank0:
-            return make_reporter(
-                config.master_url, config.run_id, config.token, config.metrics_file
-            )
-        return make_reporter(None, config.run_id, None, None)
+    def __init__(self, config: RunConfig, comm: Communicator) -> None:
+        self.config, self.comm = config, comm
+        self.rank = comm.rank
+        self.collectives = comm
+        self.task = get_task(config.task)
+        self.threads = torch.get_num_threads()
+        self.hostnames = comm.allgather_object(environment.hostname())
+        self.built: Built | None = None
 
-    built = build_run(config, comm, task, lambda line: say(line, flush=True), open_reporter)
-    trainer, reporter, device = built.trainer, built.trainer.reporter, comm.device
-    trainer.predictions = open_sink(
-        comm,
-        reporter,
-        metrics_file=config.metrics_file,
-        master_url=config.master_url,
-        dataset=built.dataset,
-        features=built.config.get("features"),  # task 2's rows; the image tasks have none
-    )
-    workers = comm.size
-    goal = trainer.goal
+    @property
+    def trainer(self) -> Trainer:
+        assert self.built is not None, "build() first"
+        return self.built.trainer
 
-    identity = {
-        "task": task.name,
-        "model": config.model,
-        "num_workers": workers,
-        "batch_size": config.batch_size,
-        "seed": config.seed,
-        "dataset": built.dataset,
-        "algorithm": trainer.algorithm,
-        "algorithm_options": dict(trainer.algorithm_options),
-        "implementation": config.implementation,
-    }
-    if config.checkpoint_dir:
+    def build(self, say: Say, open_reporter: Callable[[], Reporter]) -> Setup:
+        self.built = build_run(self.config, self.comm, self.task, say, open_reporter)
+        # Task 2's rows have features (the predictions format's); the image tasks have none.
+        return Setup(self.trainer, self.built.dataset, self.built.config.get("features"))
 
-        def save(trainer: Trainer) -> None:
-            if trainer.comm.rank == 0:
-                checkpoint.save(trainer, config.checkpoint_dir, identity)
+    def before_training(self, say: Say) -> None:
+        """Checkpoints after every epoch (--checkpoint-dir), and --resume's."""
+        config, comm, trainer = self.config, self.comm, self.trainer
+        assert self.built is not None
+        identity = checkpoint.identity_of(config, comm.size, self.built.dataset)
+        if config.checkpoint_dir:
+            folder = config.checkpoint_dir
 
-        trainer.checkpoint = save
+            def save(trainer: Trainer) -> None:
+                if trainer.comm.rank == 0:
+                    checkpoint.save(trainer, folder, identity)
 
-    if config.resume:
+            trainer.checkpoint = save
+        if not config.resume:
+            return
         state, problem = None, None
-        if rank0:
+        if self.rank == 0:
             try:
                 state = checkpoint.load(config.checkpoint_dir, identity)
             except WorkerError as exc:
@@ -116,28 +113,32 @@ def _run(config: RunConfig, comm: Communicator) -> int:
             raise WorkerError(problem)
         state = comm.bcast_object(state)
         checkpoint.restore(trainer, state)
-        built.after_restore(trainer)
+        self.built.after_restore(trainer)
         say(
             f"resumed from {config.checkpoint_dir}: {trainer.progress.epoch} epochs done, "
-            f"{trainer.progress.elapsed_before:.1f}s on the clock",
-            flush=True,
+            f"{trainer.progress.elapsed_before:.1f}s on the clock"
         )
 
-    say(
-        f"{task.name}: model {config.model}, {built.data_line}, "
-        f"{workers} worker(s), backend {comm.backend}, device {device}, {threads} thread(s)/rank, "
-        f"batch {config.batch_size}/worker, peak lr {built.peak_lr:g}, "
-        f"algorithm {describe(trainer.algorithm, trainer.algorithm_options)}, "
-        f"implementation {config.implementation} ({trainer.allreduce.describe()}), "
-        f"target {config.target} "
-        f"({goal.describe()}), max {goal.max_epochs} epochs"
-        + (f", time budget {config.time_budget:g}s" if config.time_budget else ""),
-        flush=True,
-    )
+    def headline(self) -> str:
+        config, trainer, built = self.config, self.trainer, self.built
+        assert built is not None
+        goal = trainer.goal
+        return (
+            f"{self.task.name}: model {config.model}, {built.data_line}, "
+            f"{self.comm.size} worker(s), backend {self.comm.backend}, device {self.comm.device}, "
+            f"{self.threads} thread(s)/rank, "
+            f"batch {config.batch_size}/worker, peak lr {built.peak_lr:g}, "
+            f"algorithm {describe(trainer.algorithm, trainer.algorithm_options)}, "
+            f"implementation {config.implementation} ({trainer.allreduce.describe()}), "
+            f"target {config.target} "
+            f"({goal.describe()}), max {goal.max_epochs} epochs"
+            + (f", time budget {config.time_budget:g}s" if config.time_budget else "")
+        )
 
-    try:
-        progress = trainer.fit()
-        elapsed = trainer.elapsed()
+    def facts(self, progress: Progress) -> RunFacts:
+        trainer, comm, built = self.trainer, self.comm, self.built
+        assert built is not None
+        workers = comm.size
         totals = comm.allreduce_sums(
             [
                 progress.time_data,
@@ -147,55 +148,31 @@ def _run(config: RunConfig, comm: Communicator) -> int:
                 progress.comm_bytes / max(progress.step, 1),
             ]
         )
-        step_total = float(totals[:3].sum())
-        # The mean over ranks of each rank's bytes per step (ranks of decentralized SGD on
-        # a ring with 2 ranks, or of local SGD, send the same; the mean is the fair figure
-        # should a topology ever give ranks different degrees).
-        bytes_per_step = float(totals[4] / workers)
-        full = trainer.full_allreduce_bytes() if workers > 1 else 0
-        summary = training_summary(
-            task=task.name,
-            model=config.model,
+        share, share_total = comm_shares(*totals[:4])
+        return RunFacts(
             dataset=built.dataset,
+            dataset_note=built.note,
             num_workers=workers,
             backend=comm.backend,
-            device=str(device),
-            target=config.target,
-            outcome=outcome(progress, goal.accuracy),
-            throughput=finite(trainer.throughput()),
-            comm_share=float(totals[2] / step_total) if step_total > 0 else 0.0,
-            comm_share_total=float(totals[3] / step_total) if step_total > 0 else 0.0,
-            algorithm=trainer.algorithm,
-            algorithm_options=dict(trainer.algorithm_options),
-            implementation=config.implementation,
-            comm_bytes_per_step=bytes_per_step,
-            full_allreduce_bytes=full,
-            elapsed=elapsed,
-            seed=config.seed,
+            device=str(comm.device),
+            threads=self.threads,
+            peak_lr=built.peak_lr,
+            comm_share=share,
+            comm_share_total=share_total,
+            # The mean over ranks of each rank's bytes per step (ranks of decentralized SGD
+            # on a ring with 2 ranks, or of local SGD, send the same; the mean is the fair
+            # figure should a topology ever give ranks different degrees).
+            comm_bytes_per_step=float(totals[4] / workers),
+            full_allreduce_bytes=trainer.full_allreduce_bytes() if workers > 1 else 0,
             versions=environment.versions(),
-            hardware=environment.hardware(device, threads, hostnames),
-            stop_reason=progress.stop_reason,
-            run_id=config.run_id,
-            dataset_note=built.note,
-            **built.results(trainer),
-            config={
-                "batch_size": config.batch_size,
-                "peak_lr": built.peak_lr,
-                "max_epochs": config.max_epochs,
-                "time_budget": config.time_budget,
-                **built.config,
-                **trainer.allreduce_config(),
-                "threads": threads,
-            },
+            hardware=environment.hardware(comm.device, self.threads, self.hostnames),
+            config={**built.config, **trainer.allreduce_config()},
+            results=built.results(trainer),
         )
-        if rank0:
-            reporter.summary(summary)
-            print(summary_table(summary), flush=True)
-            if footer := built.footer(summary):
-                print(footer, flush=True)
-        # Off the clock, after its end; and after the summary, which a task-3 model's grade
-        # repeats the run's evaluation from (the master refuses the model before it).
-        export_final(trainer, trainer.predictions)
-    finally:
-        reporter.close()
-    return 0
+
+    def footer(self, summary: dict) -> str:
+        assert self.built is not None
+        return self.built.footer(summary)
+
+    def export(self) -> None:
+        export_final(self.trainer, self.trainer.predictions)

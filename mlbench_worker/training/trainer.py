@@ -132,7 +132,7 @@ class Trainer:
         # Cross-entropy label smoothing (task 1b's option; 0 is the plain loss of task 1a).
         self.label_smoothing = 0.0
         self.hit_rates: list[float] = []  # the last evaluation's accuracies, top-1 first
-        # Where each evaluation's predictions go (run.py opens it; None: nowhere), and this
+        # Where each evaluation's predictions go (rank_body.py opens it; None: nowhere), and this
         # rank's part of the last evaluation, handed over once its metrics are reported.
         self.predictions: PredictionSink | None = None
         self.shard: Shard | None = None

@@ -19,6 +19,25 @@ from mlbench_master.cluster.transient import says_listener_failed
 
 MPIRUN = os.path.join(os.path.dirname(sys.executable), "mpirun")
 REPO = Path(__file__).resolve().parents[2]
+# `python -c RANK_BODY_SPY ARGS` runs mlbench_worker as `python -m mlbench_worker ARGS` would,
+# and prints `RANK_BODY <class>` each time a rank enters the one rank body
+# (training/rank_body.run), naming the implementation class it was handed.
+RANK_BODY_SPY = (
+    "import runpy\n"
+    "from mlbench_worker.training import rank_body\n"
+    "body = rank_body.run\n"
+    "def spy(config, implementation):\n"
+    "    kind = type(implementation)\n"
+    "    print('RANK_BODY', kind.__module__ + '.' + kind.__qualname__, flush=True)\n"
+    "    return body(config, implementation)\n"
+    "rank_body.run = spy\n"
+    "runpy.run_module('mlbench_worker', run_name='__main__', alter_sys=True)\n"
+)
+
+
+def rank_body_entries(stdout: str) -> list[str]:
+    """The implementation classes the ranks of a RANK_BODY_SPY run handed to the body."""
+    return [line.split()[1] for line in stdout.splitlines() if line.startswith("RANK_BODY ")]
 
 
 def worker_env(**extra: str) -> dict:

@@ -17,11 +17,20 @@ from mlbench_worker.models import build_model
 from mlbench_worker.shared.evaluation.evaluator import Evaluator
 from mlbench_worker.shared.evaluation.test_sets import TestSet
 
-from .helpers import assert_graded_as_reported, metrics_file, mpirun, points, run_worker
+from .helpers import (
+    RANK_BODY_SPY,
+    assert_graded_as_reported,
+    metrics_file,
+    mpirun,
+    points,
+    rank_body_entries,
+    run_worker,
+)
 
 STEPS = 20
 BATCH = 32
-RUN = ["-m", "mlbench_worker", "resnet20-cifar10", "--dataset", "synthetic", "--backend", "gloo",
+# Through the rank body's spy (helpers.RANK_BODY_SPY): `python -m mlbench_worker` otherwise.
+RUN = ["-c", RANK_BODY_SPY, "resnet20-cifar10", "--dataset", "synthetic", "--backend", "gloo",
        "--train-images", str(STEPS * BATCH * 2), "--test-images", "100", "--max-epochs", "1",
        "--batch-size", str(BATCH), "--threads", "1", "--log-every", "1"]  # fmt: skip
 
@@ -35,6 +44,8 @@ def _train(tmp_path: Path, implementation: str) -> tuple[dict, list[dict], dict]
         timeout=240,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # Both implementations are the reference loop's parts of the one rank body, once a rank.
+    assert rank_body_entries(proc.stdout) == ["mlbench_worker.training.run.ReferenceRank"] * 2
     summary, metrics = metrics_file(where / "m.jsonl")
     state = torch.load(where / "ckpt" / "checkpoint.pt", weights_only=True)
     return summary, metrics, state

@@ -26,7 +26,7 @@ import pytest
 from mlbench_worker.shared.evaluation.evaluator import Evaluator
 from mlbench_worker.shared.evaluation.test_sets import TestSet
 
-from .helpers import assert_graded_as_reported, mpirun
+from .helpers import RANK_BODY_SPY, assert_graded_as_reported, mpirun, rank_body_entries
 
 HAVE_SPARK = importlib.util.find_spec("pyspark") is not None and shutil.which("java") is not None
 pytestmark = pytest.mark.skipif(
@@ -41,11 +41,12 @@ SMALL = [
     "--train-images", "4000", "--test-images", "1000", "--threads", "1", "--target", "light",
     "--log-every", "8",
 ]  # fmt: skip
+# Says at exit whether torch was imported, and names the implementation each rank hands to
+# the one rank body (helpers.RANK_BODY_SPY: rank 0 alone, the Spark driver, enters it).
 NO_TORCH_CHECK = (
-    "import atexit, runpy, sys\n"
+    "import atexit, sys\n"
     "atexit.register(lambda: print('TORCH_IMPORTED', 'torch' in sys.modules, flush=True))\n"
-    "runpy.run_module('mlbench_worker', run_name='__main__', alter_sys=True)\n"
-)
+) + RANK_BODY_SPY
 
 
 def _java_processes() -> list[psutil.Process]:
@@ -175,6 +176,8 @@ def test_two_ranks_reach_the_light_target_and_report_like_the_reference(tmp_path
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-5000:]
     assert proc.stdout.count("TORCH_IMPORTED False") == 2, out[-4000:]  # both ranks
+    spark_driver = "mlbench_worker.implementations.spark.session.SparkDriver"
+    assert rank_body_entries(proc.stdout) == [spark_driver]  # the driver's application
     assert "implementation spark (Spark 4." in proc.stdout
     assert proc.stdout.count("--backend gloo is not used") == 1
     records = [json.loads(line) for line in metrics.read_text().splitlines()]

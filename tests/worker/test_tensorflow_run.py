@@ -27,7 +27,16 @@ from mlbench_worker.shared import result
 from mlbench_worker.shared.evaluation.evaluator import Evaluator
 from mlbench_worker.shared.evaluation.test_sets import TestSet
 
-from .helpers import MPIRUN, REPO, assert_graded_as_reported, mpirun, run_worker, worker_env
+from .helpers import (
+    MPIRUN,
+    RANK_BODY_SPY,
+    REPO,
+    assert_graded_as_reported,
+    mpirun,
+    rank_body_entries,
+    run_worker,
+    worker_env,
+)
 
 HAVE_TF = importlib.util.find_spec("tensorflow") is not None
 pytestmark = pytest.mark.skipif(
@@ -40,12 +49,12 @@ SYNTHETIC = [
     "--train-images", "3000", "--test-images", "500", "--batch-size", "64",
     "--threads", "1",
 ]  # fmt: skip
-# Runs mlbench_worker as `python -m` would, and says at exit whether torch was imported.
+# Runs mlbench_worker as `python -m` would, says at exit whether torch was imported, and
+# names the implementation each rank hands to the one rank body (helpers.RANK_BODY_SPY).
 NO_TORCH_CHECK = (
-    "import atexit, runpy, sys\n"
+    "import atexit, sys\n"
     "atexit.register(lambda: print('TORCH_IMPORTED', 'torch' in sys.modules, flush=True))\n"
-    "runpy.run_module('mlbench_worker', run_name='__main__', alter_sys=True)\n"
-)
+) + RANK_BODY_SPY
 
 
 # --- the network ----------------------------------------------------------------------------
@@ -184,6 +193,8 @@ def test_two_ranks_reach_the_light_target_and_report_like_the_reference(tmp_path
     assert proc.returncode == 0, out[-4000:]
     assert proc.stdout.count("TORCH_IMPORTED False") == 2, out[-4000:]  # both ranks
     assert "TORCH_IMPORTED True" not in proc.stdout
+    tensorflow_rank = "mlbench_worker.implementations.tensorflow.session.TensorFlowRank"
+    assert rank_body_entries(proc.stdout) == [tensorflow_rank] * 2  # the one body, each rank
     assert "SYNTHETIC DATA" in proc.stdout and "mlbench result" in proc.stdout
     assert "implementation tensorflow (TensorFlow 2." in proc.stdout
     assert proc.stdout.count("the tensorflow implementation writes no checkpoints") == 1
@@ -202,11 +213,13 @@ def test_two_ranks_reach_the_light_target_and_report_like_the_reference(tmp_path
     # only once a target is reached, which the TensorFlow run did), the summary's keys.
     reference = mpirun(
         2,
-        ["-m", "mlbench_worker", *SYNTHETIC, "--implementation", "reference", "--target",
+        ["-c", RANK_BODY_SPY, *SYNTHETIC, "--implementation", "reference", "--target",
          "light", "--max-epochs", "1", "--log-every", "10", "--metrics-file", str(ref_metrics)],
         timeout=240,
     )  # fmt: skip
     assert reference.returncode == 0, (reference.stdout + reference.stderr)[-4000:]
+    reference_rank = "mlbench_worker.training.run.ReferenceRank"
+    assert rank_body_entries(reference.stdout) == [reference_rank] * 2
     ref_records = [json.loads(line) for line in ref_metrics.read_text().splitlines()]
     (ref_summary,) = [r for r in ref_records if r["type"] == "summary"]
     names = {r["name"] for r in tf_records if r["type"] == "metric"}

@@ -1,5 +1,9 @@
 """One Spark run over the ranks: files, cluster, application (rank 0), summary, tear-down.
 
+The application is the rank body every implementation's rank runs (training/rank_body.py:
+reporter, set-up, predictions, training, the record), on rank 0 alone, the Spark driver;
+`SparkDriver` supplies what Spark does its own way.
+
 Every rank writes the LIBSVM files where missing (data.py) and brings up its part of the
 cluster (cluster.py); rank 0 then runs the Spark application (the driver, this process's
 pyspark session) while the other ranks wait without spinning, watching their Spark worker;
@@ -7,8 +11,8 @@ rank 0 sends the application's exit code to all (a non-blocking broadcast they p
 every rank stops its JVMs. A rank that fails otherwise aborts the MPI job (training/entry.py),
 which ends the other ranks and, with them, their JVMs (cluster.py: parent-death signal).
 
-The summary has the reference's keys (training/run.py's), `implementation` "spark", Spark's
-and Java's versions, and under `config` what Spark adds: the start-up times kept off the
+The summary is the one record of every implementation (training/run_record.py), with
+`implementation` "spark", Spark's and Java's versions, and under `config` what Spark adds: the start-up times kept off the
 benchmark clock (cluster, application with its executors, data cached) and the stage
 times of Spark's listener over the whole training.
 """
@@ -19,6 +23,7 @@ import os
 import subprocess
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -26,18 +31,17 @@ import numpy as np
 from mlbench_worker.data import synthetic_banner
 from mlbench_worker.implementations.spark import cluster, data
 from mlbench_worker.implementations.spark.train import LbfgsTrainer, SgdTrainer, SparkTrainer
-from mlbench_worker.shared.result import training_summary
 from mlbench_worker.tasks import get_task
 from mlbench_worker.tasks.epsilon import GLMS
 from mlbench_worker.tasks.epsilon.schedule import plateau_schedule, rates
-from mlbench_worker.training import environment
+from mlbench_worker.training import environment, rank_body
 from mlbench_worker.training.config import RunConfig
 from mlbench_worker.training.errors import WorkerError
-from mlbench_worker.training.metric_sink import make_reporter
-from mlbench_worker.training.prediction_sink import open_sink
-from mlbench_worker.training.progress import finite, outcome
+from mlbench_worker.training.metric_sink import Reporter
+from mlbench_worker.training.progress import Progress
+from mlbench_worker.training.rank_body import Say, Setup
 from mlbench_worker.training.recipe import Goal
-from mlbench_worker.training.summary_table import summary_table
+from mlbench_worker.training.run_record import RunFacts, comm_shares
 
 EXECUTORS_TIMEOUT = 300.0  # a JVM each, on a busy machine
 NOTE = (
@@ -104,7 +108,7 @@ def run(config: RunConfig, control: cluster.Control) -> int:
         failure: BaseException | None = None
         if rank0:
             try:
-                code = application(config, task, spark_cluster, files, cores, cluster_seconds, say)
+                code = application(config, task, spark_cluster, files, cores, cluster_seconds)
             except WorkerError as exc:
                 failure, code = exc, exc.exit_code
             except BaseException as exc:  # noqa: BLE001 - reported, then raised below
@@ -133,9 +137,9 @@ def quiet_code(control: cluster.Control, code: int, spark_cluster: cluster.Spark
 
 def application(
     config: RunConfig, task: Any, spark_cluster: cluster.SparkCluster, files: data.Files,
-    cores: int, cluster_seconds: float, say: Any,
+    cores: int, cluster_seconds: float,
 ) -> int:  # fmt: skip
-    """Rank 0: the Spark application from session to summary."""
+    """Rank 0: the Spark application from session to summary (the rank body, SparkDriver)."""
     # pyspark warns about pandas it does not use here, once per run: noise in a run's log.
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
     from pyspark.sql import SparkSession
@@ -161,8 +165,8 @@ def application(
     try:
         wait_for_executors(spark, world)
         session_seconds = time.perf_counter() - t0
-        return train(config, task, spark, files, world, cores,
-                     {"cluster": cluster_seconds, "application": session_seconds}, say)  # fmt: skip
+        startup = {"cluster": cluster_seconds, "application": session_seconds}
+        return rank_body.run(config, SparkDriver(config, task, spark, files, world, cores, startup))
     finally:
         spark.stop()
 
@@ -179,115 +183,125 @@ def wait_for_executors(spark: Any, world: int) -> None:
         status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus()
 
 
-def train(
-    config: RunConfig, task: Any, spark: Any, files: data.Files, world: int, cores: int,
-    startup: dict[str, float], say: Any,
-) -> int:  # fmt: skip
-    """Data cached, trainer built, benchmark run, summary posted."""
-    import pyspark
+class SparkDriver:
+    """The Spark implementation's parts of the rank body (rank_body.Implementation), on the
+    driver, which holds the whole test set's predictions (Solo) and alone reports."""
 
-    t0 = time.perf_counter()
-    train_blocks = data.cached_blocks(spark, files, "train", world, config.seed)
-    test_blocks = data.cached_blocks(spark, files, "test", world, config.seed)
-    l2 = task.l2 if config.l2 is None else config.l2
-    goal = Goal(config.target, task.target_accuracy(config.target), config.max_epochs,
-                config.time_budget)  # fmt: skip
-    reporter = make_reporter(config.master_url, config.run_id, config.token, config.metrics_file)
-    shard_rows = files.train_rows // world
-    common = dict(
-        features=files.features, world=world, throughput_metric="samples_per_sec",
-        throughput_unit="samples/s", log_every=config.log_every, say=say,
-    )  # fmt: skip
-    lbfgs = config.algorithm == "lbfgs"
-    if lbfgs:
-        iterations = int(config.algorithm_options["iterations"])
-        trainer: SparkTrainer = LbfgsTrainer(
-            spark, test_blocks, goal, reporter, train_frame=data.labelled_frame(spark, train_blocks),
-            train_rows=shard_rows * world, iterations=iterations, l2=l2, **common,
+    rank = 0
+    collectives = Solo()
+
+    def __init__(
+        self, config: RunConfig, task: Any, spark: Any, files: data.Files, world: int,
+        cores: int, startup: dict[str, float],
+    ) -> None:  # fmt: skip
+        self.config, self.task, self.spark, self.files = config, task, spark, files
+        self.world, self.cores, self.startup = world, cores, startup
+
+    def build(self, say: Say, open_reporter: Callable[[], Reporter]) -> Setup:
+        config, task, spark, files = self.config, self.task, self.spark, self.files
+        world = self.world
+        t0 = time.perf_counter()
+        train_blocks = data.cached_blocks(spark, files, "train", world, config.seed)
+        test_blocks = data.cached_blocks(spark, files, "test", world, config.seed)
+        self.l2 = task.l2 if config.l2 is None else config.l2
+        goal = Goal(config.target, task.target_accuracy(config.target), config.max_epochs,
+                    config.time_budget)  # fmt: skip
+        reporter = open_reporter()
+        shard_rows = files.train_rows // world
+        common = dict(
+            features=files.features, world=world, throughput_metric="samples_per_sec",
+            throughput_unit="samples/s", log_every=config.log_every, say=say,
         )  # fmt: skip
-        described, equal, peak_lr = LBFGS_NOTE.format(iterations=iterations), "", 0.0
-        floor_lr = 0.0
-    else:
-        floor_lr, peak_lr = rates(task, GLMS[config.model], config.batch_size, world, config.lr)
-        schedule = plateau_schedule(peak_lr, floor_lr, task.plateau_factor, task.plateau_threshold)
-        trainer = SgdTrainer(
-            spark, test_blocks, goal, reporter, train_blocks=train_blocks,
-            shard_rows=shard_rows, batch_size=config.batch_size, seed=config.seed,
-            schedule=schedule, l2=l2, **common,
-        )  # fmt: skip
-        described, equal = SGD_NOTE, SGD_EQUAL
-    startup["data"] = time.perf_counter() - t0
-    trainer.predictions = open_sink(
-        Solo(), reporter, metrics_file=config.metrics_file, master_url=config.master_url,
-        dataset=files.name,
-    )  # fmt: skip
-    say(
-        f"{task.name}: model {config.model}, data {files.name} ({files.train_rows} train / "
-        f"{files.test_rows} test samples, {files.features} features), {world} worker(s), "
-        f"implementation spark (Spark {pyspark.__version__}, standalone), {cores} core(s)/rank, "
-        f"algorithm {config.algorithm}"
-        + ("" if lbfgs else f", batch {config.batch_size}/worker, peak lr {peak_lr:g}")
-        + f", target {config.target} ({goal.accuracy:.0%}), max {goal.max_epochs} epochs; "
-        f"start-up {startup['cluster']:.1f} s cluster, {startup['application']:.1f} s "
-        f"application, {startup['data']:.1f} s data"
-    )
-    try:
-        progress = trainer.fit(goal.max_epochs)
-        elapsed = trainer.elapsed()
+        self.trainer: SparkTrainer
+        if config.algorithm == "lbfgs":
+            iterations = int(config.algorithm_options["iterations"])
+            self.trainer = LbfgsTrainer(
+                spark, test_blocks, goal, reporter,
+                train_frame=data.labelled_frame(spark, train_blocks),
+                train_rows=shard_rows * world, iterations=iterations, l2=self.l2, **common,
+            )  # fmt: skip
+            self.described, self.equal = LBFGS_NOTE.format(iterations=iterations), ""
+            self.floor_lr, self.peak_lr = 0.0, 0.0
+        else:
+            self.floor_lr, self.peak_lr = rates(
+                task, GLMS[config.model], config.batch_size, world, config.lr
+            )
+            schedule = plateau_schedule(
+                self.peak_lr, self.floor_lr, task.plateau_factor, task.plateau_threshold
+            )
+            self.trainer = SgdTrainer(
+                spark, test_blocks, goal, reporter, train_blocks=train_blocks,
+                shard_rows=shard_rows, batch_size=config.batch_size, seed=config.seed,
+                schedule=schedule, l2=self.l2, **common,
+            )  # fmt: skip
+            self.described, self.equal = SGD_NOTE, SGD_EQUAL
+        self.startup["data"] = time.perf_counter() - t0
+        return Setup(self.trainer, files.name)
+
+    def before_training(self, say: Say) -> None:
+        pass
+
+    def headline(self) -> str:
+        import pyspark
+
+        config, files, startup = self.config, self.files, self.startup
+        goal, lbfgs = self.trainer.goal, config.algorithm == "lbfgs"
+        return (
+            f"{self.task.name}: model {config.model}, data {files.name} ({files.train_rows} "
+            f"train / {files.test_rows} test samples, {files.features} features), "
+            f"{self.world} worker(s), implementation spark (Spark {pyspark.__version__}, "
+            f"standalone), {self.cores} core(s)/rank, algorithm {config.algorithm}"
+            + ("" if lbfgs else f", batch {config.batch_size}/worker, peak lr {self.peak_lr:g}")
+            + f", target {config.target} ({goal.accuracy:.0%}), max {goal.max_epochs} epochs; "
+            f"start-up {startup['cluster']:.1f} s cluster, {startup['application']:.1f} s "
+            f"application, {startup['data']:.1f} s data"
+        )
+
+    def facts(self, progress: Progress) -> RunFacts:
+        import pyspark
+
+        trainer, files, spark = self.trainer, self.files, self.spark
         trainer.stage_times.read()
-        step_total = progress.time_compute + progress.time_comm
-        share = progress.time_comm / step_total if step_total > 0 else 0.0
-        summary = training_summary(
-            task=task.name,
-            model=config.model,
+        share, _ = comm_shares(progress.time_data, progress.time_compute, progress.time_comm)
+        return RunFacts(
             dataset=files.name,
-            num_workers=world,
+            dataset_note=files.note,
+            num_workers=self.world,
             backend="spark",
             device="cpu",
-            target=config.target,
-            outcome=outcome(progress, goal.accuracy),
-            throughput=finite(trainer.throughput()),
+            threads=self.cores,
+            peak_lr=self.peak_lr,
             comm_share=share,
             comm_share_total=share,
-            algorithm=config.algorithm,
-            algorithm_options=dict(config.algorithm_options),
-            implementation="spark",
             comm_bytes_per_step=float(trainer.step_bytes),
             full_allreduce_bytes=4 * (files.features + 1),
-            elapsed=elapsed,
-            seed=config.seed,
             versions=environment.versions(
                 {"pyspark": pyspark.__version__, "spark": spark.version, "java": java_version()}
             ),
-            hardware=environment.host_hardware(cores, [environment.hostname()] * world),
-            stop_reason=progress.stop_reason,
-            run_id=config.run_id,
-            dataset_note=files.note,
-            implementation_note=NOTE.format(
-                spark=spark.version, algorithm=described, equal=equal or "the goal tracking"
-            ),  # fmt: skip
+            hardware=environment.host_hardware(self.cores, [environment.hostname()] * self.world),
             config={
-                "batch_size": config.batch_size,
-                "peak_lr": peak_lr,
-                "floor_lr": floor_lr,
-                "l2": l2,
-                "max_epochs": config.max_epochs,
-                "time_budget": config.time_budget,
+                "floor_lr": self.floor_lr,
+                "l2": self.l2,
                 "train_samples": files.train_rows,
                 "test_samples": files.test_rows,
                 "features": files.features,
-                "threads": cores,
-                "spark_startup_seconds": {k: round(v, 3) for k, v in startup.items()},
+                "spark_startup_seconds": {k: round(v, 3) for k, v in self.startup.items()},
                 "spark_stage_seconds": {
                     k: round(v, 3) for k, v in trainer.stage_times.totals.items()
                 },
             },
+            implementation_note=NOTE.format(
+                spark=spark.version,
+                algorithm=self.described,
+                equal=self.equal or "the goal tracking",
+            ),
         )
-        reporter.summary(summary)
-        print(summary_table(summary), flush=True)
-    finally:
-        reporter.close()
-    return 0
+
+    def footer(self, summary: dict) -> str:
+        return ""
+
+    def export(self) -> None:
+        """Nothing: the Spark implementation hands over no model (its predictions are graded)."""
 
 
 def java_version() -> str:

@@ -129,10 +129,13 @@ class SparkTrainer:
     def elapsed(self) -> float:
         return 0.0 if self.clock_start is None else time.perf_counter() - self.clock_start
 
-    def fit(self, max_epochs: int) -> Progress:
+    def fit(self) -> Progress:
+        """Train until the goal; always ends with an evaluation of the final model."""
         self.stage_times.read()  # start-up's stages are not training's
         self.clock_start = time.perf_counter()
-        return run_epochs(self.progress, max_epochs, self.train_one_epoch, self.evaluate_and_track)
+        return run_epochs(
+            self.progress, self.goal.max_epochs, self.train_one_epoch, self.evaluate_and_track
+        )
 
     def train_one_epoch(self, epoch: int) -> bool:
         raise NotImplementedError

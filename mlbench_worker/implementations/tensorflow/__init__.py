@@ -5,15 +5,17 @@ the reference's: the same data (our CIFAR-10 reader or the same generated set), 
 shards in the same order per rank and epoch (data.py), the same architecture and
 initialisation scheme (model.py), the same per-worker batch, rates, warm-up, decays,
 momentum and weight decay (training/recipe.py's Schedule and scaled_rates), the same goal tracking,
-metric names and reporter (train.py, training/metric_sink.py), the same summary keys (training/run.py's, plus
-`implementation` and TensorFlow's version). What differs is said where it is decided
+metric names and reporter (train.py, training/metric_sink.py), the same rank body and
+record (training/rank_body.py, training/run_record.py: `implementation` and TensorFlow's
+version say which). What differs is said where it is decided
 (model.py, data.py, steps.py) and in the summary's `implementation_note`.
 
 A custom training loop (train.py) around tf.functions that call `strategy.run` (steps.py),
 not `model.fit`: the benchmark's rules (clock, timed parts of a step, rate per step,
 evaluation, stopping, metrics) are the reference loop's and must be written the same way;
 `model.fit` would hide the step they time. cluster.py turns mpirun's ranks into the
-strategy's workers; session.py sets a run up and writes its summary.
+strategy's workers; session.py supplies TensorFlow's parts of the rank body (set-up,
+warm-up, what it measured, the final model's export).
 
 This process never imports torch (tests/worker/test_tensorflow_run.py checks both ranks'
 sys.modules at exit), and TensorFlow only once the options are checked, so a refused

@@ -81,7 +81,7 @@ class Trainer:
         self.print = print_fn if control.rank == 0 else (lambda _msg: None)
         self.progress = Progress()
         self.clock_start: float | None = None
-        # Where each evaluation's predictions go (session.py opens it; None: nowhere).
+        # Where each evaluation's predictions go (the rank body opens it; None: nowhere).
         self.predictions: PredictionSink | None = None
         self.steps_per_epoch = train_data.steps(len(self.epoch_indices(0)))
         # What one all-reduce of the fp32 gradients counts (algorithms/interface.py's rule).
