@@ -2,7 +2,7 @@
 the worker's identity of a run is built from them, its `--resume` refuses by them, an older
 checkpoint lacking the algorithm and implementation is an fp32 all-reduce run of the
 reference loop. And the step counts a schedule is made from before its trainer exists
-(data/images.epoch_steps) are the trainers' own.
+(data/images.epoch_steps, tasks/wikitext2/data.lstm_steps) are the trainers' own.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import torch
 from mlbench_worker.data.images import epoch_steps, shard_indices
 from mlbench_worker.shared import checkpoint_identity
 from mlbench_worker.shared.checkpoint_identity import KEYS, first_difference, identity
+from mlbench_worker.tasks.wikitext2.data import lstm_steps, lstm_windows
 from mlbench_worker.training import checkpoint
 from mlbench_worker.training.errors import WorkerError
 from mlbench_worker.training.options import parse_args
@@ -93,3 +94,10 @@ def test_epoch_steps_are_the_steps_of_every_ranks_shard(n, world, batch):
         for epoch in (0, 3):
             shard = shard_indices(n, rank, world, 11, epoch)
             assert epoch_steps(batches, world) == batches.steps(len(shard))
+
+
+@pytest.mark.parametrize("rows", [2, 3, 70, 71, 141, 5000])
+@pytest.mark.parametrize("bptt", [5, 70])
+def test_the_lstm_steps_are_the_windows_of_every_epoch(rows, bptt):
+    for epoch in range(3):
+        assert lstm_steps(rows, bptt) == len(lstm_windows(rows, bptt, 11, epoch))

@@ -45,13 +45,20 @@ def batchify(tokens: np.ndarray, columns: int) -> np.ndarray:
     return np.ascontiguousarray(tokens[: rows * columns].reshape(columns, rows).T)
 
 
+def lstm_steps(rows: int, bptt: int) -> int:
+    """The steps of every epoch over `rows` rows in windows of mean length `bptt` (the
+    number of lstm_windows, known before the trainer and its schedule are made)."""
+    return max((rows - 1) // bptt, 1)
+
+
 def lstm_windows(rows: int, bptt: int, seed: int, epoch: int) -> np.ndarray:
     """The (start row, length) of each step of an epoch over `rows` rows, the AWD-LSTM's
     random lengths: bptt with probability 0.95 else bptt / 2, then normal with standard
     deviation 5, at least 5 (and at most what is left). The same on every rank (seeded by
     the run and the epoch only), so every rank takes the same steps; an epoch is
-    (rows - 1) // bptt steps, and a window that would pass the end starts again at row 0."""
-    steps = max((rows - 1) // bptt, 1)
+    (rows - 1) // bptt steps (`lstm_steps`), and a window that would pass the end starts
+    again at row 0."""
+    steps = lstm_steps(rows, bptt)
     rng = np.random.default_rng([seed, epoch, 0x1A])
     out = np.empty((steps, 2), dtype=np.int64)
     start = 0

@@ -22,7 +22,14 @@ from collections.abc import Callable
 import torch
 
 from mlbench_worker.models import LM_MODELS, build_language_model
-from mlbench_worker.tasks.wikitext2.data import LSTM_EVAL_COLUMNS, Blocks, Columns, batchify, load
+from mlbench_worker.tasks.wikitext2.data import (
+    LSTM_EVAL_COLUMNS,
+    Blocks,
+    Columns,
+    batchify,
+    load,
+    lstm_steps,
+)
 from mlbench_worker.tasks.wikitext2.optim import (
     AveragedSGD,
     CosineSchedule,
@@ -68,12 +75,12 @@ def build(
         start_lr = task.base_lr * config.batch_size / task.batch_size
         peak_lr = config.lr or start_lr * math.sqrt(comm.size)
         optimizer = AveragedSGD(model.parameters(), lr=start_lr, weight_decay=task.weight_decay)
-        schedule = LengthScaledSchedule(start_lr, peak_lr, 0, (), 1.0, bptt=task.bptt)
+        warmup = round(task.warmup_epochs * train.steps(lstm_steps(len(train), task.bptt)))
+        schedule = LengthScaledSchedule(start_lr, peak_lr, warmup, (), 1.0, bptt=task.bptt)
         trainer = AwdLstmTrainer(
             model, optimizer, schedule, goal(config, task), comm, train, None, open_reporter(),
             bptt=task.bptt, alpha=task.alpha, beta=task.beta, nonmono=task.nonmono, **common,
         )  # fmt: skip
-        schedule.warmup_steps = round(task.warmup_epochs * trainer.steps_per_epoch)
         shape = f"{train.columns} columns of {len(train)} tokens"
     else:
         train = Blocks(data.train, spec.block, config.batch_size, device)
@@ -82,15 +89,15 @@ def build(
         optimizer = torch.optim.AdamW(
             model.decay_groups(task.weight_decay), lr=start_lr, betas=(0.9, 0.95)
         )
-        schedule = CosineSchedule(start_lr / 10, peak_lr, 0, (), 1.0)
+        steps = train.steps(len(train))  # every block once an epoch (GptTrainer.epoch_indices)
+        schedule = CosineSchedule(
+            start_lr / 10, peak_lr, round(task.warmup_epochs * steps), (), 1.0,
+            total_steps=steps * config.max_epochs, final_lr=peak_lr * task.final_lr_fraction,
+        )  # fmt: skip
         trainer = GptTrainer(
             model, optimizer, schedule, goal(config, task), comm, train, None, open_reporter(),
             block=spec.block, **common,
         )  # fmt: skip
-        steps = trainer.steps_per_epoch
-        schedule.warmup_steps = round(task.warmup_epochs * steps)
-        schedule.total_steps = steps * config.max_epochs
-        schedule.final_lr = peak_lr * task.final_lr_fraction
         shape = f"{len(train)} blocks of {spec.block} tokens"
     if trainer.steps_per_epoch == 0 or len(train) < 2:
         raise WorkerError(
