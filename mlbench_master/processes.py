@@ -55,7 +55,7 @@ def collector(interval: float) -> None:
     import django
 
     django.setup()
-    from mlbench_master.collector import collector_loop
+    from mlbench_master.runs.collector import collector_loop
 
     collector_loop(interval)
 
@@ -65,7 +65,7 @@ def reconcile() -> None:
     import django
 
     django.setup()
-    from mlbench_master.reconcile import reconcile as reconcile_runs
+    from mlbench_master.runs.reconcile import reconcile as reconcile_runs
 
     for note in reconcile_runs():
         print(note)
@@ -78,7 +78,7 @@ def stop_runs() -> int:
     import django
 
     django.setup()
-    from mlbench_master.stopping import stop_runs as stop
+    from mlbench_master.runs.stopping import stop_runs as stop
 
     report = stop()
     for line in report.lines() or ["no run was in progress"]:

@@ -188,7 +188,7 @@ X_FRAME_OPTIONS = "DENY"
 DATA_UPLOAD_MAX_MEMORY_SIZE = _env_int("MLBENCH_MAX_REQUEST_BYTES", 32 * 1024 * 1024)
 
 # --- Redis / RQ ---------------------------------------------------------------------------
-# One queue: "runs" (one run_job per run, mlbench_master/runs.py). django-rq needs no
+# One queue: "runs" (one run_job per run, mlbench_master/runs/lifecycle.py). django-rq needs no
 # "default" queue unless something calls django_rq.enqueue() or get_queue() without a name.
 RQ_QUEUES = {
     "runs": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 7200},

@@ -6,7 +6,7 @@
 - the master never imports torch, the worker never imports Django (the worker package's
   rooms, and what the master may import of it: tests/test_worker_rooms.py);
 - cluster/ never imports api/ or runs (drivers are called, they do not call back);
-- `Run.state` is assigned only in mlbench_master/runs.py;
+- `Run.state` is assigned only in mlbench_master/runs/lifecycle.py;
 - tests and benchmarks build no mpirun command by hand: they take it from
   mlbench_master/cluster/mpirun.py (`launcher_argv`), so they launch as runs do.
 
@@ -324,9 +324,9 @@ def test_cluster_never_imports_api_or_runs(graph, forbidden):
 
 # The run lifecycle, its job and the drivers: what parsing a request must not reach into.
 LIFECYCLE_AND_DRIVERS = (
-    "mlbench_master.runs",
-    "mlbench_master.jobs",
-    "mlbench_master.reconcile",
+    "mlbench_master.runs.lifecycle",
+    "mlbench_master.runs.jobs",
+    "mlbench_master.runs.reconcile",
     "mlbench_master.cluster",
 )
 
@@ -347,8 +347,8 @@ def test_one_mlbench_home_for_master_client_and_worker():
 
 def test_run_state_is_assigned_only_in_runs():
     master = ROOT / "mlbench_master"
-    problems = state_writes(master, allowed={master / "runs.py"})
-    assert not problems, "Run.state assigned outside runs.py:\n" + "\n".join(problems)
+    problems = state_writes(master, allowed={master / "runs" / "lifecycle.py"})
+    assert not problems, "Run.state assigned outside runs/lifecycle.py:\n" + "\n".join(problems)
 
 
 def test_no_mpirun_command_is_built_by_hand_in_tests():

@@ -1,4 +1,4 @@
-"""The one writer of metric points (mlbench_master/metrics_store.py) and its two callers:
+"""The one writer of metric points (mlbench_master/runs/metrics_store.py) and its two callers:
 the API's ingest (tests/api/test_metrics_post.py, test_sqlite.py) and the collector."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from mlbench_master import metrics_store
 from mlbench_master.api.models import Metric, Run
 from mlbench_master.cluster.base import PodSample
-from mlbench_master.metrics_store import Point, store
+from mlbench_master.runs import metrics_store
+from mlbench_master.runs.metrics_store import Point, store
 
 pytestmark = pytest.mark.django_db
 
@@ -44,7 +44,7 @@ def test_points_without_a_uid_are_all_stored_and_nothing_is_no_statement():
 
 
 def test_the_collector_stores_the_drivers_readings_through_it(monkeypatch):
-    from mlbench_master.collector import collect_pod_metrics
+    from mlbench_master.runs.collector import collect_pod_metrics
 
     now = timezone.now()
     samples = [

@@ -1,6 +1,6 @@
 """Who is calling: users (DRF tokens or dashboard sessions) and run workers (run tokens).
 
-A worker token (see `runs.worker_token`) authenticates as a `RunWorker`, not as a user:
+A worker token (see `lifecycle.worker_token`) authenticates as a `RunWorker`, not as a user:
 it carries the one run it may write to, and `permissions.py` limits it to posting that
 run's metrics and summary. User tokens are DRF authtoken keys.
 
@@ -28,8 +28,8 @@ from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.authtoken.models import Token
 
-from mlbench_master import runs
 from mlbench_master.api.models import Run
+from mlbench_master.runs import lifecycle
 
 
 def ended_past_grace(run: Run) -> bool:
@@ -112,7 +112,7 @@ def _cross_site(request) -> str | None:  # noqa: ANN001
 
 
 def _worker(key: str) -> tuple[RunWorker, Run]:
-    run = runs.run_for_token(key)
+    run = lifecycle.run_for_token(key)
     if run is None:
         raise exceptions.AuthenticationFailed("invalid worker token")
     if ended_past_grace(run):
@@ -131,7 +131,7 @@ class RunTokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate(self, request):  # noqa: ANN001, ANN201
         key = _token_from_header(request)
-        if key is None or not runs.is_worker_token(key):
+        if key is None or not lifecycle.is_worker_token(key):
             return None
         return _worker(key)
 
@@ -186,7 +186,7 @@ class TokenBasicAuthentication(authentication.BaseAuthentication):
                 raise exceptions.PermissionDenied(
                     f"a write with Basic credentials from another site's page is refused ({why})"
                 )
-        if runs.is_worker_token(key):
+        if lifecycle.is_worker_token(key):
             worker, run = _worker(key)
             if username not in ("", worker.username):
                 raise exceptions.AuthenticationFailed(

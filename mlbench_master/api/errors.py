@@ -23,9 +23,10 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from mlbench_master import frozen, run_rules, runs
+from mlbench_master import run_rules
 from mlbench_master.bundles import refusals, trust
 from mlbench_master.grading import receive, scoring
+from mlbench_master.runs import frozen, lifecycle
 from mlbench_worker.shared import plots
 from mlbench_worker.shared.evaluation.model_audit import ModelRefused
 from mlbench_worker.shared.evaluation.predictions import PredictionsRefused
@@ -88,17 +89,17 @@ DOMAIN_ERRORS: tuple[tuple[type[Exception], Callable[[Any], exceptions.APIExcept
     # 403: a field only staff users may set
     (run_rules.StaffOnly, lambda exc: exceptions.PermissionDenied(str(exc))),
     # 409: another run is active or runs wait in the queue
-    (runs.RunConflict, lambda exc: Conflict(str(exc))),
-    # 503: Redis refused the run's job; runs.enqueue_run stored the run as FAILED first
+    (lifecycle.RunConflict, lambda exc: Conflict(str(exc))),
+    # 503: Redis refused the run's job; lifecycle.enqueue_run stored the run as FAILED first
     (
-        runs.QueueUnavailable,
+        lifecycle.QueueUnavailable,
         lambda exc: ServiceUnavailable(
             f"{exc}; the run was stored as FAILED. Start Redis (REDIS_URL) and try again."
         ),
     ),
     # 409: a change to a run imported from another installation; 403: deleting one, not staff
     (
-        runs.ReadOnlyRun,
+        lifecycle.ReadOnlyRun,
         lambda exc: exceptions.PermissionDenied(str(exc)) if exc.staff_may else Conflict(str(exc)),
     ),
     # 409: the data cannot give the chart yet (the message says what is missing)

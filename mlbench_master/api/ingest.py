@@ -18,11 +18,11 @@ from django.utils import timezone
 from rest_framework import exceptions
 from rest_framework.fields import BooleanField
 
-from mlbench_master import runs
 from mlbench_master.api.errors import PayloadTooLarge
 from mlbench_master.api.models import Run
 from mlbench_master.api.params import parse_iso_datetime
-from mlbench_master.metrics_store import Point
+from mlbench_master.runs import lifecycle
+from mlbench_master.runs.metrics_store import Point
 from mlbench_worker.shared.evaluation import GRADED_PREFIX
 
 MAX_NAME = 200
@@ -199,4 +199,4 @@ def check_owner(rows: list[Point], worker_run: Run | None) -> None:
                             f"runs {names} do not exist"]}
             )  # fmt: skip
         # Not on the workers' path: a worker token's run is active, never imported.
-        runs.refuse_imported(wanted, "metric points cannot be posted to it")
+        lifecycle.refuse_imported(wanted, "metric points cannot be posted to it")

@@ -19,7 +19,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from mlbench_master import frozen
 from mlbench_master.api.errors import error_responses, invalid
 from mlbench_master.api.models import Run
 from mlbench_master.api.permissions import ModelAccess, check_worker_run
@@ -31,6 +30,7 @@ from mlbench_master.api.predictions import (
     features_of,
 )
 from mlbench_master.grading import audits, model_files, prediction_files
+from mlbench_master.runs import frozen
 from mlbench_worker.shared.evaluation.model_audit import PRECISIONS
 
 P_STEP = OpenApiParameter(

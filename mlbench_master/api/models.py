@@ -7,7 +7,7 @@ Design points (see docs/api.rst and DESIGN.md "Lessons"):
   (a database constraint says so), and the pod is kept by NAME so its metrics outlive it.
 - A metric may carry a client-made `uid`: a retried batch is stored once.
 - Logs are append-only rows numbered per run (`seq`), so readers fetch only what is new.
-- Run.state is changed only by `mlbench_master.runs`.
+- Run.state is changed only by `mlbench_master.runs.lifecycle`.
 """
 
 from __future__ import annotations

@@ -19,11 +19,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from mlbench_master import runs
 from mlbench_master.api.errors import error_responses, invalid
 from mlbench_master.api.models import Run
 from mlbench_master.api.permissions import PredictionsAccess, check_worker_run
 from mlbench_master.grading import prediction_files, scoring
+from mlbench_master.runs import lifecycle
 
 _TEXT = {
     400: "refused (the message names `predictions`, `dataset` or `features` and the "
@@ -134,7 +134,7 @@ class RunPredictions(APIView):
     def post(self, request: Request, pk: int) -> Response:
         run = get_object_or_404(Run, pk=pk)
         check_worker_run(request, run.pk, "predictions")
-        runs.refuse_imported([run.pk], "predictions cannot be posted to it")
+        lifecycle.refuse_imported([run.pk], "predictions cannot be posted to it")
         dataset = request.query_params.get("dataset") or ""
         if not dataset:
             raise invalid("dataset", "required: the data set the run evaluated on")

@@ -24,6 +24,7 @@ from mlbench_master.api import bodies
 from mlbench_master.api.errors import error_responses
 from mlbench_master.api.models import NodePrice
 from mlbench_master.api.permissions import PriceWriters
+from mlbench_master.runs import price_table
 
 CURRENCY = re.compile(r"^[A-Z]{3}$")
 _TEXT = {
@@ -72,6 +73,13 @@ class NodePriceSerializer(serializers.ModelSerializer):
                   "updated_at"]  # fmt: skip
         read_only_fields = ["id", "updated_at"]
         validators: list = []  # the (kind, pricing) pair is checked in validate(), by name
+
+    # The writes themselves are runs/price_table.py's (the one writer of NodePrice).
+    def create(self, validated_data: dict[str, Any]) -> NodePrice:
+        return price_table.add(validated_data)
+
+    def update(self, instance: NodePrice, validated_data: dict[str, Any]) -> NodePrice:
+        return price_table.change(instance, validated_data)
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         if isinstance(data, dict):
@@ -123,6 +131,8 @@ class NodePriceSerializer(serializers.ModelSerializer):
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         kind = attrs.get("node_kind", getattr(self.instance, "node_kind", None))
         pricing = attrs.get("pricing", getattr(self.instance, "pricing", NodePrice.ON_DEMAND))
+        if self.context.get("replacing"):  # the whole table is replaced: its caller checks
+            return attrs
         twin = NodePrice.objects.filter(node_kind=kind, pricing=pricing)
         if self.instance is not None:
             twin = twin.exclude(pk=self.instance.pk)
@@ -210,5 +220,5 @@ class PriceDetail(APIView):
         responses={204: None, **_errors(401, 403, 404)},
     )
     def delete(self, request: Request, pk: int) -> Response:
-        get_object_or_404(NodePrice, pk=pk).delete()
+        price_table.remove(get_object_or_404(NodePrice, pk=pk))
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -13,10 +13,10 @@ from rest_framework import serializers
 
 from mlbench_master import run_rules
 from mlbench_master.api.models import LogChunk, Pod, Run
-from mlbench_master.api.run_queue import queue_position
 from mlbench_master.bundles import origins
 from mlbench_master.results import stored
 from mlbench_master.results.cost import of_run as cost_of_run
+from mlbench_master.runs.run_queue import queue_position
 from mlbench_worker.shared import result
 
 RUN_OUTPUT_FIELDS = [

@@ -1,6 +1,6 @@
 """REST endpoints of run series (docs/api.rst, *Run series and the queue*).
 
-Views only route: a series is planned, stored and cancelled by mlbench_master.series, its
+Views only route: a series is planned, stored and cancelled by mlbench_master.runs.series, its
 statistics computed by mlbench_master.results.statistics (one module: the dashboard and
 the CLI show what this API answers).
 """
@@ -15,7 +15,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from mlbench_master import series as series_rules
 from mlbench_master.api import bodies
 from mlbench_master.api.errors import Conflict, error_responses
 from mlbench_master.api.models import Run, Series
@@ -26,6 +25,7 @@ from mlbench_master.api.series_serializers import (
     SeriesSerializer,
 )
 from mlbench_master.bundles import origins
+from mlbench_master.runs import series as series_rules
 
 _TEXT = {
     400: "invalid input (the message names the field); nothing is stored",

@@ -3,7 +3,7 @@
 
 Views only route: parsing lives in serializers.py / ingest.py / params.py, the rules of a
 run in mlbench_master.run_rules, queries in queries.py, run state changes in
-mlbench_master.runs. The errors those raise pass through: errors.py answers each.
+mlbench_master.runs.lifecycle. The errors those raise pass through: errors.py answers each.
 """
 
 from __future__ import annotations
@@ -20,12 +20,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from mlbench_master import frozen, metrics_store, run_rules, runs
+from mlbench_master import run_rules
 from mlbench_master.api import bodies, ingest, params
 from mlbench_master.api.auth import ended_past_grace
 from mlbench_master.api.errors import Conflict, error_responses, invalid
 from mlbench_master.api.export import zip_response
-from mlbench_master.api.logs import STREAMS, read_logs
 from mlbench_master.api.models import Pod, Run
 from mlbench_master.api.permissions import (
     MetricWriters,
@@ -34,7 +33,6 @@ from mlbench_master.api.permissions import (
     is_staff,
     is_worker,
 )
-from mlbench_master.api.pods import refresh_if_stale
 from mlbench_master.api.queries import SeriesQuery, iso, series
 from mlbench_master.api.serializers import (
     LogPageSerializer,
@@ -47,6 +45,9 @@ from mlbench_master.api.serializers import (
     RunSummarySerializer,
 )
 from mlbench_master.bundles import origins
+from mlbench_master.runs import frozen, lifecycle, metrics_store
+from mlbench_master.runs.logs import STREAMS, read_logs
+from mlbench_master.runs.pods import refresh_if_stale
 
 
 def _errors(*codes: int) -> dict:
@@ -306,7 +307,7 @@ class RunList(APIView):
         fields = dict(serializer.validated_data)
         queue = bool(fields.pop("queue", False))
         # Refusals (run rules, 409, Redis down) are answered by errors.DOMAIN_ERRORS.
-        run = runs.create_run(fields, request.user, queue=queue)
+        run = lifecycle.create_run(fields, request.user, queue=queue)
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
 
@@ -334,7 +335,7 @@ class RunDetail(APIView):
     )
     def delete(self, request: Request, pk: int) -> Response:
         run = get_object_or_404(Run, pk=pk)
-        runs.delete_run(run, by=str(request.user), staff=is_staff(request))
+        lifecycle.delete_run(run, by=str(request.user), staff=is_staff(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -357,7 +358,7 @@ class RunSummary(APIView):
     def post(self, request: Request, pk: int) -> Response:
         run = get_object_or_404(Run, pk=pk)
         check_worker_run(request, run.pk, "the summary")
-        runs.refuse_imported([run.pk], "its summary cannot be posted")
+        lifecycle.refuse_imported([run.pk], "its summary cannot be posted")
         if ended_past_grace(run):
             raise Conflict(
                 f"run {run.pk} ended at {iso(run.finished_at)}, more than "
@@ -373,7 +374,7 @@ class RunSummary(APIView):
             )
         summary = parsed.validated_data
         dataset = summary.get("dataset") or ""
-        runs.store_summary(run, summary, dataset)
+        lifecycle.store_summary(run, summary, dataset)
         return Response(RunSerializer(run).data)
 
 

@@ -3,7 +3,7 @@
 Nothing is written before reader.py has verified the whole file. Then one transaction
 stores, for each run this master does not hold yet (by its origin's key and id: the same
 run arriving again, in the same bundle or another, is stored once), the run in the state it
-ended in (runs.store_imported), its origin (RunOrigin: installation, bundle, id there), its
+ended in (lifecycle.store_imported), its origin (RunOrigin: installation, bundle, id there), its
 metric points (metrics_store.store), its log chunks, and, beside the database, its
 predictions and model files and the file its origin signed (kept to export it again). A
 refusal or a failure on the way leaves nothing: the transaction rolls back and the files
@@ -33,13 +33,13 @@ from typing import Any
 from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db import IntegrityError, transaction
 
-from mlbench_master import metrics_store, runs
-from mlbench_master.api.logs import STREAMS
 from mlbench_master.api.models import ImportedBundle, LogChunk, Run, RunOrigin, Series
 from mlbench_master.api.params import parse_iso_datetime
 from mlbench_master.bundles import layout, places, reader, regrade, signing, trust, writer
 from mlbench_master.bundles.refusals import AlreadyHere, BundleRefused
 from mlbench_master.grading import model_files, prediction_files
+from mlbench_master.runs import lifecycle, metrics_store
+from mlbench_master.runs.logs import STREAMS
 
 log = logging.getLogger(__name__)
 BATCH = 5000
@@ -162,7 +162,7 @@ def _bundle_row(bundle: reader.Verified, via: list, user: Any, files: _Files) ->
             "origin_fingerprint": bundle.origin.fingerprint,
             "exported_at": parse_iso_datetime(str(bundle.manifest.get("exported_at") or "")),
             "exported_by": str(exporter.get("user", ""))[:200],
-            "imported_by": runs.creator(user),
+            "imported_by": lifecycle.creator(user),
             "received_via": via,
             "manifest": bundle.manifest,
         },
@@ -260,7 +260,7 @@ def _run(
     record = _json_member(bundle, member)
     fields, state = _fields(record, member)
     try:
-        run = runs.store_imported(fields, state, series)
+        run = lifecycle.store_imported(fields, state, series)
     except (ValidationError, ValueError) as exc:
         raise BundleRefused(f"member {member!r}: {_why(exc)}") from None
     origin_series = record.get("series")
@@ -275,7 +275,7 @@ def _run(
     )
     _points(bundle, folder + "metrics.jsonl", run)
     if "test_examples" not in record["fields"]:  # a bundle older than the field
-        runs.recover_imported_test_set(run)
+        lifecycle.recover_imported_test_set(run)
     _logs(bundle, folder + "logs.jsonl", run)
     for path in bundle.run_members(origin_run):
         rest = path[len(folder) :]

@@ -22,10 +22,10 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from mlbench_master import runs
 from mlbench_master.api.models import TrustedKey
 from mlbench_master.api.queries import iso
 from mlbench_master.bundles import signing
+from mlbench_master.runs import lifecycle
 
 LOCAL, TRUSTED, UNVERIFIED = "local", "trusted", "unverified"
 OWN_NAME = "this installation"
@@ -146,7 +146,10 @@ def add(key: Any, name: Any, user: Any) -> TrustedKey:
     try:
         with transaction.atomic():
             return TrustedKey.objects.create(
-                public_key=public, fingerprint=fingerprint, name=name, added_by=runs.creator(user)
+                public_key=public,
+                fingerprint=fingerprint,
+                name=name,
+                added_by=lifecycle.creator(user),
             )
     except IntegrityError:
         pass

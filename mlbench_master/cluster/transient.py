@@ -8,7 +8,7 @@ failure, and this message once a rank has spoken, may come from the run itself o
 have done part of its work: those are never retried, and the run fails with the
 launcher's own words.
 
-The run job (mlbench_master/jobs.py) retries it once and says so in the run's log; the
+The run job (mlbench_master/runs/jobs.py) retries it once and says so in the run's log; the
 tests' own mpirun helper (tests/worker/helpers.py) reads the same message. "No rank
 started" is read from the output: with `--output tag` every line a rank writes carries its
 rank (cluster/mpirun.py, parse_line), mpirun's own lines carry none.

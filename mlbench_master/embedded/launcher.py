@@ -162,8 +162,8 @@ def _stop_leftovers(state: dict) -> list[str]:
     """What outlived the supervisor's stop (it was killed, hung, or never stopped): every
     process carrying the master's marker and, on the local cluster, every launch and the
     slots' network. Runs found then are recorded for the next start to settle."""
-    from mlbench_master import stopping, unsettled
     from mlbench_master.embedded.shutdown import MASTER_MARK
+    from mlbench_master.runs import stopping, unsettled
 
     where = Path(state.get("home") or home())
     lines = []

@@ -183,7 +183,7 @@ class Supervisor:
             fh.write(one_time_login_url(ADMIN_USER, self.url) + "\n")
 
     def reconcile(self) -> None:
-        from mlbench_master.reconcile import reconcile
+        from mlbench_master.runs.reconcile import reconcile
 
         fresh_database_connection()
         for note in reconcile():

@@ -32,10 +32,10 @@ from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
 
-from mlbench_master import frozen, metrics_store
 from mlbench_master.api.models import Run
 from mlbench_master.grading import prediction_files
 from mlbench_master.run_rules.test_set import examples_for
+from mlbench_master.runs import frozen, metrics_store
 from mlbench_worker.shared.evaluation import graded_name, predictions, test_sets
 from mlbench_worker.shared.evaluation.evaluator import TOP5_METRIC, Evaluator, Grade
 from mlbench_worker.shared.evaluation.file_labels import LabelsUnavailable

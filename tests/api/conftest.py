@@ -3,9 +3,9 @@
 import pytest
 from rest_framework.test import APIClient
 
-from mlbench_master import runs
 from mlbench_master.api.auth import issue_user_token
 from mlbench_master.api.models import Run
+from mlbench_master.runs import lifecycle
 
 
 @pytest.fixture(autouse=True)
@@ -69,5 +69,5 @@ def run(make_run):
 
 def worker_client(run):
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {runs.worker_token(run)}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {lifecycle.worker_token(run)}")
     return client

@@ -11,9 +11,9 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from mlbench_master import runs
 from mlbench_master.api.auth import issue_user_token
 from mlbench_master.api.models import Metric, Run
+from mlbench_master.runs import lifecycle
 from tests.api.conftest import worker_client
 from tests.summaries import summary_body
 
@@ -120,9 +120,9 @@ def test_worker_token_expires_after_the_grace_period(run, settings):
 
 
 def test_worker_token_format(run):
-    token = runs.worker_token(run)
-    assert token.startswith(f"mlbr_{run.pk}_") and runs.run_for_token(token) == run
-    assert runs.run_for_token(token + "0") is None
+    token = lifecycle.worker_token(run)
+    assert token.startswith(f"mlbr_{run.pk}_") and lifecycle.run_for_token(token) == run
+    assert lifecycle.run_for_token(token + "0") is None
 
 
 def test_session_needs_csrf(db):
@@ -186,7 +186,7 @@ def test_basic_refusals_name_the_problem(user_token, who, password, message):
 
 
 def test_basic_with_a_worker_token_keeps_the_worker_rules(run):
-    token = runs.worker_token(run)
+    token = lifecycle.worker_token(run)
     worker = _basic(APIClient(), f"run-{run.pk}-worker", token)
     r = worker.post("/api/metrics/", {"run_id": run.pk, "name": "loss", "value": "0.5"})
     assert r.status_code == 201, r.content

@@ -5,9 +5,10 @@ builds for it is one its worker accepts."""
 
 import pytest
 
-from mlbench_master import run_rules, runs
+from mlbench_master import run_rules
 from mlbench_master.api.models import Run
 from mlbench_master.cluster.mpirun import worker_argv
+from mlbench_master.runs import lifecycle
 from mlbench_worker.backend_benchmark.options import parse_args
 from mlbench_worker.client import api as client_api
 from mlbench_worker.shared import catalogue
@@ -76,7 +77,7 @@ def test_what_does_not_apply_is_refused_by_name(staff_api, fields, field, words)
 
 def test_the_masters_command_is_one_the_worker_accepts(make_run):
     run = make_run(state=Run.INITIALIZED, task=TASK, backend="mpi,gloo", target="", num_cpus=1.0)
-    spec = runs.run_spec(run, checkpoints=lambda run_id: f"/checkpoints/{run_id}")
+    spec = lifecycle.run_spec(run, checkpoints=lambda run_id: f"/checkpoints/{run_id}")
     assert spec.checkpoint_dir == "" and spec.resume_dir == ""
     argv = worker_argv(spec)
     assert argv[:4] == ["python", "-m", "mlbench_worker", TASK]
@@ -88,7 +89,7 @@ def test_the_masters_command_is_one_the_worker_accepts(make_run):
 
 def test_a_training_run_still_gets_its_checkpoint_folder(make_run):
     run = make_run(state=Run.INITIALIZED, task="resnet20-cifar10")
-    spec = runs.run_spec(run, checkpoints=lambda run_id: f"/checkpoints/{run_id}")
+    spec = lifecycle.run_spec(run, checkpoints=lambda run_id: f"/checkpoints/{run_id}")
     assert spec.checkpoint_dir == f"/checkpoints/{run.pk}"
 
 

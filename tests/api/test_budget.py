@@ -10,9 +10,10 @@ import dataclasses
 
 import pytest
 
-from mlbench_master import run_rules, runs
+from mlbench_master import run_rules
 from mlbench_master.api.models import Run
 from mlbench_master.cluster.mpirun import worker_argv
+from mlbench_master.runs import lifecycle
 from mlbench_worker.shared import catalogue
 
 pytestmark = pytest.mark.django_db
@@ -35,7 +36,7 @@ def test_a_default_run_trains_for_its_tasks_budget_with_room_to_finish(api, redi
     assert body["effective_time_budget"] == TASK1.time_budget == 7200  # the seed's 2 hours
     assert body["time_limit"] == 7200 + MARGIN
     assert body["manifest"]["config"]["effective_time_budget"] == 7200
-    spec = runs.run_spec(Run.objects.get(pk=body["id"]))
+    spec = lifecycle.run_spec(Run.objects.get(pk=body["id"]))
     assert spec.time_budget == 7200
     argv = worker_argv(spec)
     assert argv[argv.index("--time-budget") + 1] == "7200"
@@ -102,7 +103,7 @@ def test_a_time_limit_alone_trains_for_what_fits_or_the_tasks_budget(
     config = body["manifest"]["config"]
     assert (config["effective_time_budget"], config["time_budget_source"]) == (budget, source)
     run = Run.objects.get(pk=body["id"])
-    argv = worker_argv(runs.run_spec(run))
+    argv = worker_argv(lifecycle.run_spec(run))
     assert float(argv[argv.index("--time-budget") + 1]) == budget
 
 
@@ -129,7 +130,7 @@ def test_the_open_division_has_no_budget_and_the_operators_default_limit(
     assert response.status_code == 201, response.json()
     body = response.json()
     assert body["effective_time_budget"] is None and body["time_limit"] == 3333
-    spec = runs.run_spec(Run.objects.get(pk=body["id"]), checkpoints=lambda i: f"/c/run-{i}")
+    spec = lifecycle.run_spec(Run.objects.get(pk=body["id"]), checkpoints=lambda i: f"/c/run-{i}")
     assert spec.time_budget is None and spec.checkpoint_dir == ""  # no checkpoints either
     Run.objects.all().delete()
     # A short limit is fine for a command (no budget to leave room for) ...
@@ -145,12 +146,12 @@ def test_the_open_division_has_no_budget_and_the_operators_default_limit(
 
 def test_run_spec_resolves_the_budget_and_checkpoint_folder(make_run):
     run = make_run(state=Run.INITIALIZED, task="logreg-epsilon", num_workers=2)
-    spec = runs.run_spec(run, checkpoints=lambda i: f"/ckpt/run-{i}")
+    spec = lifecycle.run_spec(run, checkpoints=lambda i: f"/ckpt/run-{i}")
     assert spec.time_budget == TASK2.time_budget
     assert spec.checkpoint_dir == f"/ckpt/run-{run.pk}" and spec.resume_dir == ""
-    assert runs.run_spec(run).checkpoint_dir == ""  # only the job, with a driver, fills it in
+    assert lifecycle.run_spec(run).checkpoint_dir == ""  # only the job, with a driver, fills it in
     own = make_run(state=Run.FINISHED, time_budget=30.0)
-    assert runs.run_spec(own).time_budget == 30.0
+    assert lifecycle.run_spec(own).time_budget == 30.0
 
 
 # --------------------------------------------------------------------------- the real thing
@@ -164,7 +165,7 @@ def test_a_default_run_stops_by_its_budget_and_finishes_with_its_accuracy(
     """No time_budget given: the task's budget (shortened here to 3 s, a task-level
     override) reaches the worker, which stops training, evaluates the final model and
     reports it; the run ends FINISHED, not FAILED by its time limit."""
-    from mlbench_master.jobs import run_job
+    from mlbench_master.runs.jobs import run_job
 
     monkeypatch.setitem(catalogue.TASKS, TASK1.name, dataclasses.replace(TASK1, time_budget=3.0))
     settings.MLBENCH_MASTER_URL = live_server.url

@@ -5,15 +5,15 @@ import concurrent.futures as cf
 import pytest
 import requests
 
-from mlbench_master import runs
 from mlbench_master.api.models import Metric, Run
+from mlbench_master.runs import lifecycle
 
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_batches_with_overlapping_uids(live_server, settings):
     settings.MLBENCH_PODS_REFRESH_SECONDS = 0
     run = Run.objects.create(name="concurrent", state=Run.STARTED)
-    token = runs.worker_token(run)
+    token = lifecycle.worker_token(run)
     url = f"{live_server.url}/api/metrics/"
 
     def post(client: int) -> list[int]:

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from mlbench_master import frozen, run_rules, runs
+from mlbench_master import run_rules
 from mlbench_master.api.errors import DOMAIN_ERRORS, exception_handler
 from mlbench_master.api.models import Run, Series
 from mlbench_master.bundles import refusals, trust
 from mlbench_master.grading import receive, scoring
+from mlbench_master.runs import frozen, lifecycle
 from mlbench_worker.shared import plots
 from mlbench_worker.shared.evaluation.model_audit import ModelRefused
 from mlbench_worker.shared.evaluation.predictions import PredictionsRefused
@@ -61,7 +62,7 @@ def test_an_active_run_is_409_with_the_lifecycles_words(api, redis_settings):
     r = api.post("/api/runs/", {"name": "second", "num_workers": 1}, format="json")
     assert r.status_code == 409
     active = Run.objects.get(pk=first.json()["id"])
-    assert r.json() == {"detail": str(runs.RunConflict(active))}
+    assert r.json() == {"detail": str(lifecycle.RunConflict(active))}
 
 
 def test_redis_unreachable_is_503_and_the_run_is_kept_failed(api, settings):
@@ -128,9 +129,13 @@ def test_a_database_that_does_not_answer_is_503_not_500():
             },
         ),
         (run_rules.StaffOnly("staff only"), 403, {"detail": "staff only"}),
-        (runs.RunConflict(None, queued=2), 409, {"detail": str(runs.RunConflict(None, 2))}),
         (
-            runs.QueueUnavailable("could not enqueue the run: refused"),
+            lifecycle.RunConflict(None, queued=2),
+            409,
+            {"detail": str(lifecycle.RunConflict(None, 2))},
+        ),
+        (
+            lifecycle.QueueUnavailable("could not enqueue the run: refused"),
             503,
             {
                 "detail": "could not enqueue the run: refused; the run was stored as FAILED. "
@@ -155,11 +160,15 @@ def test_a_database_that_does_not_answer_is_503_not_500():
             },
         ),
         (receive.TooLarge("over the cap"), 413, {"detail": "over the cap"}),
-        (runs.ReadOnlyRun(3, "ab12", "x"), 409, {"detail": str(runs.ReadOnlyRun(3, "ab12", "x"))}),
         (
-            runs.ReadOnlyRun(3, "ab12", "x", staff_may=True),
+            lifecycle.ReadOnlyRun(3, "ab12", "x"),
+            409,
+            {"detail": str(lifecycle.ReadOnlyRun(3, "ab12", "x"))},
+        ),
+        (
+            lifecycle.ReadOnlyRun(3, "ab12", "x", staff_may=True),
             403,
-            {"detail": str(runs.ReadOnlyRun(3, "ab12", "x", staff_may=True))},
+            {"detail": str(lifecycle.ReadOnlyRun(3, "ab12", "x", staff_may=True))},
         ),
         (
             refusals.BundleRefused("member 'runs/1/run.json' is missing"),

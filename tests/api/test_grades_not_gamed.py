@@ -17,10 +17,10 @@ import uuid
 import pytest
 from django.utils import timezone
 
-from mlbench_master import runs
 from mlbench_master.api.models import Metric, Run
 from mlbench_master.cluster.mpirun import worker_argv
 from mlbench_master.grading import model_files, scoring
+from mlbench_master.runs import lifecycle
 from mlbench_worker.shared import test_sizes
 from mlbench_worker.shared.evaluation import generated_labels, test_sets
 from mlbench_worker.shared.evaluation.predictions import digest_of
@@ -89,12 +89,12 @@ def test_post_runs_fixes_the_test_set_and_the_worker_is_told(api, redis_settings
     assert created["test_examples"] == ROWS
     assert created["manifest"]["config"]["test_examples"] == ROWS
     assert created["manifest"]["setup"]["test_examples"] == ROWS
-    argv = worker_argv(runs.run_spec(Run.objects.get(pk=created["id"])))
+    argv = worker_argv(lifecycle.run_spec(Run.objects.get(pk=created["id"])))
     assert argv[argv.index("--test-images") + 1] == str(ROWS)
     Run.objects.filter(pk=created["id"]).update(state=Run.CANCELLED)
     whole = api.post("/api/runs/", body, format="json").json()
     assert whole["test_examples"] is None
-    assert "--test-images" not in worker_argv(runs.run_spec(Run.objects.get(pk=whole["id"])))
+    assert "--test-images" not in worker_argv(lifecycle.run_spec(Run.objects.get(pk=whole["id"])))
 
 
 def test_the_form_offers_test_examples_and_a_form_post_stores_it(redis_settings):

@@ -8,9 +8,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from mlbench_master import runs
 from mlbench_master.api.models import Run
 from mlbench_master.cluster import mpirun
+from mlbench_master.runs import lifecycle
 
 pytestmark = pytest.mark.django_db
 
@@ -24,7 +24,7 @@ def test_resnet50_imagenet_is_accepted_with_each_of_its_data_sets(api, redis_set
     assert r.status_code == 201, r.json()
     run = Run.objects.get(pk=r.json()["id"])
     assert (run.task, run.dataset, run.target) == ("resnet50-imagenet", dataset, "standard")
-    argv = mpirun.worker_argv(runs.run_spec(run, checkpoints=lambda i: f"/ckpt/run-{i}"))
+    argv = mpirun.worker_argv(lifecycle.run_spec(run, checkpoints=lambda i: f"/ckpt/run-{i}"))
     assert argv[3] == "resnet50-imagenet"
     assert argv[argv.index("--dataset") + 1] == dataset
     # The catalogue's accuracy-after-time budget applies, as for every reference task, and

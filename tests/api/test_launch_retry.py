@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from mlbench_master import runs
 from mlbench_master.api.models import Run
 from mlbench_master.cluster.base import OutputLine
 from mlbench_master.cluster.local import network, slots
 from mlbench_master.cluster.local.driver import find_mpirun
 from mlbench_master.cluster.mpirun import launcher_argv, parse_line
 from mlbench_master.cluster.transient import RELAUNCH_NOTE, LaunchStart, says_listener_failed
+from mlbench_master.runs import lifecycle
 
 pytestmark = pytest.mark.mpi
 
@@ -124,14 +124,14 @@ def notes_in(run) -> list[tuple[int | None, str, str]]:
 def assert_nothing_left(run, home):
     from mlbench_master.cluster.drivers import get_driver
 
-    assert not get_driver().is_running(runs.run_spec(run))
+    assert not get_driver().is_running(lifecycle.run_spec(run))
     assert slots.read_record(home) is None  # the slots were closed
 
 
 def test_a_launch_that_failed_so_once_is_launched_again_and_the_run_finishes(
     make_run, stand_in, tmp_path
 ):
-    from mlbench_master.jobs import run_job
+    from mlbench_master.runs.jobs import run_job
 
     launcher = stand_in(fail_on=(1,))
     run = new_run(make_run)
@@ -157,7 +157,7 @@ def test_a_launch_that_failed_so_once_is_launched_again_and_the_run_finishes(
 def test_a_launch_that_failed_so_twice_fails_the_run_with_the_launchers_words(
     make_run, stand_in, tmp_path
 ):
-    from mlbench_master.jobs import run_job
+    from mlbench_master.runs.jobs import run_job
 
     launcher = stand_in(fail_on=(1, 2))
     run = new_run(make_run)
@@ -183,7 +183,7 @@ def test_a_launch_that_failed_so_twice_fails_the_run_with_the_launchers_words(
 def test_any_other_failure_is_not_launched_again(
     make_run, stand_in, tmp_path, words, after_ranks, said
 ):
-    from mlbench_master.jobs import run_job
+    from mlbench_master.runs.jobs import run_job
 
     launcher = stand_in(fail_on=(1,), words=words, after_ranks=after_ranks)
     run = new_run(make_run)
@@ -200,7 +200,7 @@ def test_any_other_failure_is_not_launched_again(
 def test_a_cancel_during_the_second_launch_stops_it(make_run, stand_in, tmp_path, transactional_db):
     from django.db import connection
 
-    from mlbench_master.jobs import run_job
+    from mlbench_master.runs.jobs import run_job
 
     launcher = stand_in(fail_on=(1,))
     run = new_run(make_run, seconds=300)
@@ -225,9 +225,9 @@ def test_a_cancel_during_the_second_launch_stops_it(make_run, stand_in, tmp_path
     # The stored record is the second launch's: what cancel (and re-attach) reach.
     from mlbench_master.cluster.drivers import get_driver
 
-    assert get_driver().is_running(runs.run_spec(run))
+    assert get_driver().is_running(lifecycle.run_spec(run))
     assert "up 0" in (Path(run.job_metadata["local"]["dir"]) / "stdout.log").read_text()
-    assert runs.cancel_run(run)  # the API's cancel: state first, then the driver's cancel
+    assert lifecycle.cancel_run(run)  # the API's cancel: state first, then the driver's cancel
     thread.join(60)
     assert not thread.is_alive() and result == {"state": Run.CANCELLED}
     assert len(launcher.times()) == 2
@@ -239,17 +239,17 @@ def _launch_unwatched(run, job_metadata=None):
     from mlbench_master.cluster.drivers import get_driver
     from mlbench_master.cluster.mpirun import driver_argv, rank_environment
 
-    runs.mark_started(run)
+    lifecycle.mark_started(run)
     driver = get_driver()
-    spec = runs.run_spec(run)
+    spec = lifecycle.run_spec(run)
     argv = driver_argv(driver, spec, driver.prepare(spec))
     execution = driver.launch(spec, argv, rank_environment(spec, "http://127.0.0.1:9", "tok"))
-    runs.record_launch(run, {**execution.record, **(job_metadata or {})})
+    lifecycle.record_launch(run, {**execution.record, **(job_metadata or {})})
     execution.popen.wait(timeout=60)  # it failed while no job watched it
 
 
 def test_a_reattached_first_launch_that_failed_so_is_launched_again(make_run, stand_in):
-    from mlbench_master.jobs import run_job
+    from mlbench_master.runs.jobs import run_job
 
     launcher = stand_in(fail_on=(1,))
     run = new_run(make_run)
@@ -260,7 +260,7 @@ def test_a_reattached_first_launch_that_failed_so_is_launched_again(make_run, st
 
 
 def test_a_reattached_second_launch_that_failed_so_is_not_launched_a_third_time(make_run, stand_in):
-    from mlbench_master.jobs import run_job
+    from mlbench_master.runs.jobs import run_job
 
     launcher = stand_in(fail_on=(1,))
     run = new_run(make_run)

@@ -2,8 +2,8 @@
 
 import pytest
 
-from mlbench_master.api.logs import append_logs
 from mlbench_master.api.models import LogChunk, Run
+from mlbench_master.runs.logs import append_logs
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,4 @@
-"""The master stops while its database does not answer (mlbench_master/stopping.py), and
+"""The master stops while its database does not answer (mlbench_master/runs/stopping.py), and
 its next start settles what it could not record (unsettled.py, reconcile.py)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from mlbench_master import runs, stopping, unsettled
 from mlbench_master.api.models import Run
+from mlbench_master.runs import lifecycle, stopping, unsettled
 from tests.e2e.live import script
 
 pytestmark = pytest.mark.django_db
@@ -42,7 +42,7 @@ def silent_database(monkeypatch):
 def test_the_next_start_settles_a_run_the_stopping_master_could_not_mark(
     make_run, redis_settings, local_home
 ):
-    from mlbench_master.reconcile import reconcile
+    from mlbench_master.runs.reconcile import reconcile
 
     stopped = make_run(state=Run.STARTED, num_workers=1)
     ended = make_run(state=Run.FINISHED, num_workers=1)  # ended before the next start
@@ -61,7 +61,7 @@ def test_the_next_start_settles_a_run_the_stopping_master_could_not_mark(
 def test_a_stopping_master_moves_no_queue(make_run):
     active = make_run(state=Run.STARTED)
     queued = make_run(state=Run.QUEUED)
-    assert runs.mark_failed(active, stopping.MASTER_STOPPED, start_next_run=False)
+    assert lifecycle.mark_failed(active, stopping.MASTER_STOPPED, start_next_run=False)
     assert Run.objects.get(pk=queued.pk).state == Run.QUEUED
 
 
@@ -75,7 +75,7 @@ def test_a_database_that_hangs_neither_holds_the_stop_up_nor_keeps_a_run_alive(
 
     run = make_run(state=Run.STARTED, num_workers=2, custom_image_command=script("sleeper.py"))
     driver = get_driver()
-    spec = runs.run_spec(run)
+    spec = lifecycle.run_spec(run)
     argv = driver_argv(driver, spec, driver.prepare(spec))
     execution = driver.launch(spec, argv, rank_environment(spec, "http://127.0.0.1:9", "tok"))
     try:

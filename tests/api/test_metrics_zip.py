@@ -7,8 +7,8 @@ import zipfile
 
 import pytest
 
-from mlbench_master.api.logs import append_logs
 from mlbench_master.api.models import Metric
+from mlbench_master.runs.logs import append_logs
 
 pytestmark = pytest.mark.django_db
 

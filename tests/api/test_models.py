@@ -51,8 +51,8 @@ def test_pod_metrics_outlive_the_pod():
 def test_rollup_foreign_key_rejects_points_of_a_missing_run():
     """Metric.run has no database foreign key (ingestion speed); the rollup trigger's insert
     into MetricRollup has one, so a batch for a run that no longer exists fails whole."""
-    from mlbench_master import metrics_store
     from mlbench_master.api import ingest
+    from mlbench_master.runs import metrics_store
 
     rows, _ = ingest.parse_points([{"run_id": 424242, "name": "a", "value": 1}])
     with pytest.raises(IntegrityError):
@@ -61,9 +61,9 @@ def test_rollup_foreign_key_rejects_points_of_a_missing_run():
 
 
 def test_rollups_follow_inserts_and_skip_duplicates():
-    from mlbench_master import metrics_store
     from mlbench_master.api import ingest
     from mlbench_master.api.models import MetricRollup
+    from mlbench_master.runs import metrics_store
 
     run = Run.objects.create(name="r", state=Run.FINISHED)
     points = [{"run_id": run.pk, "name": "a", "value": v, "uid": f"u{v}",

@@ -3,8 +3,8 @@
 import pytest
 
 from mlbench_master.api.models import Pod
-from mlbench_master.api.pods import sync_pods
 from mlbench_master.cluster.base import PodInfo
+from mlbench_master.runs.pods import sync_pods
 
 pytestmark = pytest.mark.django_db
 

@@ -189,12 +189,12 @@ def test_over_http_posts_racing_each_other_leave_one_grade_per_step(live_server,
 
     import requests
 
-    from mlbench_master import runs
+    from mlbench_master.runs import lifecycle
 
     scoring.forget_evaluators()
     run = Run.objects.create(name="race", state=Run.STARTED, task=CIFAR, seed=SEED, test_examples=N)
     headers = {
-        "Authorization": f"Token {runs.worker_token(run)}",
+        "Authorization": f"Token {lifecycle.worker_token(run)}",
         "Content-Type": "application/octet-stream",
     }
     url = f"{live_server.url}/api/runs/{run.pk}/predictions/?dataset=synthetic"

@@ -3,9 +3,9 @@ active run, and the next one starts whichever way the active run ends."""
 
 import pytest
 
-from mlbench_master import runs
 from mlbench_master.api.models import Run
-from mlbench_master.reconcile import reconcile
+from mlbench_master.runs import lifecycle
+from mlbench_master.runs.reconcile import reconcile
 
 pytestmark = pytest.mark.django_db
 
@@ -34,14 +34,14 @@ def test_without_queue_a_second_run_is_409_and_with_it_queued(api, redis_setting
 @pytest.mark.parametrize("ending", ["finished", "failed", "cancelled", "deleted", "reconciled"])
 def test_the_next_queued_run_starts_whichever_way_the_active_one_ends(api, redis_settings, ending):
     active = Run.objects.get(pk=post(api).json()["id"])
-    runs.mark_started(active)
+    lifecycle.mark_started(active)
     waiting = [post(api, name=f"w{i}", queue=True).json()["id"] for i in range(2)]
     if ending == "finished":
-        runs.mark_finished(active, 0)
+        lifecycle.mark_finished(active, 0)
     elif ending == "failed":
-        runs.mark_failed(active, "mpirun exited with code 1", exit_code=1)
+        lifecycle.mark_failed(active, "mpirun exited with code 1", exit_code=1)
     elif ending == "cancelled":
-        runs.cancel_run(active)
+        lifecycle.cancel_run(active)
     elif ending == "deleted":
         assert api.delete(f"/api/runs/{active.pk}/").status_code == 204
     else:  # ended behind the lifecycle's back (a crash): the reconciliation moves the queue
@@ -60,13 +60,13 @@ def test_a_plain_run_waits_its_turn_when_runs_are_queued(api, redis_settings):
     Run.objects.filter(pk=active.pk).update(state=Run.FINISHED)  # not yet moved on
     refused = post(api, name="jumps")
     assert refused.status_code == 409 and "1 run(s) wait in the queue" in refused.json()["detail"]
-    assert runs.start_next().pk == queued
+    assert lifecycle.start_next().pk == queued
 
 
 def test_a_queued_run_is_cancelled_or_deleted_without_touching_the_active_one(api, redis_settings):
     active = Run.objects.get(pk=post(api).json()["id"])
     one, two = (post(api, name=n, queue=True).json()["id"] for n in ("one", "two"))
-    assert runs.cancel_run(Run.objects.get(pk=one), reason="not needed")
+    assert lifecycle.cancel_run(Run.objects.get(pk=one), reason="not needed")
     assert Run.objects.get(pk=one).state == Run.CANCELLED
     assert api.delete(f"/api/runs/{two}/").status_code == 204
     active.refresh_from_db()
@@ -77,11 +77,11 @@ def test_a_queued_run_whose_job_redis_refuses_stays_queued(api, redis_settings, 
     active = Run.objects.get(pk=post(api).json()["id"])
     queued = post(api, name="queued", queue=True).json()["id"]
     settings.RQ_QUEUES = {"runs": {"URL": "redis://127.0.0.1:9/0"}}  # nothing listens there
-    runs.mark_finished(active, 0)
+    lifecycle.mark_finished(active, 0)
     waiting = Run.objects.get(pk=queued)
     assert waiting.state == Run.QUEUED and "could not be enqueued" in waiting.reason
     settings.RQ_QUEUES = {"runs": {"URL": redis_settings}}
-    assert runs.start_next().pk == queued
+    assert lifecycle.start_next().pk == queued
 
 
 def test_a_bad_seed_is_refused_naming_it(api):
@@ -94,7 +94,7 @@ def test_a_bad_seed_is_refused_naming_it(api):
 def test_a_job_for_a_queued_run_leaves_it_to_the_queue(api, redis_settings):
     """A job that runs before its run's turn (a stale job of a run put back in the queue)
     starts nothing: the queue decides when the run starts."""
-    from mlbench_master.jobs import run_job
+    from mlbench_master.runs.jobs import run_job
 
     post(api)
     queued = Run.objects.get(pk=post(api, name="waits", queue=True).json()["id"])

@@ -10,9 +10,10 @@ import datetime as dt
 
 import pytest
 
-from mlbench_master import run_rules, runs
+from mlbench_master import run_rules
 from mlbench_master.api.models import Metric, Run
 from mlbench_master.cluster.mpirun import worker_argv
+from mlbench_master.runs import lifecycle
 from tests.checkpoints import IDENTITY
 
 pytestmark = pytest.mark.django_db
@@ -64,7 +65,7 @@ def test_a_cancelled_run_is_continued_from_its_last_checkpoint(api, parent, redi
     # "auto" might pick another data set today: the checkpoint's is the experiment.
     assert body["dataset"] == "synthetic"
     child = Run.objects.get(pk=body["id"])
-    spec = runs.run_spec(child, checkpoints=lambda i: f"/ckpt/run-{i}")
+    spec = lifecycle.run_spec(child, checkpoints=lambda i: f"/ckpt/run-{i}")
     assert spec.checkpoint_dir == f"/ckpt/run-{child.pk}"
     assert spec.resume_dir == f"/ckpt/run-{parent.pk}"
     argv = worker_argv(spec)
@@ -177,7 +178,7 @@ def test_a_parent_deleted_after_validation_is_still_refused(make_run, redis_sett
 
     monkeypatch.setattr(run_rules, "resolve", resolve_then_delete)
     with pytest.raises(run_rules.ResumeRefused, match=f"no run {gone_id}"):
-        runs.create_run({"name": "late", "num_workers": 2, "resume_from": gone_id})
+        lifecycle.create_run({"name": "late", "num_workers": 2, "resume_from": gone_id})
     assert Run.objects.count() == 0
 
 
@@ -200,7 +201,7 @@ def test_deleting_a_run_deletes_its_checkpoints_but_not_the_childs_record(
     (lone_folder / "checkpoint.pt").write_bytes(b"weights")
     checkpoint(lone, 1, 10, 5.0)
     kept = resume(api, lone.pk).json()
-    runs.mark_failed(Run.objects.get(pk=kept["id"]), "stopped")
+    lifecycle.mark_failed(Run.objects.get(pk=kept["id"]), "stopped")
     assert api.delete(f"/api/runs/{lone.pk}/").status_code == 204
     assert not lone_folder.exists()  # nothing can resume a deleted run
     assert api.get(f"/api/runs/{kept['id']}/").json()["resumed_from"] == lone.pk

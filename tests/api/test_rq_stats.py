@@ -49,7 +49,7 @@ def test_stats_json_needs_staff(member, db):
 def test_staff_see_the_runs_queue(staff, redis_settings):
     from django_rq import get_queue
 
-    get_queue("runs").enqueue("mlbench_master.jobs.run_job", 0)
+    get_queue("runs").enqueue("mlbench_master.runs.jobs.run_job", 0)
     r = staff.get("/admin/rq/")
     assert r.status_code == 200
     page = r.content.decode()
@@ -58,7 +58,7 @@ def test_staff_see_the_runs_queue(staff, redis_settings):
     stats = staff.get("/admin/rq/stats.json").json()
     assert [(q["name"], q["jobs"]) for q in stats["queues"]] == [("runs", 1)]
     jobs = staff.get(reverse("django_rq:jobs", args=[0]))
-    assert jobs.status_code == 200 and "mlbench_master.jobs.run_job" in jobs.content.decode()
+    assert jobs.status_code == 200 and "mlbench_master.runs.jobs.run_job" in jobs.content.decode()
 
 
 def test_admin_entry_points_lead_to_the_queues(staff, redis_settings):
@@ -88,7 +88,7 @@ def test_staff_may_look_but_not_act(staff, redis_settings):
 
     from mlbench_master.urls import READ_ONLY
 
-    job = get_queue("runs").enqueue("mlbench_master.jobs.run_job", 0)
+    job = get_queue("runs").enqueue("mlbench_master.runs.jobs.run_job", 0)
     # Each action django-rq offers is a POST; every one is refused and the job stays.
     for name, args in [
         ("clear", [0]),

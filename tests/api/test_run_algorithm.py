@@ -3,9 +3,9 @@ defaults, the task's list, each option's bounds, and what the worker's command g
 
 import pytest
 
-from mlbench_master import runs
 from mlbench_master.api.models import Run
 from mlbench_master.cluster.mpirun import worker_argv
+from mlbench_master.runs import lifecycle
 from mlbench_worker.shared.algorithm_catalogue import ALGORITHMS
 
 pytestmark = pytest.mark.django_db
@@ -22,7 +22,7 @@ def test_a_run_without_an_algorithm_is_todays_allreduce_with_an_unchanged_comman
     assert (body["algorithm"], body["algorithm_options"]) == ("allreduce", {"precision": "fp32"})
     assert body["manifest"]["config"]["algorithm"] == "allreduce"
     assert body["manifest"]["setup"]["algorithm_options"] == {"precision": "fp32"}
-    argv = worker_argv(runs.run_spec(Run.objects.get(pk=body["id"])))
+    argv = worker_argv(lifecycle.run_spec(Run.objects.get(pk=body["id"])))
     assert "--algorithm" not in argv and "--algorithm-option" not in argv
 
 
@@ -52,7 +52,7 @@ def test_each_algorithm_is_stored_with_every_option_and_passed_to_the_worker(
     assert response.status_code == 201, response.json()
     body = response.json()
     assert (body["algorithm"], body["algorithm_options"]) == (algorithm, stored)
-    argv = worker_argv(runs.run_spec(Run.objects.get(pk=body["id"])))
+    argv = worker_argv(lifecycle.run_spec(Run.objects.get(pk=body["id"])))
     at = argv.index("--algorithm")
     assert argv[at + 1] == algorithm and argv[at + 2 : at + 2 + len(flags)] == flags
 

@@ -4,10 +4,11 @@ images, resuming, workers that lack a framework, and what the worker's command g
 
 import pytest
 
-from mlbench_master import run_rules, runs
+from mlbench_master import run_rules
 from mlbench_master.api.models import Run
 from mlbench_master.cluster.local.driver import LocalCluster
 from mlbench_master.cluster.mpirun import worker_argv
+from mlbench_master.runs import lifecycle
 from mlbench_worker.shared.implementation_catalogue import IMPLEMENTATIONS
 
 pytestmark = pytest.mark.django_db
@@ -18,7 +19,7 @@ def create(client, **fields):
 
 
 def argv_of(body: dict) -> list[str]:
-    return worker_argv(runs.run_spec(Run.objects.get(pk=body["id"])))
+    return worker_argv(lifecycle.run_spec(Run.objects.get(pk=body["id"])))
 
 
 def test_a_run_without_an_implementation_is_the_reference_with_an_unchanged_command(

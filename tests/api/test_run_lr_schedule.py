@@ -160,9 +160,9 @@ def test_the_form_offers_the_schedule_and_a_form_post_stores_it(redis_settings):
 
 
 def test_the_workers_command_carries_the_stored_schedule(api, redis_settings):
-    from mlbench_master import runs
     from mlbench_master.cluster.mpirun import worker_argv
+    from mlbench_master.runs import lifecycle
 
     body = api.post("/api/runs/", {**R50, "lr_schedule": "poly"}, format="json").json()
-    argv = worker_argv(runs.run_spec(Run.objects.get(pk=body["id"])))
+    argv = worker_argv(lifecycle.run_spec(Run.objects.get(pk=body["id"])))
     assert argv[argv.index("--lr-schedule") + 1] == "poly"

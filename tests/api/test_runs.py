@@ -62,7 +62,7 @@ def test_create_enqueues_one_job(api, redis_settings):
     assert queue.count == 1
     job = queue.jobs[0]
     assert job.id == run["job_id"]
-    assert job.func_name == "mlbench_master.jobs.run_job" and job.args == (run["id"],)
+    assert job.func_name == "mlbench_master.runs.jobs.run_job" and job.args == (run["id"],)
     assert job.timeout == 1200 + 900
 
     # a second run while this one is active: 409, nothing stored or enqueued

@@ -4,9 +4,9 @@ leaves nothing of it queued or active. The queue itself: tests/api/test_queue.py
 
 import pytest
 
-from mlbench_master import jobqueue, runs
 from mlbench_master.api.models import Run, Series
 from mlbench_master.cluster.mpirun import worker_argv
+from mlbench_master.runs import jobqueue, lifecycle
 
 pytestmark = pytest.mark.django_db
 
@@ -41,7 +41,7 @@ def test_a_series_queues_its_runs_and_starts_the_first(api, redis_settings, seri
     run_json = api.get(f"/api/runs/{members[3]['id']}/").json()
     assert run_json["series"] == body["id"] and run_json["seed"] == 1
     assert run_json["manifest"]["config"]["seed"] == 1
-    argv = worker_argv(runs.run_spec(Run.objects.get(pk=members[4]["id"])))
+    argv = worker_argv(lifecycle.run_spec(Run.objects.get(pk=members[4]["id"])))
     assert argv[argv.index("--seed") + 1] == "2"
     listed = api.get("/api/series/").json()
     assert [s["id"] for s in listed] == [body["id"]] and listed[0]["state"] == "running"
@@ -114,10 +114,10 @@ def test_cancelling_a_series_midway_leaves_none_active_and_none_queued(
 ):
     created = api.post("/api/series/", series_body, format="json").json()
     first = Run.objects.get(pk=created["runs"][0]["id"])
-    assert runs.mark_started(first) and runs.mark_finished(first, 0)
+    assert lifecycle.mark_started(first) and lifecycle.mark_finished(first, 0)
     second = Run.objects.get(pk=created["runs"][1]["id"])
     assert second.state == Run.INITIALIZED  # the queue moved on
-    runs.mark_started(second)
+    lifecycle.mark_started(second)
     # A run of another request queues behind the series.
     other = api.post("/api/runs/", {**TASK, "name": "after", "queue": True}, format="json")
     assert other.json()["queue_position"] == 5
@@ -152,7 +152,7 @@ def test_deleting_a_series_takes_the_rights_deleting_a_run_takes(
     created = api.post("/api/series/", series_body, format="json").json()
     member = Run.objects.get(pk=created["runs"][0]["id"])
     worker = APIClient()
-    worker.credentials(HTTP_AUTHORIZATION=f"Token {runs.worker_token(member)}")
+    worker.credentials(HTTP_AUTHORIZATION=f"Token {lifecycle.worker_token(member)}")
     for client in (APIClient(), worker):
         refused = client.delete(f"/api/series/{created['id']}/")
         assert refused.status_code in (401, 403), refused.content
@@ -170,7 +170,7 @@ def test_a_series_of_the_awd_lstm_queues_task_3a_runs_and_refuses_what_it_does_n
     response = api.post("/api/series/", body, format="json")
     assert response.status_code == 201, response.content
     members = response.json()["runs"]
-    argv = worker_argv(runs.run_spec(Run.objects.get(pk=members[1]["id"])))
+    argv = worker_argv(lifecycle.run_spec(Run.objects.get(pk=members[1]["id"])))
     assert argv[3] == "awd-lstm-wikitext2" and argv[argv.index("--algorithm") + 1] == "powersgd"
     refused = api.post("/api/series/", {**body, "algorithm": "localsgd"}, format="json")
     assert refused.status_code == 400

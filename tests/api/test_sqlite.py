@@ -17,7 +17,7 @@ from django.core.management import call_command
 call_command("migrate", verbosity=0)
 from django.db import connection
 assert connection.vendor == "sqlite"
-from mlbench_master import metrics_store
+from mlbench_master.runs import metrics_store
 from mlbench_master.api import ingest
 from mlbench_master.api.models import Metric, Run
 from mlbench_master.api.queries import SeriesQuery, series
@@ -48,7 +48,7 @@ assert got[0]["metadata"] == {} and got[0]["cumulative"] is False, got
 
 import numpy as np
 from pathlib import Path
-from mlbench_master import frozen
+from mlbench_master.runs import frozen
 from mlbench_master.grading import prediction_files, scoring
 from mlbench_worker.shared.evaluation import generated_labels, predictions
 run = Run.objects.create(name="graded", state="STARTED", test_examples=100)

@@ -234,7 +234,7 @@ def main() -> None:
             "print(r.pk, runs.worker_token(r))"
         )
         # The ingesting run is active: an ended run's token may post only points measured
-        # before its end (mlbench_master/frozen.py), and these are measured now.
+        # before its end (mlbench_master/runs/frozen.py), and these are measured now.
         ingest_run, worker = django_shell(env, make_run.format(state="STARTED")).split()
         ingest_run = int(ingest_run)
 

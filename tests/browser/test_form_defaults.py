@@ -13,9 +13,9 @@ pytestmark = pytest.mark.browser
 def test_the_form_shows_the_served_defaults_and_starts_the_same_run(page, live_server):
     from rest_framework.test import APIClient
 
-    from mlbench_master import runs
     from mlbench_master.api.models import Run
     from mlbench_master.api.serializers import RunSerializer
+    from mlbench_master.runs import lifecycle
 
     open_form(page)
     served = page.evaluate("fetch('/api/runs/defaults/').then((r) => r.json())")
@@ -42,7 +42,7 @@ def test_the_form_shows_the_served_defaults_and_starts_the_same_run(page, live_s
     page.get_by_role("button", name="Start run").click()
     page.get_by_role("link", name="plain").first.wait_for()
     from_form = Run.objects.get(name="plain")
-    runs.cancel_run(from_form)
+    lifecycle.cancel_run(from_form)
 
     staff = Run.objects.model._meta.get_field("created_by").related_model.objects.first()
     client = APIClient()

@@ -15,8 +15,8 @@ NAMED = "(els) => els.map((e) => e.name)"
 
 
 def test_the_backends_offered_follow_the_implementation_catalogue(page, settings, monkeypatch):
-    from mlbench_master import runs
     from mlbench_master.api.models import Run
+    from mlbench_master.runs import lifecycle
     from mlbench_worker.shared import implementation_catalogue
 
     # The catalogue as if torch-ddp's entry said it also runs on mpi and not on nccl: the
@@ -42,7 +42,7 @@ def test_the_backends_offered_follow_the_implementation_catalogue(page, settings
     page.get_by_role("link", name="ddp on mpi").first.wait_for()
     run = Run.objects.get(name="ddp on mpi")
     assert (run.implementation, run.backend) == ("torch-ddp", "mpi")
-    runs.cancel_run(run)
+    lifecycle.cancel_run(run)
 
 
 def test_a_measurement_disables_exactly_the_served_training_fields(page):

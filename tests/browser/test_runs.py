@@ -24,9 +24,9 @@ def open_form(page):
 
 
 def test_form_creates_run_then_details_follow_it_live(page, live_server):
-    from mlbench_master import runs
-    from mlbench_master.api.logs import append_logs
     from mlbench_master.api.models import Run
+    from mlbench_master.runs import lifecycle
+    from mlbench_master.runs.logs import append_logs
 
     requested = []
     page.on("request", lambda r: "/api/" in r.url and requested.append(r.url))
@@ -53,9 +53,9 @@ def test_form_creates_run_then_details_follow_it_live(page, live_server):
     assert "initialized" in row.locator(".state").inner_text()
 
     # The run starts; its workers post metrics and mpirun's output is stored.
-    runs.mark_started(run)
+    lifecycle.mark_started(run)
     start = run.started_at
-    token = runs.worker_token(run)
+    token = lifecycle.worker_token(run)
     post = lambda pts: requests.post(  # noqa: E731
         f"{live_server.url}/api/metrics/",
         json=pts,

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from rest_framework.test import APIClient
 
-from mlbench_master.api.logs import append_logs
 from mlbench_master.api.models import Metric, Run, Series
 from mlbench_master.bundles import layout
+from mlbench_master.runs.logs import append_logs
 from tests.api.predictions_bodies import CIFAR, SEED, N, cifar_file
 from tests.results.conftest import Maker
 

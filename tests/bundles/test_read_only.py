@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from mlbench_master import runs
 from mlbench_master.api.models import Metric, Run, Series
+from mlbench_master.runs import lifecycle
 from tests.bundles import data
 
 pytestmark = pytest.mark.django_db
@@ -80,10 +80,10 @@ def test_no_driver_touches_it(imported, staff, monkeypatch):
 
     monkeypatch.setattr(drivers, "get_driver", no_driver)
     run = _first(imported)
-    runs.delete_run(run, by="root", staff=True)
-    with pytest.raises(runs.ReadOnlyRun):
-        runs.delete_run(imported.runs.first(), by="alice")
-    assert runs.cancel_run(imported.runs.first()) is False
+    lifecycle.delete_run(run, by="root", staff=True)
+    with pytest.raises(lifecycle.ReadOnlyRun):
+        lifecycle.delete_run(imported.runs.first(), by="alice")
+    assert lifecycle.cancel_run(imported.runs.first()) is False
 
 
 def test_read_compared_and_listed_like_any_run(imported, user):

@@ -140,10 +140,10 @@ def test_own_runs_and_who_may_import(installations, staff, user, signed):
 
     assert data.post_bundle(APIClient(), signed["bundle"]).status_code in (401, 403)
     run = Run.objects.get(pk=signed["run"])
-    from mlbench_master import runs
+    from mlbench_master.runs import lifecycle
 
     worker = APIClient()
-    worker.credentials(HTTP_AUTHORIZATION=f"Token {runs.worker_token(run)}")
+    worker.credentials(HTTP_AUTHORIZATION=f"Token {lifecycle.worker_token(run)}")
     assert data.post_bundle(worker, signed["bundle"]).status_code in (401, 403)
     assert RunOrigin.objects.count() == 0
     # A user with a token may import (POST needs a token or a session, never anonymous).

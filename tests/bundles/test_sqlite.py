@@ -20,8 +20,8 @@ from django.core.management import call_command
 call_command("migrate", verbosity=0)
 from django.db import connection
 assert connection.vendor == "sqlite"
-from mlbench_master import metrics_store
-from mlbench_master.api.logs import append_logs
+from mlbench_master.runs import metrics_store
+from mlbench_master.runs.logs import append_logs
 from mlbench_master.api.models import Metric, Run, RunOrigin
 from mlbench_master.bundles import importer, writer
 

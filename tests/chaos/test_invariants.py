@@ -41,20 +41,20 @@ def _finished_run(points_file: Path, task: str = TASK_1A, evaluated: tuple = ())
     """A run of `task` through runs.py from start to FINISHED, with three points rank 0
     measured (written to its file by the worker's own FileReporter) and stored by the
     master's one writer, and the metrics of `evaluated` reported at step 2 (an evaluation)."""
-    from mlbench_master import runs
     from mlbench_master.api.models import Run
-    from mlbench_master.metrics_store import store
+    from mlbench_master.runs import lifecycle
+    from mlbench_master.runs.metrics_store import store
     from mlbench_worker.training.metric_sink import FileReporter
 
     run = Run.objects.create(name="chaos", task=task, state=Run.INITIALIZED)
-    runs.record_launch(run, {"local": {"launch_id": "first"}})
-    runs.mark_started(run)
+    lifecycle.record_launch(run, {"local": {"launch_id": "first"}})
+    lifecycle.mark_started(run)
     reporter = FileReporter(points_file, str(run.pk))
     points = [reporter.metric("train_loss", 2.0 - step / 10, step=step) for step in range(3)]
     points += [reporter.metric(name, 1.5, step=2) for name in evaluated]
     reporter.close()
     store([_stored(run.pk, p, p["uid"]) for p in points])
-    runs.mark_finished(run, 0)
+    lifecycle.mark_finished(run, 0)
     assert run.state == "FINISHED"
     return run.pk
 
@@ -62,7 +62,7 @@ def _finished_run(points_file: Path, task: str = TASK_1A, evaluated: tuple = ())
 def _stored(run_id: int, point: dict, uid: str):
     import datetime as dt
 
-    from mlbench_master.metrics_store import Point
+    from mlbench_master.runs.metrics_store import Point
 
     date = dt.datetime.fromisoformat(point["date"])
     return Point(run_id, None, point["name"], point["value"], date, False, point["metadata"], uid)
@@ -114,7 +114,7 @@ def test_a_final_state_rewritten_in_place_is_caught(database, tmp_path):
 
 def test_a_metric_stored_twice_is_caught(database, tmp_path):
 
-    from mlbench_master.metrics_store import store
+    from mlbench_master.runs.metrics_store import store
 
     points = tmp_path / "points.jsonl"
     run_id = _finished_run(points)
@@ -152,12 +152,12 @@ def test_a_point_lost_from_a_finished_run_is_caught(database, tmp_path):
 
 
 def test_a_run_launched_twice_is_caught_unless_its_log_says_it_was_retried(database, tmp_path):
-    from mlbench_master import runs
     from mlbench_master.api.models import LogChunk, Run
+    from mlbench_master.runs import lifecycle
 
     points = tmp_path / "points.jsonl"
     run_id = _finished_run(points)
-    runs.record_launch(Run.objects.get(pk=run_id), {"local": {"launch_id": "second"}})
+    lifecycle.record_launch(Run.objects.get(pk=run_id), {"local": {"launch_id": "second"}})
     found = _violated(_evidence(database, run_id, points))
     assert list(found) == ["no run twice"], found
     LogChunk.objects.create(
@@ -181,13 +181,13 @@ def test_a_run_lost_or_never_asked_for_is_caught(database, tmp_path):
 
 
 def _failed_run(reason: str) -> int:
-    from mlbench_master import runs
     from mlbench_master.api.models import Run
+    from mlbench_master.runs import lifecycle
 
     run = Run.objects.create(name="chaos", state=Run.INITIALIZED)
-    runs.mark_started(run)
+    lifecycle.mark_started(run)
     time.sleep(0.05)
-    runs.mark_failed(run, reason, exit_code=137)
+    lifecycle.mark_failed(run, reason, exit_code=137)
     return run.pk
 
 
@@ -270,7 +270,7 @@ def test_a_grade_stored_twice_or_lost_is_caught(database, tmp_path):
 
     points = tmp_path / "points.jsonl"
     run_id = _finished_run(points)
-    from mlbench_master.metrics_store import store
+    from mlbench_master.runs.metrics_store import store
     from mlbench_worker.training.metric_sink import FileReporter
 
     reporter = FileReporter(points, str(run_id))  # rank 0 measures an accuracy, stored

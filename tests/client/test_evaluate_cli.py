@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import requests
 
-from mlbench_master import runs
 from mlbench_master.api.auth import issue_user_token
 from mlbench_master.api.models import Metric, Run
 from mlbench_master.grading import scoring
+from mlbench_master.runs import lifecycle
 from mlbench_worker.client.cli import main
 from mlbench_worker.shared.evaluation import generated_labels
 from tests.api.predictions_bodies import SEED, N, cifar_file
@@ -23,7 +23,7 @@ def _post(live_server, run: Run, body: bytes) -> None:
         f"{live_server.url}/api/runs/{run.pk}/predictions/?dataset=synthetic",
         data=body,
         headers={
-            "Authorization": f"Token {runs.worker_token(run)}",
+            "Authorization": f"Token {lifecycle.worker_token(run)}",
             "Content-Type": "application/octet-stream",
         },
         timeout=60,
@@ -98,7 +98,7 @@ def test_evaluate_regrades_task_2_with_the_width_the_master_recorded(live_server
         f"{live_server.url}/api/runs/{run.pk}/predictions/?dataset=synthetic&features=50",
         data=npz(digest=digest_of(labels), step=7, predicted_label=guessed),
         headers={
-            "Authorization": f"Token {runs.worker_token(run)}",
+            "Authorization": f"Token {lifecycle.worker_token(run)}",
             "Content-Type": "application/octet-stream",
         },
         timeout=60,

@@ -10,10 +10,10 @@ import time
 import pytest
 import requests
 
-from mlbench_master import runs
 from mlbench_master.api.auth import issue_user_token
 from mlbench_master.api.models import Run
 from mlbench_master.grading import model_files, scoring
+from mlbench_master.runs import lifecycle
 from mlbench_worker.client.cli import main
 from mlbench_worker.shared.evaluation.predictions import digest_of
 from tests.api.predictions_bodies import SEED, N, cifar_labels, npz
@@ -36,7 +36,7 @@ def _post(live_server, run: Run, what: str, body: bytes) -> requests.Response:
         f"{live_server.url}/api/runs/{run.pk}/{what}/?dataset=synthetic",
         data=body,
         headers={
-            "Authorization": f"Token {runs.worker_token(run)}",
+            "Authorization": f"Token {lifecycle.worker_token(run)}",
             "Content-Type": "application/octet-stream",
         },
         timeout=60,

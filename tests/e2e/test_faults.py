@@ -318,11 +318,11 @@ def test_reconciliation_while_redis_is_down_leaves_a_watched_run_alone(settings,
     the run's job lives, so the run and its ranks are left alone, not failed."""
     import datetime as dt
 
-    from mlbench_master import runs
     from mlbench_master.api.models import Run
     from mlbench_master.cluster.drivers import get_driver
     from mlbench_master.cluster.mpirun import driver_argv, rank_environment
-    from mlbench_master.collector import collector_loop
+    from mlbench_master.runs import lifecycle
+    from mlbench_master.runs.collector import collector_loop
 
     settings.MLBENCH_HOME = tmp_path
     settings.MLBENCH_CLUSTER = "local"
@@ -338,18 +338,18 @@ def test_reconciliation_while_redis_is_down_leaves_a_watched_run_alone(settings,
     )
     Run.objects.filter(pk=run.pk).update(created_at=long_ago)
     driver = get_driver()
-    spec = runs.run_spec(run)
+    spec = lifecycle.run_spec(run)
     argv = driver_argv(driver, spec, driver.prepare(spec))
     execution = driver.launch(spec, argv, rank_environment(spec, "http://127.0.0.1:9", "tok"))
-    runs.record_launch(run, execution.record)
+    lifecycle.record_launch(run, execution.record)
     try:
         rounds = iter([False, True])
         collector_loop(interval=0, stop=lambda: next(rounds), reconcile_every=0)
         run.refresh_from_db()
         assert run.state == Run.STARTED, run.reason
-        assert driver.is_running(runs.run_spec(run))
+        assert driver.is_running(lifecycle.run_spec(run))
     finally:
-        driver.cancel(runs.run_spec(run))
+        driver.cancel(lifecycle.run_spec(run))
 
 
 def test_down_after_a_database_restart_still_stops_the_run_and_says_so(master, own_postgres):

@@ -35,7 +35,7 @@ import psycopg
 import pytest
 
 from mlbench_master.cluster.local import network, slots
-from mlbench_master.stopping import LEFT_BY_SUPERVISOR, MASTER_STOPPED, SETTLED_AT_START
+from mlbench_master.runs.stopping import LEFT_BY_SUPERVISOR, MASTER_STOPPED, SETTLED_AT_START
 from tests.e2e.live import ROOT, LiveMaster, script, start_master, wait_until
 from tests.services import pg_bindir, postgres_server
 
@@ -279,11 +279,11 @@ def test_down_after_the_supervisor_was_killed_stops_what_it_left(slot_master):
 
 @pytest.mark.django_db(transaction=True)
 def test_stop_runs_command_stops_the_run_and_marks_it(settings, tmp_path, test_database_url):
-    from mlbench_master import runs
     from mlbench_master.api.models import Run
     from mlbench_master.cluster.drivers import get_driver
     from mlbench_master.cluster.local import launch_processes
     from mlbench_master.cluster.mpirun import driver_argv, rank_environment
+    from mlbench_master.runs import lifecycle
 
     settings.MLBENCH_HOME = tmp_path
     settings.MLBENCH_CLUSTER = "local"
@@ -292,10 +292,10 @@ def test_stop_runs_command_stops_the_run_and_marks_it(settings, tmp_path, test_d
         name="pod-ends", state=Run.STARTED, num_workers=2, custom_image_command=script("sleeper.py")
     )
     driver = get_driver()
-    spec = runs.run_spec(run)
+    spec = lifecycle.run_spec(run)
     argv = driver_argv(driver, spec, driver.prepare(spec))
     execution = driver.launch(spec, argv, rank_environment(spec, "http://127.0.0.1:9", "tok"))
-    runs.record_launch(run, execution.record)
+    lifecycle.record_launch(run, execution.record)
     wait_until(lambda: len(launch_processes(tmp_path, run.pk)) >= 3, 60, "no ranks started")
     env = {
         **os.environ,

@@ -12,7 +12,7 @@ from mlbench_master.embedded.shutdown import (
     REDIS_PING_SECONDS,
     job_grace,
 )
-from mlbench_master.jobqueue import answers
+from mlbench_master.runs.jobqueue import answers
 from tests.services import redis_server
 
 

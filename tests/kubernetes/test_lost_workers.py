@@ -268,15 +268,15 @@ def test_an_old_launch_record_without_the_pods_compares_nothing(driver, workers)
 def test_a_restarted_master_reads_the_pods_back_and_names_the_lost_one(
     driver, emulator, workers, pods_exec, pod_state, gates, monkeypatch, redis_settings
 ):
-    from mlbench_master import runs
     from mlbench_master.api.models import Run as RunRow
     from mlbench_master.cluster import drivers
-    from mlbench_master.jobs import run_job
+    from mlbench_master.runs import lifecycle
+    from mlbench_master.runs.jobs import run_job
 
     row = RunRow.objects.create(name="lost-a-pod", num_workers=3, max_bandwidth=0)
     execution = launch(driver, pods_exec, gates)
-    assert runs.mark_started(row)
-    runs.record_launch(row, execution.record)
+    assert lifecycle.mark_started(row)
+    lifecycle.record_launch(row, execution.record)
     die(pods_exec)  # the master goes away; the run goes on
     lose_replaced(workers)
     (gates / "end").touch()

@@ -10,10 +10,10 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from mlbench_master import runs
 from mlbench_master.api.auth import issue_user_token
 from mlbench_master.api.models import Metric, Run, Series
 from mlbench_master.cluster.node_kinds import RECORD_KEY
+from mlbench_master.runs import lifecycle
 from mlbench_worker.shared import catalogue
 from mlbench_worker.shared.evaluation import graded_name
 from tests.summaries import summary_body
@@ -90,9 +90,9 @@ class Maker:
         if nodes is None:
             run = Run.objects.create(**fields, series=series, state=state, started_at=START)
         else:  # made as the master makes runs (it copies the price table), then launched
-            run = runs.new_run(fields, None, Run.QUEUED, series=series)
+            run = lifecycle.new_run(fields, None, Run.QUEUED, series=series)
             Run.objects.filter(pk=run.pk).update(state=state, started_at=START)
-            runs.record_launch(run, {RECORD_KEY: nodes})
+            lifecycle.record_launch(run, {RECORD_KEY: nodes})
         Run.objects.filter(pk=run.pk).update(dataset_used=dataset)
         clock = START + dt.timedelta(seconds=30)  # 30 s of initialisation
         points, ttt = [], None

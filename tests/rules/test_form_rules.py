@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 
-from mlbench_master import run_rules, runs
+from mlbench_master import run_rules
 from mlbench_master.api.models import Metric, Run
+from mlbench_master.runs import lifecycle
 from mlbench_worker.shared import algorithm_catalogue, catalogue
 from tests.checkpoints import IDENTITY
 from tests.rules.conftest import served_defaults
@@ -37,7 +38,7 @@ def _ids(cases: list[dict]) -> list[str]:
 
 
 def _resolve(request: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, list[str]]]:
-    """What the API makes of `request` (as runs.create_run resolves it: with this master's
+    """What the API makes of `request` (as lifecycle.create_run resolves it: with this master's
     cluster limits): the run's fields, or None and what it refuses."""
     try:
         filled = run_rules.fill(request)
@@ -214,7 +215,7 @@ def test_the_served_run_states_are_what_the_master_does_with_a_run(redis_setting
     for state, _ in Run.STATES:  # (the queued one first: no other is started as it leaves)
         run = Run.objects.create(name=f"a {state} run", state=state)
         assert run.is_active == (state in states["active"]), state
-        assert runs.cancel_run(run) == (state not in states["final"]), state
+        assert lifecycle.cancel_run(run) == (state not in states["final"]), state
     for state, _ in Run.STATES:
         parent = _checkpointed(catalogue.DEFAULT_TASK, state)
         errors = _refused({"resume_from": parent.pk})

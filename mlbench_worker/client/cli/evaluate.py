@@ -20,7 +20,7 @@ predicts otherwise than the run submitted, or where this audit and the master's 
 A task-3 run (a language model) has no predictions: its stored final model is graded here
 over the validation stream this process regenerates (or reads from WikiText-2's archive
 under `--data-dir`), from the run's summary and with the master's probe seed, as the
-master graded it (mlbench_master/perplexity_audit.py); the command fails where this grade is
+master graded it (mlbench_master/grading/perplexity_audit.py); the command fails where this grade is
 not the master's or not the perplexity the run reported.
 """
 

@@ -144,11 +144,11 @@ def stored_run(**fields):
 
 def started_run_whose_master_died(emulator, shell, program: list[str] | None = None):
     """A stored run, STARTED and launched by a master process that then died."""
-    from mlbench_master import runs
+    from mlbench_master.runs import lifecycle
 
     run = stored_run()
     shell.custom_program = program
-    record = launch_and_die(emulator, shell, runs.run_spec(run))
-    assert runs.mark_started(run)
-    runs.record_launch(run, record)
+    record = launch_and_die(emulator, shell, lifecycle.run_spec(run))
+    assert lifecycle.mark_started(run)
+    lifecycle.record_launch(run, record)
     return run

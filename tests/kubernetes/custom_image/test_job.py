@@ -23,7 +23,7 @@ from tests.kubernetes.emulator import wait_for
 def test_the_job_runs_in_the_run_image_and_puts_the_chart_image_back(
     rollout, shell, master, chart_image, code, state
 ):
-    from mlbench_master.jobs import run_job
+    from mlbench_master.runs.jobs import run_job
 
     run = stored_run()
     shell.launch_code = code
@@ -41,7 +41,7 @@ def test_the_job_fails_a_run_whose_image_never_comes_naming_the_image(
     emulator, rollout, shell, chart_image, monkeypatch
 ):
     from mlbench_master.cluster import drivers
-    from mlbench_master.jobs import run_job
+    from mlbench_master.runs.jobs import run_job
 
     monkeypatch.setattr(
         drivers, "get_driver", lambda name=None: driver_for(emulator, shell, ready_timeout=1)
@@ -60,9 +60,9 @@ def test_a_run_cancelled_through_the_api_ends_cancelled_with_the_chart_image_bac
 ):
     from django.db import connection
 
-    from mlbench_master import runs
     from mlbench_master.api.models import Run as RunRow
-    from mlbench_master.jobs import run_job
+    from mlbench_master.runs import lifecycle
+    from mlbench_master.runs.jobs import run_job
 
     run = stored_run()
     shell.launch_code = None
@@ -77,7 +77,7 @@ def test_a_run_cancelled_through_the_api_ends_cancelled_with_the_chart_image_bac
     thread = threading.Thread(target=job, daemon=True)
     thread.start()
     wait_for(lambda: shell.launches(), "the launch", limit=20)
-    assert runs.cancel_run(RunRow.objects.get(pk=run.pk))  # what DELETE /api/runs/<id>/ does
+    assert lifecycle.cancel_run(RunRow.objects.get(pk=run.pk))  # what DELETE /api/runs/<id>/ does
     thread.join(20)
     assert ended == ["CANCELLED"]
     assert RunRow.objects.get(pk=run.pk).reason == "cancelled by a user"

@@ -78,8 +78,8 @@ def test_after_a_master_restart_the_run_is_watched_again_and_the_image_put_back_
     emulator, rollout, shell, master, chart_image, redis_settings, tmp_path
 ):
     from mlbench_master.api.models import LogChunk
-    from mlbench_master.jobs import run_job
-    from mlbench_master.reconcile import reconcile
+    from mlbench_master.runs.jobs import run_job
+    from mlbench_master.runs.reconcile import reconcile
 
     gate = tmp_path / "go"
     program = [
@@ -110,8 +110,8 @@ def test_after_a_master_restart_the_run_is_watched_again_and_the_image_put_back_
 def test_reconciliation_fails_a_run_whose_pod_0_was_replaced_and_puts_the_image_back(
     emulator, rollout, shell, master, chart_image, redis_settings
 ):
-    from mlbench_master.jobs import LOST
-    from mlbench_master.reconcile import reconcile
+    from mlbench_master.runs.jobs import LOST
+    from mlbench_master.runs.reconcile import reconcile
 
     run = started_run_whose_master_died(emulator, shell)
     old = rollout.pods()[0]["metadata"]["uid"]

@@ -192,19 +192,19 @@ def test_a_dropped_output_stream_is_opened_again_where_it_stopped(
 def test_the_job_of_a_restarted_master_ends_the_run_by_what_happened_unwatched(
     driver, workers, pods_exec, pod_state, gates, master, redis_settings, how, state
 ):
-    from mlbench_master import runs
     from mlbench_master.api.models import LogChunk
     from mlbench_master.api.models import Run as RunRow
-    from mlbench_master.jobs import UNRECORDED_UNWATCHED, run_job
-    from mlbench_master.reconcile import reconcile
+    from mlbench_master.runs import lifecycle
+    from mlbench_master.runs.jobs import UNRECORDED_UNWATCHED, run_job
+    from mlbench_master.runs.reconcile import reconcile
 
     row = RunRow.objects.create(name="re-attached", num_workers=2, max_bandwidth=0)
-    spec = runs.run_spec(row)
+    spec = lifecycle.run_spec(row)
     code = 3 if how == "exit 3" else 0
     stepped_run(pods_exec, gates, code)
     execution = driver.launch(spec, ["unused"], {})
-    assert runs.mark_started(row)
-    runs.record_launch(row, execution.record)
+    assert lifecycle.mark_started(row)
+    lifecycle.record_launch(row, execution.record)
     die(pods_exec)  # the master goes away before reading anything
     if how == "killed":
         kill_launches(pod_state)

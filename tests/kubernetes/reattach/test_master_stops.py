@@ -13,8 +13,8 @@ import re
 
 import pytest
 
-from mlbench_master import stopping
 from mlbench_master.cluster.kubernetes import detach, shell
+from mlbench_master.runs import stopping
 from tests.kubernetes.chart import CHART, RELEASE, find, manifests
 from tests.kubernetes.conftest import STS
 from tests.kubernetes.reattach.helpers import alive, stepped_run
@@ -26,15 +26,15 @@ ENTRYPOINT = CHART.parents[1] / "scripts" / "k8s" / "master-entrypoint.sh"
 def test_the_master_stopping_stops_its_run_as_a_cancel_does(
     driver, workers, pods_exec, pod_state, gates, master, settings, tmp_path
 ):
-    from mlbench_master import runs
     from mlbench_master.api.models import Run as RunRow
+    from mlbench_master.runs import lifecycle
 
     settings.MLBENCH_HOME = tmp_path
     row = RunRow.objects.create(name="the-master-ends", num_workers=2, max_bandwidth=0)
     stepped_run(pods_exec, gates)  # never let through its gates: it runs until stopped
-    execution = driver.launch(runs.run_spec(row), ["unused"], {})
-    assert runs.mark_started(row)
-    runs.record_launch(row, execution.record)
+    execution = driver.launch(lifecycle.run_spec(row), ["unused"], {})
+    assert lifecycle.mark_started(row)
+    lifecycle.record_launch(row, execution.record)
     assert alive(pod_state)
 
     report = stopping.stop_runs()

@@ -15,10 +15,10 @@ import sys
 from decimal import Decimal
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import transaction
 
 from mlbench_master.api.models import NodePrice
 from mlbench_master.api.prices import NodePriceSerializer
+from mlbench_master.runs import price_table
 
 
 def _plain(value: object) -> object:
@@ -52,15 +52,22 @@ class Command(BaseCommand):
             raise CommandError(f"--load {path}: not a readable JSON file ({exc})") from exc
         if not isinstance(lines, list):
             raise CommandError(f"--load {path}: give a JSON list of prices, e.g. [{{...}}]")
-        with transaction.atomic():
-            NodePrice.objects.all().delete()
-            for i, line in enumerate(lines):
-                parsed = NodePriceSerializer(data=line)
-                if not parsed.is_valid():
-                    problems = "; ".join(
-                        f"{field}: {' '.join(map(str, msgs))}"
-                        for field, msgs in parsed.errors.items()
-                    )
-                    raise CommandError(f"--load {path}: line [{i}]: {problems}; nothing changed")
-                parsed.save()
+        parsed_lines, seen = [], {}
+        for i, line in enumerate(lines):
+            parsed = NodePriceSerializer(data=line, context={"replacing": True})
+            if not parsed.is_valid():
+                problems = "; ".join(
+                    f"{field}: {' '.join(map(str, msgs))}" for field, msgs in parsed.errors.items()
+                )
+                raise CommandError(f"--load {path}: line [{i}]: {problems}; nothing changed")
+            kind = parsed.validated_data["node_kind"]
+            pricing = parsed.validated_data.get("pricing", NodePrice.ON_DEMAND)
+            if (kind, pricing) in seen:
+                raise CommandError(
+                    f"--load {path}: line [{i}]: node_kind: {kind!r} already has a {pricing} "
+                    f"price (line [{seen[kind, pricing]}]); nothing changed"
+                )
+            seen[kind, pricing] = i
+            parsed_lines.append(parsed.validated_data)
+        price_table.replace_all(parsed_lines)
         self.stderr.write(f"the price table now has {len(lines)} line(s)")

@@ -4,7 +4,7 @@ the master's queue and run one after another.
 A series is checked whole before anything is stored: every member goes through the same
 run rules as a single run (run_rules.resolve), so a worker count over the limit is refused
 for the series, naming `workers`, not discovered when its run's turn comes. Run states are
-changed only through mlbench_master.runs (the queue, cancelling).
+changed only through mlbench_master.runs.lifecycle (the queue, cancelling).
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from mlbench_master import run_rules, runs
+from mlbench_master import run_rules
 from mlbench_master.api.models import Run, Series
 from mlbench_master.run_rules.errors import Errors
+from mlbench_master.runs import lifecycle
 
 # The fields of a series request that are not fields of its runs.
 SERIES_FIELDS = ("seeds", "repeats", "workers")
@@ -116,7 +117,7 @@ def create_series(request: dict[str, Any], user: Any = None) -> Series:
     with transaction.atomic():
         series = Series.objects.create(
             name=name,
-            created_by=runs.creator(user),
+            created_by=lifecycle.creator(user),
             seeds=seeds,
             worker_counts=[m["num_workers"] for m in members[:: len(seeds)]],
             settings={k: v for k, v in shared.items() if k != "name"},
@@ -124,8 +125,8 @@ def create_series(request: dict[str, Any], user: Any = None) -> Series:
         for fields in members:
             n = fields["num_workers"]
             label = f"{name[:RUN_NAME_ROOM]} (seed {fields['seed']}, {n} worker{'s' * (n != 1)})"
-            runs.new_run(dict(fields, name=label), user, Run.QUEUED, series=series)
-    runs.start_next()
+            lifecycle.new_run(dict(fields, name=label), user, Run.QUEUED, series=series)
+    lifecycle.start_next()
     return series
 
 
@@ -134,7 +135,7 @@ def cancel_series(series: Series, by: str) -> bool:
     processes stop); its ended runs and their results stay. False when nothing of it was
     queued or active (nothing to do).
 
-    `cancelled_at` is set first, so `runs.start_next` (called when the active run ends)
+    `cancelled_at` is set first, so `lifecycle.start_next` (called when the active run ends)
     no longer picks this series' queued runs while they are being cancelled.
     """
     pending = (Run.QUEUED, *Run.ACTIVE_STATES)
@@ -149,19 +150,19 @@ def cancel_series(series: Series, by: str) -> bool:
     # Queued first: cancelling the active one starts the next queued run of another request.
     for state in pending:
         for run in Run.objects.filter(series=series, state=state).order_by("id"):
-            done = runs.cancel_run(run, reason=reason) or done
+            done = lifecycle.cancel_run(run, reason=reason) or done
     return done
 
 
 def delete_series(series: Series, by: str, *, staff: bool = False) -> None:
     """Cancel `series`, then delete it with its runs (their metrics, logs, checkpoints).
-    A series of imported runs only when `staff` asks (runs.ReadOnlyRun, nothing deleted)."""
+    A series of imported runs only when `staff` asks (lifecycle.ReadOnlyRun, nothing deleted)."""
     members = list(Run.objects.filter(series=series))
     if not staff:
-        runs.refuse_imported([r.pk for r in members], "its series cannot be deleted", True)
+        lifecycle.refuse_imported([r.pk for r in members], "its series cannot be deleted", True)
     cancel_series(series, by)
     for run in members:
-        runs.delete_run(run, by=by, staff=staff)
+        lifecycle.delete_run(run, by=by, staff=staff)
     series.delete()
 
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from mlbench_master import unsettled
 from mlbench_master.cluster.base import CannotAttach, ClusterDriver
-from mlbench_master.jobs import LOST, abandon, setup_django
+from mlbench_master.runs import unsettled
+from mlbench_master.runs.jobs import LOST, abandon, setup_django
 
 RECONCILE_SECONDS = 30.0  # how often the collector looks for runs whose job died
 JOB_DIED = "the run's job died (its RQ worker process is gone)"
@@ -38,7 +38,7 @@ def reconcile(lost: str = LOST, min_age: float = 0.0, wait_for_redis: bool = Fal
       replaced): its ranks are stopped and the run is FAILED with `lost` and why.
     - Redis refuses the job: the ranks are stopped and the run FAILED (never an exception).
 
-    Then, when no run is active, the first queued run is started (runs.start_next).
+    Then, when no run is active, the first queued run is started (lifecycle.start_next).
 
     First of all, a run the last master stopped but could not mark (its database did not
     answer then: unsettled.py) is FAILED with the reason that master recorded.
@@ -48,9 +48,9 @@ def reconcile(lost: str = LOST, min_age: float = 0.0, wait_for_redis: bool = Fal
     setup_django()
     from django.utils import timezone
 
-    from mlbench_master import jobqueue, runs
     from mlbench_master.api.models import Run
     from mlbench_master.cluster.drivers import get_driver
+    from mlbench_master.runs import jobqueue, lifecycle
 
     notes = _settle_stopped()
     if wait_for_redis and not jobqueue.answers():
@@ -65,9 +65,9 @@ def reconcile(lost: str = LOST, min_age: float = 0.0, wait_for_redis: bool = Fal
             continue
         if run.state == Run.INITIALIZED:
             try:
-                runs.enqueue_run(run)
+                lifecycle.enqueue_run(run)
                 notes.append(f"run {run.pk}: enqueued again (its job was lost)")
-            except runs.QueueUnavailable as exc:
+            except lifecycle.QueueUnavailable as exc:
                 notes.append(f"run {run.pk}: FAILED ({exc})")
             continue
         driver = driver or get_driver()
@@ -77,15 +77,17 @@ def reconcile(lost: str = LOST, min_age: float = 0.0, wait_for_redis: bool = Fal
             notes.append(f"run {run.pk}: FAILED, ranks stopped ({run.reason})")
             continue
         try:
-            runs.enqueue_run(run)
-        except runs.QueueUnavailable as exc:
+            lifecycle.enqueue_run(run)
+        except lifecycle.QueueUnavailable as exc:
             abandon(run, driver, str(exc))  # enqueue_run failed it already; stop the ranks
             notes.append(f"run {run.pk}: FAILED, ranks stopped ({exc})")
             continue
-        what = "ranks still running" if driver.is_running(runs.run_spec(run)) else "ranks ended"
+        what = (
+            "ranks still running" if driver.is_running(lifecycle.run_spec(run)) else "ranks ended"
+        )
         notes.append(f"run {run.pk}: {what}; its output is read again to end it truthfully")
     notes += _release_leftovers(driver or get_driver())
-    started = runs.start_next()  # the queue moves on when the active run ended unseen
+    started = lifecycle.start_next()  # the queue moves on when the active run ended unseen
     if started is not None:
         notes.append(f"run {started.pk}: started from the queue")
     return notes
@@ -129,10 +131,10 @@ def _release_leftovers(driver: ClusterDriver) -> list[str]:
 
 def _cannot_attach(driver: ClusterDriver, run: object) -> str | None:
     """Why the driver cannot re-attach to `run`'s launch; None when it can."""
-    from mlbench_master import runs
+    from mlbench_master.runs import lifecycle
 
     try:
-        driver.attach(runs.run_spec(run))
+        driver.attach(lifecycle.run_spec(run))
     except CannotAttach as exc:
         return str(exc)
     except Exception:  # noqa: BLE001 - cannot re-attach is the answer

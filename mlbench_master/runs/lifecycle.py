@@ -31,13 +31,14 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from mlbench_master import jobqueue, run_rules
+from mlbench_master import run_rules
 from mlbench_master.api.models import Metric, Run, RunOrigin
-from mlbench_master.api.run_queue import queued_runs
 from mlbench_master.cluster.base import RunSpec
 from mlbench_master.grading import model_files, prediction_files
-from mlbench_master.manifest import build_manifest
 from mlbench_master.results import prices
+from mlbench_master.runs import jobqueue
+from mlbench_master.runs.manifest import build_manifest
+from mlbench_master.runs.run_queue import queued_runs
 from mlbench_worker.shared import catalogue
 from mlbench_worker.shared.evaluation import GRADED_PREFIX
 
@@ -225,7 +226,7 @@ def _after_end(run: Run) -> None:
 
 
 def enqueue_run(run: Run) -> str:
-    """Put ONE job `mlbench_master.jobs.run_job(run.id)` on the "runs" queue; return its id.
+    """Put ONE job `mlbench_master.runs.jobs.run_job(run.id)` on the "runs" queue; return its id.
 
     When Redis fails the run is marked FAILED with the reason and QueueUnavailable
     is raised, so a run is never silently lost.

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlbench_master import unsettled
+from mlbench_master.runs import unsettled
 
 MASTER_STOPPED = "the master was stopped during the run"
 SETTLED_AT_START = (
@@ -114,16 +114,16 @@ def mark_runs_failed(
 
 
 def _mark(driver: Any, marked: list[int], problems: list[str]) -> None:
-    from mlbench_master import runs
     from mlbench_master.api.models import Run
+    from mlbench_master.runs import lifecycle
 
     for run in Run.objects.filter(state__in=Run.ACTIVE_STATES).order_by("pk"):
-        if runs.mark_failed(run, MASTER_STOPPED, start_next_run=False):
+        if lifecycle.mark_failed(run, MASTER_STOPPED, start_next_run=False):
             marked.append(run.pk)
         if driver is None:
             continue
         try:
-            driver.cancel(runs.run_spec(run))
+            driver.cancel(lifecycle.run_spec(run))
         except Exception as error:  # noqa: BLE001 - stop_all tries again
             problems.append(f"run {run.pk}: cancelling it failed: {_first_line(error)}")
 

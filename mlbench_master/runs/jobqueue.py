@@ -17,7 +17,7 @@ from django.conf import settings
 
 log = logging.getLogger(__name__)
 
-RUN_JOB = "mlbench_master.jobs.run_job"
+RUN_JOB = "mlbench_master.runs.jobs.run_job"
 RUN_QUEUE = "runs"
 KEEP_RESULTS = 7 * 24 * 3600  # seconds RQ keeps a finished or failed job's record
 FRESH_HEARTBEAT = 90.0  # an RQ worker silent longer than this is not alive

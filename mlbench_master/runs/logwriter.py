@@ -61,8 +61,8 @@ class LogWriter:
         """One attempt; False when the database could not be reached (lines kept)."""
         from django.db import IntegrityError, InterfaceError, OperationalError
 
-        from mlbench_master.api.logs import append_logs
         from mlbench_master.api.models import Run
+        from mlbench_master.runs.logs import append_logs
 
         self.last_flush = time.monotonic()
         if not self.pending or self.gone:

@@ -17,8 +17,8 @@ import math
 import time
 from collections.abc import Callable
 
-from mlbench_master.jobs import setup_django
-from mlbench_master.reconcile import JOB_DIED, RECONCILE_SECONDS, reconcile
+from mlbench_master.runs.jobs import setup_django
+from mlbench_master.runs.reconcile import JOB_DIED, RECONCILE_SECONDS, reconcile
 
 log = logging.getLogger(__name__)
 
@@ -29,15 +29,15 @@ def collect_pod_metrics() -> int:
     Returns the points stored.
     """
     setup_django()
-    from mlbench_master import runs
-    from mlbench_master.api.pods import sync_pods
     from mlbench_master.cluster.drivers import get_driver
-    from mlbench_master.metrics_store import Point, store
+    from mlbench_master.runs import lifecycle
+    from mlbench_master.runs.metrics_store import Point, store
+    from mlbench_master.runs.pods import sync_pods
 
     driver = get_driver()
     sync_pods(driver.pods())
-    active = runs.active_run()
-    samples = driver.samples(runs.run_spec(active) if active is not None else None)
+    active = lifecycle.active_run()
+    samples = driver.samples(lifecycle.run_spec(active) if active is not None else None)
     points = [
         Point(None, s.pod_name, s.name, float(s.value), s.date, s.cumulative, s.metadata, None)
         for s in samples

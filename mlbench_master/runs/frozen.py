@@ -28,7 +28,7 @@ from pathlib import Path
 from mlbench_master.api.models import Metric, Run
 from mlbench_master.api.queries import iso
 from mlbench_master.grading import prediction_files
-from mlbench_master.metrics_store import Point
+from mlbench_master.runs.metrics_store import Point
 
 # Points whose name starts so are a run's own evaluations: one per step (write-once).
 EVALUATION_PREFIX = "val_"

@@ -1,11 +1,11 @@
 """The run job: one RQ job per run, from preparing workers to the run's truthful end.
 
-`run_job(run_id)` is enqueued by `runs.enqueue_run` on queue "runs":
+`run_job(run_id)` is enqueued by `lifecycle.enqueue_run` on queue "runs":
 
     driver.prepare → mark_started → driver.launch(mpirun_argv, rank_environment)
     → output stored as LogChunk rows while it comes → exit code → FINISHED / FAILED
 
-The command is built from `runs.run_spec(run, checkpoints=driver.checkpoint_dir)`: the
+The command is built from `lifecycle.run_spec(run, checkpoints=driver.checkpoint_dir)`: the
 run's resolved time budget, its checkpoint folder and, for a resumed run, its parent's.
 
 Truth over convenience: a run is FINISHED only when mpirun exited 0. Anything else is
@@ -14,7 +14,7 @@ exception: Open MPI's transient launch failure before any rank started
 (cluster/transient.py) is launched once more, said in the run's log. The run's time
 limit is enforced here (the RQ timeout, time limit + margin, is only a backstop), and a
 run the API moved to CANCELLED is noticed within a second and its ranks killed. States
-are changed only through `mlbench_master.runs`; the driver is reached only through the
+are changed only through `mlbench_master.runs.lifecycle`; the driver is reached only through the
 operations `cluster.base` declares.
 
 A database that cannot be reached for a while (a restart, a network blip) does not end a
@@ -40,7 +40,7 @@ from mlbench_master.cluster.base import (
 )
 from mlbench_master.cluster.failures import OutputTail
 from mlbench_master.cluster.transient import RELAUNCH_NOTE, LaunchStart
-from mlbench_master.logwriter import LogWriter, drop_connection
+from mlbench_master.runs.logwriter import LogWriter, drop_connection
 
 log = logging.getLogger(__name__)
 
@@ -92,15 +92,15 @@ class Output:
 def run_job(run_id: int) -> str:
     """Run (or, after a master restart, keep watching) run `run_id`; returns its end state."""
     setup_django()
-    from mlbench_master import runs
     from mlbench_master.api.models import Run
     from mlbench_master.cluster.drivers import get_driver
+    from mlbench_master.runs import lifecycle
 
     run = Run.objects.filter(pk=run_id).first()
     if run is None:
         return "deleted"
     if run.state in Run.FINAL_STATES or run.state == Run.QUEUED:
-        return run.state  # ended, or not its turn yet (runs.start_next enqueues it then)
+        return run.state  # ended, or not its turn yet (lifecycle.start_next enqueues it then)
     driver = None
     try:
         driver = get_driver()
@@ -116,7 +116,7 @@ def run_job(run_id: int) -> str:
             if prepared is None:
                 return run.state
             spec, hosts = prepared
-            if not runs.mark_started(run):
+            if not lifecycle.mark_started(run):
                 # Cancelled (or deleted) while the workers were prepared: that cancel may have
                 # come before prepare() set things up (a custom worker image), so undo it.
                 try:
@@ -139,13 +139,13 @@ def _prepare(run: Any, driver: ClusterDriver) -> tuple[RunSpec, list[str]] | Non
     """The run's spec and the hosts the driver prepared for it; None after failing the run
     with the driver's reason. The driver says where checkpoints live; the builder only
     reads the spec."""
-    from mlbench_master import runs
+    from mlbench_master.runs import lifecycle
 
-    spec = runs.run_spec(run, checkpoints=driver.checkpoint_dir)
+    spec = lifecycle.run_spec(run, checkpoints=driver.checkpoint_dir)
     try:
         return spec, driver.prepare(spec)
     except ClusterError as exc:
-        runs.mark_failed(run, str(exc))
+        lifecycle.mark_failed(run, str(exc))
         return None
 
 
@@ -157,23 +157,23 @@ def _launch(
     cancelled meanwhile (what was started is killed)."""
     from django.conf import settings
 
-    from mlbench_master import runs
     from mlbench_master.api.models import Run
     from mlbench_master.cluster.mpirun import driver_argv, rank_environment
+    from mlbench_master.runs import lifecycle
 
     argv = driver_argv(driver, spec, hosts)
-    env = rank_environment(spec, settings.MLBENCH_MASTER_URL, runs.worker_token(run))
+    env = rank_environment(spec, settings.MLBENCH_MASTER_URL, lifecycle.worker_token(run))
     try:
         execution = driver.launch(spec, argv, env)
     except (ClusterError, OSError) as exc:
-        runs.mark_failed(run, f"could not start mpirun: {exc}")
+        lifecycle.mark_failed(run, f"could not start mpirun: {exc}")
         return run.state
     record = dict(execution.record)
     if spec.checkpoint_dir:
         record["checkpoint_dir"] = spec.checkpoint_dir
     if attempt > 1:
         record[LAUNCH_ATTEMPT] = attempt
-    runs.record_launch(run, record)
+    lifecycle.record_launch(run, record)
     # Cancelled between mark_started and the launch: driver.cancel() found nothing
     # to kill then, so this job kills what it just started.
     state = Run.objects.filter(pk=run.pk).values_list("state", flat=True).first()
@@ -217,41 +217,43 @@ def _describe(exc: BaseException) -> str:
 
 def abandon(run: Any, driver: ClusterDriver | None, reason: str) -> None:
     """Best effort: stop whatever of `run` may run, then mark it FAILED with `reason`."""
-    from mlbench_master import runs
+    from mlbench_master.runs import lifecycle
 
     if driver is not None:
         try:
-            driver.cancel(runs.run_spec(run))
+            driver.cancel(lifecycle.run_spec(run))
         except Exception as exc:  # noqa: BLE001 - the FAILED state matters more
             log.warning("run %s: cancel after a failure failed too: %s", run.pk, exc)
             reason += f"; stopping its processes failed: {exc}"
     try:
-        runs.mark_failed(run, reason)
+        lifecycle.mark_failed(run, reason)
     except Exception:  # noqa: BLE001 - the database itself may be what failed
         log.exception("run %s: could not be marked FAILED (%s)", run.pk, reason)
 
 
 def _reattach(run: Any, driver: ClusterDriver) -> Execution | None:
     """The Execution of a STARTED run whose job was lost, or None after failing the run."""
-    from mlbench_master import runs
+    from mlbench_master.runs import lifecycle
 
-    spec = runs.run_spec(run)
+    spec = lifecycle.run_spec(run)
     try:
         return driver.attach(spec)
     except CannotAttach:
         pass
     if driver.is_running(spec):
         driver.cancel(spec)
-        runs.mark_failed(run, f"{LOST} (its output stream cannot be re-attached; ranks stopped)")
+        lifecycle.mark_failed(
+            run, f"{LOST} (its output stream cannot be re-attached; ranks stopped)"
+        )
     else:
-        runs.mark_failed(run, LOST)
+        lifecycle.mark_failed(run, LOST)
     return None
 
 
 def _watch(run: Any, driver: ClusterDriver, execution: Execution, reattached: bool = False) -> str:
     """Store output, enforce the time limit, notice cancellation, decide the end state."""
-    from mlbench_master import runs
     from mlbench_master.api.models import Run
+    from mlbench_master.runs import lifecycle
 
     output = Output(run.pk, execution, reattached)
     started = run.started_at or dt.datetime.now(dt.UTC)
@@ -277,7 +279,7 @@ def _watch(run: Any, driver: ClusterDriver, execution: Execution, reattached: bo
                 queued = execution.waiting()
                 execution.kill()
                 _drain(execution, output)
-                runs.mark_failed(
+                lifecycle.mark_failed(
                     run,
                     f"time limit of {int(run.time_limit)} s reached; all ranks were stopped"
                     + (f" (they never started: {queued})" if queued else ""),
@@ -290,7 +292,7 @@ def _watch(run: Any, driver: ClusterDriver, execution: Execution, reattached: bo
             output.flush()
         finally:
             if Run.objects.filter(pk=run.pk, state=Run.STARTED).exists():
-                runs.mark_failed(run, f"the run's job stopped: {type(exc).__name__}: {exc}")
+                lifecycle.mark_failed(run, f"the run's job stopped: {type(exc).__name__}: {exc}")
         raise
     output.flush(DB_PATIENCE)
     _note_waiting(run, execution, waiting)  # a queue reason shown last is not its end's
@@ -304,8 +306,8 @@ def _watch(run: Any, driver: ClusterDriver, execution: Execution, reattached: bo
 
 def _end(run: Any, execution: Execution, output: Output, code: int) -> str:
     """Move the run to its end state by mpirun's exit code (idempotent: safe to retry)."""
-    from mlbench_master import runs
     from mlbench_master.api.models import Run
+    from mlbench_master.runs import lifecycle
 
     if not Run.objects.filter(pk=run.pk).exists():
         return "deleted"
@@ -314,17 +316,17 @@ def _end(run: Any, execution: Execution, output: Output, code: int) -> str:
     output.tail.add_recorded(execution.recorded_rank_ends())
     oom = execution.oom_killed(output.tail.pids())
     if code == 0 and why is None:
-        runs.mark_finished(run, 0)
+        lifecycle.mark_finished(run, 0)
     elif why is not None:
         # The cluster decided the end (a scheduler's limit, a lost node, never startable).
         exit_code = code if execution.exit_known else None
-        runs.mark_failed(run, output.tail.with_stderr(why, oom), exit_code=exit_code)
+        lifecycle.mark_failed(run, output.tail.with_stderr(why, oom), exit_code=exit_code)
     elif not execution.exit_known:
         # Re-attached to an mpirun that ended while nobody watched and left no exit code.
         lost = UNRECORDED_UNWATCHED if output.reattached else UNRECORDED
-        runs.mark_failed(run, output.tail.with_stderr(lost))
+        lifecycle.mark_failed(run, output.tail.with_stderr(lost))
     else:
-        runs.mark_failed(run, output.tail.reason(code, oom), exit_code=code)
+        lifecycle.mark_failed(run, output.tail.reason(code, oom), exit_code=code)
     return run.state
 
 
@@ -333,13 +335,13 @@ def _note_waiting(run: Any, execution: Execution, shown: str) -> str:
     clear it once they run; returns the reason now shown. A database blip skips a turn."""
     from django.db import InterfaceError, OperationalError
 
-    from mlbench_master import runs
+    from mlbench_master.runs import lifecycle
 
     reason = execution.waiting() or ""
     if reason == shown:
         return shown
     try:
-        runs.note_waiting(run, reason)
+        lifecycle.note_waiting(run, reason)
     except (OperationalError, InterfaceError):
         drop_connection()
         return shown
