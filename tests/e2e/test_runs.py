@@ -299,6 +299,12 @@ def test_cancel_lets_the_runs_job_end_by_itself(idle_master):
     master = idle_master
     run = master.create_run(custom_image_command=script("sleeper.py") + " 120", run_all_nodes=True)
     _rank_pids(master, run["id"])
+    # A rank's process runs before it prints: under load, rank 1 could be killed before its
+    # first line existed (seen in a loaded run). Cancel once both have said they started.
+    deadline = time.monotonic() + 60
+    while "rank 1 started" not in master.log_text(run["id"]):
+        assert time.monotonic() < deadline, master.log_text(run["id"])
+        time.sleep(0.2)
     response = master.post(f"/runs/{run['id']}/cancel/", {})  # the dashboard's Cancel
     assert response.status_code == 200, response.text
     assert response.json()["state"] == "CANCELLED"
@@ -308,7 +314,7 @@ def test_cancel_lets_the_runs_job_end_by_itself(idle_master):
     while job.get_status() != "finished":  # the job ends by itself, never stopped
         assert time.monotonic() < deadline, f"the run's job is {job.get_status()}"
         time.sleep(0.2)
-    # Its watcher saw CANCELLED, killed what was left and stored the last output itself.
+    # Its watcher saw CANCELLED, killed what was left and kept the output.
     assert job.return_value() == "CANCELLED"
     assert "rank 1 started" in master.log_text(run["id"])
     assert master.run(run["id"])["state"] == "CANCELLED"
