@@ -10,14 +10,15 @@ while, as a test does); the first that applies wins.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from mlbench_master.api.models import Run
 from mlbench_master.grading import model_auditing, perplexity_audit
-from mlbench_worker.shared.evaluation import audit_process
+from mlbench_worker.shared.evaluation import audit_process, test_sets
 
 
 class ModelAudit(Protocol):
@@ -46,7 +47,41 @@ class ModelAudit(Protocol):
     ) -> dict[str, Any]: ...
 
 
-AUDITS: list[ModelAudit] = [perplexity_audit.PerplexityAudit(), model_auditing.PredictionsAudit()]
+@dataclass(frozen=True)
+class FunctionAudit:
+    """An audit whose steps are a module's functions (the two below)."""
+
+    name: str
+    applies: Callable[[str], bool]
+    limits: Callable[[], audit_process.Limits]
+    check: Callable[[Run, str, int | None, str], None]
+    intake: Callable[..., dict[str, Any]]
+
+    def applies_to(self, task: str) -> bool:
+        return self.applies(task)
+
+
+AUDITS: list[ModelAudit] = [
+    # Task 3: the final model's perplexity over the whole validation stream, compared with
+    # the run's own.
+    FunctionAudit(
+        "perplexity",
+        test_sets.grades_the_model,
+        perplexity_audit.limits,
+        perplexity_audit.check_parameters,
+        perplexity_audit.intake,
+    ),
+    # Every other task (the last in line): the model run on a sample of the evaluator's test
+    # inputs against the run's stored predictions; a task without a test set is refused by
+    # its check, naming why.
+    FunctionAudit(
+        "predictions",
+        lambda task: True,
+        model_auditing.limits,
+        model_auditing.check_parameters,
+        model_auditing.intake,
+    ),
+]
 
 
 def for_task(task: str) -> ModelAudit:

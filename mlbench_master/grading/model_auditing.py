@@ -260,33 +260,3 @@ def child_answer(job: Audit, request: dict[str, Any]) -> dict[str, Any]:
     if "not_audited" in answer:
         return {"status": model_audit.NOT_AUDITED, "why": answer["not_audited"]}
     return answer
-
-
-class PredictionsAudit:
-    """The audit of a classifier's or task 2's model: run on a sample of the test inputs
-    the evaluator owns, against the run's stored predictions (grading/audits.py's
-    contract)."""
-
-    name = "predictions"
-
-    def applies_to(self, task: str) -> bool:
-        # The last in line: every task no other audit claims. One without a test set is
-        # refused by `check`, naming why (a measurement trains no model).
-        return True
-
-    def limits(self) -> audit_process.Limits:
-        return limits()
-
-    def check(self, run: Run, dataset: str, features: int | None, precision: str) -> None:
-        check_parameters(run, dataset, features, precision)
-
-    def intake(
-        self,
-        run: Run,
-        tmp: Path,
-        dataset: str,
-        features: int | None,
-        step: int | None,
-        precision: str,
-    ) -> dict[str, Any]:
-        return intake(run, tmp, dataset, features, step, precision)

@@ -46,7 +46,7 @@ from mlbench_master.grading import model_auditing, model_files, scoring
 from mlbench_master.results import stored
 from mlbench_master.run_rules.test_set import examples_for
 from mlbench_worker.shared import catalogue
-from mlbench_worker.shared.evaluation import audit_process, model_audit, perplexity, test_sets
+from mlbench_worker.shared.evaluation import audit_process, model_audit, perplexity
 from mlbench_worker.shared.evaluation.model_audit import ModelRefused
 
 REPORTED = "val_perplexity"
@@ -218,30 +218,3 @@ def compare(score: dict[str, Any], said: float | None, record: dict[str, Any]) -
     difference = perplexity.relative_difference(score["loss"], said)
     status = model_audit.MATCHES if difference <= record["tolerance"] else model_audit.MISMATCH
     return out | {"status": status, "difference": difference}
-
-
-class PerplexityAudit:
-    """Task 3's grade: the final model's perplexity over the whole validation stream,
-    compared with the run's own (grading/audits.py's contract)."""
-
-    name = "perplexity"
-
-    def applies_to(self, task: str) -> bool:
-        return test_sets.grades_the_model(task)
-
-    def limits(self) -> audit_process.Limits:
-        return limits()
-
-    def check(self, run: Run, dataset: str, features: int | None, precision: str) -> None:
-        check_parameters(run, dataset, features, precision)
-
-    def intake(
-        self,
-        run: Run,
-        tmp: Path,
-        dataset: str,
-        features: int | None,
-        step: int | None,
-        precision: str,
-    ) -> dict[str, Any]:
-        return intake(run, tmp, dataset, features, step, precision)
