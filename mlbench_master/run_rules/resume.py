@@ -11,23 +11,16 @@ from mlbench_master.api.models import Metric, Run, RunOrigin
 from mlbench_master.run_defaults import DEFAULTS
 from mlbench_master.run_rules.errors import ResumeRefused
 from mlbench_master.run_rules.schedules import effective_schedule
-from mlbench_worker.shared import catalogue
+from mlbench_worker.shared import catalogue, checkpoint_identity
 
 # What a new run may continue from: a run that ended before it could finish.
 RESUMABLE_STATES = (Run.FAILED, Run.CANCELLED)
 # The point rank 0 posts after each checkpoint (mlbench_worker/training/checkpoint.py): value =
 # completed epochs; metadata = epoch, step, elapsed and the checkpoint's identity. The master
 # never reads the file (it may live in a worker pod): this is how it knows what one holds.
-CHECKPOINT_METRIC = "checkpoint"
-
-
-# What a checkpoint written before a dimension was recorded held: an fp32 all-reduce run
-# of the reference loop.
-PRE_ALGORITHM = {
-    "algorithm": "allreduce",
-    "algorithm_options": {"precision": "fp32"},
-    "implementation": "reference",
-}
+# Its name and which fields make a checkpoint resumable are declared once, for this rule and
+# the worker's own check (mlbench_worker/shared/checkpoint_identity.py).
+CHECKPOINT_METRIC = checkpoint_identity.METRIC
 
 
 @dataclass(frozen=True)
@@ -107,24 +100,28 @@ def resume_point(parent_id: int, run: Mapping[str, Any]) -> ResumePoint:
         wanted.update(model=info.model, batch_size=info.batch_size)
     if dataset not in (None, "auto"):
         wanted["dataset"] = dataset
-    # A checkpoint written before algorithms were recorded is an fp32 all-reduce run's.
-    compared = {**PRE_ALGORITHM, **identity}
     if algorithm is not None:  # the worker refuses another (its model state depends on it)
         wanted.update(algorithm=algorithm, algorithm_options=run.get("algorithm_options") or {})
     if implementation is not None:
         wanted["implementation"] = implementation
     if seed is not None and "seed" in identity:  # the worker refuses another seed too
         wanted["seed"] = seed
-    if lr_schedule is not None:  # the rate the checkpoint continues depends on it
-        compared["lr_schedule"] = effective_schedule(parent.task, parent.lr_schedule)
-        wanted["lr_schedule"] = effective_schedule(task, lr_schedule)
-    for key, value in wanted.items():
-        if compared.get(key) != value:
-            raise ResumeRefused(
-                f"run {parent_id}'s checkpoint is for {key} {compared.get(key)!r}, this run's "
-                f"{key} is {value!r}; a checkpoint only continues the same experiment: "
-                f"resume with {key} {compared.get(key)!r} or start a fresh run"
-            )
+    # The worker's rule, in its order (a checkpoint written before algorithms were recorded
+    # is an fp32 all-reduce run's); then the schedule, which only the master checks, from
+    # the parent's row: the rate the checkpoint continues depends on it.
+    differs = checkpoint_identity.first_difference(identity, wanted)
+    if differs is None and lr_schedule is not None:
+        theirs = effective_schedule(parent.task, parent.lr_schedule)
+        ours = effective_schedule(task, lr_schedule)
+        if theirs != ours:
+            differs = ("lr_schedule", theirs, ours)
+    if differs is not None:
+        key, theirs, ours = differs
+        raise ResumeRefused(
+            f"run {parent_id}'s checkpoint is for {key} {theirs!r}, this run's {key} is "
+            f"{ours!r}; a checkpoint only continues the same experiment: resume with {key} "
+            f"{theirs!r} or start a fresh run"
+        )
     return ResumePoint(
         run_id=parent.pk,
         epoch=int(meta.get("epoch") or point.value),

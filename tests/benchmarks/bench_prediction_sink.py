@@ -64,7 +64,7 @@ def child(sink_on: bool, timings: Path, worker_argv: list[str]) -> int:
     """One rank of the worker, its sink left on or turned off, its evaluations timed; the
     times go to `timings`/rank<N>.json."""
     from mlbench_worker.__main__ import main as worker_main
-    from mlbench_worker.training import run as worker_run
+    from mlbench_worker.training import rank_body as worker_run
     from mlbench_worker.training.metric_sink import HttpReporter
     from mlbench_worker.training.option_parts import launch_rank
     from mlbench_worker.training.prediction_sink import PredictionSink

@@ -61,13 +61,13 @@ def _python_baseline(case: dict) -> dict:
         reason = why or None
     speedup = None
     if base is not None:
-        text = _speedup(run, base)
-        if text != "-":
-            how = "itself" if base is run else "throughput" if " thr" in text else None
-            speedup = {"value": float(text.split("x")[0]), "by": how or "time to target"}
+        ratio, by, across = _speedup(run, base)
+        if ratio is not None:
+            how = "itself" if base is run else "throughput" if by == "throughput" else None
+            speedup = {"value": round(ratio, 2), "by": how or "time to target"}
             # A cross-implementation ratio is labelled "vs <implementation>
             # (cross-implementation)": the label is part of the answer.
-            label = re.search(r" vs (\S+) \(cross-implementation\)$", text)
+            label = re.search(r" vs (\S+) \(cross-implementation\)$", across)
             if label:
                 speedup["across"] = label.group(1)
     return {"baseline": None if base is None else base["id"], "why": reason, "speedup": speedup}
