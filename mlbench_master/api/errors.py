@@ -12,6 +12,7 @@ error (POST /api/runs/ and POST /api/series/ both refuse runs).
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -172,6 +173,19 @@ def _sentence(errors: dict[str, list[str]]) -> str:
     return "; ".join(parts[:3]) + more
 
 
+# Django's get_object_or_404 says "No Run matches the given query.": which run is missing
+# is the client's own id, which the answer names instead.
+_NO_MATCH = re.compile(r"^No (\w+) matches the given query\.$")
+
+
+def _not_found(message: str, context: dict) -> str:
+    found = _NO_MATCH.match(message)
+    pk = (context.get("kwargs") or {}).get("pk")
+    if found and pk is not None:
+        return f"{found.group(1).lower()} {pk} does not exist"
+    return message or "not found"
+
+
 def exception_handler(exc: Exception, context: dict) -> Response | None:
     """DRF's handler with our JSON shape: the domain's errors get their status
     (DOMAIN_ERRORS); database rejections of client data become 400, a database that does
@@ -203,7 +217,7 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
     elif isinstance(exc, SuspiciousOperation):
         exc = exceptions.ValidationError({"": [str(exc) or "request rejected"]})
     elif isinstance(exc, Http404):
-        exc = exceptions.NotFound(str(exc) or "not found")
+        exc = exceptions.NotFound(_not_found(str(exc), context))
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied(str(exc) or None)
 

@@ -242,3 +242,11 @@ def test_no_view_catches_a_domain_error_itself():
         if path.name != "errors.py" and (lines := catches(path.read_text(), names))
     }
     assert not problems, f"answer these in api/errors.py (DOMAIN_ERRORS): {problems}"
+
+
+def test_an_unknown_id_is_named_in_the_404(api):
+    """get_object_or_404 says "No Run matches the given query."; the answer names the id."""
+    for path, words in (("/api/runs/99999/", "run 99999 does not exist"),
+                        ("/api/series/99999/", "series 99999 does not exist")):  # fmt: skip
+        r = api.get(path)
+        assert r.status_code == 404 and r.json() == {"detail": words}, (path, r.json())

@@ -26,7 +26,7 @@ def test_list_and_get_seed_shape(api, make_run):
     assert "token_salt" not in one
     missing = api.get("/api/runs/999999/")
     assert missing.status_code == 404
-    assert missing.json() == {"detail": "No Run matches the given query."}
+    assert missing.json() == {"detail": "run 999999 does not exist"}
     no_slash = api.get(f"/api/runs/{a.pk}")  # the original client's path: no redirect
     assert no_slash.status_code == 200 and no_slash.json() == one
 

@@ -439,7 +439,7 @@ NO_ENDPOINT = (
         ("GET", "/api/nothing-here", 404, NO_ENDPOINT.format("/api/nothing-here")),
         ("GET", "/api/runs/abc", 404, NO_ENDPOINT.format("/api/runs/abc")),
         ("DELETE", "/api/runs/abc", 404, NO_ENDPOINT.format("/api/runs/abc")),
-        ("GET", "/api/runs/999999", 404, "No Run matches the given query."),
+        ("GET", "/api/runs/999999", 404, "run 999999 does not exist"),
         ("PUT", "/api/runs/", 405, 'Method "PUT" not allowed.'),
         ("PATCH", "/api/metrics/", 405, 'Method "PATCH" not allowed.'),
         ("POST", "/api/health/", 405, 'method "POST" not allowed'),
