@@ -221,7 +221,8 @@ def _hardware(run: Run) -> str:
         device = f"GPU {found.get('gpu') or '(model not recorded)'}"
     else:
         device = f"CPU {found.get('cpu_model') or '(model not recorded)'}"
-    return f"{device}, {run.num_cpus:g} cores per worker"
+    cores = "core" if run.num_cpus == 1 else "cores"
+    return f"{device}, {run.num_cpus:g} {cores} per worker"
 
 
 def _network(run: Run) -> str:

@@ -102,7 +102,7 @@ def test_an_entry_shows_its_dimensions_origin_cost_and_links(stored, staff):
         ({"measured": "accuracy_after_time"}, []),
         ({"algorithm": "no-such-algorithm"}, []),
         ({"implementation": "no-such-implementation"}, []),
-        ({"hardware": "GPU y, 1 cores per worker"}, []),
+        ({"hardware": "GPU y, 1 core per worker"}, []),
     ],
 )
 def test_each_filter_narrows_the_board(stored, staff, query, roles):
