@@ -324,7 +324,7 @@ def delete_run(run: Run, by: str, *, staff: bool = False) -> None:
             refuse_imported([run.pk], "it cannot be deleted", staff_may=True)
         prediction_files.remove(int(run.pk))
         model_files.remove(int(run.pk))
-        run.delete()
+        _delete_locked(run)
         return
     cancel_run(run, reason=f"deleted by {by}")
     if not Run.objects.filter(resumed_from=run.pk, state__in=Run.ACTIVE_STATES).exists():
@@ -336,7 +336,17 @@ def delete_run(run: Run, by: str, *, staff: bool = False) -> None:
             log.warning("run %s: its checkpoints could not be removed: %s", run.pk, exc)
     prediction_files.remove(int(run.pk))
     model_files.remove(int(run.pk))
-    run.delete()
+    _delete_locked(run)
+
+
+def _delete_locked(run: Run) -> None:
+    """Delete the row and what hangs on it under the row's lock: the run job may still be
+    appending the cancelled run's last output (logs.append_logs locks the same row), and
+    rows it added between the cascade's reads and the row's delete broke the delete (a 409
+    seen under load). With the lock taken first, an appender waits, then finds no run."""
+    with transaction.atomic():
+        if Run.objects.select_for_update().filter(pk=run.pk).exists():
+            run.delete()
 
 
 def _transition(run: Run, allowed: tuple[str, ...], **changes: Any) -> bool:

@@ -59,3 +59,39 @@ def test_logs_go_with_the_run(api, make_run):
     append_logs(run.pk, [(None, "stdout", "mpirun says hi\n")])
     api.delete(f"/api/runs/{run.pk}/")
     assert LogChunk.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_deleting_a_run_while_its_job_appends_output_never_breaks():
+    """The run job keeps appending a cancelled run's last output while DELETE removes it
+    (seen under load: the rows it added between the cascade's reads and the row's delete
+    made the delete a 409). Each delete succeeds; the appender then finds no run."""
+    import threading
+
+    from django.db import connection
+
+    from mlbench_master.runs import lifecycle
+    from mlbench_master.runs.logs import append_logs
+
+    for attempt in range(5):
+        run = Run.objects.create(name=f"deleted {attempt}", state=Run.CANCELLED)
+        stop = threading.Event()
+
+        def append(run_id: int = run.pk) -> None:
+            try:
+                while not stop.is_set():
+                    try:
+                        append_logs(run_id, [(0, "stdout", "line\n")] * 20)
+                    except Run.DoesNotExist:
+                        return
+            finally:
+                connection.close()
+
+        writer = threading.Thread(target=append)
+        writer.start()
+        try:
+            lifecycle.delete_run(run, by="test", staff=True)
+        finally:
+            stop.set()
+            writer.join(timeout=30)
+        assert not Run.objects.filter(pk=run.pk).exists()
