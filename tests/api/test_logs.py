@@ -77,7 +77,7 @@ def test_deleting_a_run_while_its_job_appends_output_never_breaks():
         run = Run.objects.create(name=f"deleted {attempt}", state=Run.CANCELLED)
         stop = threading.Event()
 
-        def append(run_id: int = run.pk) -> None:
+        def append(run_id: int = run.pk, stop: threading.Event = stop) -> None:
             try:
                 while not stop.is_set():
                     try:
