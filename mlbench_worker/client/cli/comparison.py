@@ -1,3 +1,5 @@
+# Over 400 lines: the report table and the one comparison rule it applies (held to the dashboard's
+# copy by tests/rules/), read together; the rule moves out when the report grows again.
 """Comparing runs: the `mlbench report` table, and which runs may be compared at all.
 
 Why a module of its own: a speed-up only means something between runs that differ in the

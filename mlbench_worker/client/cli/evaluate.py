@@ -382,7 +382,11 @@ def _grade(run: dict, p: Any, data_dir: str, evaluators: dict, features: int) ->
                 last_error = str(exc)
                 continue
         if evaluators[key].digest == p.test_set_digest:
-            _check_size(run, size, dataset, info.dataset)
+            # The run's test set is its own (test_examples, else the whole set), not the file's.
+            expected = run.get("test_examples") or test_sizes.whole(info.dataset, dataset)
+            if "test_examples" in run and size != expected:  # older masters: not recorded
+                why = f"a predictions file predicts {size} examples; it is graded on {expected}"
+                raise CliError(f"run {run['id']}: {why}", EXIT_DISAGREES)
             try:
                 return evaluators[key].grade(p)
             except PredictionsRefused as exc:
@@ -392,12 +396,3 @@ def _grade(run: dict, p: Any, data_dir: str, evaluators: dict, features: int) ->
         f"({last_error or 'neither the generated set of its seed nor the real one'})",
         EXIT_DISAGREES,
     )
-
-
-def _check_size(run: dict, size: int, dataset: str, family: str) -> None:
-    """The run's test set is its own (`test_examples`, else the whole set), never what a
-    file predicts (a master older than the field says nothing of it: not checked)."""
-    expected = run.get("test_examples") or test_sizes.whole(family, dataset)
-    if "test_examples" in run and size != expected:
-        why = f"a predictions file predicts {size} examples; the run is graded on {expected}"
-        raise CliError(f"run {run['id']}: {why}", EXIT_DISAGREES)
