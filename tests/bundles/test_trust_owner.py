@@ -4,35 +4,16 @@ checked on the real package, and on a planted tree so the check is seen to fail)
 
 from __future__ import annotations
 
-import ast
-import re
 import textwrap
 from pathlib import Path
 
-from tests.test_write_owners import MODEL_WRITES, ROOT, _chain, _sql, _write_lines
+from tests.test_table_owners import _writes
+from tests.test_write_owners import ROOT, _write_lines
 
 WRITER = Path("mlbench_master/bundles/trust.py")
-_SQL = re.compile(r"\b(insert\s+into|update|delete\s+from)\s+\W?api_trustedkey\b", re.IGNORECASE)
-
-
-def _writes_key(node: ast.AST, _: object) -> bool:
-    """`TrustedKey(...)`; a write (create, update, delete, save...) through `TrustedKey`'s
-    manager or a queryset of it; raw SQL writing api_trustedkey."""
-    sql = _sql(node)
-    if sql is not None:
-        return bool(_SQL.search(sql))
-    if not isinstance(node, ast.Call):
-        return False
-    func = node.func
-    if isinstance(func, ast.Name):
-        return func.id == "TrustedKey"
-    if isinstance(func, ast.Attribute) and func.attr == "TrustedKey":
-        return True
-    return (
-        isinstance(func, ast.Attribute)
-        and func.attr in MODEL_WRITES
-        and "TrustedKey" in _chain(func.value)
-    )
+# `TrustedKey(...)`; a write through its manager or a queryset of it; raw SQL writing it:
+# the one predicate every table's owner check uses (tests/test_table_owners.py).
+_writes_key = _writes("TrustedKey", "api_trustedkey")
 
 
 def key_writes(root: Path, allowed: set[Path]) -> list[str]:
