@@ -15,7 +15,7 @@ from django.views import defaults
 from django.views.generic import RedirectView
 from django_rq.urls import get_admin_urlpatterns, get_api_urlpatterns
 
-from mlbench_master.health import health
+from mlbench_master.api.health import health
 
 
 def _refuse_non_staff(request: HttpRequest, next_url: str) -> HttpResponse | None:

@@ -1,6 +1,6 @@
 """One owner per write, enforced: each failure names the offending file, line and code.
 
-- users and API tokens are created or changed only in mlbench_master/api/auth.py;
+- users and API tokens are created or changed only in mlbench_master/accounts/users.py;
 - metric points are written only by `store` in mlbench_master/runs/metrics_store.py, for the
   API's ingest and the collector alike.
 
@@ -30,9 +30,9 @@ MODEL_WRITES = {
     "delete",
 }
 
-# Users and API tokens are created and changed only in api/auth.py; metric points are
+# Users and API tokens are created and changed only in accounts/users.py; metric points are
 # written only by metrics_store.store.
-USER_WRITER = Path("mlbench_master/api/auth.py")
+USER_WRITER = Path("mlbench_master/accounts/users.py")
 METRIC_WRITER = (Path("mlbench_master/runs/metrics_store.py"), "store")
 # Methods that write a user whatever the receiver.
 USER_METHODS = {"set_password", "set_unusable_password", "create_user", "create_superuser"}
@@ -209,10 +209,10 @@ def metric_writes(root: Path, allowed: dict[Path, str]) -> list[str]:
 # --------------------------------------------------------------------------- the real code
 
 
-def test_users_and_tokens_are_written_only_in_api_auth():
+def test_users_and_tokens_are_written_only_in_accounts():
     master = ROOT / "mlbench_master"
     problems = user_writes(master, allowed={ROOT / USER_WRITER})
-    assert not problems, "users or tokens written outside api/auth.py:\n" + "\n".join(problems)
+    assert not problems, "users or tokens written outside accounts/users.py:\n" + "\n".join(problems)
     seen = user_writes(master, allowed=set())  # the check sees the writer itself
     assert any(line.startswith(str(USER_WRITER)) for line in seen)
 
@@ -232,7 +232,7 @@ def test_metric_points_are_written_only_by_the_metric_store():
 def test_the_writer_checks_find_each_user_token_and_point_write(tmp_path):
     pkg = tmp_path / "mlbench_master"
     planted = {
-        "api/auth.py": "def ensure(User, Token):\n    User.objects.create_user('a')\n",
+        "accounts/users.py": "def ensure(User, Token):\n    User.objects.create_user('a')\n",
         "api/migrations/0001_admin.py": "def f(User):\n    User.objects.create(username='m')\n",
         "metrics_store.py": """\
             def store(cursor, Metric):
@@ -278,12 +278,12 @@ def test_the_writer_checks_find_each_user_token_and_point_write(tmp_path):
         path = pkg / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text))
-    users = user_writes(pkg, allowed={pkg / "api" / "auth.py"})
+    users = user_writes(pkg, allowed={pkg / "accounts" / "users.py"})
     assert [u.split(" ")[0] for u in users] == [
         f"mlbench_master/users.py:{n}" for n in range(6, 14)
     ]
     assert users[0] == 'mlbench_master/users.py:6 `model.objects.get_or_create(username="x")`'
-    assert len(user_writes(pkg, allowed=set())) == len(users) + 1  # auth.py's own line
+    assert len(user_writes(pkg, allowed=set())) == len(users) + 1  # users.py's own line
     points = metric_writes(pkg, allowed={pkg / "metrics_store.py": "store"})
     assert [p.split(" ")[0] for p in points] == [
         "mlbench_master/metrics_store.py:5",

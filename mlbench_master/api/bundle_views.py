@@ -22,8 +22,8 @@ from rest_framework.views import APIView
 
 from mlbench_master.api.errors import error_responses, invalid
 from mlbench_master.api.models import ImportedBundle, Run, Series
-from mlbench_master.api.queries import iso
 from mlbench_master.bundles import importer, signing, upload, writer
+from mlbench_master.common.dates import iso
 
 _TEXT = {
     400: "the bundle is refused: the message names the member or the signature; nothing was stored",

@@ -19,9 +19,10 @@ from django.http import StreamingHttpResponse
 from django.utils import timezone
 
 from mlbench_master.api.models import LogChunk, Metric, Pod, Run
-from mlbench_master.api.queries import SeriesQuery, iso, stream_rows
 from mlbench_master.api.serializers import PodSerializer, RunSerializer
-from mlbench_master.api.zipstream import stream_zip
+from mlbench_master.common.dates import iso
+from mlbench_master.common.zipstream import stream_zip
+from mlbench_master.runs.metric_reads import SeriesQuery, stream_rows
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 

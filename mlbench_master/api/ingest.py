@@ -20,7 +20,7 @@ from rest_framework.fields import BooleanField
 
 from mlbench_master.api.errors import PayloadTooLarge
 from mlbench_master.api.models import Run
-from mlbench_master.api.params import parse_iso_datetime
+from mlbench_master.common.dates import parse_iso_datetime
 from mlbench_master.runs import lifecycle
 from mlbench_master.runs.metrics_store import Point
 from mlbench_worker.shared.evaluation import GRADED_PREFIX

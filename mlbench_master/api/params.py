@@ -3,31 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
-import re
-
-from django.utils.dateparse import parse_datetime
 
 from mlbench_master.api.errors import invalid
-
-# '+' in an unencoded query string arrives as a space: "...:44 00:00" means "+00:00".
-_SPACE_OFFSET = re.compile(r" (\d{2}:?\d{2})$")
-
-
-def parse_iso_datetime(text: str) -> dt.datetime | None:
-    """ISO 8601 with or without fractional seconds; 'Z' or an offset; naive means UTC."""
-    text = _SPACE_OFFSET.sub(r"+\1", text.strip())
-    try:
-        value = parse_datetime(text)
-    except ValueError:
-        value = None
-    if value is None:
-        try:
-            value = dt.datetime.fromisoformat(text)
-        except ValueError:
-            return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.UTC)
-    return value
+from mlbench_master.common.dates import parse_iso_datetime
 
 
 def since(params: dict) -> dt.datetime | None:

@@ -22,7 +22,6 @@ from rest_framework.views import APIView
 
 from mlbench_master import run_rules
 from mlbench_master.api import bodies, ingest, params
-from mlbench_master.api.auth import ended_past_grace
 from mlbench_master.api.errors import Conflict, error_responses, invalid
 from mlbench_master.api.export import zip_response
 from mlbench_master.api.models import Pod, Run
@@ -33,7 +32,6 @@ from mlbench_master.api.permissions import (
     is_staff,
     is_worker,
 )
-from mlbench_master.api.queries import SeriesQuery, iso, series
 from mlbench_master.api.serializers import (
     LogPageSerializer,
     MetricBatchResultSerializer,
@@ -45,8 +43,11 @@ from mlbench_master.api.serializers import (
     RunSummarySerializer,
 )
 from mlbench_master.bundles import origins
+from mlbench_master.common.dates import iso
 from mlbench_master.runs import frozen, lifecycle, metrics_store
+from mlbench_master.runs.frozen import ended_past_grace
 from mlbench_master.runs.logs import STREAMS, read_logs
+from mlbench_master.runs.metric_reads import SeriesQuery, series
 from mlbench_master.runs.pods import refresh_if_stale
 
 

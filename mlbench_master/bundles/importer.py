@@ -33,13 +33,13 @@ from typing import Any
 from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db import IntegrityError, transaction
 
-from mlbench_master.api.models import ImportedBundle, LogChunk, Run, RunOrigin, Series
-from mlbench_master.api.params import parse_iso_datetime
+from mlbench_master.api.models import ImportedBundle, Run, RunOrigin, Series
 from mlbench_master.bundles import layout, places, reader, regrade, signing, trust, writer
 from mlbench_master.bundles.refusals import AlreadyHere, BundleRefused
+from mlbench_master.common.dates import parse_iso_datetime
 from mlbench_master.grading import model_files, prediction_files
-from mlbench_master.runs import lifecycle, metrics_store
-from mlbench_master.runs.logs import STREAMS
+from mlbench_master.runs import lifecycle, logs, metrics_store
+from mlbench_master.runs import series as series_store
 
 log = logging.getLogger(__name__)
 BATCH = 5000
@@ -232,20 +232,11 @@ def _series(bundle: reader.Verified, series_id: int) -> Series:
     try:
         created = parse_iso_datetime(str(record.get("created_at") or ""))
         cancelled = record.get("cancelled_at")
-        series = Series(
-            name=str(record["name"])[:200],
-            seeds=list(record.get("seeds") or []),
-            worker_counts=list(record.get("worker_counts") or []),
-            settings=dict(record.get("settings") or {}),
-            cancelled_at=parse_iso_datetime(str(cancelled)) if cancelled else None,
+        return series_store.store_imported(
+            record, created, parse_iso_datetime(str(cancelled)) if cancelled else None
         )
-        if created is not None:
-            series.created_at = created
-        series.full_clean(exclude=["created_by"])
     except (KeyError, TypeError, ValueError, ValidationError) as exc:
         raise BundleRefused(f"member {name!r}: {_why(exc)}") from None
-    series.save()
-    return series
 
 
 def _run(
@@ -362,29 +353,24 @@ def _points(bundle: reader.Verified, path: str, run: Run) -> None:
 
 
 def _logs(bundle: reader.Verified, path: str, run: Run) -> None:
-    batch: list[LogChunk] = []
-    size = 0
+    logs.store_imported(run.pk, _log_chunks(bundle, path))
+
+
+def _log_chunks(bundle: reader.Verified, path: str) -> Iterator[logs.Chunk]:
+    """The bundle's log chunks, each checked as it is read (a bad line refuses the bundle
+    while runs/logs.py stores them, inside the import's transaction)."""
     for number, item in _lines(bundle, path):
         rank, stream, seq, text = (item.get(k) for k in ("rank", "stream", "seq", "text"))
         when = parse_iso_datetime(str(item.get("created_at") or ""))
         if (
             (rank is not None and not isinstance(rank, int))
-            or stream not in STREAMS
+            or stream not in logs.STREAMS
             or not isinstance(seq, int)
             or not isinstance(text, str)
             or when is None
         ):
             raise BundleRefused(f"member {path!r}, line {number}: not a log chunk")
-        text = text.replace("\x00", "")
-        size += len(text.encode())
-        batch.append(
-            LogChunk(run=run, rank=rank, stream=stream, seq=seq, text=text, created_at=when)
-        )
-        if len(batch) >= BATCH:
-            LogChunk.objects.bulk_create(batch)
-            batch = []
-    LogChunk.objects.bulk_create(batch)
-    Run.objects.filter(pk=run.pk).update(log_bytes=size)
+        yield logs.Chunk(rank, stream, seq, text, when)
 
 
 def _why(exc: BaseException) -> str:

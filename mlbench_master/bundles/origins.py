@@ -12,8 +12,8 @@ from typing import Any
 from django.db.models import OuterRef, QuerySet, Subquery
 
 from mlbench_master.api.models import Run, RunOrigin, Series, TrustedKey
-from mlbench_master.api.queries import iso
 from mlbench_master.bundles import signing, trust
+from mlbench_master.common.dates import iso
 
 ORIGIN_HELP = (
     "null for a run of this installation; for an imported run (read-only): the installation "

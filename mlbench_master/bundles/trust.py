@@ -11,7 +11,7 @@ who added it and when). Every other imported run is shown with its origin as an
 Trust is read from the table whenever a result is shown (`of_key`, `known`), never copied
 onto the runs: adding a key ranks its runs at once and removing it unranks them, with
 nothing to re-mark and nothing that can go stale. This module is the only writer of
-`TrustedKey` rows (tests/bundles/test_trust_owner.py).
+`TrustedKey` rows (tests/test_table_owners.py).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from mlbench_master.api.models import TrustedKey
-from mlbench_master.api.queries import iso
 from mlbench_master.bundles import signing
+from mlbench_master.common.dates import iso
 from mlbench_master.runs import lifecycle
 
 LOCAL, TRUSTED, UNVERIFIED = "local", "trusted", "unverified"

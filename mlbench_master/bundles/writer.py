@@ -27,11 +27,11 @@ from typing import Any
 from django.utils import timezone
 
 from mlbench_master.api.models import LogChunk, Metric, Run, RunOrigin, Series
-from mlbench_master.api.queries import iso
-from mlbench_master.api.zipstream import stream_zip
 from mlbench_master.bundles import layout, signing, system
 from mlbench_master.bundles.places import bundle_file
 from mlbench_master.bundles.refusals import NotExportable
+from mlbench_master.common.dates import iso
+from mlbench_master.common.zipstream import stream_zip
 from mlbench_master.grading import model_files, prediction_files
 from mlbench_worker.shared import catalogue
 

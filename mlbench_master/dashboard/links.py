@@ -13,7 +13,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core import signing
 from django.urls import reverse
 
-from mlbench_master.api.auth import ensure_user
+from mlbench_master.accounts.users import ensure_user
 
 SALT = "mlbench.dashboard.one-time-login"
 MAX_AGE = 24 * 3600

@@ -161,7 +161,7 @@ class Supervisor:
         django.setup()
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
-        from mlbench_master.api.auth import issue_user_token
+        from mlbench_master.accounts.users import issue_user_token
 
         token = issue_user_token(ADMIN_USER, create_user=True, superuser=True)
         path = home() / "token"

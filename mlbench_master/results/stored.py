@@ -25,11 +25,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlbench_master.api.auth import ended_past_grace
 from mlbench_master.api.models import Metric, Run
 from mlbench_master.grading import model_files
 from mlbench_master.results import cost
 from mlbench_master.results.run_result import RunResult
+from mlbench_master.runs.frozen import ended_past_grace
 from mlbench_worker.shared import catalogue, result
 from mlbench_worker.shared.evaluation import graded_name
 from mlbench_worker.shared.evaluation.model_audit import NO_MODEL

@@ -25,8 +25,11 @@ import datetime as dt
 from collections.abc import Iterable
 from pathlib import Path
 
+from django.conf import settings
+from django.utils import timezone
+
 from mlbench_master.api.models import Metric, Run
-from mlbench_master.api.queries import iso
+from mlbench_master.common.dates import iso
 from mlbench_master.grading import prediction_files
 from mlbench_master.runs.metrics_store import Point
 
@@ -129,3 +132,17 @@ def check_evaluations_once(run: Run, points: list[Point]) -> None:
                 f"run {run.pk} already has its {name} of step {step}; a run's evaluations are "
                 "write-once"
             )
+
+
+def ended_past_grace(run: Run) -> bool:
+    """Whether `run` ended more than MLBENCH_RUN_TOKEN_GRACE seconds ago.
+
+    Results still arrive for a short while after mpirun exits (the last metric batches,
+    rank 0's summary); after that window a run's record is final. One rule for both the
+    worker token's expiry and the summary endpoint. A run that has not ended (no
+    `finished_at`) is open.
+    """
+    if run.finished_at is None:
+        return False
+    grace = dt.timedelta(seconds=settings.MLBENCH_RUN_TOKEN_GRACE)
+    return timezone.now() - run.finished_at > grace

@@ -8,8 +8,9 @@ where errors are, is kept); readers see `truncated: true`.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import transaction
@@ -19,6 +20,17 @@ from mlbench_master.api.models import LogChunk, Run
 
 STREAMS = ("stdout", "stderr")
 PAGE = 1000
+IMPORT_BATCH = 5000
+
+
+class Chunk(NamedTuple):
+    """A stored log chunk as a bundle carries it: numbered and dated by its own master."""
+
+    rank: int | None
+    stream: str
+    seq: int
+    text: str
+    created_at: dt.datetime
 
 
 def append_logs(run: Run | int, entries: Iterable[tuple[int | None, str, str]]) -> int:
@@ -56,6 +68,31 @@ def append_logs(run: Run | int, entries: Iterable[tuple[int | None, str, str]]) 
             total -= _drop_oldest(run_id, total - limit)
         Run.objects.filter(pk=run_id).update(log_bytes=total)
         return last
+
+
+def store_imported(run_id: int, chunks: Iterable[Chunk]) -> None:
+    """Store an imported run's log as its master numbered and dated it, in batches (the
+    caller's transaction makes it all or nothing; a chunk the reader refuses raises)."""
+    batch: list[LogChunk] = []
+    size = 0
+    for chunk in chunks:
+        text = chunk.text.replace("\x00", "")
+        size += len(text.encode())
+        batch.append(
+            LogChunk(
+                run_id=run_id,
+                rank=chunk.rank,
+                stream=chunk.stream,
+                seq=chunk.seq,
+                text=text,
+                created_at=chunk.created_at,
+            )
+        )
+        if len(batch) >= IMPORT_BATCH:
+            LogChunk.objects.bulk_create(batch)
+            batch = []
+    LogChunk.objects.bulk_create(batch)
+    Run.objects.filter(pk=run_id).update(log_bytes=size)
 
 
 def _drop_oldest(run_id: int, excess: int) -> int:

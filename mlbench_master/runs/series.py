@@ -166,6 +166,26 @@ def delete_series(series: Series, by: str, *, staff: bool = False) -> None:
     series.delete()
 
 
+def store_imported(record: dict[str, Any], created_at: Any, cancelled_at: Any) -> Series:
+    """Store a series another master exported (bundles/importer.py read and dated it).
+
+    Raises KeyError, TypeError, ValueError or Django's ValidationError for a record that
+    does not make a series; nothing is stored then.
+    """
+    series = Series(
+        name=str(record["name"])[:200],
+        seeds=list(record.get("seeds") or []),
+        worker_counts=list(record.get("worker_counts") or []),
+        settings=dict(record.get("settings") or {}),
+        cancelled_at=cancelled_at,
+    )
+    if created_at is not None:
+        series.created_at = created_at
+    series.full_clean(exclude=["created_by"])
+    series.save()
+    return series
+
+
 def status(series: Series, states: list[str]) -> str:
     """One word for a series from its runs' states: queued, running, cancelled, ended."""
     if any(s in Run.ACTIVE_STATES for s in states):

@@ -3,7 +3,7 @@
 import pytest
 from rest_framework.test import APIClient
 
-from mlbench_master.api.auth import issue_user_token
+from mlbench_master.accounts.users import issue_user_token
 from mlbench_master.api.models import Run
 from mlbench_master.runs import lifecycle
 

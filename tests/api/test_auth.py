@@ -11,7 +11,7 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from mlbench_master.api.auth import issue_user_token
+from mlbench_master.accounts.users import issue_user_token
 from mlbench_master.api.models import Metric, Run
 from mlbench_master.runs import lifecycle
 from tests.api.conftest import worker_client

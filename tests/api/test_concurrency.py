@@ -49,6 +49,6 @@ def test_concurrent_batches_with_overlapping_uids(live_server, settings):
 
 
 def _user_token() -> str:
-    from mlbench_master.api.auth import issue_user_token
+    from mlbench_master.accounts.users import issue_user_token
 
     return issue_user_token("reader", create_user=True)

@@ -91,7 +91,7 @@ def test_a_database_that_does_not_answer_is_503_not_500():
     from django.db import connection
     from rest_framework.test import APIClient
 
-    from mlbench_master.api.auth import issue_user_token
+    from mlbench_master.accounts.users import issue_user_token
     from tests.services import free_port
 
     client = APIClient()

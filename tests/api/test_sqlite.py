@@ -20,7 +20,7 @@ assert connection.vendor == "sqlite"
 from mlbench_master.runs import metrics_store
 from mlbench_master.api import ingest
 from mlbench_master.api.models import Metric, Run
-from mlbench_master.api.queries import SeriesQuery, series
+from mlbench_master.runs.metric_reads import SeriesQuery, series
 
 run = Run.objects.create(name="x", state="FINISHED")
 t0 = dt.datetime(2018, 8, 3, 9, 21, 29, 347960, tzinfo=dt.UTC)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from rest_framework.test import APIClient
 
-from mlbench_master.api.auth import issue_user_token
+from mlbench_master.accounts.users import issue_user_token
 from mlbench_master.api.models import Run
 from mlbench_master.bundles import trust
 from tests.bundles import data

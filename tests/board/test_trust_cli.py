@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from mlbench_master.api.auth import issue_user_token
+from mlbench_master.accounts.users import issue_user_token
 from mlbench_master.bundles import signing
 from mlbench_worker.client.cli import main
 from tests.board.stored import TASK, prepared

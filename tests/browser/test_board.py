@@ -81,7 +81,7 @@ def test_the_static_board_opens_from_files_and_filters(
     """The folder `mlbench board --html` writes, opened from disk (no server at all): the
     rows are in the page, synthetic ones under their own heading, and the select boxes
     hide the rows that do not match."""
-    from mlbench_master.api.auth import issue_user_token
+    from mlbench_master.accounts.users import issue_user_token
     from mlbench_worker.client.cli import main
 
     stored = prepared(settings, tmp_path)

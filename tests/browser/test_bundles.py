@@ -17,7 +17,7 @@ def _bundle(settings, tmp_path) -> tuple[bytes, str]:
     key), and that installation's fingerprint."""
     from rest_framework.test import APIClient
 
-    from mlbench_master.api.auth import issue_user_token
+    from mlbench_master.accounts.users import issue_user_token
     from mlbench_master.bundles import signing
     from tests.bundles import data
 

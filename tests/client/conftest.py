@@ -5,7 +5,7 @@ they need runs stored as given rather than trained, to pytest-django's live serv
 import pytest
 from rest_framework.test import APIClient
 
-from mlbench_master.api.auth import issue_user_token
+from mlbench_master.accounts.users import issue_user_token
 from mlbench_worker.client.cli import main
 from tests.e2e.live import start_master
 from tests.results.conftest import Maker

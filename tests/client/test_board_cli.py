@@ -11,7 +11,7 @@ import re
 import pytest
 import requests
 
-from mlbench_master.api.auth import issue_user_token
+from mlbench_master.accounts.users import issue_user_token
 from mlbench_worker.client.cli import main
 from tests.board.stored import TASK, prepared
 

@@ -12,7 +12,7 @@ import pytest
 import requests
 from rest_framework.test import APIClient
 
-from mlbench_master.api.auth import issue_user_token
+from mlbench_master.accounts.users import issue_user_token
 from mlbench_master.grading import scoring
 from mlbench_worker.client.cli import main
 from tests.bundles import data

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-from mlbench_master.api.auth import issue_user_token
+from mlbench_master.accounts.users import issue_user_token
 from mlbench_master.api.models import Metric, Run
 from mlbench_master.grading import scoring
 from mlbench_master.runs import lifecycle

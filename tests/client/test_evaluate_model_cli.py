@@ -10,7 +10,7 @@ import time
 import pytest
 import requests
 
-from mlbench_master.api.auth import issue_user_token
+from mlbench_master.accounts.users import issue_user_token
 from mlbench_master.api.models import Run
 from mlbench_master.grading import model_files, scoring
 from mlbench_master.runs import lifecycle

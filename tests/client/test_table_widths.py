@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from mlbench_master.api.auth import issue_user_token
+from mlbench_master.accounts.users import issue_user_token
 from mlbench_master.api.models import Run
 from mlbench_master.cluster import node_kinds
 from mlbench_worker.client.cli import main

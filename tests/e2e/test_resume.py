@@ -63,7 +63,7 @@ class InProcessMaster:
 
 @pytest.fixture
 def inprocess(live_server, settings, redis_settings, transactional_db, tmp_path, monkeypatch):
-    from mlbench_master.api.auth import issue_user_token
+    from mlbench_master.accounts.users import issue_user_token
 
     settings.MLBENCH_HOME = tmp_path
     settings.MLBENCH_CLUSTER = "local"

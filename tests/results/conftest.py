@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from mlbench_master.api.auth import issue_user_token
+from mlbench_master.accounts.users import issue_user_token
 from mlbench_master.api.models import Metric, Run, Series
 from mlbench_master.cluster.node_kinds import RECORD_KEY
 from mlbench_master.runs import lifecycle

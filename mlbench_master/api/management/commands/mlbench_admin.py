@@ -13,7 +13,7 @@ import os
 
 from django.core.management.base import BaseCommand
 
-from mlbench_master.api.auth import ensure_user_token
+from mlbench_master.accounts.users import ensure_user_token
 
 ADMIN = "admin"
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from django.db import connection
 
 from mlbench_master.api.models import Metric, MetricRollup
+from mlbench_master.common.dates import iso
 
 TABLE = Metric._meta.db_table
 ROLLUP = MetricRollup._meta.db_table
@@ -184,27 +185,6 @@ def _rollup_rows(query: SeriesQuery) -> list[tuple]:
             rows += cursor.fetchall()
     rows.sort(key=lambda r: r[1])  # stable: keeps each series' date order
     return rows
-
-
-def as_utc(value: dt.datetime | str) -> dt.datetime:
-    """A database date as an aware UTC datetime (SQLite's aggregates give strings)."""
-    if isinstance(value, str):
-        value = dt.datetime.fromisoformat(value)
-    if value.tzinfo is None:
-        return value.replace(tzinfo=dt.UTC)
-    return value.astimezone(dt.UTC)
-
-
-def iso(value: dt.datetime | str) -> str:
-    """The API's date format: ISO 8601, UTC, microseconds, 'Z' (as the seeds show)."""
-    if isinstance(value, str) and value.endswith("Z"):
-        return value  # made by _date_text()
-    if not isinstance(value, dt.datetime) or value.utcoffset() != _ZERO:
-        value = as_utc(value)
-    return value.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
-
-
-_ZERO = dt.timedelta(0)
 
 
 def _rows(query: SeriesQuery, with_details: bool = False) -> list[tuple]:
