@@ -12,6 +12,10 @@ import argparse
 import os
 import sys
 
+from mlbench_master import processes
+from mlbench_master.embedded import launcher, supervisor
+from mlbench_master.embedded.procs import LISTEN_HOST_ENV
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mlbench_master")
@@ -52,9 +56,6 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mlbench_master.settings")
     if args.command in ("up", "down", "status"):
-        from mlbench_master.embedded import launcher, supervisor
-        from mlbench_master.embedded.procs import LISTEN_HOST_ENV
-
         if args.command == "down":
             return launcher.down()
         if args.command == "status":
@@ -68,8 +69,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.quiet:  # the detached child: the parent announces
             return supervisor.Supervisor(args.port).run(announce=False)
         return launcher.up(args.port, args.detach)
-
-    from mlbench_master import processes
 
     if args.command == "web":
         processes.serve_web(args.port, args.threads, host=args.host)

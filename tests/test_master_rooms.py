@@ -7,7 +7,11 @@
   serializers and errors, so a run started from the form passes the same checks;
 - `common/` holds plain helpers (dates, a streamed zip) and imports nothing of the project;
 - the rooms below the doors never import a door (`api` views, `dashboard`) or the
-  embedded launcher that starts the processes.
+  embedded launcher that starts the processes;
+- Django is set up once per process (`processes.ready()`), so modules import the tables at
+  their top: an import inside a function is kept only with its reason in a comment (a real
+  cycle, a module loaded before Django is set up, a client library loaded on demand), on
+  its line or earlier in the same function.
 
 Each check runs once on the real package and once on a small package written by the test
 with one violation of each kind, so a check that could never fail is caught too.
@@ -15,7 +19,10 @@ with one violation of each kind, so a check that could never fail is caught too.
 
 from __future__ import annotations
 
+import ast
+import io
 import textwrap
+import tokenize
 from pathlib import Path
 
 import grimp
@@ -123,6 +130,31 @@ def rooms_importing_a_door(graph: grimp.ImportGraph, master: str) -> list[str]:
     return found
 
 
+def unexplained_local_imports(package_dir: Path) -> list[str]:
+    """Imports inside functions with no comment on their line nor earlier in the function."""
+    found = []
+    for path in sorted(package_dir.rglob("*.py")):
+        if "migrations" in path.parts:
+            continue
+        text = path.read_text()
+        comments = {
+            tok.start[0]
+            for tok in tokenize.generate_tokens(io.StringIO(text).readline)
+            if tok.type == tokenize.COMMENT
+        }
+        for function in ast.walk(ast.parse(text)):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(function):
+                if not isinstance(node, ast.Import | ast.ImportFrom):
+                    continue
+                lines = range(function.lineno, node.end_lineno + 1)
+                if not comments.intersection(lines):
+                    where = path.relative_to(package_dir.parent)
+                    found.append(f"{where}:{node.lineno}")
+    return sorted(set(found))
+
+
 @pytest.fixture(scope="module")
 def graph():
     return build_graph("mlbench_master")
@@ -136,9 +168,7 @@ def test_the_top_level_holds_only_project_files_and_rooms():
 
 def test_nothing_outside_api_imports_it_but_its_tables(graph):
     problems = imports_of_api(graph, "mlbench_master")
-    assert not problems, "import the service from its room, not from api/:\n" + "\n".join(
-        problems
-    )
+    assert not problems, "import the service from its room, not from api/:\n" + "\n".join(problems)
 
 
 def test_common_imports_nothing_of_the_project(graph):
@@ -148,6 +178,14 @@ def test_common_imports_nothing_of_the_project(graph):
 def test_the_rooms_below_never_import_a_door(graph):
     problems = rooms_importing_a_door(graph, "mlbench_master")
     assert not problems, "\n".join(problems)
+
+
+def test_imports_inside_functions_say_why():
+    problems = unexplained_local_imports(ROOT / "mlbench_master")
+    assert not problems, (
+        "import at the module's top (Django is set up before the master's modules load), "
+        "or say why not in a comment:\n" + "\n".join(problems)
+    )
 
 
 @pytest.fixture
@@ -177,6 +215,9 @@ def bad_master(tmp_path, monkeypatch):
         "from badmaster.api.params import since\n",
         "badmaster/common/__init__.py": "",
         "badmaster/common/dates.py": "import datetime\nfrom badmaster.runs import lifecycle\n",
+        "badmaster/runs/jobs.py": "def run():\n    from badmaster.api.models import Run\n\n\n"
+        "def stop():\n    # loaded before Django is set up\n    from badmaster.runs import frozen\n\n\n"
+        "def end():\n    import json  # stdlib, but why here?\n",
     }
     for name, text in files.items():
         path = tmp_path / name
@@ -198,6 +239,10 @@ def test_the_checks_find_each_kind_of_violation(bad_master):
     ]
     assert imports_of_the_project(graph, "badmaster", "common") == [
         "badmaster.common.dates:2 `from badmaster.runs import lifecycle`"
+    ]
+    assert unexplained_local_imports(bad_master) == [
+        "badmaster/results/board.py:2",
+        "badmaster/runs/jobs.py:2",
     ]
     assert rooms_importing_a_door(graph, "badmaster") == [
         "badmaster.results.board:2 `from badmaster.dashboard import views`",

@@ -212,7 +212,9 @@ def metric_writes(root: Path, allowed: dict[Path, str]) -> list[str]:
 def test_users_and_tokens_are_written_only_in_accounts():
     master = ROOT / "mlbench_master"
     problems = user_writes(master, allowed={ROOT / USER_WRITER})
-    assert not problems, "users or tokens written outside accounts/users.py:\n" + "\n".join(problems)
+    assert not problems, "users or tokens written outside accounts/users.py:\n" + "\n".join(
+        problems
+    )
     seen = user_writes(master, allowed=set())  # the check sees the writer itself
     assert any(line.startswith(str(USER_WRITER)) for line in seen)
 

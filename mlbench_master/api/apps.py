@@ -1,6 +1,7 @@
 """App configuration of the REST API."""
 
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
 
 
 class ApiConfig(AppConfig):
@@ -10,8 +11,6 @@ class ApiConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from django.db.models.signals import post_migrate
-
         from mlbench_master.api import schema  # noqa: F401  (registers the OpenAPI extension)
 
         post_migrate.connect(_signing_key, sender=self)
@@ -20,6 +19,6 @@ class ApiConfig(AppConfig):
 def _signing_key(**kwargs) -> None:  # noqa: ANN003 - Django's signal arguments
     """The installation's signing key is made at install: by the migrate step (the embedded
     master's first start, the chart's init container), or checked there when it is given."""
-    from mlbench_master.bundles import signing
+    from mlbench_master.bundles import signing  # reaches the tables: loaded after this app
 
     signing.ensure_key()

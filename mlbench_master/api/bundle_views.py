@@ -15,6 +15,7 @@ from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.exceptions import NotFound
 from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -22,7 +23,7 @@ from rest_framework.views import APIView
 
 from mlbench_master.api.errors import error_responses, invalid
 from mlbench_master.api.models import ImportedBundle, Run, Series
-from mlbench_master.bundles import importer, signing, upload, writer
+from mlbench_master.bundles import importer, layout, signing, upload, writer
 from mlbench_master.common.dates import iso
 
 _TEXT = {
@@ -111,8 +112,6 @@ class Installation(APIView):
         responses={200: OpenApiResponse(INSTALLATION_SCHEMA), **_errors(401, 403)},
     )
     def get(self, request: Request) -> Response:
-        from mlbench_master.bundles import layout
-
         return Response({**signing.this_installation().as_dict(), "bundle_format": layout.VERSION})
 
 
@@ -152,8 +151,6 @@ class RunsBundle(APIView):
         ids = sorted({int(w) for w in wanted})
         found = list(Run.objects.filter(pk__in=ids))
         if missing := sorted(set(ids) - {r.pk for r in found}):
-            from rest_framework.exceptions import NotFound
-
             raise NotFound(f"run {missing[0]} does not exist")
         label = "-".join(str(i) for i in ids[:5]) + ("-and-more" if len(ids) > 5 else "")
         return _zip(writer.select(found), request, f"mlbench-runs-{label}-bundle.zip")

@@ -20,6 +20,7 @@ from django.core.exceptions import PermissionDenied, SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DataError, IntegrityError, InterfaceError, OperationalError
 from django.http import Http404
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -48,9 +49,7 @@ ERROR_TEXT = {
 
 def error_responses(*codes: int, text: dict[int, str] | None = None) -> dict:
     """The schema's responses for these error statuses, all in the one error shape."""
-    from drf_spectacular.utils import OpenApiResponse
-
-    from mlbench_master.api.serializers import ErrorSerializer
+    from mlbench_master.api.serializers import ErrorSerializer  # it imports this module
 
     words = {**ERROR_TEXT, **(text or {})}
     return {c: OpenApiResponse(ErrorSerializer, description=words[c]) for c in codes}

@@ -19,6 +19,8 @@ from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from mlbench_master.cluster.drivers import driver_problems
+
 
 @csrf_exempt  # it changes nothing; a POST gets the JSON 405 below, not the CSRF page
 def health(request: HttpRequest) -> JsonResponse:
@@ -49,7 +51,5 @@ def cluster_problems() -> list[str]:
     CLUSTER_CACHE_SECONDS by this process."""
     global _cached
     if time.monotonic() - _cached[0] >= CLUSTER_CACHE_SECONDS:
-        from mlbench_master.cluster.drivers import driver_problems
-
         _cached = (time.monotonic(), driver_problems())
     return list(_cached[1])

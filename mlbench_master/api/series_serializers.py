@@ -15,6 +15,7 @@ from mlbench_master.api.serializers import EVALUATION_HELP, RunCreateSerializer
 from mlbench_master.bundles import origins
 from mlbench_master.results import stored
 from mlbench_master.runs.run_queue import queue_position
+from mlbench_master.runs.series import status
 
 
 def _number_list(value: Any) -> Any:
@@ -97,8 +98,6 @@ class SeriesSerializer(serializers.ModelSerializer):
         return SeriesRunSerializer(members, many=True, context=self.context).data
 
     def get_state(self, series: Series) -> str:
-        from mlbench_master.runs.series import status
-
         return status(series, [r.state for r in series.runs.all()])
 
     class Meta:

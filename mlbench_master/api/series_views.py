@@ -25,6 +25,7 @@ from mlbench_master.api.series_serializers import (
     SeriesSerializer,
 )
 from mlbench_master.bundles import origins
+from mlbench_master.results.statistics import for_series
 from mlbench_master.runs import series as series_rules
 
 _TEXT = {
@@ -44,8 +45,6 @@ def _with_runs() -> Prefetch:
 
 def detail(series: Series) -> dict:
     """The series' JSON with its statistics (what GET /api/series/<id>/ answers)."""
-    from mlbench_master.results.statistics import for_series
-
     body = dict(SeriesSerializer(series, context={}).data)
     body["statistics"] = for_series(series)
     return body

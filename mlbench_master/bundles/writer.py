@@ -21,6 +21,7 @@ import json
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from mlbench_master.bundles.refusals import NotExportable
 from mlbench_master.common.dates import iso
 from mlbench_master.common.zipstream import stream_zip
 from mlbench_master.grading import model_files, prediction_files
+from mlbench_master.results import mllog
 from mlbench_worker.shared import catalogue
 
 log = logging.getLogger(__name__)
@@ -178,8 +180,6 @@ def _run_members(run: Run, notes: list[str]) -> Iterator[tuple[str, Iterable[byt
 
 
 def _mllog(run: Run, notes: list[str]) -> str | None:
-    from mlbench_master.results import mllog
-
     try:
         return mllog.run_log(run)
     except Exception as exc:  # noqa: BLE001 - the bundle goes on without it, and says why
@@ -259,8 +259,6 @@ def _file(path: Path) -> Iterator[bytes]:
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("mlbench")
     except PackageNotFoundError:  # run from a source tree that is not installed

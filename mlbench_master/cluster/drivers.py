@@ -6,15 +6,16 @@ the protocol, and only this module imports the drivers.
 
 from __future__ import annotations
 
+from django.conf import settings
+
 from mlbench_master.cluster.base import ClusterDriver, ClusterError
 
 
 def get_driver(name: str | None = None) -> ClusterDriver:
     """The driver configured by settings.MLBENCH_CLUSTER (or `name`)."""
     if name is None:
-        from django.conf import settings
-
         name = settings.MLBENCH_CLUSTER
+    # Each driver (and its client library) is loaded only when its cluster is used.
     if name == "local":
         from mlbench_master.cluster.local import LocalCluster
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import os
 
+from django.conf import settings
+
 
 def setting(name: str) -> str | None:
     """The setting `name` as text, or None when it is unset or empty."""
     value = None
     try:
-        from django.conf import settings
-
         if settings.configured:
             value = getattr(settings, name, None)
     except ImportError:  # pragma: no cover - django is a master dependency

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from django.http import HttpRequest
 
+from mlbench_master.bundles import signing
+
 
 def installation(request: HttpRequest) -> dict:
-    from mlbench_master.bundles import signing
-
     return {"installation": signing.this_installation()}

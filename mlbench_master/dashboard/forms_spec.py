@@ -16,6 +16,7 @@ from typing import Any
 from django.conf import settings
 
 from mlbench_master import run_rules
+from mlbench_master.api.models import Run
 from mlbench_worker.shared import catalogue
 
 
@@ -249,8 +250,6 @@ def _series_fields(default: dict[str, Any]) -> list[Field]:
 
 
 def run_form_spec() -> dict[str, Any]:
-    from mlbench_master.api.models import Run
-
     served = run_rules.served()
     lim, default = served["limits"], served["defaults"]
     cluster = cluster_name()

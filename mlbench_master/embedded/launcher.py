@@ -21,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+from mlbench_master.cluster.local.driver import stop_launches
 from mlbench_master.embedded.procs import (
     EVERY_ADDRESS,
     NotAnAddressHere,
@@ -31,9 +32,10 @@ from mlbench_master.embedded.procs import (
     stop_marked,
     stop_pid,
 )
-from mlbench_master.embedded.shutdown import read_report
+from mlbench_master.embedded.shutdown import MASTER_MARK, read_report
 from mlbench_master.embedded.state import home, log_dir, read_state, running_state, state_path
 from mlbench_master.embedded.supervisor import Supervisor, login_link
+from mlbench_master.runs import stopping, unsettled
 from mlbench_worker.shared.localhost import free_port
 
 DEFAULT_PORT = 8000
@@ -162,15 +164,10 @@ def _stop_leftovers(state: dict) -> list[str]:
     """What outlived the supervisor's stop (it was killed, hung, or never stopped): every
     process carrying the master's marker and, on the local cluster, every launch and the
     slots' network. Runs found then are recorded for the next start to settle."""
-    from mlbench_master.embedded.shutdown import MASTER_MARK
-    from mlbench_master.runs import stopping, unsettled
-
     where = Path(state.get("home") or home())
     lines = []
     runs: list[str] = []
     if state.get("cluster", "local") == "local":  # first: the launches say their runs
-        from mlbench_master.cluster.local.driver import stop_launches
-
         try:
             runs = stop_launches(where)
         except Exception as error:  # noqa: BLE001 - said, and the rest goes on

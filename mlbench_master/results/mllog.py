@@ -34,7 +34,7 @@ from typing import Any
 from mlperf_logging.mllog import constants as C  # noqa: N812  (MLPerf's own name)
 from mlperf_logging.mllog.mllog import MLLogger
 
-from mlbench_master.api.models import Run
+from mlbench_master.api.models import Metric, Run
 from mlbench_master.results import stored
 from mlbench_master.results.mlperf_rules import OWN_RULES
 from mlbench_worker.shared import result
@@ -95,8 +95,6 @@ class LogRecord:
 
 def _clock_start(run: stored.StoredRun) -> dt.datetime | None:
     """When the worker's benchmark clock read 0: a dated point minus its `elapsed`."""
-    from mlbench_master.api.models import Metric
-
     name = stored.goal_metric(run.run)
     point = Metric.objects.filter(run=run.run, name=name).order_by("date", "id").first()
     if point is None or (point.metadata or {}).get("elapsed") is None:

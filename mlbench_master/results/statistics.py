@@ -43,6 +43,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from mlbench_master.results import stored
 from mlbench_master.results.run_result import FINAL_STATES, RunResult
 
 __all__ = ["FINAL_STATES", "RunResult", "describe", "for_series", "olympic_mean", "summarize"]
@@ -271,7 +272,5 @@ def summarize(results: Sequence[RunResult], target: dict[str, Any]) -> dict[str,
 def for_series(series: Any) -> dict[str, Any]:
     """The statistics of a stored `Series` (an `api.models.Series`), from its runs' stored
     summaries and metrics."""
-    from mlbench_master.results import stored
-
     results = stored.results_of(series.runs.all())
     return summarize(results, stored.target_of(series))

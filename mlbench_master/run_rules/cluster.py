@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from mlbench_master.cluster.base import ClusterError
+from mlbench_master.cluster.drivers import get_driver
 from mlbench_master.run_rules.fill import Filled
 from mlbench_master.run_rules.table import limits
 from mlbench_worker.shared import implementation_catalogue
@@ -46,8 +47,6 @@ def cluster_limits(run: Filled) -> ClusterLimits:
     the framework only of a run that trains with an implementation its task has), so a
     request costs the driver no more than it did.
     """
-    from mlbench_master.cluster.drivers import get_driver
-
     try:
         driver = get_driver()
     except Exception:  # noqa: BLE001 - a misconfigured master, said by the run's job

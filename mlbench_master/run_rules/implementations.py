@@ -15,9 +15,14 @@ nothing (`check_implementation`).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as installed
 from typing import Any
 
+from django.conf import settings
+
 from mlbench_master.cluster.base import ClusterError
+from mlbench_master.cluster.drivers import get_driver
 from mlbench_master.run_rules.backends import chosen_backend, served_for, takes_backend
 from mlbench_master.run_rules.errors import Errors
 from mlbench_worker.shared import catalogue, implementation_catalogue
@@ -121,8 +126,6 @@ def catalogue_served(offered: list[str], default_backend: str) -> dict[str, Any]
     """Every implementation as GET /api/runs/defaults/ serves it, with the tasks (of
     `offered`) that have it, whether this master's workers can run it and the backends a
     run of it may ask for and gets (backends.py; `default_backend`: the table's)."""
-    from mlbench_master.cluster.drivers import get_driver
-
     try:
         driver = get_driver()
     except ClusterError:
@@ -171,12 +174,8 @@ def framework_of(run: Any) -> dict[str, Any] | None:
     if impl is None:
         return None
     version = None
-    from django.conf import settings
 
     if settings.MLBENCH_CLUSTER == "local":
-        from importlib.metadata import PackageNotFoundError
-        from importlib.metadata import version as installed
-
         for name in DISTRIBUTIONS.get(impl.framework, ()):
             try:
                 version = installed(name)

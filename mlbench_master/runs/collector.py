@@ -17,7 +17,12 @@ import math
 import time
 from collections.abc import Callable
 
-from mlbench_master.runs.jobs import setup_django
+from django.db import InterfaceError, OperationalError, close_old_connections
+
+from mlbench_master.cluster.drivers import get_driver
+from mlbench_master.runs import lifecycle
+from mlbench_master.runs.metrics_store import Point, store
+from mlbench_master.runs.pods import sync_pods
 from mlbench_master.runs.reconcile import JOB_DIED, RECONCILE_SECONDS, reconcile
 
 log = logging.getLogger(__name__)
@@ -28,11 +33,6 @@ def collect_pod_metrics() -> int:
 
     Returns the points stored.
     """
-    setup_django()
-    from mlbench_master.cluster.drivers import get_driver
-    from mlbench_master.runs import lifecycle
-    from mlbench_master.runs.metrics_store import Point, store
-    from mlbench_master.runs.pods import sync_pods
 
     driver = get_driver()
     sync_pods(driver.pods())
@@ -58,8 +58,6 @@ def collector_loop(
     horse watching a run dies (OOM killer, segfault) nothing else would ever end the run.
     While Redis does not answer, those rounds decide nothing (see reconcile.py).
     """
-    setup_django()
-    from django.db import InterfaceError, OperationalError, close_old_connections
 
     next_reconcile = time.monotonic() + reconcile_every
     while stop is None or not stop():

@@ -13,7 +13,13 @@ import logging
 import socket
 from typing import Any
 
+import django_rq
+import psutil
+import redis
 from django.conf import settings
+from rq import Worker
+from rq.exceptions import InvalidJobOperation, NoSuchJobError
+from rq.job import Job, JobStatus
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +44,6 @@ def location() -> str:
 
 def connection(url: str | None = None, timeout: float = 10.0) -> Any:
     """A client of the master's Redis (or of `url`), waiting at most `timeout` s an answer."""
-    import redis
-
     return redis.Redis.from_url(
         url or redis_url(), socket_connect_timeout=min(3.0, timeout), socket_timeout=timeout
     )
@@ -47,9 +51,6 @@ def connection(url: str | None = None, timeout: float = 10.0) -> Any:
 
 def enqueue_run_job(run_id: int, timeout: int, description: str) -> str:
     """Put `run_job(run_id)` on the runs queue; its id. QueueError when Redis fails."""
-    import django_rq
-    import redis
-
     try:
         job = django_rq.get_queue(RUN_QUEUE, connection=connection()).enqueue_call(
             RUN_JOB,
@@ -69,9 +70,6 @@ def drop_if_queued(job_id: str) -> None:
     if not job_id:
         return
     try:
-        from rq.exceptions import InvalidJobOperation, NoSuchJobError
-        from rq.job import Job, JobStatus
-
         job = Job.fetch(job_id, connection=connection())
         if job.get_status() in (JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED):
             job.cancel()
@@ -92,8 +90,6 @@ def jobs_in_progress(fresh_seconds: float = FRESH_HEARTBEAT) -> set[str]:
     again, and taking the dead one for it kept its run's job "in progress" for 90 s.
     """
     try:
-        from rq import Worker
-
         now = dt.datetime.now(dt.UTC)
         busy = set()
         for worker in Worker.all(connection=connection()):
@@ -126,8 +122,6 @@ def answers(url: str | None = None, timeout: float = 10.0) -> bool:
 def job_waiting(job_id: str) -> bool:
     """Whether the job is queued (or popped by a worker that has not marked it started)."""
     try:
-        from rq.job import Job, JobStatus
-
         status = Job.fetch(job_id, connection=connection()).get_status()
         return status in (JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED)
     except Exception:  # no such job, or Redis down
@@ -146,8 +140,6 @@ def _pid_alive(pid: int | None, registered: dt.datetime | None = None) -> bool:
     if not pid:
         return False
     try:
-        import psutil
-
         proc = psutil.Process(pid)
         if proc.status() == psutil.STATUS_ZOMBIE:
             return False

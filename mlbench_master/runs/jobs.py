@@ -30,6 +30,10 @@ import logging
 import time
 from typing import Any
 
+from django.conf import settings
+from django.db import InterfaceError, OperationalError
+
+from mlbench_master.api.models import Run
 from mlbench_master.cluster.base import (
     CannotAttach,
     ClusterDriver,
@@ -38,8 +42,11 @@ from mlbench_master.cluster.base import (
     OutputLine,
     RunSpec,
 )
+from mlbench_master.cluster.drivers import get_driver
 from mlbench_master.cluster.failures import OutputTail
+from mlbench_master.cluster.mpirun import driver_argv, rank_environment
 from mlbench_master.cluster.transient import RELAUNCH_NOTE, LaunchStart
+from mlbench_master.runs import lifecycle
 from mlbench_master.runs.logwriter import LogWriter, drop_connection
 
 log = logging.getLogger(__name__)
@@ -59,15 +66,6 @@ UNRECORDED_UNWATCHED = (
     "run lost: mpirun ended while its job was gone (a master restart or a dead RQ worker) "
     "and recorded no exit code (it was killed)"
 )
-
-
-def setup_django() -> None:
-    """RQ workers and the collector may start before Django is set up."""
-    import django
-    from django.apps import apps
-
-    if not apps.ready:
-        django.setup()
 
 
 class Output:
@@ -91,10 +89,6 @@ class Output:
 
 def run_job(run_id: int) -> str:
     """Run (or, after a master restart, keep watching) run `run_id`; returns its end state."""
-    setup_django()
-    from mlbench_master.api.models import Run
-    from mlbench_master.cluster.drivers import get_driver
-    from mlbench_master.runs import lifecycle
 
     run = Run.objects.filter(pk=run_id).first()
     if run is None:
@@ -139,8 +133,6 @@ def _prepare(run: Any, driver: ClusterDriver) -> tuple[RunSpec, list[str]] | Non
     """The run's spec and the hosts the driver prepared for it; None after failing the run
     with the driver's reason. The driver says where checkpoints live; the builder only
     reads the spec."""
-    from mlbench_master.runs import lifecycle
-
     spec = lifecycle.run_spec(run, checkpoints=driver.checkpoint_dir)
     try:
         return spec, driver.prepare(spec)
@@ -155,11 +147,6 @@ def _launch(
     """Start mpirun for the STARTED `run` on its prepared `hosts` and store the launch
     record; the run's state instead when mpirun could not start (FAILED) or the run was
     cancelled meanwhile (what was started is killed)."""
-    from django.conf import settings
-
-    from mlbench_master.api.models import Run
-    from mlbench_master.cluster.mpirun import driver_argv, rank_environment
-    from mlbench_master.runs import lifecycle
 
     argv = driver_argv(driver, spec, hosts)
     env = rank_environment(spec, settings.MLBENCH_MASTER_URL, lifecycle.worker_token(run))
@@ -189,8 +176,6 @@ def _launch_again(run: Any, driver: ClusterDriver) -> str:
     undid what prepare made: local slots, a custom image): say so in the run's log,
     prepare the workers again, launch once more and watch it; returns the end state. The
     run keeps its started_at, so its time limit still counts from the first start."""
-    from mlbench_master.api.models import Run
-
     state = _stored_state(run.pk)
     if state != Run.STARTED:
         return state or "deleted"  # cancelled (or deleted) as the first launch ended
@@ -217,8 +202,6 @@ def _describe(exc: BaseException) -> str:
 
 def abandon(run: Any, driver: ClusterDriver | None, reason: str) -> None:
     """Best effort: stop whatever of `run` may run, then mark it FAILED with `reason`."""
-    from mlbench_master.runs import lifecycle
-
     if driver is not None:
         try:
             driver.cancel(lifecycle.run_spec(run))
@@ -233,8 +216,6 @@ def abandon(run: Any, driver: ClusterDriver | None, reason: str) -> None:
 
 def _reattach(run: Any, driver: ClusterDriver) -> Execution | None:
     """The Execution of a STARTED run whose job was lost, or None after failing the run."""
-    from mlbench_master.runs import lifecycle
-
     spec = lifecycle.run_spec(run)
     try:
         return driver.attach(spec)
@@ -252,9 +233,6 @@ def _reattach(run: Any, driver: ClusterDriver) -> Execution | None:
 
 def _watch(run: Any, driver: ClusterDriver, execution: Execution, reattached: bool = False) -> str:
     """Store output, enforce the time limit, notice cancellation, decide the end state."""
-    from mlbench_master.api.models import Run
-    from mlbench_master.runs import lifecycle
-
     output = Output(run.pk, execution, reattached)
     started = run.started_at or dt.datetime.now(dt.UTC)
     deadline = started + dt.timedelta(seconds=int(run.time_limit))
@@ -306,9 +284,6 @@ def _watch(run: Any, driver: ClusterDriver, execution: Execution, reattached: bo
 
 def _end(run: Any, execution: Execution, output: Output, code: int) -> str:
     """Move the run to its end state by mpirun's exit code (idempotent: safe to retry)."""
-    from mlbench_master.api.models import Run
-    from mlbench_master.runs import lifecycle
-
     if not Run.objects.filter(pk=run.pk).exists():
         return "deleted"
     run.refresh_from_db()
@@ -333,9 +308,6 @@ def _end(run: Any, execution: Execution, output: Output, code: int) -> str:
 def _note_waiting(run: Any, execution: Execution, shown: str) -> str:
     """Show why the workers still wait in a scheduler's queue as the run's reason, and
     clear it once they run; returns the reason now shown. A database blip skips a turn."""
-    from django.db import InterfaceError, OperationalError
-
-    from mlbench_master.runs import lifecycle
 
     reason = execution.waiting() or ""
     if reason == shown:
@@ -351,9 +323,6 @@ def _note_waiting(run: Any, execution: Execution, shown: str) -> str:
 def _stored_state(run_id: int) -> str | None:
     """The run's state (None once deleted); STARTED while the database cannot be reached,
     so an outage neither ends the run nor stops its output being read."""
-    from django.db import InterfaceError, OperationalError
-
-    from mlbench_master.api.models import Run
 
     try:
         return Run.objects.filter(pk=run_id).values_list("state", flat=True).first()
@@ -365,8 +334,6 @@ def _stored_state(run_id: int) -> str | None:
 def _when_database_answers(step: Any, patience: float = DB_PATIENCE) -> Any:
     """`step()`, tried again every second while the database is unreachable, at most
     `patience` seconds: the run's end state must be stored, not lost to a blip."""
-    from django.db import InterfaceError, OperationalError
-
     deadline = time.monotonic() + patience
     while True:
         try:

@@ -34,6 +34,7 @@ from django.utils import timezone
 from mlbench_master import run_rules
 from mlbench_master.api.models import Metric, Run, RunOrigin
 from mlbench_master.cluster.base import RunSpec
+from mlbench_master.cluster.drivers import get_driver
 from mlbench_master.grading import model_files, prediction_files
 from mlbench_master.results import prices
 from mlbench_master.runs import jobqueue
@@ -329,8 +330,6 @@ def delete_run(run: Run, by: str, *, staff: bool = False) -> None:
     cancel_run(run, reason=f"deleted by {by}")
     if not Run.objects.filter(resumed_from=run.pk, state__in=Run.ACTIVE_STATES).exists():
         try:
-            from mlbench_master.cluster.drivers import get_driver
-
             get_driver().delete_checkpoints(int(run.pk))
         except Exception as exc:  # the run is deleted all the same; say what remains
             log.warning("run %s: its checkpoints could not be removed: %s", run.pk, exc)
@@ -421,8 +420,6 @@ def cancel_run(run: Run, reason: str = "cancelled by a user") -> bool:
     ):
         return False
     try:
-        from mlbench_master.cluster.drivers import get_driver
-
         get_driver().cancel(run_spec(run))
     except Exception as exc:  # the run stays CANCELLED; say why processes may remain
         log.warning("run %s: the cluster driver could not cancel it: %s", run.pk, exc)

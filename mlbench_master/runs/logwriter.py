@@ -19,7 +19,11 @@ import logging
 import time
 from collections.abc import Callable
 
+from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError, connection
+
+from mlbench_master.api.models import Run
 from mlbench_master.cluster.base import OutputLine
+from mlbench_master.runs.logs import append_logs
 
 FLUSH_SECONDS = 1.0  # log rows are written at least this often ...
 FLUSH_LINES = 500  # ... or when this many lines are waiting
@@ -59,10 +63,6 @@ class LogWriter:
 
     def _write(self) -> bool:
         """One attempt; False when the database could not be reached (lines kept)."""
-        from django.db import IntegrityError, InterfaceError, OperationalError
-
-        from mlbench_master.api.models import Run
-        from mlbench_master.runs.logs import append_logs
 
         self.last_flush = time.monotonic()
         if not self.pending or self.gone:
@@ -96,8 +96,6 @@ class LogWriter:
 def drop_connection() -> None:
     """Close this thread's database connection, which the outage may have cut: Django keeps
     using a broken connection until it is closed, and reconnects on the next query."""
-    from django.db import DatabaseError, connection
-
     with contextlib.suppress(DatabaseError):
         connection.close()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import platform
 import subprocess
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,8 @@ from django.conf import settings
 from mlbench_master import run_rules
 from mlbench_master.api.models import Run
 from mlbench_master.cluster.base import ClusterError, RunSpec
+from mlbench_master.cluster.local import slots
+from mlbench_master.cluster.slurm.driver import NOT_SHAPED
 
 
 def build_manifest(run: Run, resumed: run_rules.ResumePoint | None = None) -> dict[str, Any]:
@@ -34,8 +37,6 @@ def build_manifest(run: Run, resumed: run_rules.ResumePoint | None = None) -> di
         "time_limit", "seed", "test_examples",
     ]  # fmt: skip
     try:
-        from importlib.metadata import version
-
         mlbench_version = version("mlbench")
     except Exception:  # not installed as a distribution
         mlbench_version = "unknown"
@@ -56,7 +57,6 @@ def build_manifest(run: Run, resumed: run_rules.ResumePoint | None = None) -> di
     if settings.MLBENCH_CLUSTER == "local":
         # Whether the slots can be hosts of their own is known now (the master's rights,
         # the kernel's qdiscs); the launch record says what was really applied.
-        from mlbench_master.cluster.local import slots
 
         try:
             plan = slots.plan(
@@ -73,8 +73,6 @@ def build_manifest(run: Run, resumed: run_rules.ResumePoint | None = None) -> di
         if not_applied:
             manifest["not_applied"] = not_applied
     if settings.MLBENCH_CLUSTER == "slurm":
-        from mlbench_master.cluster.slurm.driver import NOT_SHAPED
-
         shaped = {"max_bandwidth": True, "latency": bool(run.latency)}
         manifest["not_applied"] = {
             k: f"not applied: {NOT_SHAPED}" for k, on in shaped.items() if on

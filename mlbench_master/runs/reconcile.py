@@ -13,9 +13,14 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+from django.conf import settings
+from django.utils import timezone
+
+from mlbench_master.api.models import Run
 from mlbench_master.cluster.base import CannotAttach, ClusterDriver
-from mlbench_master.runs import unsettled
-from mlbench_master.runs.jobs import LOST, abandon, setup_django
+from mlbench_master.cluster.drivers import get_driver
+from mlbench_master.runs import jobqueue, lifecycle, unsettled
+from mlbench_master.runs.jobs import LOST, abandon
 
 RECONCILE_SECONDS = 30.0  # how often the collector looks for runs whose job died
 JOB_DIED = "the run's job died (its RQ worker process is gone)"
@@ -45,12 +50,6 @@ def reconcile(lost: str = LOST, min_age: float = 0.0, wait_for_redis: bool = Fal
 
     Returns a line per run handled (for the launcher's log).
     """
-    setup_django()
-    from django.utils import timezone
-
-    from mlbench_master.api.models import Run
-    from mlbench_master.cluster.drivers import get_driver
-    from mlbench_master.runs import jobqueue, lifecycle
 
     notes = _settle_stopped()
     if wait_for_redis and not jobqueue.answers():
@@ -96,10 +95,6 @@ def reconcile(lost: str = LOST, min_age: float = 0.0, wait_for_redis: bool = Fal
 def _settle_stopped() -> list[str]:
     """FAILED, with the reason recorded then, for each run a stopping master stopped but
     could not mark; the records are forgotten once read (the others had ended already)."""
-    from django.conf import settings
-
-    from mlbench_master.api.models import Run
-    from mlbench_master.cluster.drivers import get_driver
 
     home = Path(settings.MLBENCH_HOME)
     waiting = unsettled.pending(home)
@@ -116,8 +111,6 @@ def _settle_stopped() -> list[str]:
 def _release_leftovers(driver: ClusterDriver) -> list[str]:
     """What the driver set up for runs no longer active (the local slots' namespaces a
     crash left behind) is removed; the ids are read after the runs above were settled."""
-    from mlbench_master.api.models import Run
-
     active = {
         str(pk)
         for pk in Run.objects.filter(state__in=Run.ACTIVE_STATES).values_list("pk", flat=True)
@@ -131,8 +124,6 @@ def _release_leftovers(driver: ClusterDriver) -> list[str]:
 
 def _cannot_attach(driver: ClusterDriver, run: object) -> str | None:
     """Why the driver cannot re-attach to `run`'s launch; None when it can."""
-    from mlbench_master.runs import lifecycle
-
     try:
         driver.attach(lifecycle.run_spec(run))
     except CannotAttach as exc:

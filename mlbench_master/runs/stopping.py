@@ -21,6 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from django.apps import apps
+from django.conf import settings
+from django.db import connections
+
+from mlbench_master.cluster.drivers import get_driver
 from mlbench_master.runs import unsettled
 
 MASTER_STOPPED = "the master was stopped during the run"
@@ -69,8 +74,6 @@ def _first_line(error: BaseException) -> str:
 
 def get_driver_or_say(report: StopReport) -> Any:
     """The configured driver, or None with the reason added to the report's problems."""
-    from mlbench_master.cluster.drivers import get_driver
-
     try:
         return get_driver()
     except Exception as error:  # noqa: BLE001 - stopping goes on with what it can do
@@ -84,8 +87,6 @@ def mark_runs_failed(
     """Mark every active run FAILED and cancel it with its launch record (the state first:
     its job then sees the run ended and does not blame the ranks). The queue does not move:
     the master is stopping. Gives up after `patience` seconds without the database."""
-    from django.apps import apps
-
     if not apps.ready:  # the master stopped before it set Django up: nothing to record
         return report
     marked: list[int] = []
@@ -94,8 +95,6 @@ def mark_runs_failed(
     done = threading.Event()
 
     def work() -> None:
-        from django.db import connections
-
         try:
             _mark(driver, marked, problems)
         except Exception as error:  # noqa: BLE001 - the database is what failed
@@ -114,6 +113,7 @@ def mark_runs_failed(
 
 
 def _mark(driver: Any, marked: list[int], problems: list[str]) -> None:
+    # Here, not at the top: `mlbench_master down` loads this module without Django set up.
     from mlbench_master.api.models import Run
     from mlbench_master.runs import lifecycle
 
@@ -147,8 +147,6 @@ def stop_launches(report: StopReport, driver: Any, home: Path) -> StopReport:
 def stop_runs(patience: float = DATABASE_PATIENCE) -> StopReport:
     """Both halves in one go (the master pod's preStop hook: the RQ worker is another
     container, stopped by Kubernetes after this returns)."""
-    from django.conf import settings
-
     report = StopReport()
     driver = get_driver_or_say(report)
     mark_runs_failed(report, driver, patience)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from kubernetes import client, config
+
 from mlbench_master.cluster.base import ClusterError
 from mlbench_master.cluster.environment import setting
 
@@ -15,8 +17,6 @@ SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/names
 
 def load_api_client() -> Any:
     """An ApiClient from the pod's service account, else from KUBECONFIG / ~/.kube/config."""
-    from kubernetes import client, config
-
     configuration = client.Configuration()
     try:
         if os.environ.get("KUBERNETES_SERVICE_HOST"):
@@ -36,8 +36,6 @@ def load_api_client() -> Any:
 
 def kubeconfig_namespace() -> str | None:
     try:
-        from kubernetes import config
-
         _, current = config.list_kube_config_contexts(os.environ.get("KUBECONFIG") or None)
         return (current or {}).get("context", {}).get("namespace") or None
     except Exception:  # no kubeconfig: not an error here, the caller says what is missing

@@ -25,6 +25,8 @@ import time
 import uuid
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from mlbench_master.cluster import node_kinds
 from mlbench_master.cluster.base import (
     CannotAttach,
@@ -112,8 +114,6 @@ class KubernetesCluster(WorkerPods, ClusterDriver):
     # -- prepare ----------------------------------------------------------------------------
 
     def _apply(self, patch: dict[str, Any], what: str) -> None:
-        from kubernetes.client.exceptions import ApiException
-
         try:
             self._apps().patch_namespaced_stateful_set(self.statefulset, self.namespace, patch)
         except ApiException as error:
@@ -460,8 +460,6 @@ class KubernetesCluster(WorkerPods, ClusterDriver):
     # -- metrics --------------------------------------------------------------------------------
 
     def samples(self, active: RunSpec | None) -> list[PodSample]:
-        from kubernetes.client.exceptions import ApiException
-
         selector = worker_selector(self.release)
         try:
             items = usage.metrics_items(self.api_client, self.namespace, selector)

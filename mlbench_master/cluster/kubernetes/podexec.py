@@ -14,6 +14,15 @@ import json
 import time
 from typing import Any, Protocol
 
+from kubernetes.client.exceptions import ApiException
+from kubernetes.stream import stream
+from kubernetes.stream.ws_client import (  # the client's own websocket errors
+    ERROR_CHANNEL,
+    STDERR_CHANNEL,
+    STDOUT_CHANNEL,
+    WebSocketConnectionClosedException,
+)
+
 from mlbench_master.cluster.base import ClusterError
 
 # Exit code reported when the exec session ended without a status (connection lost), the
@@ -61,9 +70,6 @@ class WebSocketChannel:
         *,
         binary: bool = False,
     ) -> None:
-        from kubernetes.client.exceptions import ApiException
-        from kubernetes.stream import stream
-
         try:
             self._ws = stream(
                 core_api.connect_get_namespaced_pod_exec,
@@ -88,12 +94,6 @@ class WebSocketChannel:
         self._broken: str | None = None
 
     def read(self, timeout: float) -> list[tuple[str, Any]]:
-        from kubernetes.stream.ws_client import (  # the client's own websocket errors
-            STDERR_CHANNEL,
-            STDOUT_CHANNEL,
-            WebSocketConnectionClosedException,
-        )
-
         try:
             if self._ws.is_open():
                 self._ws.update(timeout=timeout)
@@ -111,15 +111,11 @@ class WebSocketChannel:
         self._ws.write_stdin(text)
 
     def done(self) -> bool:
-        from kubernetes.stream.ws_client import STDERR_CHANNEL, STDOUT_CHANNEL
-
         if self._ws.is_open() and self._broken is None:
             return False
         return not (self._ws.peek_channel(STDOUT_CHANNEL) or self._ws.peek_channel(STDERR_CHANNEL))
 
     def status(self) -> tuple[int, str]:
-        from kubernetes.stream.ws_client import ERROR_CHANNEL
-
         if self._status is None and self._broken is not None:
             self._status = (LOST, self._broken)
         if self._status is None:

@@ -12,6 +12,9 @@ import logging
 import time
 from typing import Any
 
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
 from mlbench_master.cluster import python_probe
 from mlbench_master.cluster.base import ClusterError, PodInfo
 from mlbench_master.cluster.kubernetes import images, losses
@@ -92,13 +95,9 @@ class WorkerPods:
         return worker_statefulset_name(self.release)
 
     def _apps(self) -> Any:
-        from kubernetes import client
-
         return client.AppsV1Api(self.api_client)
 
     def _core(self) -> Any:
-        from kubernetes import client
-
         return client.CoreV1Api(self.api_client)
 
     def _api_error(self, what: str, error: Exception) -> ClusterError:
@@ -117,8 +116,6 @@ class WorkerPods:
     # -- reading ----------------------------------------------------------------------------
 
     def _worker_pods(self) -> list[Any]:
-        from kubernetes.client.exceptions import ApiException
-
         selector = worker_selector(self.release)
         try:
             items = self._core().list_namespaced_pod(self.namespace, label_selector=selector).items
@@ -145,8 +142,6 @@ class WorkerPods:
         return [p.metadata.name for p in self._worker_pods() if _running(p)]
 
     def _read_statefulset(self) -> Any:
-        from kubernetes.client.exceptions import ApiException
-
         try:
             return self._apps().read_namespaced_stateful_set(self.statefulset, self.namespace)
         except ApiException as error:
@@ -167,8 +162,6 @@ class WorkerPods:
     def _events(self, name: str) -> list[Any]:
         """The events of the objects named `name` ([] when they cannot be read: they only
         add words to a reason)."""
-        from kubernetes.client.exceptions import ApiException
-
         try:
             events = (
                 self._core()

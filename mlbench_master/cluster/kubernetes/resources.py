@@ -10,6 +10,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from kubernetes.utils import parse_quantity
+
 from mlbench_master.cluster.base import ClusterError, RunSpec
 from mlbench_master.cluster.kubernetes.names import WORKER_CONTAINER
 
@@ -25,8 +27,6 @@ def cpu_quantity(cores: float) -> str:
 
 
 def same_quantity(a: Any, b: Any) -> bool:
-    from kubernetes.utils import parse_quantity
-
     if a is None or b is None:
         return a is None and b is None
     try:

@@ -11,6 +11,10 @@ import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from kubernetes.utils import parse_quantity
+
 from mlbench_master.cluster.base import ClusterError, PodSample
 from mlbench_master.cluster.kubernetes import shell
 from mlbench_master.cluster.kubernetes.resources import labels_match
@@ -26,9 +30,6 @@ class MetricsUnavailable(Exception):
 
 def metrics_items(api_client: Any, namespace: str, selector: str) -> list[dict[str, Any]]:
     """The metrics API's PodMetrics of the worker pods; MetricsUnavailable when not served."""
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
-
     try:
         answer = client.CustomObjectsApi(api_client).list_namespaced_custom_object(
             METRICS_GROUP, METRICS_VERSION, namespace, "pods", label_selector=selector
@@ -51,8 +52,6 @@ def pod_samples(
     run_in_pod: RunInPod,
 ) -> list[PodSample]:
     """Readings from PodMetrics `items`; `ranks` maps a pod to its {"run_id", "rank"}."""
-    from kubernetes.utils import parse_quantity
-
     samples = []
     for item in items:
         meta = item.get("metadata", {})

@@ -58,6 +58,7 @@ from mlbench_master.cluster.local.usage import POD_PREFIX, rank_samples
 from mlbench_master.cluster.mpirun import RANK_ENDS_VARIABLE
 from mlbench_master.cluster.node_kinds import RECORD_KEY, local_nodes
 from mlbench_master.cluster.python_probe import python_has_module
+from mlbench_worker.shared.home import mlbench_home
 
 # Runs `mpirun ...` ("$@"), then records its exit code atomically next to its output.
 _WRAPPER = '"$@"; code=$?; echo "$code" > "$0.tmp" && mv "$0.tmp" "$0"; exit "$code"'
@@ -69,7 +70,6 @@ def cluster_home() -> Path:
     value = setting("MLBENCH_HOME")
     if value and value.strip():
         return Path(value).expanduser()
-    from mlbench_worker.shared.home import mlbench_home
 
     return mlbench_home()
 

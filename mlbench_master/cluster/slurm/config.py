@@ -17,6 +17,7 @@ from pathlib import Path
 
 from mlbench_master.cluster.base import ClusterError
 from mlbench_master.cluster.environment import setting
+from mlbench_worker.shared.home import mlbench_home
 
 LAUNCHERS = ("mpirun", "srun")
 
@@ -78,7 +79,6 @@ def _home() -> Path:
     value = setting("MLBENCH_HOME")
     if value:
         return Path(value).expanduser()
-    from mlbench_worker.shared.home import mlbench_home
 
     return mlbench_home()
 
