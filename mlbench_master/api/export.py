@@ -51,6 +51,10 @@ def _json_array(rows: Iterator[tuple], detailed: bool) -> Iterator[bytes]:
                     f'{{"date": "{date}", "value": {value}, "cumulative": {cumulative}, '
                     f'"metadata": {meta}}}'
                 )
+            elif row[-1] is not None:  # a summarized point's benchmark clock (metric_reads)
+                parts.append(
+                    f'{{"date": "{date}", "value": {value}, "elapsed": {float(row[-1])!r}}}'
+                )
             else:
                 parts.append(f'{{"date": "{date}", "value": {value}}}')
         text = ",\n".join(parts)

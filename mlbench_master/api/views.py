@@ -100,6 +100,13 @@ SERIES_SCHEMA = {
             "properties": {
                 "date": {"type": "string", "format": "date-time"},
                 "value": {"type": "number", "format": "double"},
+                "elapsed": {
+                    "type": "number",
+                    "format": "double",
+                    "description": "the point's second on the benchmark clock (its "
+                    "metadata's elapsed); a summarized point's is its bucket's last point's; "
+                    "absent when the point was posted without one",
+                },
                 "cumulative": {"type": "boolean", "description": "with details=1 only"},
                 "metadata": {
                     "nullable": True,

@@ -4,7 +4,15 @@
 at most N points is returned as it is. A longer one is cut into buckets of equal duration,
 a whole number of seconds wide, `width = ceil((last second - first second + 1) / N)`,
 counted from the series' first second; each non-empty bucket gives the average of its
-points, dated at its last point.
+points, dated at its last point and placed on the benchmark clock at its last point's
+second (below).
+
+The benchmark clock is one fact stored with each point: its metadata's `elapsed`
+(mlbench_worker/shared/metric_points.py, CLOCK), read by the database and returned as the
+point's `elapsed` by every read, a summarized bucket's being that of the point it is dated
+at (its last: the newest date, the highest id among equal dates). The dashboard, the CLI and
+the results use that value; none of them rebuilds it from dates. A point posted without one
+(a pod's reading, a hand-made point) has no `elapsed`.
 
 Whole seconds make the answer computable from per-second sums: on PostgreSQL a trigger
 keeps them for run metrics (`MetricRollup`), so a run of millions of points is summarized
@@ -23,6 +31,7 @@ from django.db import connection
 
 from mlbench_master.api.models import Metric, MetricRollup
 from mlbench_master.common.dates import iso
+from mlbench_worker.shared.metric_points import CLOCK
 
 TABLE = Metric._meta.db_table
 ROLLUP = MetricRollup._meta.db_table
@@ -32,6 +41,20 @@ def _epoch_seconds(column: str) -> str:
     if connection.vendor == "postgresql":
         return f"CAST(floor(extract(epoch FROM {column})) AS bigint)"
     return f"CAST(strftime('%%s', {column}) AS INTEGER)"
+
+
+def _clock(metadata: str) -> str:
+    """SQL for a point's benchmark-clock second from its metadata column: the number under
+    CLOCK, NULL when it is absent or not a number (metadata is whatever a client posted)."""
+    if connection.vendor == "postgresql":
+        return (
+            f"CASE WHEN jsonb_typeof({metadata} -> '{CLOCK}') = 'number' "
+            f"THEN CAST({metadata} ->> '{CLOCK}' AS double precision) END"
+        )
+    return (
+        f"CASE WHEN json_type({metadata}, '$.{CLOCK}') IN ('integer', 'real') "
+        f"THEN json_extract({metadata}, '$.{CLOCK}') END"
+    )
 
 
 def _date_text(expr: str) -> str:
@@ -73,14 +96,15 @@ class SeriesQuery:
         return " AND ".join(where), params
 
     def sql(self, with_details: bool = False) -> tuple[str, list]:
-        """SQL giving rows (owner, name, date, value[, cumulative, metadata-as-text]) in
-        (owner, name, date) order, computed from the points themselves."""
+        """SQL giving rows (owner, name, date, value[, cumulative, metadata-as-text], clock)
+        in (owner, name, date) order, computed from the points themselves; `clock` is the
+        point's benchmark-clock second (a bucket's: its last point's), NULL when unknown."""
         where, params = self._where()
         details = with_details and not self.summarize
         extra = ", cumulative, CAST(metadata AS TEXT) AS metadata" if details else ""
         base = (
-            f"SELECT {self.owner_col} AS owner, name, date, value, id{extra} "
-            f"FROM {TABLE} WHERE {where}"
+            f"SELECT {self.owner_col} AS owner, name, date, value, id{extra}, "
+            f"{_clock('metadata')} AS clock FROM {TABLE} WHERE {where}"
         )
         cols = f"owner, name, {_date_text('date')}, value" + (
             ", cumulative, metadata" if details else ""
@@ -94,18 +118,22 @@ class SeriesQuery:
             )
             params.append(self.last_n)
         if not self.summarize:
-            return f"SELECT {cols} FROM ({base}) q ORDER BY owner, name, date, id", params
+            return f"SELECT {cols}, clock FROM ({base}) q ORDER BY owner, name, date, id", params
         n = int(self.summarize)
         sql = (
-            f"WITH pts AS (SELECT owner, name, date, value, id, {_epoch_seconds('date')} AS sec "
-            f"FROM ({base}) q), "
+            "WITH pts AS (SELECT owner, name, date, value, id, clock, "
+            f"{_epoch_seconds('date')} AS sec FROM ({base}) q), "
             "stats AS (SELECT owner, name, COUNT(*) AS n, MIN(sec) AS s0, MAX(sec) AS s1 "
-            "FROM pts GROUP BY owner, name) "
-            f"SELECT p.owner, p.name, {_date_text('MAX(p.date)')}, AVG(p.value) FROM pts p "
-            "JOIN stats s ON p.owner = s.owner AND p.name = s.name "
-            f"GROUP BY p.owner, p.name, CASE WHEN s.n <= {n} THEN p.id "
-            f"ELSE (p.sec - s.s0) / ((s.s1 - s.s0 + {n}) / {n}) END "
-            "ORDER BY p.owner, p.name, MAX(p.date)"
+            "FROM pts GROUP BY owner, name), "
+            "buckets AS (SELECT p.owner, p.name, p.date, p.value, p.id, p.clock, "
+            f"CASE WHEN s.n <= {n} THEN p.id "
+            f"ELSE (p.sec - s.s0) / ((s.s1 - s.s0 + {n}) / {n}) END AS bucket FROM pts p "
+            "JOIN stats s ON p.owner = s.owner AND p.name = s.name), "
+            "ranked AS (SELECT b.*, ROW_NUMBER() OVER (PARTITION BY owner, name, bucket "
+            "ORDER BY date DESC, id DESC) AS newest FROM buckets b) "
+            f"SELECT owner, name, {_date_text('MAX(date)')}, AVG(value), "
+            "MAX(CASE WHEN newest = 1 THEN clock END) FROM ranked "
+            "GROUP BY owner, name, bucket ORDER BY owner, name, MAX(date)"
         )
         return sql, params
 
@@ -124,8 +152,8 @@ class SeriesQuery:
             f"SELECT MIN(name) FROM {TABLE} WHERE {col} = %s "
             f"UNION ALL SELECT (SELECT MIN(name) FROM {TABLE} WHERE {col} = %s AND name > t.name) "
             "FROM t WHERE t.name IS NOT NULL) "
-            f"SELECT %s AS owner, t.name, m.date, m.value, m.id{lateral_extra} "
-            "FROM t CROSS JOIN LATERAL ("
+            f"SELECT %s AS owner, t.name, m.date, m.value, m.id{lateral_extra}, "
+            f"{_clock('m.metadata')} AS clock FROM t CROSS JOIN LATERAL ("
             f"SELECT date, value, id, cumulative, metadata FROM {TABLE} "
             f"WHERE {col} = %s AND name = t.name{since} ORDER BY date DESC, id DESC LIMIT %s) m "
             f"WHERE t.name IS NOT NULL{names.replace('name IN', 't.name IN')}"
@@ -147,7 +175,8 @@ class SeriesQuery:
 
 
 def _rollup_rows(query: SeriesQuery) -> list[tuple]:
-    """(owner, name, date, value) rows of a summarized run, read from MetricRollup."""
+    """(owner, name, date, value, clock) rows of a summarized run, read from MetricRollup;
+    a bucket's clock is its last point's, found by the (run, name, date) index."""
     n = int(query.summarize or 0)
     name_filter, params = "", [query.key]
     if query.names:
@@ -165,7 +194,8 @@ def _rollup_rows(query: SeriesQuery) -> list[tuple]:
         rows: list[tuple] = []
         if short:
             cursor.execute(
-                f"SELECT run_id, name, {_date_text('date')}, value FROM {TABLE} "
+                f"SELECT run_id, name, {_date_text('date')}, value, {_clock('metadata')} "
+                f"FROM {TABLE} "
                 "WHERE run_id = %s AND name IN "
                 f"({', '.join(['%s'] * len(short))}) ORDER BY name, date, id",
                 [query.key, *short],
@@ -174,13 +204,16 @@ def _rollup_rows(query: SeriesQuery) -> list[tuple]:
         if long:
             values = ", ".join(["(%s, %s, %s)"] * len(long))
             cursor.execute(
-                f"SELECT r.run_id, r.name, {_date_text('MAX(r.last_date)')}, "
-                "SUM(r.total) / SUM(r.count) "
+                f"SELECT q.run_id, q.name, {_date_text('q.last')}, q.average, "
+                f"(SELECT {_clock('m.metadata')} FROM {TABLE} m WHERE m.run_id = %s "
+                "AND m.name = q.name AND m.date = q.last ORDER BY m.id DESC LIMIT 1) "
+                "FROM (SELECT r.run_id, r.name, MAX(r.last_date) AS last, "
+                "SUM(r.total) / SUM(r.count) AS average "
                 f"FROM {ROLLUP} r JOIN (VALUES {values}) AS b(name, s0, width) "
                 "ON r.name = b.name WHERE r.run_id = %s "
-                "GROUP BY r.run_id, r.name, (r.second - b.s0) / b.width "
-                "ORDER BY r.name, MAX(r.last_date)",
-                [v for item in long for v in item] + [query.key],
+                "GROUP BY r.run_id, r.name, (r.second - b.s0) / b.width) q "
+                "ORDER BY q.name, q.last",
+                [query.key] + [v for item in long for v in item] + [query.key],
             )
             rows += cursor.fetchall()
     rows.sort(key=lambda r: r[1])  # stable: keeps each series' date order
@@ -202,9 +235,10 @@ def _decode(metadata: object) -> object:
 
 
 def series(query: SeriesQuery, details: bool = False) -> dict[str, dict[str, list[dict]]]:
-    """{owner: {metric name: [{"date", "value"}, ...]}} for the query; with `details`,
-    every point also carries its "cumulative" flag and its "metadata" (the stored JSON,
-    decoded). Summarized points are averages of several points: they have no details, so
+    """{owner: {metric name: [{"date", "value"[, "elapsed"]}, ...]}} for the query: a point
+    placed on the benchmark clock carries it as "elapsed" (a bucket: its last point's); with
+    `details`, every point also carries its "cumulative" flag and its "metadata" (the
+    stored JSON, decoded). Summarized points are averages of several points: they have no details, so
     `details` needs a query without `summarize` (the view answers 400 otherwise)."""
     if details and query.summarize:
         raise ValueError("details are not available for summarized points")
@@ -218,6 +252,8 @@ def series(query: SeriesQuery, details: bool = False) -> dict[str, dict[str, lis
             points = out.setdefault(str(owner), {}).setdefault(name, [])
             current_key = key
         point = {"date": iso(date), "value": value}
+        if row[-1] is not None:
+            point["elapsed"] = float(row[-1])
         if details:
             point.update(cumulative=bool(row[4]), metadata=_decode(row[5]))
         points.append(point)
@@ -225,7 +261,7 @@ def series(query: SeriesQuery, details: bool = False) -> dict[str, dict[str, lis
 
 
 def stream_rows(query: SeriesQuery, chunk_size: int = 5000) -> Iterator[tuple]:
-    """Rows (owner, name, date, value[, cumulative, metadata]) read in chunks through a
+    """Rows (owner, name, date, value[, cumulative, metadata], clock) read in chunks through a
     server-side cursor on PostgreSQL, so memory does not grow with the series."""
     if query.summarize:  # at most N rows per metric: small
         yield from _rows(query)

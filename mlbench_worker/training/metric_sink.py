@@ -24,6 +24,8 @@ from collections import deque
 from pathlib import Path
 from urllib.parse import urlencode
 
+from mlbench_worker.shared import metric_points
+
 BATCH_SIZE = 200
 SEND_INTERVAL = 2.0  # seconds between background sends
 BACKOFF_START = 0.5
@@ -57,7 +59,12 @@ class Reporter:
         self._skipped: set[str] = set()
 
     def metric(self, name: str, value: float, **metadata: object) -> dict | None:
-        """Queue one point; a NaN or infinite value (JSON cannot carry it) is skipped, said once."""
+        """Queue one point; a NaN or infinite value (JSON cannot carry it) is skipped, said once.
+
+        Only declared points are posted (mlbench_worker/shared/metric_points.py): a name
+        nobody declared raises UnknownMetric here, so a misspelling fails in the first test
+        that reaches it instead of leaving a chart empty."""
+        metric_points.declared(name)
         if not math.isfinite(value):
             if name not in self._skipped:
                 self._skipped.add(name)

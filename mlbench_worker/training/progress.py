@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from mlbench_worker.shared import metric_points as points
 
 # Scalars that ride along in the gradient buffer's all-reduce, so ranks agree on them for free.
 LOSS, CORRECT, IMAGES, STOP, REPORT = range(5)
@@ -68,6 +70,41 @@ def outcome(progress: Progress, target_accuracy: float) -> dict[str, Any]:
         "best_val_accuracy": progress.best_val_accuracy,
         "epochs": round(progress.epochs_done, 4),
     }
+
+
+def post_report(
+    reporter: Any,
+    meta: dict[str, Any],
+    *,
+    loss: float,
+    accuracy: float,
+    lr: float,
+    epochs: float,
+    throughput: tuple[str, float],
+    timings: Sequence[float],
+    comm_bytes: float,
+    per_rank: Sequence[Sequence[float]] = (),
+) -> None:
+    """Rank 0's points of one training report, the same names and order for every
+    implementation (the reference, TensorFlow, Spark), named by the declarations
+    (shared/metric_points.py): the global loss and accuracy, the learning rate, the
+    progress (epoch, and the benchmark clock `meta` carries), the throughput as the task
+    names it, the means over ranks of the four timings (points.TIMINGS order) and of the
+    bytes sent, and each rank's timings when `per_rank` holds more than one rank."""
+    metric = reporter.metric
+    metric(points.TRAIN_LOSS, loss, **meta)
+    metric(points.TRAIN_ACCURACY, accuracy, **meta)
+    metric(points.LEARNING_RATE, lr, **meta)
+    metric(points.EPOCH, epochs, **meta)
+    metric(points.ELAPSED, meta[points.CLOCK], **meta)
+    metric(throughput[0], throughput[1], **meta)
+    for name, value in zip(points.TIMINGS, timings, strict=True):
+        metric(name, float(value), **meta)
+    metric(points.COMM_BYTES, float(comm_bytes), **meta)
+    if len(per_rank) > 1:
+        for r, times in enumerate(per_rank):
+            for name, value in zip(points.RANK_TIMINGS, times, strict=False):
+                metric(name, value, rank=r, **meta)
 
 
 def finite(x: float) -> float | None:
@@ -128,20 +165,20 @@ def record_evaluation(
     p.val_loss, p.val_accuracy = val_loss, val_acc
     p.best_val_accuracy = max(val_acc, p.best_val_accuracy or 0.0)
     clock = round(elapsed, 3)
-    meta = {"epoch": round(p.epochs_done, 4), "step": p.step, "elapsed": clock}
+    meta = {"epoch": round(p.epochs_done, 4), "step": p.step, points.CLOCK: clock}
     measured = {"val_accuracy": val_acc, "val_loss": val_loss, **(extra or {})}
     p.history.append({**measured, **meta})
     if rank == 0:
         for name, value in measured.items():
             reporter.metric(name, value, **meta)
-        reporter.metric("epoch", p.epochs_done, **meta)
-        reporter.metric("elapsed", elapsed, **meta)
+        reporter.metric(points.EPOCH, p.epochs_done, **meta)
+        reporter.metric(points.ELAPSED, elapsed, **meta)
     metric = getattr(goal, "metric", "val_accuracy")
     if p.time_to_target is None and goal.reached(measured[metric]):
         p.time_to_target = clock
         p.stop_reason = p.stop_reason or "target reached"  # a spent budget came first
         if rank == 0:
-            reporter.metric("time_to_target", clock, **meta)
+            reporter.metric(points.TIME_TO_TARGET, clock, **meta)
     shown = "".join(f"  {name.removeprefix('val_')} {v:.4g}" for name, v in (extra or {}).items())
     say(
         f"epoch {p.epochs_done:7.3f}  val_loss {val_loss:.4f}  val_acc {val_acc:.4f}{shown}  "

@@ -55,6 +55,7 @@ from mlbench_worker.training.progress import (  # the step's bookkeeping, shared
     REPORT,
     STOP,
     Progress,
+    post_report,
     record_evaluation,
     run_epochs,
 )
@@ -349,22 +350,13 @@ class Trainer:
                 "elapsed": round(self.elapsed(), 3),
             }
             loss_sum, correct, images = interval.sums
-            metric = self.reporter.metric
-            metric("train_loss", loss_sum / images, **meta)
-            metric("train_accuracy", correct / images, **meta)
-            metric("learning_rate", lr, **meta)
-            metric("epoch", p.epochs_done, **meta)
-            metric("elapsed", meta["elapsed"], **meta)
-            metric(self.throughput_metric, images / max(now - interval.start, 1e-9), **meta)
             means = np.mean(per_rank, axis=0)
-            names = ("data", "compute", "comm", "comm_total")
-            for name, value in zip(names, means, strict=False):
-                metric(f"time_{name}", float(value), **meta)
-            metric("comm_bytes", float(means[4]), **meta)  # mean over ranks, per step
-            if self.comm.size > 1:
-                for r, times in enumerate(per_rank):
-                    for name, value in zip(names, times, strict=False):
-                        metric(f"rank_time_{name}", value, rank=r, **meta)
+            post_report(
+                self.reporter, meta, loss=loss_sum / images, accuracy=correct / images, lr=lr,
+                epochs=p.epochs_done,
+                throughput=(self.throughput_metric, images / max(now - interval.start, 1e-9)),
+                timings=means[:4], comm_bytes=means[4], per_rank=per_rank,  # means: per step
+            )  # fmt: skip
             step_time = float(sum(means[:3]))  # the total overlaps compute: not part of it
             self.print(
                 f"step {p.step:6d}  epoch {p.epochs_done:7.3f}  loss {loss_sum / images:.4f}  "

@@ -25,7 +25,9 @@ from mlbench_master.runs.metric_reads import SeriesQuery, series
 run = Run.objects.create(name="x", state="FINISHED")
 t0 = dt.datetime(2018, 8, 3, 9, 21, 29, 347960, tzinfo=dt.UTC)
 points = [{"run_id": run.pk, "name": "loss", "value": float(i * i % 17), "uid": f"u{i}",
-           "date": (t0 + dt.timedelta(seconds=i)).isoformat()} for i in range(10)]
+           "date": (t0 + dt.timedelta(seconds=i)).isoformat(),
+           "metadata": {"elapsed": 100 + 10 * i} if i % 4 == 3 else {"elapsed": 100 + 2.5 * i}}
+          for i in range(10)]
 for _ in range(2):  # the retry is stored once
     rows, _ = ingest.parse_points(points)
     metrics_store.store(rows)
@@ -33,7 +35,10 @@ assert Metric.objects.count() == 10
 got = series(SeriesQuery("run", run.pk, summarize=3))[str(run.pk)]["loss"]
 assert [p["value"] for p in got] == [3.5, 10.25, 13.0], got
 assert got[-1]["date"] == "2018-08-03T09:21:38.347960Z", got
+# each bucket on the benchmark clock at its last point's second, as on PostgreSQL
+assert [p["elapsed"] for p in got] == [130.0, 170.0, 122.5], got
 got = series(SeriesQuery("run", run.pk, last_n=2))[str(run.pk)]["loss"]
+assert [p["elapsed"] for p in got] == [120.0, 122.5], got
 assert [p["value"] for p in got] == [13.0, 13.0], got
 since = t0 + dt.timedelta(seconds=7)
 got = series(SeriesQuery("run", run.pk, since=since))[str(run.pk)]["loss"]
@@ -44,7 +49,7 @@ got = series(SeriesQuery("run", run.pk, names=["busbw_mbps"]), details=True)[str
 assert got == {"busbw_mbps": [{"date": "2018-08-03T09:21:29.347960Z", "value": 1.5,
                "cumulative": True, "metadata": {"op": "allreduce", "size": 1024}}]}, got
 got = series(SeriesQuery("run", run.pk, last_n=1), details=True)[str(run.pk)]["loss"]
-assert got[0]["metadata"] == {} and got[0]["cumulative"] is False, got
+assert got[0]["metadata"] == {"elapsed": 122.5} and got[0]["cumulative"] is False, got
 
 import numpy as np
 from pathlib import Path

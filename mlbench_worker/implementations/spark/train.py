@@ -44,7 +44,13 @@ from mlbench_worker.shared.evaluation.predictions import LABEL
 from mlbench_worker.tasks.epsilon.schedule import PlateauSchedule
 from mlbench_worker.training.metric_sink import Reporter
 from mlbench_worker.training.prediction_sink import PredictionSink, Shard
-from mlbench_worker.training.progress import LOG_SECONDS, Progress, record_evaluation, run_epochs
+from mlbench_worker.training.progress import (
+    LOG_SECONDS,
+    Progress,
+    post_report,
+    record_evaluation,
+    run_epochs,
+)
 from mlbench_worker.training.recipe import Goal
 
 
@@ -168,22 +174,16 @@ class SparkTrainer:
             "step": p.step,
             "elapsed": round(self.elapsed(), 3),
         }
-        metric = self.reporter.metric
-        metric("train_loss", loss_sum / max(rows, 1), **meta)
-        metric("train_accuracy", right / max(rows, 1), **meta)
-        metric("learning_rate", self.lr, **meta)
-        metric("epoch", p.epochs_done, **meta)
-        metric("elapsed", meta["elapsed"], **meta)
-        metric(self.throughput_metric, rate, **meta)
-        names = ("data", "compute", "comm", "comm_total")
-        for name, value in zip(names, (0.0, compute, comm, comm), strict=True):
-            metric(f"time_{name}", value, **meta)
-        metric("comm_bytes", float(self.step_bytes), **meta)
-        if self.world > 1:
-            for r, mine in enumerate(rank_compute):
-                values = (0.0, float(mine), per_step - float(mine), per_step - float(mine))
-                for name, value in zip(names, values, strict=True):
-                    metric(f"rank_time_{name}", value, rank=r, **meta)
+        per_rank = [
+            (0.0, float(mine), per_step - float(mine), per_step - float(mine))
+            for mine in rank_compute
+        ]
+        post_report(
+            self.reporter, meta, loss=loss_sum / max(rows, 1), accuracy=right / max(rows, 1),
+            lr=self.lr, epochs=p.epochs_done, throughput=(self.throughput_metric, rate),
+            timings=(0.0, compute, comm, comm), comm_bytes=self.step_bytes,
+            per_rank=per_rank if self.world > 1 else (),
+        )  # fmt: skip
         self.say(
             f"step {p.step:6d}  epoch {p.epochs_done:7.3f}  loss {loss_sum / max(rows, 1):.4f}  "
             f"acc {right / max(rows, 1):.4f}  lr {self.lr:.4f}  {rate:8.1f} {self.throughput_unit}  "

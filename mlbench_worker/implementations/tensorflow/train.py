@@ -42,6 +42,7 @@ from mlbench_worker.training.progress import (
     REPORT,
     STOP,
     Progress,
+    post_report,
     record_evaluation,
     run_epochs,
 )
@@ -178,22 +179,12 @@ class Trainer:
             }
             loss_sum, correct, images = interval.sums
             rate = images / max(now - interval.start, 1e-9)
-            metric = self.reporter.metric
-            metric("train_loss", loss_sum / images, **meta)
-            metric("train_accuracy", correct / images, **meta)
-            metric("learning_rate", lr, **meta)
-            metric("epoch", p.epochs_done, **meta)
-            metric("elapsed", meta["elapsed"], **meta)
-            metric(self.throughput_metric, rate, **meta)
             means = np.mean(per_rank, axis=0)
-            names = ("data", "compute", "comm", "comm_total")
-            for name, value in zip(names, means, strict=False):
-                metric(f"time_{name}", float(value), **meta)
-            metric("comm_bytes", float(means[4]), **meta)
-            if self.control.size > 1:
-                for r, times in enumerate(per_rank):
-                    for name, value in zip(names, times, strict=False):
-                        metric(f"rank_time_{name}", value, rank=r, **meta)
+            post_report(
+                self.reporter, meta, loss=loss_sum / images, accuracy=correct / images, lr=lr,
+                epochs=p.epochs_done, throughput=(self.throughput_metric, rate),
+                timings=means[:4], comm_bytes=means[4], per_rank=per_rank,
+            )  # fmt: skip
             step_time = float(sum(means[:3]))
             self.print(
                 f"step {p.step:6d}  epoch {p.epochs_done:7.3f}  loss {loss_sum / images:.4f}  "

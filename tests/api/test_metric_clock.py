@@ -1,0 +1,73 @@
+"""Every read of GET /api/metrics/<run>/ returns each point's benchmark-clock second as
+`elapsed` (the `elapsed` stored in its metadata), summarized reads included: a bucket's is
+its last point's, the point it is dated at (mlbench_master/runs/metric_reads.py)."""
+
+import datetime as dt
+
+import pytest
+
+from mlbench_master.api.models import Metric
+
+pytestmark = pytest.mark.django_db
+
+T0 = dt.datetime(2026, 3, 1, 12, 0, 0, 250000, tzinfo=dt.UTC)
+# The clock is NOT the date minus a start: start-up, a resumed run's earlier part and
+# late-dated points (the evaluator's grades) all make dates a poor guide to it.
+STARTUP = 40.0
+
+
+def clock(i: int) -> float:
+    return round(1000.0 + 0.7 * i, 3)
+
+
+def _store(run, name, n, step=0.5, meta=lambda i: {"elapsed": clock(i), "step": i}):
+    Metric.objects.bulk_create(
+        Metric(run=run, name=name, value=float(i), metadata=meta(i),
+               date=T0 + dt.timedelta(seconds=STARTUP + i * step))
+        for i in range(n)
+    )  # fmt: skip
+
+
+def _expected_buckets(n, summarize, step=0.5):
+    """(average, last point's clock) of each bucket, by the documented bucket rule."""
+    seconds = [int((T0 + dt.timedelta(seconds=STARTUP + i * step)).timestamp()) for i in range(n)]
+    if n <= summarize:
+        return [(float(i), clock(i)) for i in range(n)]
+    width = (seconds[-1] - seconds[0] + summarize) // summarize
+    buckets: dict[int, list[int]] = {}
+    for i, sec in enumerate(seconds):
+        buckets.setdefault((sec - seconds[0]) // width, []).append(i)
+    return [(sum(b) / len(b), clock(b[-1])) for _, b in sorted(buckets.items())]
+
+
+@pytest.mark.parametrize("n, summarize", [(400, 7), (120, 50), (30, 30), (9, 40)])
+@pytest.mark.parametrize("query", ["", "&since=1970-01-01T00:00:00Z"])  # rollups | points
+def test_summarized_points_carry_their_benchmark_time(api, run, n, summarize, query):
+    _store(run, "val_accuracy", n)
+    url = f"/api/metrics/{run.pk}/?metric_type=run&summarize={summarize}{query}"
+    got = api.get(url).json()["val_accuracy"]
+    expected = _expected_buckets(n, summarize)
+    assert [(p["value"], p["elapsed"]) for p in got] == [
+        (pytest.approx(v), pytest.approx(c)) for v, c in expected
+    ]
+
+
+def test_last_n_and_plain_reads_carry_it_too(api, run):
+    _store(run, "train_loss", 50)
+    base = f"/api/metrics/{run.pk}/?metric_type=run"
+    plain = api.get(base).json()["train_loss"]
+    assert [p["elapsed"] for p in plain] == [clock(i) for i in range(50)]
+    last = api.get(base + "&last_n=4").json()["train_loss"]
+    assert [p["elapsed"] for p in last] == [clock(i) for i in range(46, 50)]
+    both = api.get(base + "&last_n=10&summarize=5").json()["train_loss"]
+    assert [p["elapsed"] for p in both] == [clock(i) for i in (41, 43, 45, 47, 49)]
+    detailed = api.get(base + "&last_n=1&details=1").json()["train_loss"]
+    assert detailed[0]["elapsed"] == detailed[0]["metadata"]["elapsed"] == clock(49)
+
+
+def test_a_point_without_a_clock_has_no_elapsed(api, run):
+    odd = {0: {}, 1: {"elapsed": "soon"}, 2: {"elapsed": True}, 3: {"elapsed": 7}}
+    _store(run, "time_to_target", 4, meta=lambda i: odd[i])
+    for query in ("", "&summarize=10", "&summarize=10&since=1970-01-01T00:00:00Z"):
+        got = api.get(f"/api/metrics/{run.pk}/?metric_type=run{query}").json()
+        assert [p.get("elapsed") for p in got["time_to_target"]] == [None, None, None, 7.0]
