@@ -100,8 +100,8 @@ def test_an_entry_shows_its_dimensions_origin_cost_and_links(stored, staff):
         ({"evaluation": "evaluated"}, ["graded"]),
         ({"division": "open"}, []),
         ({"measured": "accuracy_after_time"}, []),
-        ({"algorithm": "no-such-algorithm"}, []),
-        ({"implementation": "no-such-implementation"}, []),
+        ({"algorithm": "powersgd"}, []),  # a bogus one: test_board_filters_named.py
+        ({"implementation": "spark"}, []),
         ({"hardware": "GPU y, 1 core per worker"}, []),
     ],
 )
@@ -148,11 +148,12 @@ def test_a_wrong_filter_is_named(staff, db, query, named):
 def test_anonymous_reads_only_where_allowed_and_never_writes(stored, settings):
     anonymous = APIClient()
     settings.MLBENCH_PUBLIC_READ = False
-    assert anonymous.get("/api/results/").status_code in (401, 403)
+    assert anonymous.get("/api/results/").status_code == 401  # no token: not authenticated
     settings.MLBENCH_PUBLIC_READ = True
     body = _board(anonymous, task=TASK)
     assert sum(len(s["entries"]) for s in body["sections"]) == 6
-    assert anonymous.post("/api/results/", {}, format="json").status_code in (401, 403)
+    # Public reads make no writer: still 401 (the permission is checked before the method).
+    assert anonymous.post("/api/results/", {}, format="json").status_code == 401
 
 
 def test_a_run_off_its_algorithms_recipe_compares_in_the_open_division(stored, staff):

@@ -63,7 +63,7 @@ def _store(staff_api, records: list[dict], started) -> Run:
         if r["type"] == "metric"
     ]
     response = staff_api.post("/api/metrics/", points, format="json")
-    assert response.status_code in (200, 201), response.content
+    assert response.status_code == 201, response.content
     body = {k: v for k, v in summary.items() if k != "type"}
     response = staff_api.post(f"/api/runs/{run.pk}/summary/", body, format="json")
     assert response.status_code == 200, response.content
