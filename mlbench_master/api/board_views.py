@@ -3,6 +3,8 @@ the filters, each checked so a wrong one is named rather than silently matching 
 
 from __future__ import annotations
 
+import re
+
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -10,8 +12,9 @@ from rest_framework.views import APIView
 
 from mlbench_master.api import params
 from mlbench_master.api.errors import error_responses, invalid
+from mlbench_master.api.models import Run
 from mlbench_master.results import board
-from mlbench_worker.shared import catalogue
+from mlbench_worker.shared import algorithm_catalogue, catalogue, implementation_catalogue
 
 CHOICES = {
     "division": board.DIVISIONS,
@@ -53,10 +56,44 @@ def parse(query: dict) -> board.Filters:
         raw = query.get(name) or None
         if raw is not None and (len(raw) > 300 or "\x00" in raw):
             raise invalid(name, "must be at most 300 characters of text")
+        if raw is not None and (refused := _refusal(name, raw)):
+            raise invalid(name, f"{raw[:40]!r} is not {refused}")
         found[name] = raw
     for name in NUMBERS:
         found[name] = params.positive_int(query, name) if name == "workers" else _seed(query)
     return board.Filters(**found)
+
+
+# What an entry's text dimensions can be, so a value none could have is named (a 400) and
+# not answered with an empty board: the catalogues' names, and the shapes board.py writes.
+ORIGIN_WORDS = ("local", "imported", *board.TRUST)
+FINGERPRINT = re.compile(r"[0-9a-f]{4}(:[0-9a-f]{4}){3}", re.IGNORECASE)
+HARDWARE = re.compile(r"(CPU|GPU) .+, \d+(\.\d+)? cores? per worker", re.IGNORECASE)
+NETWORK = re.compile(r"\d+ Mbit/s(, \d+(\.\d+)? ms latency)?", re.IGNORECASE)
+
+
+def _refusal(name: str, raw: str) -> str | None:
+    """What the text filter `name` accepts, in words, when `raw` is none of it; else None.
+    Names compare ignoring case, as board._matches does."""
+    value = raw.strip().lower()
+    if name == "origin":
+        if value in ORIGIN_WORDS or FINGERPRINT.fullmatch(value):
+            return None
+        return f"one of {', '.join(ORIGIN_WORDS)} or an installation's fingerprint (abcd:0123:4567:89ef)"
+    named = {
+        "algorithm": list(algorithm_catalogue.ALGORITHMS),
+        "implementation": list(implementation_catalogue.IMPLEMENTATIONS),
+        "backend": [*Run.BACKENDS, catalogue.CUSTOM_BACKEND],
+    }
+    if name in named:
+        known = named[name]
+        return None if value in (k.lower() for k in known) else f"one of {', '.join(known)}"
+    shapes = {
+        "hardware": (HARDWARE, "'CPU MODEL, N cores per worker' (or GPU MODEL, ...)"),
+        "network": (NETWORK, "'N Mbit/s' or 'N Mbit/s, L ms latency'"),
+    }
+    shape, words = shapes[name]
+    return None if shape.fullmatch(raw.strip()) else f"a {name} as the board writes it: {words}"
 
 
 def _seed(query: dict) -> int | None:

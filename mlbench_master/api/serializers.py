@@ -29,7 +29,7 @@ RUN_OUTPUT_FIELDS = [
     "custom_image_name", "custom_image_command", "custom_backend", "run_all_nodes",
     "time_limit", "resumed_from", "exit_code", "summary", "manifest", "created_by",
     "seed", "lr_schedule", "test_examples", "series", "queue_position", "evaluation", "cost",
-    "origin", "division",
+    "origin", "division", "warnings",
 ]  # fmt: skip
 
 
@@ -90,6 +90,11 @@ class RunSerializer(serializers.ModelSerializer):
 
     cost = serializers.SerializerMethodField(help_text=COST_HELP)
     origin = serializers.SerializerMethodField(help_text=origins.ORIGIN_HELP)
+    warnings = serializers.SerializerMethodField(
+        help_text="what to know before reading the run's numbers, in words; accepted, not "
+        "refused. Today: more torch threads (workers × CPUs) than the cores the local "
+        "machine's workers share. [] when none (and for a run imported from another master)"
+    )
 
     def get_evaluation(self, run: Run) -> dict[str, Any]:
         listed = self.parent.instance if self.parent is not None else ()
@@ -101,6 +106,13 @@ class RunSerializer(serializers.ModelSerializer):
 
     def get_origin(self, run: Run) -> dict[str, Any] | None:
         return origins.of_run(run)
+
+    def get_warnings(self, run: Run) -> list[str]:
+        if hasattr(run, "origin"):  # imported: it ran on another master's machine
+            return []
+        if "machine_cores" not in self.context:  # asked once for a list of runs
+            self.context["machine_cores"] = run_rules.machine_cores()
+        return run_rules.run_warnings(run, self.context["machine_cores"])
 
     def get_queue_position(self, run: Run) -> int | None:
         return queue_position(run, self.context)

@@ -280,7 +280,14 @@ class MetricDetail(APIView):
         if owner == "run":
             if not key.isdigit() or len(key) > 18:
                 raise invalid("pod_name_or_run_id", f"{key[:40]!r} is not a run id (an integer)")
-            run = get_object_or_404(Run, pk=int(key))
+            run = Run.objects.filter(pk=int(key)).first()
+            if run is None:
+                raise exceptions.NotFound(f"run {key} does not exist")
+        elif key.isdigit() and not Pod.objects.filter(name=key).exists():
+            # A run id without metric_type=run (no pod is named by digits alone): a run that
+            # does not exist is said, not answered with an empty {}.
+            if len(key) > 18 or not Run.objects.filter(pk=int(key)).exists():
+                raise exceptions.NotFound(f"run {key[:40]} does not exist")
         query = _series_query(request, owner, run.pk if run else key)
         details = _details(request)
         if fmt == "zip":  # its files carry the details anyway (unless summarized)

@@ -22,7 +22,9 @@ returns, and the form and the clients read the same table (`served`, GET
 /api/runs/defaults/). A new dimension of a run (an algorithm, an implementation) adds its
 default to DEFAULTS, its fill and check beside the others' and its name to SETUP_FIELDS.
 
-The other modules: `table` (DEFAULTS within the operator's limits), `timing` (budget and
+The other modules: `table` (DEFAULTS within the operator's limits), `cores` (the CPUs a
+run of the local driver gets without asking: its workers' share of the machine's cores;
+and the warning of a run that asks for more threads than the cores), `timing` (budget and
 limit), `images` (official images, the open division, the backend), `backends` (which
 backends a run may ask for with and without GPUs, and which one it gets: the one place of
 those rules, for fill, check and `served`), `algorithms`, `implementations`, `schedules`,
@@ -48,6 +50,7 @@ from mlbench_master.run_rules.algorithms import algorithms_served
 from mlbench_master.run_rules.backends import on_device
 from mlbench_master.run_rules.check import blame_parent, check, check_staff_only
 from mlbench_master.run_rules.cluster import ClusterLimits, cluster_limits
+from mlbench_master.run_rules.cores import machine_cores, oversubscription
 from mlbench_master.run_rules.derive import derive
 from mlbench_master.run_rules.errors import ResumeRefused, RunRefused, StaffOnly
 from mlbench_master.run_rules.fill import INHERITED, Filled, fill
@@ -65,7 +68,7 @@ from mlbench_master.run_rules.resume import (
     resume_point,
 )
 from mlbench_master.run_rules.schedules import schedule_choices
-from mlbench_master.run_rules.table import MAX_SEED, defaults, limits
+from mlbench_master.run_rules.table import MAX_SEED, default_cpus, defaults, limits
 from mlbench_master.run_rules.timing import (
     budget_source,
     default_time_limit,
@@ -81,10 +84,10 @@ __all__ = [
     "CHECKPOINT_METRIC", "CUSTOM_BACKEND", "CUSTOM_IMAGE", "DEFAULTS", "INHERITED",
     "LOCAL_IMAGE_REFUSED", "MAX_SEED", "RESUMABLE_STATES", "SETUP_FIELDS", "TIME_LIMIT_MARGIN",
     "TRAINING_ONLY", "ClusterLimits", "Filled", "ResumePoint", "ResumeRefused", "RunRefused",
-    "StaffOnly", "budget_source", "check", "cluster_limits", "default_time_limit", "defaults",
-    "derive", "effective_time_budget", "fill", "fitting_budget", "framework_of",
-    "framework_reported", "limits", "minimum_time_limit", "resolve", "resume_point", "served",
-    "setup_of", "task_time_budget", "time_budget_for", "time_budget_source",
+    "StaffOnly", "budget_source", "check", "cluster_limits", "default_cpus",
+    "default_time_limit", "defaults", "derive", "effective_time_budget", "fill", "fitting_budget", "framework_of",
+    "framework_reported", "limits", "machine_cores", "minimum_time_limit", "oversubscription",
+    "resolve", "resume_point", "run_warnings", "served", "setup_of", "task_time_budget", "time_budget_for", "time_budget_source",
 ]  # fmt: skip
 
 # The dimensions of a run's set-up, recorded in every manifest as `setup` so a result says
@@ -160,6 +163,14 @@ def resolve(run: Filled, user: Any, cluster: ClusterLimits) -> dict[str, Any]:
         raise RunRefused(blame_parent(errors, run))
     check_staff_only(run.fields, user)
     return derive(run)
+
+
+def run_warnings(run: Run, cores: int | None) -> list[str]:
+    """What a stored run should know before its numbers are read, in words: today, that it
+    asks for more threads than the `cores` its workers share (`machine_cores()`; None: the
+    driver offers none). Accepted, not refused: a user may mean to measure exactly that."""
+    said = oversubscription(run.num_workers, run.num_cpus, cores)
+    return [said] if said else []
 
 
 def setup_of(run: Run) -> dict[str, Any]:

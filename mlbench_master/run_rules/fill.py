@@ -1,6 +1,7 @@
 """Step 1 of `resolve`: fill. A request becomes a complete set of run fields: what it asked
 for, then (when it resumes a run) its parent's fields, then the defaults of its task and of
-this master (`table.defaults`). Nothing is refused here; `check` judges the result, and is
+this master (`table.defaults`; num_cpus: the run's workers' share of the machine where
+the driver offers its cores, `table.default_cpus`). Nothing is refused here; `check` judges the result, and is
 told which fields were asked for, inherited or filled in (`Filled`), since a rule may
 apply only to what a client gave.
 """
@@ -17,7 +18,7 @@ from mlbench_master.run_rules.backends import on_device
 from mlbench_master.run_rules.images import fill_image_and_backend
 from mlbench_master.run_rules.implementations import fill_implementation
 from mlbench_master.run_rules.schedules import fill_lr_schedule
-from mlbench_master.run_rules.table import defaults
+from mlbench_master.run_rules.table import default_cpus, defaults
 from mlbench_worker.shared import catalogue
 
 # The fields a resumed run takes from its parent when its request leaves them out.
@@ -88,6 +89,9 @@ def fill(request: Mapping[str, Any]) -> Filled:
     measurement = info is not None and info.measurement and not open_division
     if info is not None and not measurement and info.default_goal in info.goals:
         fields.setdefault("target", info.default_goal)
+    if "num_cpus" not in fields:  # its workers' share of the machine, not the table's
+        workers = fields.get("num_workers", table["num_workers"])
+        fields["num_cpus"] = default_cpus(workers if isinstance(workers, int) else 1)
     for name, value in table.items():
         if not (measurement and name == "backend"):
             fields.setdefault(name, value)

@@ -195,7 +195,7 @@ class ApiClient:
         self,
         name: str,
         num_workers: int,
-        num_cpus: float = 2.0,
+        num_cpus: float | None = None,
         max_bandwidth: int = 1000,
         image: str | None = None,
         backend: str | None = None,
@@ -224,10 +224,14 @@ class ApiClient:
     ) -> Future:
         """Start a run. The keyword-only arguments are this version's additions.
 
-        The positional signature is the original client's, with its documented defaults
-        (num_cpus 2.0, max_bandwidth 1000 Mbit/s), which are also the master's own defaults
-        for a run that leaves them out (GET /api/runs/defaults/, `run_defaults`), unless its
-        operator's limits are lower: then the master refuses them (400) and says its limit.
+        The positional signature is the original client's, with its documented default
+        max_bandwidth 1000 Mbit/s, which is also the master's own default for a run that
+        leaves it out (GET /api/runs/defaults/, `run_defaults`), unless its operator's
+        limit is lower: then the master refuses it (400) and says its limit. num_cpus
+        (the original's 2.0) is left to the master when None: 2.0, but on a local master
+        never more than its workers' share of the machine's cores, so a run of 2 workers on
+        2 cores gets 1 each. A run the master accepts with a caution (more threads than
+        cores) says it in its `warnings`.
         Every other field left as None gets the master's default. A resumed run
         (`resume_from`) takes its parent's value for every field left as None or at the
         signature's default.
@@ -296,7 +300,7 @@ class ApiClient:
             "light_target": light_target,
         }
         if resume_from is not None:  # what was not changed is the parent's, not a default
-            signature = {"num_cpus": 2.0, "max_bandwidth": 1000, "run_all_nodes": False,
+            signature = {"num_cpus": None, "max_bandwidth": 1000, "run_all_nodes": False,
                          "gpu_enabled": False, "light_target": False}  # fmt: skip
             body = {k: v for k, v in body.items() if k not in signature or v != signature[k]}
         optional = {

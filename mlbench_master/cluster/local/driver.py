@@ -90,6 +90,16 @@ def local_slots() -> int:
     return slots
 
 
+def machine_cores() -> int:
+    """The cores this process may run on (its CPU affinity: what a container or `taskset`
+    leaves it), else the machine's count: what the ranks of a local run share, since they
+    are not bound to cores."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no affinity on this platform
+        return os.cpu_count() or 1
+
+
 def venv_bin() -> Path:
     """The directory of this interpreter: where the virtualenv's mpirun lives."""
     return Path(sys.executable).parent
@@ -147,6 +157,12 @@ class LocalCluster(ClusterDriver):
                 f"num_workers is {num_workers} but this machine has {self.slots} local worker "
                 "slots (MLBENCH_LOCAL_WORKERS); ask for at most that many"
             )
+
+    def cores(self) -> int:
+        """The cores every rank of a run shares (`machine_cores`): the run rules give a run
+        that leaves its CPUs out this many divided among its workers, and say when a run
+        asks for more threads than this (run_rules/cores.py)."""
+        return machine_cores()
 
     def pods(self) -> list[PodInfo]:
         busy = {rank for (_run, rank) in rank_processes(self.home)}

@@ -118,7 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default {catalogue.DEFAULT_TASK}); the original client's display names "
         "(e.g. 'PyTorch Cifar-10 ResNet-20') and official image names work too",
     )
-    run.add_argument("--cpus", type=float, help="CPU cores per worker (default: the master's, 2)")
+    run.add_argument(
+        "--cpus",
+        type=float,
+        help="CPU cores per worker (default: the master's, 2; on a local master at most the "
+        "machine's cores ÷ workers)",
+    )
     run.add_argument(
         "--max-bandwidth",
         type=int,

@@ -123,12 +123,13 @@ def cmd_run(args: argparse.Namespace, master: Master) -> int:
         fields["run_all_nodes"] = bool(args.custom_command and args.all_ranks) or None
         return start_series(args, master, fields, counts)
     fields["seed"] = seeds[0] if seeds else (1 if repeats else None)  # --repeats 1: seed 1
+    # --cpus left out is sent as none: the master gives the run's workers their share of its
+    # machine (GET /api/runs/defaults/ shows it for the default workers).
     workers, cpus, bandwidth = (counts or [None])[0], args.cpus, args.max_bandwidth
-    missing = None in (workers, cpus, bandwidth)
+    missing = None in (workers, bandwidth)
     if missing and args.resume_from is None:  # a resumed run takes the rest from its parent
         table = master_defaults(master)
         workers = table["num_workers"] if workers is None else workers
-        cpus = table["num_cpus"] if cpus is None else cpus
         bandwidth = table["max_bandwidth"] if bandwidth is None else bandwidth
     run = master.json(
         "create_run",
@@ -142,6 +143,8 @@ def cmd_run(args: argparse.Namespace, master: Master) -> int:
     )
     run_id = run["id"]
     print(f"run {run_id} {run['name']!r} created ({queue_text(run)}, seed {run.get('seed')})")
+    for warning in run.get("warnings") or ():
+        print(f"warning: {warning}")
     if run.get("resumed_from") is not None:
         print(resumed_line(run))
     if not args.wait:
