@@ -12,10 +12,6 @@ import argparse
 import os
 import sys
 
-from mlbench_master import processes
-from mlbench_master.embedded import launcher, supervisor
-from mlbench_master.embedded.procs import LISTEN_HOST_ENV
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mlbench_master")
@@ -55,6 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mlbench_master.settings")
+    # Here, after DJANGO_SETTINGS_MODULE is set: the modules below read it as they load.
+    from mlbench_master import processes
+    from mlbench_master.embedded import launcher, supervisor
+    from mlbench_master.embedded.procs import LISTEN_HOST_ENV
+
     if args.command in ("up", "down", "status"):
         if args.command == "down":
             return launcher.down()

@@ -11,7 +11,10 @@
 - Django is set up once per process (`processes.ready()`), so modules import the tables at
   their top: an import inside a function is kept only with its reason in a comment (a real
   cycle, a module loaded before Django is set up, a client library loaded on demand), on
-  its line or earlier in the same function.
+  its line or earlier in the same function;
+- what runs before Django is set up (`python -m mlbench_master`'s module, the processes,
+  the embedded launcher and supervisor, the stop) loads without reading Django's settings:
+  the supervisor sets the environment they are read from only after it has started.
 
 Each check runs once on the real package and once on a small package written by the test
 with one violation of each kind, so a check that could never fail is caught too.
@@ -21,6 +24,9 @@ from __future__ import annotations
 
 import ast
 import io
+import os
+import subprocess
+import sys
 import textwrap
 import tokenize
 from pathlib import Path
@@ -155,6 +161,48 @@ def unexplained_local_imports(package_dir: Path) -> list[str]:
     return sorted(set(found))
 
 
+# Loaded before Django is set up: `mlbench_master up|down|status` and the processes.
+BEFORE_SETUP = (
+    "mlbench_master.__main__",
+    "mlbench_master.processes",
+    "mlbench_master.embedded.launcher",
+    "mlbench_master.embedded.supervisor",
+    "mlbench_master.embedded.shutdown",
+    "mlbench_master.runs.stopping",
+    "mlbench_master.runs.jobqueue",
+)
+_IMPORT_WITHOUT_SETTINGS = """
+import importlib, sys
+from django.conf import settings
+for name in sys.argv[1:]:
+    try:
+        importlib.import_module(name)
+    except Exception as error:
+        print(f"{name}: {type(error).__name__}")
+    else:
+        if settings.configured:
+            print(f"{name}: read the settings")
+            break
+"""
+
+
+def read_settings_as_they_load(modules: tuple[str, ...], path: Path) -> list[str]:
+    """The modules of `modules` that read Django's settings (or fail) when loaded by a fresh
+    interpreter with `path` first on its path and no DJANGO_SETTINGS_MODULE."""
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    env["PYTHONPATH"] = os.pathsep.join([str(path), env.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORT_WITHOUT_SETTINGS, *modules],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=path,
+        check=True,
+        timeout=120,
+    )
+    return done.stdout.splitlines()
+
+
 @pytest.fixture(scope="module")
 def graph():
     return build_graph("mlbench_master")
@@ -188,6 +236,10 @@ def test_imports_inside_functions_say_why():
     )
 
 
+def test_what_runs_before_django_is_set_up_reads_no_setting():
+    assert read_settings_as_they_load(BEFORE_SETUP, ROOT) == []
+
+
 @pytest.fixture
 def bad_master(tmp_path, monkeypatch):
     """A master with one violation of each rule: a stray module and room at the top, a
@@ -218,6 +270,9 @@ def bad_master(tmp_path, monkeypatch):
         "badmaster/runs/jobs.py": "def run():\n    from badmaster.api.models import Run\n\n\n"
         "def stop():\n    # loaded before Django is set up\n    from badmaster.runs import frozen\n\n\n"
         "def end():\n    import json  # stdlib, but why here?\n",
+        "badmaster/embedded/__init__.py": "",
+        "badmaster/embedded/launcher.py": "from django.conf import settings\n\n"
+        "HOME = getattr(settings, 'MLBENCH_HOME', None)\n",
     }
     for name, text in files.items():
         path = tmp_path / name
@@ -240,6 +295,9 @@ def test_the_checks_find_each_kind_of_violation(bad_master):
     assert imports_of_the_project(graph, "badmaster", "common") == [
         "badmaster.common.dates:2 `from badmaster.runs import lifecycle`"
     ]
+    assert read_settings_as_they_load(
+        ("badmaster.api.params", "badmaster.embedded.launcher"), bad_master.parent
+    ) == ["badmaster.embedded.launcher: ImproperlyConfigured"]
     assert unexplained_local_imports(bad_master) == [
         "badmaster/results/board.py:2",
         "badmaster/runs/jobs.py:2",

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from mlbench_master.cluster import drivers
 from mlbench_master.cluster.base import ClusterError
-from mlbench_master.cluster.drivers import get_driver
 from mlbench_master.run_rules.fill import Filled
 from mlbench_master.run_rules.table import limits
 from mlbench_worker.shared import implementation_catalogue
@@ -48,7 +48,7 @@ def cluster_limits(run: Filled) -> ClusterLimits:
     request costs the driver no more than it did.
     """
     try:
-        driver = get_driver()
+        driver = drivers.get_driver()
     except Exception:  # noqa: BLE001 - a misconfigured master, said by the run's job
         return ClusterLimits()
     workers, cpus = run.fields["num_workers"], run.fields["num_cpus"]

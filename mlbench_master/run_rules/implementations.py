@@ -21,8 +21,8 @@ from typing import Any
 
 from django.conf import settings
 
+from mlbench_master.cluster import drivers
 from mlbench_master.cluster.base import ClusterError
-from mlbench_master.cluster.drivers import get_driver
 from mlbench_master.run_rules.backends import chosen_backend, served_for, takes_backend
 from mlbench_master.run_rules.errors import Errors
 from mlbench_worker.shared import catalogue, implementation_catalogue
@@ -127,7 +127,7 @@ def catalogue_served(offered: list[str], default_backend: str) -> dict[str, Any]
     `offered`) that have it, whether this master's workers can run it and the backends a
     run of it may ask for and gets (backends.py; `default_backend`: the table's)."""
     try:
-        driver = get_driver()
+        driver = drivers.get_driver()
     except ClusterError:
         driver = None
     served = {}

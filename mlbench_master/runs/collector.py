@@ -19,9 +19,8 @@ from collections.abc import Callable
 
 from django.db import InterfaceError, OperationalError, close_old_connections
 
-from mlbench_master.cluster.drivers import get_driver
-from mlbench_master.runs import lifecycle
-from mlbench_master.runs.metrics_store import Point, store
+from mlbench_master.cluster import drivers
+from mlbench_master.runs import lifecycle, metrics_store
 from mlbench_master.runs.pods import sync_pods
 from mlbench_master.runs.reconcile import JOB_DIED, RECONCILE_SECONDS, reconcile
 
@@ -34,16 +33,16 @@ def collect_pod_metrics() -> int:
     Returns the points stored.
     """
 
-    driver = get_driver()
+    driver = drivers.get_driver()
     sync_pods(driver.pods())
     active = lifecycle.active_run()
     samples = driver.samples(lifecycle.run_spec(active) if active is not None else None)
     points = [
-        Point(None, s.pod_name, s.name, float(s.value), s.date, s.cumulative, s.metadata, None)
+        metrics_store.Point(None, s.pod_name, s.name, float(s.value), s.date, s.cumulative, s.metadata, None)
         for s in samples
         if math.isfinite(s.value)  # no number: not stored, and the round goes on
     ]
-    store(points)
+    metrics_store.store(points)
     return len(points)
 
 

@@ -13,7 +13,6 @@ import logging
 import socket
 from typing import Any
 
-import django_rq
 import psutil
 import redis
 from django.conf import settings
@@ -51,6 +50,10 @@ def connection(url: str | None = None, timeout: float = 10.0) -> Any:
 
 def enqueue_run_job(run_id: int, timeout: int, description: str) -> str:
     """Put `run_job(run_id)` on the runs queue; its id. QueueError when Redis fails."""
+    # django_rq reads Django's settings as it loads: `mlbench_master down` and the embedded
+    # supervisor load this module before the settings they start with are final.
+    import django_rq
+
     try:
         job = django_rq.get_queue(RUN_QUEUE, connection=connection()).enqueue_call(
             RUN_JOB,

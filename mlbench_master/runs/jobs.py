@@ -34,6 +34,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from mlbench_master.api.models import Run
+from mlbench_master.cluster import drivers
 from mlbench_master.cluster.base import (
     CannotAttach,
     ClusterDriver,
@@ -42,7 +43,6 @@ from mlbench_master.cluster.base import (
     OutputLine,
     RunSpec,
 )
-from mlbench_master.cluster.drivers import get_driver
 from mlbench_master.cluster.failures import OutputTail
 from mlbench_master.cluster.mpirun import driver_argv, rank_environment
 from mlbench_master.cluster.transient import RELAUNCH_NOTE, LaunchStart
@@ -97,7 +97,7 @@ def run_job(run_id: int) -> str:
         return run.state  # ended, or not its turn yet (lifecycle.start_next enqueues it then)
     driver = None
     try:
-        driver = get_driver()
+        driver = drivers.get_driver()
         if run.state == Run.STARTED:
             execution = _reattach(run, driver)
             if execution is None:

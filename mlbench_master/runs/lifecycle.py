@@ -33,8 +33,8 @@ from django.utils import timezone
 
 from mlbench_master import run_rules
 from mlbench_master.api.models import Metric, Run, RunOrigin
+from mlbench_master.cluster import drivers
 from mlbench_master.cluster.base import RunSpec
-from mlbench_master.cluster.drivers import get_driver
 from mlbench_master.grading import model_files, prediction_files
 from mlbench_master.results import prices
 from mlbench_master.runs import jobqueue
@@ -56,7 +56,7 @@ class RunConflict(Exception):
         if active is not None:
             what = f"run {active.pk} ({active.name!r}, {active.state}) is active"
         elif queued:
-            what = f"{queued} run(s) wait in the queue"
+            what = "1 run waits in the queue" if queued == 1 else f"{queued} runs wait in the queue"
         else:
             what = "another run is active"
         super().__init__(
@@ -89,16 +89,28 @@ def refuse_imported(run_ids: Iterable[int], what: str, staff_may: bool = False) 
         raise ReadOnlyRun(found.run_id, found.origin_fingerprint, what, staff_may)
 
 
-def store_imported(fields: dict[str, Any], state: str, series: Any = None) -> Run:
+def store_imported(
+    fields: dict[str, Any], state: str, series: Any = None, launch: dict[str, Any] | None = None
+) -> Run:
     """Store a run another installation ran, in the final state it ended in there. Its
     RunOrigin is stored by the caller in the same transaction (bundles/importer.py); no job is
-    enqueued and no driver is asked, now or later: only active runs reach them."""
+    enqueued and no driver is asked, now or later: only active runs reach them. `launch`: what
+    of its origin's launch record travelled (its nodes), kept as its own so that its cost is
+    the origin's (results/cost.py)."""
     if state not in Run.FINAL_STATES:
         raise ValueError(f"an imported run must have ended, not be {state!r:.40}")
-    run = Run(**fields, state=state, series=series)
+    run = Run(**fields, state=state, series=series, job_metadata=dict(launch or {}))
     run.full_clean(exclude=["series", "created_by"], validate_constraints=False)
     run.save()
     return run
+
+
+def join_imported_series(series: Any, run_ids: list[int]) -> int:
+    """Put imported runs that belong to no series into `series`, the one their origin ran
+    them in (bundles/importer.py found it by the runs' origin): runs imported one bundle at a
+    time before or after their series make the same series as the series imported at once.
+    A run already in a series stays there. Returns how many joined."""
+    return Run.objects.filter(pk__in=run_ids, series=None).update(series=series)
 
 
 def recover_imported_test_set(run: Run) -> None:
@@ -330,7 +342,7 @@ def delete_run(run: Run, by: str, *, staff: bool = False) -> None:
     cancel_run(run, reason=f"deleted by {by}")
     if not Run.objects.filter(resumed_from=run.pk, state__in=Run.ACTIVE_STATES).exists():
         try:
-            get_driver().delete_checkpoints(int(run.pk))
+            drivers.get_driver().delete_checkpoints(int(run.pk))
         except Exception as exc:  # the run is deleted all the same; say what remains
             log.warning("run %s: its checkpoints could not be removed: %s", run.pk, exc)
     prediction_files.remove(int(run.pk))
@@ -420,7 +432,7 @@ def cancel_run(run: Run, reason: str = "cancelled by a user") -> bool:
     ):
         return False
     try:
-        get_driver().cancel(run_spec(run))
+        drivers.get_driver().cancel(run_spec(run))
     except Exception as exc:  # the run stays CANCELLED; say why processes may remain
         log.warning("run %s: the cluster driver could not cancel it: %s", run.pk, exc)
         Run.objects.filter(pk=run.pk).update(reason=f"{reason}; cancel failed: {exc}")

@@ -12,7 +12,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from mlbench_master.api.models import Pod
-from mlbench_master.cluster.drivers import get_driver
+from mlbench_master.cluster import drivers
 
 log = logging.getLogger(__name__)
 _last_attempt = 0.0  # monotonic time of this process's last driver query
@@ -52,6 +52,6 @@ def refresh_if_stale() -> None:
     if newest is not None and (timezone.now() - newest).total_seconds() < max_age:
         return
     try:
-        sync_pods(get_driver().pods())
+        sync_pods(drivers.get_driver().pods())
     except Exception as exc:
         log.warning("could not list pods from the cluster driver: %s", exc)

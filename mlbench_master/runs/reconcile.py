@@ -17,8 +17,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from mlbench_master.api.models import Run
+from mlbench_master.cluster import drivers
 from mlbench_master.cluster.base import CannotAttach, ClusterDriver
-from mlbench_master.cluster.drivers import get_driver
 from mlbench_master.runs import jobqueue, lifecycle, unsettled
 from mlbench_master.runs.jobs import LOST, abandon
 
@@ -69,7 +69,7 @@ def reconcile(lost: str = LOST, min_age: float = 0.0, wait_for_redis: bool = Fal
             except lifecycle.QueueUnavailable as exc:
                 notes.append(f"run {run.pk}: FAILED ({exc})")
             continue
-        driver = driver or get_driver()
+        driver = driver or drivers.get_driver()
         why = _cannot_attach(driver, run)
         if why is not None:
             abandon(run, driver, f"{lost} ({why}; its ranks were stopped)")
@@ -85,7 +85,7 @@ def reconcile(lost: str = LOST, min_age: float = 0.0, wait_for_redis: bool = Fal
             "ranks still running" if driver.is_running(lifecycle.run_spec(run)) else "ranks ended"
         )
         notes.append(f"run {run.pk}: {what}; its output is read again to end it truthfully")
-    notes += _release_leftovers(driver or get_driver())
+    notes += _release_leftovers(driver or drivers.get_driver())
     started = lifecycle.start_next()  # the queue moves on when the active run ended unseen
     if started is not None:
         notes.append(f"run {started.pk}: started from the queue")
@@ -102,7 +102,7 @@ def _settle_stopped() -> list[str]:
     for run_id, reason in waiting.items():
         run = Run.objects.filter(pk=int(run_id), state__in=Run.ACTIVE_STATES).first()
         if run is not None:
-            abandon(run, get_driver(), reason)  # its processes are gone; cancel makes sure
+            abandon(run, drivers.get_driver(), reason)  # its processes are gone; cancel makes sure
             notes.append(f"run {run.pk}: FAILED ({run.reason})")
     unsettled.forget(home, waiting)
     return notes

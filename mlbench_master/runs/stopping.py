@@ -25,7 +25,7 @@ from django.apps import apps
 from django.conf import settings
 from django.db import connections
 
-from mlbench_master.cluster.drivers import get_driver
+from mlbench_master.cluster import drivers
 from mlbench_master.runs import unsettled
 
 MASTER_STOPPED = "the master was stopped during the run"
@@ -75,7 +75,7 @@ def _first_line(error: BaseException) -> str:
 def get_driver_or_say(report: StopReport) -> Any:
     """The configured driver, or None with the reason added to the report's problems."""
     try:
-        return get_driver()
+        return drivers.get_driver()
     except Exception as error:  # noqa: BLE001 - stopping goes on with what it can do
         report.problems.append(f"the cluster driver cannot be set up: {_first_line(error)}")
         return None
