@@ -1,7 +1,9 @@
 """Dashboard pages. Views only render templates: every piece of data is fetched by the page's
 JavaScript from the REST API, so the dashboard shows exactly what API clients see. The one
 thing pages carry with them is the task catalogue (tasks.py): how each task is named and
-what its throughput counts, which is code, not data of a run."""
+what its throughput counts, and the metric points' declarations
+(mlbench_worker/shared/metric_points.py): which names the scripts may read, which is code,
+not data of a run."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
+
+from mlbench_worker.shared import metric_points
 
 from . import forms_spec
 from .links import user_for_token
@@ -26,8 +30,13 @@ def _page(request: HttpRequest, template: str, context: dict | None = None) -> H
     """Render a page, sending anonymous visitors to sign in unless reads are public."""
     if not request.user.is_authenticated and not _public_read():
         return redirect_to_login(request.get_full_path())
-    # Every page gets the task catalogue: the scripts read each task's units from it.
-    ctx = {"can_write": request.user.is_authenticated, "tasks": task_catalogue()}
+    # Every page gets the task catalogue (the scripts read each task's units from it) and
+    # the metric points' declarations (static/dashboard/js/metric_points.js reads names there).
+    ctx = {
+        "can_write": request.user.is_authenticated,
+        "tasks": task_catalogue(),
+        "metric_points": metric_points.served(),
+    }
     ctx.update(context or {})
     return render(request, f"dashboard/{template}", ctx)
 

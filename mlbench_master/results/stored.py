@@ -30,19 +30,22 @@ from mlbench_master.grading import model_files
 from mlbench_master.results import cost
 from mlbench_master.results.run_result import RunResult
 from mlbench_master.runs.frozen import ended_past_grace
-from mlbench_worker.shared import catalogue, result
+from mlbench_worker.shared import catalogue, metric_points, result
 from mlbench_worker.shared.evaluation import graded_name
 from mlbench_worker.shared.evaluation.model_audit import NO_MODEL
 
-TIMINGS = ("time_data", "time_compute", "time_comm")
-SPLIT_NAMES = {"time_data": "data", "time_compute": "compute", "time_comm": "communication"}
-REPORTED = "val_accuracy"  # what a run says of itself (of a task whose goal is accuracy)
+# The names are the declarations' (mlbench_worker/shared/metric_points.py).
+TIMINGS = metric_points.TIMINGS[:3]  # data, compute, exposed communication (the split)
+SPLIT_NAMES = dict(zip(TIMINGS, ("data", "compute", "communication"), strict=True))
+REPORTED = metric_points.VAL_ACCURACY  # what a run says of itself (of an accuracy task)
+TIME_TO_TARGET = metric_points.TIME_TO_TARGET
 GRADED = graded_name(REPORTED)  # what the evaluator said of its predictions
 # Every metric some task's goals are of (val_accuracy; task 3's val_perplexity, reached from
 # above): a run's own word is read from its task's (`goal_metric`).
 GOAL_METRICS = tuple(
     dict.fromkeys(
-        [REPORTED, *(g.metric for t in catalogue.TASKS.values() for g in t.goals.values())]
+        metric_points.declared(m)
+        for m in [REPORTED, *(g.metric for t in catalogue.TASKS.values() for g in t.goals.values())]
     )
 )
 
@@ -133,12 +136,14 @@ class StoredRun:
     def _evaluations(self, name: str) -> list[Evaluation]:
         out = []
         for value, meta in self.points.get(name, []):
-            if meta.get("elapsed") is None:
+            # The benchmark time stored with the point, as every metric read serves it.
+            seconds = metric_points.benchmark_time(meta)
+            if seconds is None:
                 continue  # not placed on the benchmark clock: cannot be drawn or logged
             step = meta.get("step")
             out.append(
                 Evaluation(
-                    float(meta["elapsed"]),
+                    seconds,
                     float(value),
                     meta.get("epoch"),
                     int(step) if step is not None else None,
@@ -175,7 +180,7 @@ class StoredRun:
         if self.summary:
             ttt = result.read(self.summary, "time_to_target")
             return float(ttt) if ttt is not None else None
-        posted = self.points.get("time_to_target") or []
+        posted = self.points.get(TIME_TO_TARGET) or []
         return float(posted[0][0]) if posted else None
 
     def accuracy_after_time(self) -> float | None:
@@ -247,7 +252,7 @@ class StoredRun:
 
 # Every throughput metric some task posts (images_per_sec, samples_per_sec, ...).
 THROUGHPUT_METRICS = tuple(dict.fromkeys(t.throughput_metric for t in catalogue.TASKS.values()))
-NEEDED = (*GOAL_METRICS, GRADED, "time_to_target", *TIMINGS, *THROUGHPUT_METRICS)
+NEEDED = (*GOAL_METRICS, GRADED, TIME_TO_TARGET, *TIMINGS, *THROUGHPUT_METRICS)
 
 
 def graded_run(run: Run, memo: dict[str, Any], listed: Iterable[Run] = ()) -> StoredRun:
@@ -258,7 +263,7 @@ def graded_run(run: Run, memo: dict[str, Any], listed: Iterable[Run] = ()) -> St
     known = memo.setdefault("evaluations", {})
     if run.pk not in known:
         ids = {run.pk, *(r.pk for r in listed)} - known.keys()
-        wanted = (*GOAL_METRICS, GRADED, "time_to_target")
+        wanted = (*GOAL_METRICS, GRADED, TIME_TO_TARGET)
         known.update({i: {} for i in ids} | _points_of(ids, wanted))
     return StoredRun(run, known[run.pk])
 

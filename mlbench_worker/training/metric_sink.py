@@ -61,9 +61,8 @@ class Reporter:
     def metric(self, name: str, value: float, **metadata: object) -> dict | None:
         """Queue one point; a NaN or infinite value (JSON cannot carry it) is skipped, said once.
 
-        Only declared points are posted (mlbench_worker/shared/metric_points.py): a name
-        nobody declared raises UnknownMetric here, so a misspelling fails in the first test
-        that reaches it instead of leaving a chart empty."""
+        Only declared points are posted (shared/metric_points.py): an undeclared name raises
+        UnknownMetric, so a misspelling fails in a test instead of leaving a chart empty."""
         metric_points.declared(name)
         if not math.isfinite(value):
             if name not in self._skipped:

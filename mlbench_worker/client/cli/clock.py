@@ -1,10 +1,13 @@
-"""The benchmark clock: where a run is in time, read from its `elapsed` metric series.
+"""The benchmark clock: where a run is in time.
 
 Why a module of its own: the benchmark clock starts at the first training step (mpirun and
 data start-up are not part of the benchmark), so a time for a run is never wall time since
-it started when an `elapsed` point says better. The progress line and the report both read
-it here, and the dashboard keeps the same mapping in static/dashboard/js/clock.js; the
-cases in tests/rules/clock_cases.json hold both to it.
+it started. A point's benchmark time is one fact, stored with it and served by the master
+as the point's `elapsed` (summarized reads included; docs/api.rst): `point_time` reads it,
+as the dashboard's clock.js and the master's results do. Only a point from a master that
+serves none is placed by its date through the run's `elapsed` series (`clock_at`, the
+dashboard's fallback too; tests/rules/clock_cases.json holds both to it). The progress line
+reads the clock now (`benchmark_clock`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 
 from mlbench_worker.client.cli.formatting import parse_time
 from mlbench_worker.client.cli.master import FINAL_STATES
+from mlbench_worker.shared.metric_points import ELAPSED
 
 
 def metric_value(latest: dict[str, Any], name: str) -> float | None:
@@ -32,13 +36,24 @@ def benchmark_clock(run: dict, latest: dict[str, Any], now: dt.datetime) -> floa
     summary = run.get("summary") or {}
     if run["state"] in FINAL_STATES and summary.get("elapsed") is not None:
         return float(summary["elapsed"])
-    value = metric_value(latest, "elapsed")
+    value = metric_value(latest, ELAPSED)
     if value is None:
         return None
     if run["state"] != "STARTED":
         return value
-    dated = parse_time(latest["elapsed"].get("date"))
+    dated = parse_time(latest[ELAPSED].get("date"))
     return value + max(0.0, (now - dated).total_seconds()) if dated else value
+
+
+def point_time(point: dict, elapsed: list[dict]) -> float | None:
+    """The benchmark time of a served point: its `elapsed` as the master stored it; only a
+    point served without one (an older master) is placed by its date through the run's
+    `elapsed` points (`clock_at`); None when neither says."""
+    served = point.get(ELAPSED)
+    if isinstance(served, int | float) and not isinstance(served, bool):
+        return float(served)
+    dated = parse_time(point.get("date"))
+    return clock_at(elapsed, dated) if dated else None
 
 
 def clock_at(elapsed: list[dict], date: dt.datetime) -> float | None:

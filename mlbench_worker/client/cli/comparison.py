@@ -22,7 +22,7 @@ from mlbench_worker.client.cli.accuracy import (
     evaluation_notes,
     time_to_target,
 )
-from mlbench_worker.client.cli.clock import clock_at
+from mlbench_worker.client.cli.clock import point_time
 from mlbench_worker.client.cli.costs import cost_cell, cost_notes, cost_to_target
 from mlbench_worker.client.cli.formatting import (
     WIDE,
@@ -33,16 +33,16 @@ from mlbench_worker.client.cli.formatting import (
     fit,
     implementation_of,
     implementation_text,
-    parse_time,
     percent,
     size,
 )
 from mlbench_worker.client.cli.master import FINAL_STATES, CliError, Master
 from mlbench_worker.shared import catalogue
+from mlbench_worker.shared.metric_points import ELAPSED, TIME_TO_TARGET, VAL_ACCURACY
 
 # Every metric some task posts its throughput as (images_per_sec, samples_per_sec, ...).
 THROUGHPUT_METRICS = list(dict.fromkeys(t.throughput_metric for t in catalogue.TASKS.values()))
-REPORT_METRICS = ",".join(["val_accuracy", "elapsed", "time_to_target", *THROUGHPUT_METRICS])
+REPORT_METRICS = ",".join([VAL_ACCURACY, ELAPSED, TIME_TO_TARGET, *THROUGHPUT_METRICS])
 # The unit of a run that reported no throughput the catalogue knows: every task counts
 # samples of some kind, while "images" would be wrong for most.
 
@@ -274,7 +274,8 @@ def _resumed_note(run: dict) -> str:
 def _summary_from_series(master: Master, run: dict) -> dict[str, Any]:
     """What the metric series say about a run that has no summary (still running, failed
     or cancelled): the newest validation accuracy and when it was measured on the benchmark
-    clock (its date mapped through the `elapsed` series), the time to target if the
+    clock (the point's `elapsed` as the master stores and serves it; only from a master that
+    serves none, its date mapped through the `elapsed` series), the time to target if the
     worker posted one, and the mean throughput (as the dashboard's compare page takes it)."""
     try:
         body = master.json(
@@ -285,14 +286,13 @@ def _summary_from_series(master: Master, run: dict) -> dict[str, Any]:
     if not isinstance(body, dict):
         return {}
     derived: dict[str, Any] = {}
-    ttt = body.get("time_to_target") or []
+    ttt = body.get(TIME_TO_TARGET) or []
     if ttt:
         derived["time_to_target"] = float(ttt[-1]["value"])
-    acc = body.get("val_accuracy") or []
+    acc = body.get(VAL_ACCURACY) or []
     if acc:
         derived["final_val_accuracy"] = float(acc[-1]["value"])
-        dated = parse_time(acc[-1].get("date"))
-        at = clock_at(body.get("elapsed") or [], dated) if dated else None
+        at = point_time(acc[-1], body.get(ELAPSED) or [])
         if at is not None:
             derived["elapsed"] = at
     metric, _ = throughput_of(run, lambda m: bool(body.get(m)))

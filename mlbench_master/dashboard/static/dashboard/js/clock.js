@@ -1,23 +1,27 @@
 // Placing a run's metric points on the benchmark clock and on the epoch axis: the one place
 // where the dashboard decides what "elapsed" and "epoch" mean for a point.
 //
-// The API serves each metric as {date, value} with no metadata, so a point is placed by its
-// date. The worker posts two progress series with every log interval and at each epoch end:
-// `elapsed` (seconds on the benchmark clock, which starts at the first training step and
-// includes evaluation) and `epoch` (epochs completed, fractional mid-epoch). A point's x is
-// the progress series interpolated linearly at the point's date. Why not wall time since
-// run.started_at: that includes mpirun and data start-up, which is not part of the benchmark.
+// The benchmark time of a point is one fact, stored with it: the API serves each point's
+// `elapsed` (its metadata's, a summarized bucket's being its last point's; docs/api.rst), and
+// a point's x on the clock is that value, never rebuilt from dates. (Rebuilding it from the
+// `elapsed` series interpolated at a point's date put late-dated points, such as the
+// evaluator's grades, and bucket averages at the wrong time.) `mlbench report` and the
+// master's results read the same value.
 //
-// Fallbacks, so older runs and runs that have not posted progress yet still draw:
-// - before the first `elapsed` point and after the last one the clock runs at wall speed
-//   (it is a wall clock, merely started later); without any `elapsed` point the clock's
-//   start is guessed as before: from the `time_to_target` point (posted at start + value),
-//   else run.started_at, else the first point of any metric;
-// - epochs are interpolated between (clock start, 0) and the `epoch` points; after the last
-//   one they go on at the last pace, at most one epoch further (a run whose worker posts
-//   `epoch` only at epoch ends then still fills its epoch charts).
+// Only a point served without one (posted without metadata: a custom command, a run stored
+// by an old worker) is placed by its date, on the clock the run's own `elapsed` series keeps
+// (linear between its points, at wall speed before and after them). Without any `elapsed`
+// point the clock's start is a served point's date minus its served time, else guessed: from
+// the `time_to_target` point (posted at start + value), else run.started_at, else the first
+// point of any metric.
+//
+// Epochs are interpolated between (clock start, 0) and the `epoch` points; after the last one
+// they go on at the last pace, at most one epoch further (a run whose worker posts `epoch`
+// only at epoch ends then still fills its epoch charts).
 
-export const PROGRESS = ["elapsed", "epoch"];
+import { M } from "./metric_points.js";
+
+export const PROGRESS = [M.elapsed, M.epoch];
 
 // The index of the last entry of sorted `xs` that is <= t, or -1.
 function floorIndex(xs, t) {
@@ -54,7 +58,11 @@ function between(xs, ys, i, t) {
 
 // Where the benchmark clock started (epoch seconds) when no `elapsed` point says so.
 function guessedStart(feed, run) {
-  const ttt = feed.get("time_to_target");
+  for (const s of feed.series.values()) {
+    const i = (s.clock || []).findIndex((c) => c !== null);
+    if (i >= 0) return s.t[i] - s.clock[i];
+  }
+  const ttt = feed.get(M.time_to_target);
   if (ttt.t.length && ttt.v[0] !== null) return ttt.t[0] - ttt.v[0];
   if (run && run.started_at) return Date.parse(run.started_at) / 1000;
   for (const s of feed.series.values()) if (s.t.length) return s.t[0];
@@ -64,8 +72,8 @@ function guessedStart(feed, run) {
 // The clock of one run, from its MetricFeed (which must fetch PROGRESS too) and run record.
 // elapsedAt(t) and epochAt(t) take a date in epoch seconds; epochAt may answer null.
 export function runClock(feed, run) {
-  const el = usable(feed.get("elapsed"));
-  const ep = usable(feed.get("epoch"));
+  const el = usable(feed.get(M.elapsed));
+  const ep = usable(feed.get(M.epoch));
   const fromSeries = el.t.length > 0;
   const start = fromSeries ? el.t[0] - el.v[0] : guessedStart(feed, run);
 
@@ -92,10 +100,11 @@ export function runClock(feed, run) {
   return { start, fromSeries, elapsedAt, epochAt };
 }
 
-// The x of each point of `series` ({t, v, meta}): seconds on the clock or epochs completed.
-// Metadata, when a source ever serves it, is exact and wins over interpolation.
+// The x of each point of `series` ({t, v, clock, meta}): seconds on the clock or epochs
+// completed. The served benchmark time (`clock`, feed.js) is the point's; metadata, where a
+// source serves it, is exact too; only a point with neither is placed by its date.
 export function elapsed(series, clk) {
-  return series.t.map((t, i) => series.meta?.[i]?.elapsed ?? clk.elapsedAt(t));
+  return series.t.map((t, i) => series.clock?.[i] ?? series.meta?.[i]?.elapsed ?? clk.elapsedAt(t));
 }
 
 export function epochs(series, clk) {

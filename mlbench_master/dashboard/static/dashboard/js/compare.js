@@ -8,6 +8,7 @@ import { accuracyOverClock } from "./axes.js";
 import { LineChart } from "./charts.js";
 import { PROGRESS, elapsed, runClock } from "./clock.js";
 import { MetricFeed } from "./feed.js";
+import { M } from "./metric_points.js";
 import { baselineFor, datasetOf, speedup } from "./comparable.js";
 import { costCell } from "./cost.js";
 import { algorithmText, datasetBadge, duration, el, implementationText, num, pct, sentPerStep, stateBadge } from "./format.js";
@@ -85,11 +86,11 @@ function measure(run) {
   const feed = feeds.get(run.id);
   const graded = run.evaluation?.status === "evaluated" ? run.evaluation : null;
   const s = graded ? { ...(run.summary || {}), time_to_target: graded.time_to_target, best_val_accuracy: undefined } : run.summary || {};
-  const name = graded ? "evaluated_val_accuracy" : "val_accuracy";
+  const name = graded ? M.evaluated_val_accuracy : M.val_accuracy;
   const acc = feed ? sortedXY(elapsedSeries(feed, run, name)) : { t: [], v: [] };
   const { metric, unit } = throughputOf(run, { has: (m) => Boolean(feed?.get(m).v.length) });
   const rates = feed && metric ? feed.get(metric).v.filter((v) => v !== null) : [];
-  const ttm = feed && !graded ? feed.get("time_to_target").v : [];
+  const ttm = feed && !graded ? feed.get(M.time_to_target).v : [];
   return {
     acc,
     ttt: s.time_to_target ?? (ttm.length ? ttm[ttm.length - 1] : null),
@@ -226,7 +227,7 @@ async function load() {
         commCells.set(id, (await fetchCells(run)).cells);
         return;
       }
-      if (!feeds.has(id)) feeds.set(id, new MetricFeed(id, { type: "run", names: ["val_accuracy", "evaluated_val_accuracy", ...throughputMetrics(), "time_to_target", ...PROGRESS], summarize: 500 }));
+      if (!feeds.has(id)) feeds.set(id, new MetricFeed(id, { type: "run", names: [M.val_accuracy, M.evaluated_val_accuracy, ...throughputMetrics(), M.time_to_target, ...PROGRESS], summarize: 500 }));
       await feeds.get(id).refresh();
     }),
   );

@@ -19,14 +19,15 @@ export class MetricFeed {
   }
 
   reset() {
-    this.series = new Map(); // name -> {t: [sec], v: [], meta: [], lastMs, atLast: values held at lastMs}
+    // name -> {t: [sec], v: [], clock: [benchmark-clock sec or null], meta: [], lastMs, atLast: values held at lastMs}
+    this.series = new Map();
     this.since = null; // the newest date string the server gave us
     this.sinceMs = -Infinity;
     this.loaded = false;
   }
 
   get(name) {
-    return this.series.get(name) || { t: [], v: [], meta: [] };
+    return this.series.get(name) || { t: [], v: [], clock: [], meta: [] };
   }
 
   // Fetch what is new; returns the names that changed.
@@ -63,7 +64,7 @@ export class MetricFeed {
       if (this.names && !this.names.includes(name)) continue;
       let s = this.series.get(name);
       if (!s) {
-        s = { t: [], v: [], meta: [], lastMs: -Infinity, atLast: new Set() };
+        s = { t: [], v: [], clock: [], meta: [], lastMs: -Infinity, atLast: new Set() };
         this.series.set(name, s);
       }
       const sorted = points
@@ -77,6 +78,9 @@ export class MetricFeed {
         if (ms < s.lastMs || (ms === s.lastMs && s.atLast.has(key))) continue;
         s.t.push(ms / 1000);
         s.v.push(p.value === null ? null : Number(p.value));
+        // The point's benchmark time as the API stores and serves it (a bucket's: its last
+        // point's); null for a point posted without one (clock.js places those).
+        s.clock.push(Number.isFinite(p.elapsed) ? p.elapsed : null);
         s.meta.push(p.metadata || {});
         if (ms > s.lastMs) s.atLast = new Set();
         s.atLast.add(key);
@@ -100,6 +104,7 @@ export class MetricFeed {
       if (i) {
         s.t.splice(0, i);
         s.v.splice(0, i);
+        s.clock.splice(0, i);
         s.meta.splice(0, i);
       }
     }

@@ -13,6 +13,7 @@ import { PROGRESS, elapsed, epochs, runClock } from "./clock.js";
 import { costPairs } from "./cost.js";
 import { showEvaluation } from "./evaluation.js";
 import { MetricFeed } from "./feed.js";
+import { M } from "./metric_points.js";
 import { algorithmText, clock, datasetBadge, duration, el, implementationText, num, pct, sentPerStep, stateBadge } from "./format.js";
 import { LogFollower } from "./logs.js";
 import { showOrigin } from "./origin.js";
@@ -29,14 +30,14 @@ let rules = null;
 // polling, and it can be cancelled.
 const live = (state) => !rules.run_states.final.includes(state);
 const SPLIT = [
-  ["time_data", "data"],
-  ["time_compute", "compute"],
-  ["time_comm", "communication"],
+  [M.time_data, "data"],
+  [M.time_compute, "compute"],
+  [M.time_comm, "communication"],
 ];
 const CHARTS = [
-  { id: "loss", title: "Training loss", series: [["train_loss", "train loss"], ["val_loss", "validation loss"]], fmt: (v) => num(v) },
-  { id: "accuracy", title: "Validation accuracy", series: [["evaluated_val_accuracy", "validation (evaluator)"], ["val_accuracy", "validation (reported)"], ["train_accuracy", "training"]], fmt: pct, range: fractionRange },
-  { id: "lr", title: "Learning rate", series: [["learning_rate", "learning rate"]], fmt: (v) => num(v) },
+  { id: "loss", title: "Training loss", series: [[M.train_loss, "train loss"], [M.val_loss, "validation loss"]], fmt: (v) => num(v) },
+  { id: "accuracy", title: "Validation accuracy", series: [[M.evaluated_val_accuracy, "validation (evaluator)"], [M.val_accuracy, "validation (reported)"], [M.train_accuracy, "training"]], fmt: pct, range: fractionRange },
+  { id: "lr", title: "Learning rate", series: [[M.learning_rate, "learning rate"]], fmt: (v) => num(v) },
 ];
 // The throughput chart counts what the run's task counts (tasks.js): images for task 1a,
 // samples for task 2. It is known once the run is: until then no chart is drawn.
@@ -45,13 +46,13 @@ function throughputChart({ metric, unit }) {
 }
 // A task whose goal is another metric than accuracy (task 3: validation perplexity, lower is
 // better) gets that metric's chart too.
-const PERPLEXITY_CHART = { id: "perplexity", title: "Validation perplexity (lower is better)", series: [["val_perplexity", "validation (reported)"]], fmt: (v) => num(v) };
+const PERPLEXITY_CHART = { id: "perplexity", title: "Validation perplexity (lower is better)", series: [[M.val_perplexity, "validation (reported)"]], fmt: (v) => num(v) };
 function goalCharts(r) {
   const info = r ? taskInfo(r) : null;
   const metrics = Object.values(info?.goals || {}).map((g) => g.metric);
-  return metrics.includes("val_perplexity") ? [PERPLEXITY_CHART] : [];
+  return metrics.includes(M.val_perplexity) ? [PERPLEXITY_CHART] : [];
 }
-const NAMES = [...CHARTS.flatMap((c) => c.series.map((s) => s[0])), "val_perplexity", ...throughputMetrics(), ...SPLIT.map((s) => s[0]), ...PROGRESS, "time_to_target"];
+const NAMES = [...CHARTS.flatMap((c) => c.series.map((s) => s[0])), M.val_perplexity, ...throughputMetrics(), ...SPLIT.map((s) => s[0]), ...PROGRESS, M.time_to_target];
 
 let run = null;
 let throughput = null; // {metric, unit} of this run's task, once the run is known
