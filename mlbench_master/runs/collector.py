@@ -38,7 +38,9 @@ def collect_pod_metrics() -> int:
     active = lifecycle.active_run()
     samples = driver.samples(lifecycle.run_spec(active) if active is not None else None)
     points = [
-        metrics_store.Point(None, s.pod_name, s.name, float(s.value), s.date, s.cumulative, s.metadata, None)
+        metrics_store.Point(
+            None, s.pod_name, s.name, float(s.value), s.date, s.cumulative, s.metadata, None
+        )
         for s in samples
         if math.isfinite(s.value)  # no number: not stored, and the round goes on
     ]
