@@ -93,7 +93,7 @@ def describe(values: Iterable[float], not_reached: int = 0) -> dict[str, Any]:
 
 def _validity(runs: int, pending: int, not_reached: int) -> tuple[bool, str]:
     if pending:
-        return False, f"{pending} run(s) not finished yet"
+        return False, f"{pending} run{'' if pending == 1 else 's'} not finished yet"
     if runs == 0:
         return False, "no run has finished"
     if not_reached > MAX_NOT_REACHED:

@@ -36,30 +36,48 @@ class PlotError(ValueError):
 
 def render(chart: str, data: dict[str, Any], fmt: str, title: str = "") -> bytes:
     """The `chart` of `data` (series statistics) as `fmt` ("png" or "svg") bytes."""
-    if Figure is None:
-        raise PlotError(MISSING)
-    if chart not in CHARTS:
-        raise PlotError(f"chart {chart!r} is not one of {', '.join(CHARTS)}")
     if fmt not in FORMATS:
         raise PlotError(f"format {fmt!r} is not one of {', '.join(FORMATS)}")
-    wide = chart in ("speedup", "cost")
-    fig = Figure(figsize=(10, 4.5) if wide else (8, 5), layout="constrained")
-    draw = {"accuracy": _accuracy, "speedup": _speedup, "time-split": _time_split, "cost": _cost}
-    drawn = draw[chart](fig, data)
-    target = data.get("target") or {}
-    heading = title or f"{target.get('task', '')}"
-    fig.suptitle(f"{heading}: {_TITLES[chart]}".strip(": "))
-    if target.get("synthetic"):
-        fig.text(
-            0.99, 0.99, "SYNTHETIC DATA", ha="right", va="top", color="white", fontsize=9,
-            fontweight="bold", gid="synthetic-badge", bbox={"facecolor": "#c0392b", "edgecolor": "none", "pad": 3},
-        )  # fmt: skip
+    fig, drawn = figure(chart, data, title)
     described = json.dumps({"chart": chart, **drawn}, separators=(",", ":"))
     out = io.BytesIO()
     fig.savefig(
         out, format=fmt, dpi=120, metadata={"Title": fig.get_suptitle(), "Description": described}
     )
     return out.getvalue()
+
+
+def figure(chart: str, data: dict[str, Any], title: str = "") -> tuple[Any, dict[str, Any]]:
+    """The `chart` of `data` as a matplotlib Figure, and the points it drew (what `render`
+    stores in the file); apart so a test can measure where its texts fall."""
+    if Figure is None:
+        raise PlotError(MISSING)
+    if chart not in CHARTS:
+        raise PlotError(f"chart {chart!r} is not one of {', '.join(CHARTS)}")
+    wide = chart in ("speedup", "cost")
+    fig = Figure(figsize=(10, 4.5) if wide else (8, 5), layout="constrained")
+    draw = {"accuracy": _accuracy, "speedup": _speedup, "time-split": _time_split, "cost": _cost}
+    drawn = draw[chart](fig, data)
+    target = data.get("target") or {}
+    heading = title or f"{target.get('task', '')}"
+    text = f"{heading}: {_TITLES[chart]}".strip(": ")
+    if not target.get("synthetic"):
+        fig.suptitle(text)
+        return fig, drawn
+    # The badge has the top row to itself, the title the row below and the axes the rest
+    # (the layout's rect): beside the title the badge covered the end of a long one.
+    points = fig.get_figheight() * 72
+    fig.suptitle(text, y=1 - _BADGE_ROW_POINTS / points, va="top")
+    fig.get_layout_engine().set(rect=(0, 0, 1, 1 - (_BADGE_ROW_POINTS + _TITLE_POINTS) / points))
+    fig.text(
+        0.99, 1 - 4 / points, "SYNTHETIC DATA", ha="right", va="top", color="white", fontsize=9,
+        fontweight="bold", gid="synthetic-badge", bbox={"facecolor": "#c0392b", "edgecolor": "none", "pad": 3},
+    )  # fmt: skip
+    return fig, drawn
+
+
+_BADGE_ROW_POINTS = 20  # the badge's height: 9 pt bold text and 3 pt of padding each side
+_TITLE_POINTS = 22  # the title's line: matplotlib's "large" (12 pt) and its spacing
 
 
 _TITLES = {

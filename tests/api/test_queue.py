@@ -59,7 +59,7 @@ def test_a_plain_run_waits_its_turn_when_runs_are_queued(api, redis_settings):
     queued = post(api, name="queued", queue=True).json()["id"]
     Run.objects.filter(pk=active.pk).update(state=Run.FINISHED)  # not yet moved on
     refused = post(api, name="jumps")
-    assert refused.status_code == 409 and "1 run(s) wait in the queue" in refused.json()["detail"]
+    assert refused.status_code == 409 and "1 run waits in the queue" in refused.json()["detail"]
     assert lifecycle.start_next().pk == queued
 
 

@@ -67,7 +67,7 @@ def test_a_bundle_is_imported_from_the_page_and_shown_read_only(page, settings, 
     assert page.locator("#bundle-table tbody tr").count() == 0
 
     status = _upload(page, bundle, "series.zip")
-    assert f"signed by installation {origin}; 2 run(s) stored" in status, status
+    assert f"signed by installation {origin}; 2 runs stored" in status, status
     page.wait_for_selector("#bundle-table tbody tr")
     assert origin in page.locator("#bundle-table tbody tr").first.inner_text()
     screenshot(page, "bundles")

@@ -67,7 +67,7 @@ def test_validity_flips_when_a_second_run_misses_the_target():
 def test_pending_runs_make_a_group_not_valid_yet():
     group = summarize([run(1, 2, 10.0), run(2, 2, None, state="QUEUED")], TARGET)["groups"][0]
     assert (group["runs"], group["pending"], group["valid"]) == (1, 1, False)
-    assert group["invalid_reason"] == "1 run(s) not finished yet"
+    assert group["invalid_reason"] == "1 run not finished yet"
 
 
 def test_speedup_and_efficiency_against_the_one_worker_median():

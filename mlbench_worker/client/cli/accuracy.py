@@ -48,6 +48,24 @@ def time_to_target(run: dict) -> float | None:
     return (run.get("summary") or {}).get("time_to_target")
 
 
+def target_line(run: dict) -> str:
+    """The run's time to target as `mlbench show` says it ("" when it has none). Past its
+    time budget the target was reached by the evaluation of the model once training
+    stopped, and the benchmark clock then includes that evaluation (as `after_time`'s note
+    says): so a time to target longer than the budget is not read as training past it."""
+    ttt = time_to_target(run)
+    if ttt is None:
+        return ""
+    summary = run.get("summary") or {}
+    budget = (summary.get("config") or {}).get("time_budget") or run.get("effective_time_budget")
+    if budget and ttt > budget:
+        return (
+            f"{duration(ttt)} (past its {duration(budget)} time budget: reached by the "
+            "evaluation once training stopped; the clock includes that evaluation)"
+        )
+    return duration(ttt)
+
+
 def evaluation_line(run: dict) -> str:
     """Who graded the run, for `mlbench show`: the evaluator (with its result), the run
     itself, or nobody yet ("")."""

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from mlbench_worker.client.api import MLBENCH_IMAGES, resolve_image
-from mlbench_worker.client.cli.accuracy import evaluation_line, evaluation_notes
+from mlbench_worker.client.cli.accuracy import evaluation_line, evaluation_notes, target_line
 from mlbench_worker.client.cli.audit_line import audit_line
 from mlbench_worker.client.cli.costs import cost_line
 from mlbench_worker.client.cli.formatting import (
@@ -291,6 +291,8 @@ def cmd_show(args: argparse.Namespace, master: Master) -> int:
         field("model audit", audit_line(run))
     for note in evaluation_notes(run):
         field("", note)
+    if reached := target_line(run):
+        field("time to target", reached)
     if run.get("custom_image_command"):
         field("command", run["custom_image_command"])
     if run.get("resumed_from") is not None:

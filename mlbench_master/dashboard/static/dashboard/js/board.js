@@ -5,6 +5,9 @@
 import { api } from "./api.js";
 import { el, num, pct } from "./format.js";
 
+// "1 run", "2 runs": a count the reader reads as words, not "run(s)".
+const runsText = (n) => `${n} run${Number(n) === 1 ? "" : "s"}`;
+
 const root = document.getElementById("board");
 const task = root.dataset.task;
 const form = document.getElementById("board-filters");
@@ -96,7 +99,7 @@ function row(entry) {
     el("td", { text: entry.network }),
     el("td", { text: entry.backend }),
     el("td", { class: "seeds", text: entry.seeds.join(", ") }),
-    el("td", { text: `${stats.runs} run(s), ${stats.reached} reached; ${stats.valid ? "valid" : `not valid: ${stats.invalid_reason}`}` }),
+    el("td", { text: `${runsText(stats.runs)}, ${stats.reached} reached; ${stats.valid ? "valid" : `not valid: ${stats.invalid_reason}`}` }),
     el("td", { class: "cost", text: costText(entry), title: entry.cost.reason || null }),
     el("td", { class: "origin", text: entry.origin.kind === "local" ? `local (${entry.origin.fingerprint})` : `imported from ${entry.origin.fingerprint}` }),
     el("td", { class: "trust", text: trustText(entry) }),

@@ -5,6 +5,9 @@
 import { api } from "./api.js";
 import { el } from "./format.js";
 
+// "1 run", "2 runs": a count the reader reads as words, not "run(s)".
+const runsText = (n) => `${n} run${Number(n) === 1 ? "" : "s"}`;
+
 const statusLine = document.getElementById("import-status");
 
 function runLinks(ids) {
@@ -43,7 +46,7 @@ async function importBundle(event) {
   statusLine.textContent = `Verifying ${file.name}…`;
   try {
     const done = await api("/api/bundles/", { method: "POST", file });
-    statusLine.textContent = `${file.name}: verified, signed by installation ${done.bundle.origin.fingerprint}; ${done.stored} run(s) stored.`;
+    statusLine.textContent = `${file.name}: verified, signed by installation ${done.bundle.origin.fingerprint}; ${runsText(done.stored)} stored.`;
     result.replaceChildren(
       ...done.runs.map((r) => el("li", {}, el("a", { href: `/runs/${r.id}/`, text: `run ${r.id}` }), ` — run ${r.origin_run} of installation ${r.origin}, ${r.trust || "unverified origin"}${r.new ? "" : " (already here)"}`)),
       ...done.series.map((s) => el("li", {}, el("a", { href: `/series/${s}/`, text: `series ${s}` }))),

@@ -6,15 +6,19 @@
 import { api } from "./api.js";
 import { el } from "./format.js";
 
+// "1 imported run", "2 imported runs", with the verb that agrees: not "run(s)".
+const importedRuns = (n, one, many) =>
+  Number(n) === 1 ? `1 imported run ${one}` : `${n} imported runs ${many}`;
+
 const root = document.getElementById("trust-page");
 const staff = root.dataset.staff === "1";
 const statusLine = document.getElementById("trust-status");
 const form = document.getElementById("trust-form");
 
 async function remove(k) {
-  if (!window.confirm(`Stop trusting ${k.name} (${k.fingerprint})? Its ${k.runs} imported run(s) will rank nowhere.`)) return;
+  if (!window.confirm(`Stop trusting ${k.name} (${k.fingerprint})? Its ${importedRuns(k.runs, "will rank nowhere", "will rank nowhere")}.`)) return;
   const gone = await api(`/api/trust/${k.fingerprint}/`, { method: "DELETE" });
-  statusLine.textContent = `No longer trusted: ${gone.name} (${gone.fingerprint}); its ${gone.runs} imported run(s) are unverified again.`;
+  statusLine.textContent = `No longer trusted: ${gone.name} (${gone.fingerprint}); its ${importedRuns(gone.runs, "is unverified again", "are unverified again")}.`;
   await refresh();
 }
 
@@ -51,7 +55,7 @@ form?.addEventListener("submit", async (event) => {
   errors.replaceChildren();
   try {
     const added = await api("/api/trust/", { method: "POST", body });
-    statusLine.textContent = `Trusted ${added.name} (${added.fingerprint}): its ${added.runs} imported run(s) rank from now on.`;
+    statusLine.textContent = `Trusted ${added.name} (${added.fingerprint}): its ${importedRuns(added.runs, "ranks from now on", "rank from now on")}.`;
     form.reset();
     await refresh();
   } catch (err) {
