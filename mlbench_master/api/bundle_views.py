@@ -68,6 +68,12 @@ IMPORTED_SCHEMA = {
             },
         },
         "series": {"type": "array", "items": {"type": "integer"}},
+        "file": {
+            "type": "object",
+            "description": "the file imported (its SHA-256 and signer); `bundle` is the "
+            "origin's, which it carries when the runs were exported again elsewhere",
+            "properties": {"digest": {"type": "string"}, "origin": ORIGIN_SCHEMA},
+        },
     },
 }
 
@@ -232,6 +238,7 @@ def imported_json(done: importer.Imported) -> dict:
         "stored": done.stored,
         "runs": done.runs,
         "series": done.series,
+        "file": done.file,
     }
 
 

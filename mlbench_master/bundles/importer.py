@@ -35,6 +35,7 @@ from django.db import IntegrityError, transaction
 
 from mlbench_master.api.models import ImportedBundle, Run, RunOrigin, Series
 from mlbench_master.bundles import layout, places, reader, regrade, signing, trust, writer
+from mlbench_master.bundles.launch import carried as carried_launch
 from mlbench_master.bundles.refusals import AlreadyHere, BundleRefused
 from mlbench_master.common.dates import parse_iso_datetime
 from mlbench_master.grading import model_files, prediction_files
@@ -56,6 +57,7 @@ class Imported:
     bundle: ImportedBundle
     runs: list[dict[str, Any]] = field(default_factory=list)
     series: list[int] = field(default_factory=list)
+    file: dict[str, Any] = field(default_factory=dict)  # the file imported: digest, signer
 
     @property
     def stored(self) -> int:
@@ -80,15 +82,18 @@ def import_file(path: Path, user: Any) -> Imported:
                     "here already, as its own"
                 )
         try:
-            return _store(levels, user)
+            done = _store(levels, user)
         except IntegrityError:  # the same runs were imported meanwhile: say what is here now
-            pass
-        try:
-            return _store(levels, user)
-        except IntegrityError as exc:
-            raise BundleRefused(
-                f"the bundle's rows conflict with each other or with what is stored: {exc}"
-            ) from None
+            try:
+                done = _store(levels, user)
+            except IntegrityError as exc:
+                raise BundleRefused(
+                    f"the bundle's rows conflict with each other or with what is stored: {exc}"
+                ) from None
+        # `bundle` is the origin's file, carried inside when the runs were exported again.
+        signer = {"public_key": _key(verified), "fingerprint": verified.origin.fingerprint}
+        done.file = {"digest": verified.digest, "origin": signer}
+        return done
 
 
 def _key(bundle: reader.Verified) -> str:
@@ -193,6 +198,11 @@ def _level(
     if series is not None and series.pk not in outcome.series:
         outcome.series.append(series.pk)
     trusted = trust.of_key(key).label
+    if series is not None and here:  # runs of the series imported before it, on their own
+        earlier = RunOrigin.objects.filter(
+            origin_key=key, origin_run__in=list(here), origin_series=series_id
+        ).values_list("run_id", flat=True)
+        lifecycle.join_imported_series(series, list(earlier))
     for origin_run in run_ids:
         if origin_run in here:
             outcome.runs.append(_said(here[origin_run], origin_run, bundle, False, trusted))
@@ -215,16 +225,21 @@ def _said(
     }
 
 
-def _series(bundle: reader.Verified, series_id: int) -> Series:
-    """The series of these runs here: the one an earlier import made, else a new one."""
+def _earlier_series(bundle: reader.Verified, series_id: int) -> Series | None:
+    """The series an earlier import made here of the origin's series `series_id`, if any."""
     earlier = (
         RunOrigin.objects.filter(origin_key=_key(bundle), origin_series=series_id)
         .exclude(run__series=None)
-        .select_related("run")
+        .select_related("run__series")
         .first()
     )
-    if earlier is not None:
-        return earlier.run.series
+    return earlier.run.series if earlier is not None else None
+
+
+def _series(bundle: reader.Verified, series_id: int) -> Series:
+    """The series of these runs here: the one an earlier import made, else a new one."""
+    if (earlier := _earlier_series(bundle, series_id)) is not None:
+        return earlier
     record = _json_member(bundle, layout.SERIES)
     name = layout.SERIES
     if not isinstance(record, dict):
@@ -250,11 +265,13 @@ def _run(
     member = folder + "run.json"
     record = _json_member(bundle, member)
     fields, state = _fields(record, member)
+    origin_series = record.get("series")
+    if series is None and isinstance(origin_series, int):  # its series came before it
+        series = _earlier_series(bundle, origin_series)
     try:
-        run = lifecycle.store_imported(fields, state, series)
+        run = lifecycle.store_imported(fields, state, series, carried_launch(record, member))
     except (ValidationError, ValueError) as exc:
         raise BundleRefused(f"member {member!r}: {_why(exc)}") from None
-    origin_series = record.get("series")
     RunOrigin.objects.create(
         run=run,
         bundle=row,

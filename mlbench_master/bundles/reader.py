@@ -2,7 +2,8 @@
 
 In this order, each refusal a `BundleRefused` naming the member or the signature: the file
 is a zip; every entry's path is plain and stays inside (layout.check_path), is a regular
-file stored or deflated, and unpacks within the limits (MLBENCH_BUNDLE_MAX_UNPACKED_BYTES in
+file stored or deflated (a folder's empty entry, which `zip -r` adds, is checked the same
+way and then left out), and unpacks within the limits (MLBENCH_BUNDLE_MAX_UNPACKED_BYTES in
 all, layout.MAX_RATIO times its packed size each: a zip bomb is refused by its headers,
 and no entry is ever read past the size it declares); the manifest is there, of this
 format and of a version this master reads; its signature verifies with the public key it
@@ -126,9 +127,13 @@ def _verify(path: Path, work: Path, stack: contextlib.ExitStack, nested: bool) -
 def _check_entries(infos: list[zipfile.ZipInfo]) -> dict[str, zipfile.ZipInfo]:
     cap = int(settings.MLBENCH_BUNDLE_MAX_UNPACKED_BYTES)
     entries: dict[str, zipfile.ZipInfo] = {}
+    folders: set[str] = set()
     total = 0
     for info in infos:
         name = info.filename
+        if info.is_dir():  # `zip -r` lists each folder: checked as a path, then left out
+            _folder_entry(info, folders)
+            continue
         try:
             layout.check_path(name)
         except layout.BadPath as exc:
@@ -136,7 +141,7 @@ def _check_entries(infos: list[zipfile.ZipInfo]) -> dict[str, zipfile.ZipInfo]:
         if name in entries:
             raise BundleRefused(f"member {name!r} is in the file twice")
         kind = stat.S_IFMT(info.external_attr >> 16)  # 0: not said (Python's zipfile)
-        if info.is_dir() or kind not in (0, stat.S_IFREG):
+        if kind not in (0, stat.S_IFREG):
             raise BundleRefused(f"member {name!r} is not a regular file (a link or a folder)")
         if info.flag_bits & 0x1:
             raise BundleRefused(f"member {name!r} is encrypted")
@@ -159,6 +164,22 @@ def _check_entries(infos: list[zipfile.ZipInfo]) -> dict[str, zipfile.ZipInfo]:
             )
         entries[name] = info
     return entries
+
+
+def _folder_entry(info: zipfile.ZipInfo, folders: set[str]) -> None:
+    """A folder's entry (its name ends in /): a bundle repacked with `zip -r` has one for
+    each folder, holding nothing. Its path passes the same checks as a member's (it stays
+    inside, appears once); BundleRefused otherwise, or when it holds data or is a link."""
+    name = info.filename
+    try:
+        layout.check_path(name[:-1])
+    except layout.BadPath as exc:
+        raise BundleRefused(str(exc).replace(repr(name[:-1][:80]), repr(name[:80]), 1)) from None
+    if name in folders:
+        raise BundleRefused(f"member {name!r} is in the file twice")
+    if stat.S_IFMT(info.external_attr >> 16) not in (0, stat.S_IFDIR) or info.file_size:
+        raise BundleRefused(f"member {name!r} is not a regular file (a link or a folder)")
+    folders.add(name)
 
 
 def _small(archive: zipfile.ZipFile, entries: dict, name: str, cap: int) -> bytes:

@@ -53,7 +53,7 @@ def describe(run: Run) -> dict[str, Any]:
         ),
         "operating_system": str(hardware.get("platform") or ""),
         "hw_notes": (
-            f"{run.num_workers} workers of {run.num_cpus:g} CPU cores"
+            _workers(run.num_workers, run.num_cpus)
             + (f", {hardware['threads_per_rank']} threads per rank" if hardware.get("threads_per_rank") else "")
         ),  # fmt: skip
         "sw_notes": f"backend {run.backend}" + (f", algorithm {run.algorithm}" if run.algorithm else ""),
@@ -80,3 +80,12 @@ def _topology(manifest: dict[str, Any]) -> str:
         "kubernetes": "worker pods of one StatefulSet on the cluster's pod network",
         "slurm": "one Slurm job's nodes",
     }.get(cluster, cluster)
+
+
+def _workers(workers: int, cpus: float) -> str:
+    """ "1 worker of 1 CPU core", "4 workers of 2 CPU cores each": MLPerf's hw_notes are
+    read by people, so counts of one are said as such."""
+    cores = f"{cpus:g} CPU core{'' if cpus == 1 else 's'}"
+    if workers == 1:
+        return f"1 worker of {cores}"
+    return f"{workers} workers of {cores} each"

@@ -34,7 +34,7 @@ from mlbench_master.bundles.refusals import NotExportable
 from mlbench_master.common.dates import iso
 from mlbench_master.common.zipstream import stream_zip
 from mlbench_master.grading import model_files, prediction_files
-from mlbench_master.results import mllog
+from mlbench_master.results import cost, mllog
 from mlbench_worker.shared import catalogue
 
 log = logging.getLogger(__name__)
@@ -69,8 +69,18 @@ def select(runs: Iterable[Run], series: Series | None = None) -> Selection:
         )
     active = [f"run {r.pk} is {r.state}" for r in runs if r.state not in Run.FINAL_STATES]
     if active:
+        # Deleting the run would destroy what is being exported: the way on is to wait
+        # for the run to end, or for a series to cancel what is left of it.
+        fix = (
+            f"wait for series {series.pk} to end, or cancel what is left of it "
+            f"(mlbench series {series.pk} --cancel), then export it again"
+            if series is not None
+            else "wait for it to end, then export it again"
+        )
         raise NotExportable(
-            "only ended runs can be exported (their record is final): " + "; ".join(active[:5])
+            "only ended runs can be exported (their record is final): "
+            + "; ".join(active[:5])
+            + f"; {fix}"
         )
     origins = {o.run_id: o for o in RunOrigin.objects.filter(run__in=runs).select_related("bundle")}
     chosen = Selection([r for r in runs if r.pk not in origins])
@@ -189,7 +199,10 @@ def _mllog(run: Run, notes: list[str]) -> str | None:
 
 
 def run_record(run: Run) -> dict[str, Any]:
-    """run.json: every column of the run that means something elsewhere, as JSON."""
+    """run.json: every column of the run that means something elsewhere, as JSON, and the
+    nodes its launch recorded (`nodes`; null when it recorded none): the rest of the launch
+    record is this master's bookkeeping, but a run's cost is its nodes' prices, so without
+    them the run could not be priced where it is imported (results/cost.py)."""
     fields = {}
     for f in Run._meta.concrete_fields:
         if f.name in LOCAL_ONLY:
@@ -201,6 +214,7 @@ def run_record(run: Run) -> dict[str, Any]:
         "series": run.series_id,
         "created_by": run.created_by.get_username() if run.created_by_id else "",
         "fields": fields,
+        "nodes": cost.recorded_nodes(run),
     }
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from mlbench_master.api.models import Run
+from mlbench_master.api.models import Run, RunOrigin
 from mlbench_master.cluster.node_kinds import RECORD_KEY
 from mlbench_master.results import prices
 
@@ -69,10 +69,15 @@ def rate_of(run: Run) -> Rate:
         return _not_priced("the run was created before this master kept prices")
     if not table:
         return _not_priced("the price table was empty when the run was created")
-    nodes = (run.job_metadata or {}).get(RECORD_KEY) if isinstance(run.job_metadata, dict) else None
+    nodes = recorded_nodes(run)
     if not nodes:
         if run.state in (Run.QUEUED, Run.INITIALIZED):
             return _not_priced("its workers have not been launched yet")
+        if nodes is None and RunOrigin.objects.filter(run_id=run.pk).exists():
+            return _not_priced(
+                "it was imported from a bundle made before bundles carried a run's nodes "
+                "(export it again from its origin to bring them)"
+            )
         return _not_priced("the run recorded no nodes (its workers were never launched)")
     priced = []
     for node in nodes:
@@ -98,6 +103,17 @@ def rate_of(run: Run) -> Rate:
         )
     total = sum(p["price_per_hour"] for p in priced)
     return Rate(per_hour=total, currency=currencies[0], nodes=priced)
+
+
+def recorded_nodes(run: Run) -> list[dict[str, Any]] | None:
+    """The nodes `run`'s launch recorded (cluster/node_kinds.py), [] for a record of none,
+    None where the run holds no record at all. A bundle carries them (bundles/writer.py)
+    so that an imported run costs what it cost at its origin."""
+    record = run.job_metadata if isinstance(run.job_metadata, dict) else {}
+    if RECORD_KEY not in record:
+        return None
+    nodes = record[RECORD_KEY]
+    return list(nodes) if isinstance(nodes, list) else []
 
 
 def run_seconds(run: Run) -> float | None:

@@ -62,9 +62,12 @@ def cmd_export(args: argparse.Namespace, master: Master) -> int:
             {"runs": ids},
         )
     target = Path(args.output or name)
-    response = master.call(
-        "_submit", "GET", path, params=params or {}, stream=True, timeout=TRANSFER_TIMEOUT
-    )
+    try:
+        response = master.call(
+            "_submit", "GET", path, params=params or {}, stream=True, timeout=TRANSFER_TIMEOUT
+        )
+    except CliError as exc:
+        raise _unended(exc, args) from None
     partial = target.with_name(f".{target.name}.part")
     size = 0
     try:
@@ -89,6 +92,23 @@ def cmd_export(args: argparse.Namespace, master: Master) -> int:
         + f", signed by installation {origin.get('fingerprint', '?')}"
     )
     return EXIT_OK
+
+
+def _unended(exc: CliError, args: argparse.Namespace) -> CliError:
+    """A 409 of an export is a run that has not ended. The generic advice to stop it with
+    `mlbench delete RUN` would destroy what the user wants to export: the master's own
+    words say what to do (wait, or cancel the series), and only a fallback is added."""
+    if exc.code != EXIT_CONFLICT:
+        return exc
+    said = str(exc).split("; wait for it to end or stop it with")[0]
+    if "export it again" not in said:  # a master that does not say it yet
+        said += (
+            f"; wait for series {args.series} to end, or cancel what is left of it "
+            f"(mlbench series {args.series} --cancel), then export it again"
+            if args.series is not None
+            else "; wait for it to end, then export it again"
+        )
+    return CliError(said, EXIT_CONFLICT)
 
 
 def _manifest(path: Path) -> dict[str, Any]:
@@ -124,10 +144,17 @@ def cmd_import(args: argparse.Namespace, master: Master) -> int:
             raise CliError(str(exc).split("; wait for it to end")[0], EXIT_CONFLICT) from None
         raise
     bundle = body["bundle"]
-    print(
-        f"{path}: verified (SHA-256 {bundle['digest'][:16]}…, signed by installation "
-        f"{bundle['origin']['fingerprint']}); {plural(body['stored'], 'run')} stored"
+    own = body.get("file") or bundle  # a master before `file`: the stored bundle's
+    line = (
+        f"{path}: verified (SHA-256 {own['digest'][:16]}…, signed by installation "
+        f"{own['origin']['fingerprint']})"
     )
+    if own["digest"] != bundle["digest"]:  # exported again: the runs keep their origin's file
+        line += (
+            f", carrying the bundle installation {bundle['origin']['fingerprint']} signed "
+            f"(SHA-256 {bundle['digest'][:16]}…)"
+        )
+    print(f"{line}; {plural(body['stored'], 'run')} stored")
     for run in body["runs"]:
         what = "stored, read-only" if run["new"] else "already here"
         print(
