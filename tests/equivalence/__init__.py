@@ -1,0 +1,1 @@
+"""Equivalence harness: the same script of runs on two checkouts, recorded and compared."""
