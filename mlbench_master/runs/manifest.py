@@ -11,6 +11,7 @@ from typing import Any
 
 from django.conf import settings
 
+import mlbench_master
 from mlbench_master import run_rules
 from mlbench_master.api.models import Run
 from mlbench_master.cluster.base import ClusterError, RunSpec
@@ -57,7 +58,6 @@ def build_manifest(run: Run, resumed: run_rules.ResumePoint | None = None) -> di
     if settings.MLBENCH_CLUSTER == "local":
         # Whether the slots can be hosts of their own is known now (the master's rights,
         # the kernel's qdiscs); the launch record says what was really applied.
-
         try:
             plan = slots.plan(
                 RunSpec(id=0, max_bandwidth=int(run.max_bandwidth), latency_ms=run.latency)
@@ -83,7 +83,10 @@ def build_manifest(run: Run, resumed: run_rules.ResumePoint | None = None) -> di
 
 
 def _git_revision() -> str:
-    root = Path(__file__).resolve().parent.parent
+    """The commit of the checkout this master runs from ("" outside a git checkout). The
+    root is found from the package, not from this file's depth: moving the module into
+    runs/ once made it look one folder too low and record "" for every run."""
+    root = Path(mlbench_master.__file__).resolve().parent.parent
     if not (root / ".git").exists():
         return ""
     try:
