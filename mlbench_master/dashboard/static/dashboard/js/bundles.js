@@ -5,7 +5,7 @@
 import { api } from "./api.js";
 import { el } from "./format.js";
 
-// "1 run", "2 runs": a count the reader reads as words, not "run(s)".
+// "1 run", "2 runs": a count the reader reads as words.
 const runsText = (n) => `${n} run${Number(n) === 1 ? "" : "s"}`;
 
 const statusLine = document.getElementById("import-status");

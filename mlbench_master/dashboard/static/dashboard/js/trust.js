@@ -6,7 +6,7 @@
 import { api } from "./api.js";
 import { el } from "./format.js";
 
-// "1 imported run", "2 imported runs", with the verb that agrees: not "run(s)".
+// "1 imported run", "2 imported runs", with the verb that agrees.
 const importedRuns = (n, one, many) =>
   Number(n) === 1 ? `1 imported run ${one}` : `${n} imported runs ${many}`;
 
