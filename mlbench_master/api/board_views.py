@@ -86,7 +86,7 @@ def _refusal(name: str, raw: str) -> str | None:
         "backend": [*Run.BACKENDS, catalogue.CUSTOM_BACKEND],
     }
     if name in named:
-        known = named[name]
+        known = list(dict.fromkeys([*named[name], *_stored(name)]))
         return None if value in (k.lower() for k in known) else f"one of {', '.join(known)}"
     shapes = {
         "hardware": (HARDWARE, "'CPU MODEL, N cores per worker' (or GPU MODEL, ...)"),
@@ -94,6 +94,14 @@ def _refusal(name: str, raw: str) -> str | None:
     }
     shape, words = shapes[name]
     return None if shape.fullmatch(raw.strip()) else f"a {name} as the board writes it: {words}"
+
+
+def _stored(name: str) -> list[str]:
+    """The values of the run field `name` that stored runs have beyond the catalogue's (an
+    imported run's, a run of an algorithm this master no longer lists): each may head an
+    entry, so each is a filter (at most 50, in the refusal's list)."""
+    values = Run.objects.exclude(**{name: ""}).values_list(name, flat=True).distinct()
+    return sorted(str(v) for v in values[:50])
 
 
 def _seed(query: dict) -> int | None:

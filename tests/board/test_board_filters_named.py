@@ -74,3 +74,14 @@ def test_mlbench_board_exits_non_zero_naming_the_filter(live_server, monkeypatch
     text = said.out + said.err
     assert "origin: 'bogus' is not one of local, imported" in text, text
     assert "no results" not in text
+
+
+def test_a_name_a_stored_run_has_is_a_filter_though_no_catalogue_lists_it(staff):
+    """An imported run's (or a retired) algorithm heads its entries: it filters the board."""
+    from mlbench_master.api.models import Run
+
+    assert staff.get("/api/results/", {"algorithm": "retired-sgd"}).status_code == 400
+    Run.objects.create(name="old", algorithm="retired-sgd")
+    response = staff.get("/api/results/", {"algorithm": "Retired-SGD"})
+    assert response.status_code == 200, response.json()
+    assert "retired-sgd" in staff.get("/api/results/", {"algorithm": "x"}).json()["detail"]
