@@ -70,6 +70,12 @@ def plan(request: dict[str, Any]) -> tuple[list[int], list[int], dict[str, Any]]
     if workers is None:
         workers = [shared.pop("num_workers", None)]
     shared.pop("num_workers", None)
+    counts = [w for w in workers if isinstance(w, int)]
+    if counts and shared.get("num_cpus") is None:
+        # One CPU count for every run, the largest worker count's share of the machine
+        # (run_rules/cores.py): a series compares its worker counts, which it could not do
+        # if each count got a different share of the cores.
+        shared["num_cpus"] = run_rules.default_cpus(max(counts))
     most = int(settings.MLBENCH_SERIES_MAX_RUNS)
     if len(seeds) * len(workers) > most:
         field = "repeats" if repeats is not None else "seeds"

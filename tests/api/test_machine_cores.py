@@ -88,3 +88,23 @@ def test_a_share_never_exceeds_the_operators_limit(settings, cores):
     cores(64)
     settings.MLBENCH_MAX_CPUS = 1.5
     assert run_rules.default_cpus(2) == 1.5
+
+
+def test_a_series_without_cpus_gives_every_worker_count_the_largest_counts_share(
+    api, redis_settings, cores
+):
+    """A series compares its worker counts: on 2 cores, 1 worker of 2 CPUs beside 2 workers
+    of 1 would measure the machine's sharing, not the scaling."""
+    body = {"name": "scaling", "task": "logreg-epsilon", "dataset": "synthetic"}
+    response = api.post("/api/series/", {**body, "seeds": [1], "workers": [1, 2]}, format="json")
+    assert response.status_code == 201, response.json()
+    runs = [api.get(f"/api/runs/{r['id']}/").json() for r in response.json()["runs"]]
+    assert [r["num_workers"] for r in runs] == [1, 2]
+    assert [r["num_cpus"] for r in runs] == [1.0, 1.0]
+    # Asked for, the CPUs are every run's as given (and the 2 workers' run warns).
+    response = api.post(
+        "/api/series/", {**body, "seeds": [2], "workers": [1, 2], "num_cpus": 2}, format="json"
+    )
+    assert response.status_code == 201, response.json()
+    ids = [r["id"] for r in response.json()["runs"]]
+    assert [api.get(f"/api/runs/{i}/").json()["num_cpus"] for i in ids] == [2.0, 2.0]
