@@ -263,6 +263,9 @@ MLBENCH_PREDICTIONS_MAX_BYTES = _env_int("MLBENCH_PREDICTIONS_MAX_BYTES", 64 * 1
 # most its members may unpack to (a zip bomb is refused by its headers before it is read).
 MLBENCH_BUNDLE_MAX_BYTES = _env_int("MLBENCH_BUNDLE_MAX_BYTES", 2 * 1024**3)
 MLBENCH_BUNDLE_MAX_UNPACKED_BYTES = _env_int("MLBENCH_BUNDLE_MAX_UNPACKED_BYTES", 8 * 1024**3)
+# An outside algorithm's source file (POST /api/algorithms/): one Python module, so a
+# quarter of a megabyte is generous and keeps the stored files small.
+MLBENCH_MAX_ALGORITHM_BYTES = _env_int("MLBENCH_MAX_ALGORITHM_BYTES", 256 * 1024)
 # A run's final model (POST /api/runs/<id>/model/, ONNX); how many test examples its audit
 # runs it on at most (a sample of larger sets); and the time (seconds) and address space
 # (MiB) of the child process that checks it or audits it (docs/checking.rst). The defaults

@@ -60,8 +60,12 @@ class Run(models.Model):
     # How ranks combine their work (mlbench_worker/shared/algorithm_catalogue.py) and its options,
     # every default filled in; empty for a measurement or a custom command (no training of
     # ours to choose an algorithm for).
-    algorithm = models.CharField(max_length=32, default=DEFAULTS["algorithm"], blank=True)
+    # An outside algorithm is named by its declared NAME (with `algorithm_source`, the
+    # SHA-256 of its uploaded file: runs/algorithm_files.py) or, installed on the workers,
+    # by its module's dotted path, hence the length.
+    algorithm = models.CharField(max_length=200, default=DEFAULTS["algorithm"], blank=True)
     algorithm_options = models.JSONField(default=dict, blank=True)
+    algorithm_source = models.CharField(max_length=64, default="", blank=True)
     # Which code trains (mlbench_worker/shared/implementation_catalogue.py): our reference loop,
     # torch-ddp or tensorflow; empty where algorithm is (nothing of ours trains).
     implementation = models.CharField(max_length=32, default=DEFAULTS["implementation"], blank=True)

@@ -22,8 +22,8 @@ from mlbench_worker.shared import result
 RUN_OUTPUT_FIELDS = [
     "id", "name", "created_at", "state", "job_id", "job_metadata",
     "started_at", "finished_at", "reason", "task", "algorithm", "algorithm_options",
-    "implementation", "backend", "num_workers", "num_cpus", "max_bandwidth", "latency",
-    "gpu_enabled",
+    "algorithm_source", "implementation", "backend", "num_workers", "num_cpus", "max_bandwidth",
+    "latency", "gpu_enabled",
     "light_target", "target", "time_budget", "effective_time_budget", "time_budget_source",
     "max_epochs", "dataset", "dataset_used", "image",
     "custom_image_name", "custom_image_command", "custom_backend", "run_all_nodes",
@@ -173,11 +173,21 @@ class RunCreateSerializer(serializers.Serializer):
         "fewer must say how many here)",
     )
     algorithm = serializers.CharField(
-        max_length=32,
+        max_length=200,
         required=False,
         allow_null=True,
         help_text="how ranks combine their work: allreduce (default), powersgd, topk, "
-        "signsgd, localsgd, decentralized (those the task admits)",
+        "signsgd, localsgd, decentralized (those the task admits); an uploaded algorithm's "
+        "NAME (or leave it out with algorithm_source); an installed one's module path, "
+        "package.module (staff only; checked by the worker at start-up)",
+    )
+    algorithm_source = serializers.CharField(
+        max_length=64,
+        required=False,
+        allow_null=True,
+        allow_blank=True,  # blank is left out, as a form sends it
+        help_text="the SHA-256 POST /api/algorithms/ answered for an uploaded algorithm: the "
+        "run trains with that file (open division); its options are the file's OPTIONS",
     )
     algorithm_options = serializers.JSONField(
         required=False,

@@ -6,6 +6,7 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from mlbench_master.api import (
+    algorithm_views,
     board_views,
     bundle_views,
     model_upload,
@@ -46,6 +47,12 @@ urlpatterns = [
         "run-prediction",
     ),
     *both(r"runs/(?P<pk>[0-9]{1,18})/model", model_upload.RunModel.as_view(), "run-model"),
+    *both("algorithms", algorithm_views.Algorithms.as_view(), "algorithms"),
+    *both(
+        r"algorithms/(?P<sha256>[0-9a-f]{64})",
+        algorithm_views.AlgorithmSource.as_view(),
+        "algorithm-source",
+    ),
     *both("series", series_views.SeriesList.as_view(), "series"),
     *both(r"series/(?P<pk>[0-9]{1,18})", series_views.SeriesDetail.as_view(), "series-detail"),
     *both(

@@ -35,6 +35,7 @@ from django.db import IntegrityError, transaction
 
 from mlbench_master.api.models import ImportedBundle, Run, RunOrigin, Series
 from mlbench_master.bundles import layout, places, reader, regrade, signing, trust, writer
+from mlbench_master.bundles.algorithm_member import stored as store_algorithm
 from mlbench_master.bundles.launch import carried as carried_launch
 from mlbench_master.bundles.refusals import AlreadyHere, BundleRefused
 from mlbench_master.common.dates import parse_iso_datetime
@@ -265,6 +266,7 @@ def _run(
     member = folder + "run.json"
     record = _json_member(bundle, member)
     fields, state = _fields(record, member)
+    store_algorithm(bundle, origin_run, fields)  # the uploaded code, checked
     origin_series = record.get("series")
     if series is None and isinstance(origin_series, int):  # its series came before it
         series = _earlier_series(bundle, origin_series)

@@ -11,6 +11,8 @@ manifest's bytes, base64. The members:
 ``runs/<id>/metrics.jsonl``           every metric point of the run, one JSON object a line
 ``runs/<id>/logs.jsonl``              its output, one log chunk a line
 ``runs/<id>/mllog.txt``               its MLPerf Training result log (training runs)
+``runs/<id>/algorithm.py``            the uploaded algorithm it trained with, if any
+                                      (algorithm_member.py)
 ``runs/<id>/predictions/<file>.npz``  the predictions files the evaluator graded
 ``runs/<id>/model/<file>``            its model and the model's audit, where stored
 ``carried/<sha256>.zip``              a bundle another installation signed, carried whole
@@ -31,7 +33,7 @@ MANIFEST = "mlbench-bundle.json"
 SIGNATURE = "mlbench-bundle.sig"
 SERIES = "series.json"
 RUN_FILES = ("run.json", "system.json", "metrics.jsonl", "logs.jsonl")  # every run has them
-RUN_OPTIONAL = ("mllog.txt",)
+RUN_OPTIONAL = ("mllog.txt", "algorithm.py")
 MODEL_FILES = ("model.onnx", "audit.json")  # MLBENCH_HOME/models/<run>/ (issue 31)
 PREDICTIONS = re.compile(r"predictions-step[0-9]{10}\.npz")
 MAX_PATH = 200

@@ -28,7 +28,7 @@ from typing import Any
 from django.utils import timezone
 
 from mlbench_master.api.models import LogChunk, Metric, Run, RunOrigin, Series
-from mlbench_master.bundles import layout, signing, system
+from mlbench_master.bundles import algorithm_member, layout, signing, system
 from mlbench_master.bundles.places import bundle_file
 from mlbench_master.bundles.refusals import NotExportable
 from mlbench_master.common.dates import iso
@@ -181,6 +181,7 @@ def _run_members(run: Run, notes: list[str]) -> Iterator[tuple[str, Iterable[byt
         text = _mllog(run, notes)
         if text is not None:
             yield folder + "mllog.txt", iter([text.encode()])
+    yield from algorithm_member.written(run)
     for stored in prediction_files.stored(run.pk):
         yield folder + "predictions/" + stored.path.name, _file(stored.path)
     models = model_files.folder(run.pk)

@@ -64,6 +64,8 @@ class RunSpec:
     algorithm: str = DEFAULTS["algorithm"]
     # DEFAULTS' {}: the algorithm's own defaults (a dict of its own for each snapshot).
     algorithm_options: dict[str, Any] = field(default_factory=dict, compare=False)
+    # An uploaded algorithm's SHA-256 (the rank fetches and checks the file); empty: none.
+    algorithm_source: str = ""
     implementation: str = DEFAULTS["implementation"]  # empty: the reference loop; see mpirun
     seed: int = DEFAULTS["seed"]  # what every rank seeds from (the worker's --seed)
     lr_schedule: str = DEFAULTS["lr_schedule"]  # empty: the task's default; see mpirun

@@ -111,7 +111,10 @@ def custom_argv(
 def algorithm_argv(run: RunSpec) -> list[str]:
     """The worker's algorithm options: none for the default algorithm with its defaults (the
     command is then exactly what it was before algorithms were a dimension), else the
-    algorithm and every one of its options, so the command line says all that ran."""
+    algorithm and every one of its options, so the command line says all that ran. An
+    uploaded algorithm adds its file's SHA-256 (`--algorithm-source`): each rank fetches
+    that file from the master and checks the hash before importing it; its options are
+    already completed with the declared defaults (run_rules/algorithms.py)."""
     if not run.algorithm:
         return []
     info = ALGORITHMS.get(run.algorithm)
@@ -119,6 +122,8 @@ def algorithm_argv(run: RunSpec) -> list[str]:
     if run.algorithm == DEFAULT_ALGORITHM and info is not None and options == info.defaults():
         return []
     argv = ["--algorithm", run.algorithm]
+    if run.algorithm_source:
+        argv += ["--algorithm-source", run.algorithm_source]
     for key, value in sorted(options.items()):
         argv += ["--algorithm-option", f"{key}={_number(value) if _numeric(value) else value}"]
     return argv

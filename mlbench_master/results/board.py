@@ -170,6 +170,7 @@ def _entry(
         "hardware": _hardware(first),
         "workers": first.num_workers,
         "algorithm": first.algorithm,
+        "algorithm_source": first.algorithm_source,  # an uploaded algorithm's file, or ""
         "implementation": first.implementation,
         "network": _network(first),
         "backend": first.backend,

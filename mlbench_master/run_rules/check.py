@@ -13,7 +13,7 @@ from typing import Any
 
 from django.conf import settings
 
-from mlbench_master.run_rules.algorithms import check_algorithm
+from mlbench_master.run_rules.algorithms import check_algorithm, staff_only_algorithm
 from mlbench_master.run_rules.backends import GPU_ONLY, on_device
 from mlbench_master.run_rules.cluster import ClusterLimits
 from mlbench_master.run_rules.errors import Errors, ResumeRefused, StaffOnly
@@ -87,6 +87,9 @@ def check_staff_only(fields: Mapping[str, Any], user: Any) -> None:
     for name, why in STAFF_ONLY.items():
         if fields.get(name) and not getattr(user, "is_staff", False):
             raise StaffOnly(f"{name} {why}: only staff users may set it")
+    why_staff = staff_only_algorithm(fields)
+    if why_staff and not getattr(user, "is_staff", False):
+        raise StaffOnly(why_staff)
 
 
 def _range(field: str, low: str, high: str, setting: str | None) -> str:

@@ -25,7 +25,8 @@ from mlbench_worker.shared import catalogue
 INHERITED = (
     "task", "num_workers", "num_cpus", "max_bandwidth", "latency", "backend", "gpu_enabled",
     "light_target", "target", "dataset", "max_epochs", "image", "run_all_nodes", "algorithm",
-    "algorithm_options", "implementation", "seed", "lr_schedule", "test_examples",
+    "algorithm_options", "algorithm_source", "implementation", "seed", "lr_schedule",
+    "test_examples",
 )  # fmt: skip
 # Fields a resumed run takes together or not at all: asking for one of a group means the
 # parent's others no longer apply (they would contradict it).
@@ -100,7 +101,7 @@ def fill(request: Mapping[str, Any]) -> Filled:
     if fields.get("latency") == 0:
         fields["latency"] = None  # 0 ms: no delay, stored as none
     none = measurement or open_division
-    fill_algorithm(fields, info, none)
+    fill_algorithm(fields, info, none, given)
     fill_implementation(fields, asked, info, none)
     fill_lr_schedule(fields, info, none)
     return Filled(fields, asked, inherited, given, info, measurement, open_division)
@@ -120,8 +121,9 @@ def _parent_fields(parent_id: int, asked: Mapping[str, Any]) -> dict[str, Any]:
     if parent is None:
         return {}  # said by check (resume_point)
     skipped = {name for group in LINKED if set(group) & set(asked) for name in group}
-    if "algorithm" in asked:  # another algorithm's options mean nothing to it
-        skipped.add("algorithm_options")
+    if {"algorithm", "algorithm_source"} & set(asked):  # another algorithm's options mean
+        skipped.update(("algorithm", "algorithm_options", "algorithm_source"))  # nothing to it
+        skipped -= set(asked)
     taken = {name: getattr(parent, name) for name in INHERITED if name not in skipped}
     if "time_budget" not in asked:
         taken["time_budget"] = parent.time_budget

@@ -296,6 +296,7 @@ def run_spec(run: Run, checkpoints: Callable[[int], str] | None = None) -> RunSp
         custom_backend=run.custom_backend or "",
         run_all_nodes=bool(run.run_all_nodes),
         algorithm=run.algorithm or "",
+        algorithm_source=run.algorithm_source or "",
         algorithm_options=dict(run.algorithm_options or {}),
         implementation=run.implementation or "",
         seed=int(run.seed),

@@ -17,6 +17,8 @@ from mlbench_master.api.models import Run
 from mlbench_master.cluster.base import ClusterError, RunSpec
 from mlbench_master.cluster.local import slots
 from mlbench_master.cluster.slurm.driver import NOT_SHAPED
+from mlbench_master.runs import algorithm_files
+from mlbench_worker.shared import algorithm_source
 
 
 def build_manifest(run: Run, resumed: run_rules.ResumePoint | None = None) -> dict[str, Any]:
@@ -30,7 +32,8 @@ def build_manifest(run: Run, resumed: run_rules.ResumePoint | None = None) -> di
     the summary (runs.store_summary).
     """
     config_fields = [
-        "name", "task", "algorithm", "algorithm_options", "implementation", "backend",
+        "name", "task", "algorithm", "algorithm_options", "algorithm_source", "implementation",
+        "backend",
         "num_workers", "num_cpus",
         "max_bandwidth", "latency", "gpu_enabled",
         "light_target", "target", "time_budget", "max_epochs", "dataset", "image",
@@ -77,9 +80,23 @@ def build_manifest(run: Run, resumed: run_rules.ResumePoint | None = None) -> di
         manifest["not_applied"] = {
             k: f"not applied: {NOT_SHAPED}" for k, on in shaped.items() if on
         }
+    if run.algorithm_source:
+        manifest["algorithm"] = outside_algorithm(run)
     if resumed is not None:
         manifest["resumed_from"] = resumed.record()
     return manifest
+
+
+def outside_algorithm(run: Run) -> dict[str, Any]:
+    """The uploaded algorithm a run trains with: its NAME, the SHA-256 of the file (the
+    code itself travels in a bundle beside the run) and the interface version it declares;
+    what the configuration's name alone cannot say, since two files may share a NAME."""
+    record: dict[str, Any] = {"name": run.algorithm, "sha256": run.algorithm_source}
+    source = algorithm_files.source(run.algorithm_source)
+    if source is not None:
+        declared = algorithm_source.read(source)
+        record.update(api=declared.api, size=len(source), class_name=declared.class_name)
+    return record
 
 
 def _git_revision() -> str:

@@ -29,6 +29,7 @@ from typing import Any
 import requests
 
 from mlbench_worker.client import discovery
+from mlbench_worker.client.algorithm_calls import AlgorithmCalls
 from mlbench_worker.client.discovery import ApiError
 from mlbench_worker.shared import catalogue
 from mlbench_worker.shared.home import mlbench_home
@@ -111,7 +112,7 @@ def _iso(value: dt.datetime | str | None) -> str | None:
     return str(value)
 
 
-class ApiClient:
+class ApiClient(AlgorithmCalls):
     """Client for the mlbench master's REST API; every call returns a Future of a Response.
 
     Args:
@@ -216,6 +217,7 @@ class ApiClient:
         latency: float | None = None,
         algorithm: str | None = None,
         algorithm_options: dict[str, Any] | None = None,
+        algorithm_source: str | None = None,
         implementation: str | None = None,
         seed: int | None = None,
         queue: bool = False,
@@ -241,6 +243,8 @@ class ApiClient:
         `algorithm` (allreduce, powersgd, topk, signsgd, localsgd, decentralized) and its
         `algorithm_options` (e.g. {"rank": 4}; those left out keep their defaults): how the
         ranks combine their work; the master refuses (400) one the task does not admit.
+        `algorithm_source`: an uploaded file's SHA-256 (`upload_algorithm`); its NAME is the
+        algorithm.
 
         `implementation` (reference, torch-ddp, tensorflow, spark): which code trains it; the
         original client's DDP and TensorFlow image names choose theirs by themselves.
@@ -320,6 +324,7 @@ class ApiClient:
             "latency": latency,
             "algorithm": algorithm,
             "algorithm_options": algorithm_options,
+            "algorithm_source": algorithm_source,
             "implementation": implementation,
             "seed": seed,
             "lr_schedule": lr_schedule,

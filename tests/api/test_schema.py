@@ -75,6 +75,8 @@ def test_every_route_is_in_the_schema(api):
         "/api/results/": {"get"},
         "/api/trust/": {"get", "post"},
         "/api/trust/{fingerprint}/": {"delete"},
+        "/api/algorithms/": {"post"},
+        "/api/algorithms/{sha256}/": {"get"},
     }
     assert {p: set(ops) - {"parameters"} for p, ops in schema["paths"].items()} == expected
     detail = schema["paths"]["/api/metrics/{pod_name_or_run_id}/"]["get"]

@@ -151,6 +151,13 @@ def build_parser() -> argparse.ArgumentParser:
         "defaults: see the master's GET /api/runs/defaults/)",
     )
     run.add_argument(
+        "--algorithm-file",
+        metavar="FILE.py",
+        help="your own algorithm (one module: NAME, API, OPTIONS and a class deriving from "
+        "Algorithm; docs/algorithms.rst): uploaded first (staff token), then the run trains "
+        "with it; --algorithm-option sets its declared options",
+    )
+    run.add_argument(
         "--implementation",
         help="which code trains: reference (our loop, default), torch-ddp (PyTorch "
         "DistributedDataParallel), tensorflow (Keras; needs the workers to have "
@@ -254,6 +261,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     download.add_argument(
         "--series", type=int, metavar="ID", help="with --mllog: a series' logs (result_N.txt)"
+    )
+    download.add_argument(
+        "--algorithm",
+        action="store_true",
+        help="the source of the uploaded algorithm the run trained with (NAME-SHA.py)",
     )
     delete = sub.add_parser(
         "delete",

@@ -18,6 +18,7 @@ from typing import Any
 
 from mlbench_worker.client.api import MLBENCH_IMAGES, resolve_image
 from mlbench_worker.client.cli.accuracy import evaluation_line, evaluation_notes, target_line
+from mlbench_worker.client.cli.algorithm_file import download_algorithm, uploaded
 from mlbench_worker.client.cli.audit_line import audit_line
 from mlbench_worker.client.cli.costs import cost_line
 from mlbench_worker.client.cli.formatting import (
@@ -97,9 +98,11 @@ def cmd_run(args: argparse.Namespace, master: Master) -> int:
                 EXIT_USAGE,
             )
         options[key.strip()] = value.strip()
+    outside = uploaded(args, master)  # --algorithm-file: sent first, named by its hash
     fields: dict[str, Any] = {
         "algorithm": args.algorithm,
         "algorithm_options": options or None,
+        "algorithm_source": outside["sha256"] if outside else None,
         "implementation": args.implementation,
         "lr_schedule": args.lr_schedule,
         "task": task,
@@ -361,6 +364,8 @@ def cmd_download(args: argparse.Namespace, master: Master) -> int:
         from mlbench_worker.client.cli.results import download_mllog
 
         return download_mllog(args, master)
+    if args.algorithm:
+        return download_algorithm(args, master)
     if args.run is None:
         raise CliError("give the RUN whose metrics to download", EXIT_USAGE)
     master.json("get_run", args.run)  # the metrics of a run that does not exist are an empty zip

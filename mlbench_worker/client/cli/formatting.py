@@ -258,8 +258,11 @@ def runs_list(body: Any) -> list[dict]:
 
 def algorithm_text(run: dict[str, Any]) -> str:
     """A run's algorithm with all its options, e.g. "powersgd (rank 2)"; "" when it has none
-    (a measurement, a custom command)."""
-    return describe(run.get("algorithm") or "", run.get("algorithm_options"), every=True)
+    (a measurement, a custom command). An uploaded algorithm adds its file's short hash,
+    "halfavg (weight 0.5) [uploaded 1a2b3c4d5e6f]": two files may share a NAME."""
+    text = describe(run.get("algorithm") or "", run.get("algorithm_options"), every=True)
+    sha = run.get("algorithm_source") or ""
+    return f"{text} [uploaded {sha[:12]}]" if sha and text else text
 
 
 def implementation_of(run: dict[str, Any]) -> str:

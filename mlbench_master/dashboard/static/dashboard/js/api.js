@@ -36,7 +36,7 @@ export function query(params) {
 }
 
 // `file`: a File (a result bundle) sent as the body itself, never as a form.
-export async function api(path, { method = "GET", body, params, file } = {}) {
+export async function api(path, { method = "GET", body, params, file, type = "application/zip" } = {}) {
   const headers = { Accept: "application/json" };
   const opts = { method, headers, credentials: "same-origin", signal: pageRequests.signal };
   if (method !== "GET" && method !== "HEAD") headers["X-CSRFToken"] = csrfToken();
@@ -45,7 +45,7 @@ export async function api(path, { method = "GET", body, params, file } = {}) {
     opts.body = JSON.stringify(body);
   }
   if (file !== undefined) {
-    headers["Content-Type"] = "application/zip";
+    headers["Content-Type"] = type;
     opts.body = file;
   }
   const res = await fetch(path + query(params), opts);

@@ -94,7 +94,7 @@ function row(entry) {
     el("td", { class: "score", text: score(entry) }),
     el("td", { class: "workers", text: String(entry.workers) }),
     el("td", { text: entry.hardware }),
-    el("td", { text: entry.algorithm || "—" }),
+    el("td", { text: entry.algorithm ? entry.algorithm + (entry.algorithm_source ? ` [uploaded ${entry.algorithm_source.slice(0, 12)}]` : "") : "—" }),
     el("td", { text: entry.implementation || "—" }),
     el("td", { text: entry.network }),
     el("td", { text: entry.backend }),

@@ -102,12 +102,14 @@ export function timeToTarget(run) {
 }
 
 // A run's algorithm with all its options, e.g. "powersgd (rank 2)"; "" when it has none (a
-// measurement, a custom command). mlbench_worker/client/cli/formatting.py says it the same way.
+// measurement, a custom command); an uploaded one's with its file's short hash, "halfavg
+// (weight 0.5) [uploaded 1a2b3c4d5e6f]". mlbench_worker/client/cli/formatting.py says it the same way.
 export function algorithmText(run) {
   const name = run?.algorithm || "";
   const options = run?.algorithm_options || {};
   const keys = Object.keys(options).sort();
-  return name && keys.length ? `${name} (${keys.map((k) => `${k} ${options[k]}`).join(", ")})` : name;
+  const text = name && keys.length ? `${name} (${keys.map((k) => `${k} ${options[k]}`).join(", ")})` : name;
+  return text && run?.algorithm_source ? `${text} [uploaded ${run.algorithm_source.slice(0, 12)}]` : text;
 }
 
 // The framework an implementation runs on, as the run recorded it: {name, version}, the

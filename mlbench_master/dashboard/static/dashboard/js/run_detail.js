@@ -144,6 +144,7 @@ const BUDGET_SOURCES = { asked: "asked for", task: "the task's budget", time_lim
 const SHOWN = {
   task: () => taskLabel(),
   algorithm: (r) => algorithmText(r),
+  algorithm_source: (r) => el("a", { href: `/api/algorithms/${r.algorithm_source}/`, id: "algorithm-source", text: r.algorithm_source }), // the uploaded file the ranks ran
   implementation: (r) => implementationText(r), // "torch-ddp (PyTorch 2.3.1)"; none stored: reference
   lr_schedule: (r) => r.lr_schedule || "the task's default", // task 1b: step
   time_budget_source: (r) => BUDGET_SOURCES[r.time_budget_source] ?? r.time_budget_source,
@@ -202,7 +203,7 @@ function showRun() {
   const measuring = isMeasurement(run);
   const unused = measuring ? trainingOnly() : new Set();
   kv(document.getElementById("run-config"), [
-    ...CONFIG.filter(([k]) => (k in run || k === "implementation") && !(run[k] === "" && k.startsWith("custom")) && !unused.has(k)).map(([k, label]) => [label, (SHOWN[k] || ((r) => r[k]))(run)]),
+    ...CONFIG.filter(([k]) => (k in run || k === "implementation") && !(!run[k] && (k.startsWith("custom") || k === "algorithm_source")) && !unused.has(k)).map(([k, label]) => [label, (SHOWN[k] || ((r) => r[k]))(run)]),
     ...(measuring ? [] : [["Dataset used", datasetBadge(run)]]),
     ...(networkText(run) ? [["Network", networkText(run)]] : []),
   ]);

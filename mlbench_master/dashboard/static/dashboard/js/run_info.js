@@ -5,6 +5,7 @@ import { el, when } from "./format.js";
 export const CONFIG = [
   ["task", "Task"],
   ["algorithm", "Algorithm"],
+  ["algorithm_source", "Algorithm file (SHA-256)"],
   ["implementation", "Implementation"],
   ["lr_schedule", "Learning-rate schedule"],
   ["backend", "Backend"],

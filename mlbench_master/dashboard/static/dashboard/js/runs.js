@@ -102,6 +102,19 @@ function target(body) {
   return { path: "/api/runs/", body: run };
 }
 
+// A staff user's own algorithm file: uploaded first (POST /api/algorithms/), then the run
+// names it by its hash and takes its NAME and declared defaults (the built-in algorithm
+// fields of the form do not apply to it).
+async function withUploadedAlgorithm(body) {
+  const input = document.getElementById("f-algorithm-file");
+  const chosen = input && input.files && input.files[0];
+  if (!chosen) return;
+  const stored = await api("/api/algorithms/", { method: "POST", file: chosen, type: "text/x-python" });
+  body.algorithm_source = stored.sha256;
+  delete body.algorithm;
+  delete body.algorithm_options;
+}
+
 async function submit(event) {
   event.preventDefault();
   clearFieldErrors(form);
@@ -117,6 +130,7 @@ async function submit(event) {
   button.disabled = true;
   try {
     const { path, body: sent } = target(requestBody());
+    await withUploadedAlgorithm(sent);
     const made = await api(path, { method: "POST", body: sent });
     form.reset();
     openForm(false);
@@ -133,6 +147,10 @@ async function submit(event) {
       if (errors.seed) {
         errors.seeds = errors.seed; // one run's seed is typed in Seeds
         delete errors.seed;
+      }
+      if (errors.source) {
+        errors.algorithm_source = errors.source; // the upload's refusal, under its input
+        delete errors.source;
       }
       if (errors.algorithm_options) {
         errors.algorithm = [...(errors.algorithm || []), ...errors.algorithm_options];
