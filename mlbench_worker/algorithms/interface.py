@@ -56,6 +56,9 @@ class Parts:
     # The trainer's optimizer: its groups hold this step's rate, momentum and weight decay
     # (read by algorithms that compress the update itself). None: plain SGD at rate 1.
     optimizer: torch.optim.Optimizer | None = None
+    # The counted communicator, made and read by the trainer (the harness counts the bytes,
+    # not the algorithm). None (tests that build an algorithm alone): the algorithm makes one.
+    wire: Wire | None = None
 
 
 class Exchange:
@@ -72,11 +75,14 @@ class Exchange:
     # What the trainer calls for a training forward pass when not the model itself: a
     # framework's wrapper around it (torch-ddp's DistributedDataParallel).
     train_module: torch.nn.Module | None = None
+    # The bytes per step the algorithm says it sends, when it says so (an int property):
+    # reported beside the trainer's measured count and compared, never used instead of it.
+    claimed_bytes: int | None = None
 
     def __init__(self, parts: Parts, options: dict[str, Any]) -> None:
         self.parts, self.options = parts, dict(options)
         self.grads, self.comm = parts.grads, parts.comm
-        self.wire = Wire(parts.comm)
+        self.wire = parts.wire if parts.wire is not None else Wire(parts.comm)
         # Averaging algorithms: the loss is scaled by 1/K so that a sum over ranks is the mean.
         self.grad_scale = 1.0 / self.comm.size if self.comm.size > 1 else 1.0
         self.keep_sent = False  # tests: keep this rank's decompressed message in last_sent
@@ -165,17 +171,23 @@ class AveragedForEvaluation(Exchange):
         self.vector = ModelVector(parts.model)
         self.grad_scale = 1.0  # each rank steps on its own (unscaled) gradient
 
-    @contextlib.contextmanager
-    def evaluation(self) -> Iterator[None]:
-        if self.comm.size == 1:
-            yield
-            return
-        own = self.vector.pack().clone()
-        mean = own.clone()
-        self.wire.allreduce_(mean, count=False)
-        mean.mul_(1.0 / self.comm.size)
-        self.vector.unpack(mean)
-        try:
-            yield
-        finally:
-            self.vector.unpack(own)
+    def evaluation(self) -> contextlib.AbstractContextManager:
+        return averaged_models(self.vector, self.wire, self.comm.size)
+
+
+@contextlib.contextmanager
+def averaged_models(vector: ModelVector, wire: Wire, size: int) -> Iterator[None]:
+    """The replicas' average (parameters and floating buffers) in the model while the block
+    runs, each rank's own model back afterwards: what evaluation sees when ranks differ."""
+    if size == 1:
+        yield
+        return
+    own = vector.pack().clone()
+    mean = own.clone()
+    wire.allreduce_(mean, count=False)
+    mean.mul_(1.0 / size)
+    vector.unpack(mean)
+    try:
+        yield
+    finally:
+        vector.unpack(own)

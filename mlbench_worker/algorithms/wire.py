@@ -13,6 +13,13 @@ list of peers) and counts, in `sent`, the payload bytes this rank hands to them:
 One rank sends nothing: every count stays 0. `calls` records each operation (kind, bytes,
 peers) so tests can see who talked to whom and which collectives a step used.
 
+Two counts: `sent`, which the built-in algorithms may adjust (they take the trainer's scalar
+slots out of a combined message), and `measured`, which only the wire's own operations
+change. The trainer makes one Wire per run and hands it to the algorithm; for an algorithm
+from outside mlbench (algorithms/registry.py) it reports `measured` and sets `strict`: then
+`count=False` is honoured only for the trainer's own scalar slots (`exempt`), so an
+algorithm cannot hide a message from the count by asking.
+
 Backends: mpi (mpi4py on host memory; CUDA tensors are staged through the host), gloo and
 nccl (torch.distributed). MPI has no 16-bit float type, so fp16/bf16 all-reduces use a
 user-defined, commutative MPI operation that adds the 16-bit values with torch (rounded to
@@ -71,16 +78,29 @@ class Wire:
     def __init__(self, comm: Communicator) -> None:
         self.comm = comm
         self.sent = 0  # bytes since the last reset()
+        self.measured = 0  # the same, changed by the operations only (see the docstring)
         self.calls: list[tuple[str, int, tuple[int, ...]]] = []
         self.record = False  # keep `calls` (tests)
+        self.strict = False  # count everything but `exempt` (an outside algorithm's wire)
+        self.exempt: torch.Tensor | None = None  # the trainer's scalar slots
 
     def reset(self) -> None:
         self.sent = 0
+        self.measured = 0
         if self.record:
             self.calls = []
 
+    def _uncounted(self, t: torch.Tensor) -> bool:
+        """Whether an all-reduce asked not to be counted may go uncounted: always for the
+        built-ins; in strict mode only the trainer's own scalar slots."""
+        if not self.strict:
+            return True
+        e = self.exempt
+        return e is not None and t.data_ptr() == e.data_ptr() and t.numel() <= e.numel()
+
     def _count(self, kind: str, nbytes: int, peers: tuple[int, ...] = ()) -> None:
         self.sent += nbytes
+        self.measured += nbytes
         if self.record:
             self.calls.append((kind, nbytes, peers))
 
@@ -96,7 +116,8 @@ class Wire:
         comm = self.comm
         if comm.size == 1:
             return
-        self._count("allreduce", t.numel() * t.element_size() if count else 0)
+        counted = count or not self._uncounted(t)
+        self._count("allreduce", t.numel() * t.element_size() if counted else 0)
         if self._torch:
             import torch.distributed as dist
 

@@ -91,6 +91,7 @@ POINTS: tuple[MetricPoint, ...] = (
     _p("rank_time_comm", "s/step", "time split", _RANK.format("time_comm")),
     _p("rank_time_comm_total", "s/step", "time split", _RANK.format("time_comm_total")),
     _p("comm_bytes", "bytes/step", "communication", "bytes one rank sent per step, the mean over ranks; same times as train_loss"),  # noqa: E501
+    _p("claimed_comm_bytes", "bytes/step", "communication", "an outside algorithm's own claim of its bytes per step (its claimed_bytes), the mean over ranks, posted beside comm_bytes (the trainer's measured count, which results use) and never instead of it; same times, only when the algorithm claims"),  # noqa: E501
     _p("latency_us", "µs", "communication", "backend benchmark: a collective's median time, one point per operation, backend and size (metadata: op, backend, size, workers, repeats, warmup, capped, best, elapsed)"),  # noqa: E501
     _p("busbw_mbps", "Mbit/s", "communication", "backend benchmark: median bus bandwidth of the cell; same points"),  # noqa: E501
     _p("algbw_mbps", "Mbit/s", "communication", "backend benchmark: median algorithm bandwidth of the cell; same points"),  # noqa: E501

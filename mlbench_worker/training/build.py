@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
+from mlbench_worker.algorithms import registry
 from mlbench_worker.data import synthetic_banner  # noqa: F401 - torch-free there, shared
 from mlbench_worker.shared import catalogue
 from mlbench_worker.shared.algorithm_catalogue import check
@@ -56,14 +57,40 @@ def build_run(
     say: Say,
     open_reporter: Callable[[], Reporter],
 ) -> Built:
-    """Set the run up with the task's own module, then choose its gradient exchange."""
+    """Find the run's algorithm (before the data: a refused one costs seconds), set the run up
+    with the task's own module, then choose its gradient exchange."""
+    outside = registry.is_outside(config.algorithm, config.algorithm_source)
+    loaded = load_algorithm(config, comm) if outside else None
     builder = importlib.import_module(task.setup)
     built: Built = builder.build(config, comm, task, say, open_reporter)
-    exchange_gradients(built.trainer, config)
+    exchange_gradients(built.trainer, config, loaded)
     return built
 
 
-def exchange_gradients(trainer: Trainer, config: RunConfig) -> None:
+def load_algorithm(config: RunConfig, comm: Communicator) -> registry.Loaded:
+    """The run's algorithm from the registry (a built-in, an installed module or an uploaded
+    file), and its options checked against its declaration; every rank loads it itself and
+    all agree before going on, so a refusal on one rank (a fetch that failed) ends them all
+    with the same message instead of leaving the others waiting."""
+    problem, loaded = None, None
+    try:
+        loaded = registry.load(config.algorithm, config.algorithm_source, config.master_url,
+                               config.token)  # fmt: skip
+        _, problems = registry.check_options(loaded, config.algorithm_options, comm.size)
+        if problems:
+            problem = f"--algorithm {config.algorithm} ({loaded.where()}): " + "; ".join(problems)
+    except WorkerError as exc:
+        problem = str(exc)
+    first = next((p for p in comm.allgather_object(problem) if p), None)
+    if first:
+        raise WorkerError(first)
+    assert loaded is not None
+    return loaded
+
+
+def exchange_gradients(
+    trainer: Trainer, config: RunConfig, loaded: registry.Loaded | None = None
+) -> None:
     """How the ranks combine their work: --algorithm and its options (allreduce: also
     --no-overlap, --bucket-mb).
 
@@ -72,16 +99,24 @@ def exchange_gradients(trainer: Trainer, config: RunConfig) -> None:
     options again against the worker count MPI reports (the parser knew it only when
     mpirun announced it).
     """
-    name = config.algorithm
-    options, problems = check(name, config.algorithm_options, trainer.comm.size)
+    if loaded is None and registry.is_outside(config.algorithm, config.algorithm_source):
+        loaded = load_algorithm(config, trainer.comm)
+    name = loaded or config.algorithm  # a built-in: the registry loads it by name
+    options, problems = (
+        registry.check_options(loaded, config.algorithm_options, trainer.comm.size)
+        if loaded
+        else check(config.algorithm, config.algorithm_options, trainer.comm.size)
+    )
     if problems:
-        raise WorkerError(f"--algorithm {name}: " + "; ".join(problems))
+        raise WorkerError(f"--algorithm {config.algorithm}: " + "; ".join(problems))
+    stall = config.algorithm_stall_seconds
     trainer.set_algorithm(
         name,
         options,
         not config.no_overlap,
         config.bucket_mb,
         config.implementation,
+        **({"stall_seconds": stall} if stall is not None else {}),
     )
 
 

@@ -45,6 +45,9 @@ class RunConfig:
     algorithm: str
     algorithm_option: list[str]  # as given: KEY=VALUE
     algorithm_options: dict[str, Any]  # checked and complete (the algorithm catalogue's)
+    # An uploaded algorithm's SHA-256 (fetched from the master; None: built-in or installed).
+    algorithm_source: str | None
+    algorithm_stall_seconds: float | None  # the stall watchdog's floor (algorithm_guard.py)
     implementation: str
     backend: str
     device: str  # auto, cpu or cuda

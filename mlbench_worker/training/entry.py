@@ -12,6 +12,10 @@ announced (`launch_rank`), as the option parser decides who prints, and the othe
 ERROR_GRACE before they exit, as after a bad option: mpirun ends the job when the first rank
 exits, and a silent rank 1 leaving first took rank 0's message with it (seen with
 --implementation tensorflow --amp, refused before MPI starts).
+
+A third kind: a failure on this rank alone that a person can still read in one sentence (an
+outside training algorithm raised: `RankFailed`, from training/algorithm_guard.py). The rank
+that hit it prints it, without a traceback, and aborts the job like a crash.
 """
 
 from __future__ import annotations
@@ -24,6 +28,10 @@ from dataclasses import dataclass
 
 from mlbench_worker.training.errors import WorkerError
 from mlbench_worker.training.option_parts import ERROR_GRACE, launch_rank
+
+
+class RankFailed(Exception):
+    """A failure of this rank alone, said in a sentence; the job is aborted (exit code 1)."""
 
 
 @dataclass
@@ -49,6 +57,11 @@ def run_rank(body: Callable[[World], int], cleanup: Callable[[], None] | None = 
         elif world.abort is None:  # no collective has ordered the ranks yet
             time.sleep(ERROR_GRACE)
         return exc.exit_code
+    except RankFailed as exc:
+        print(f"mlbench-worker: error: {exc}", file=sys.stderr, flush=True)
+        if world.abort is not None and world.size > 1:
+            world.abort(1)
+        return 1
     except Exception:
         traceback.print_exc()
         sys.stderr.flush()

@@ -169,6 +169,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="an option of the algorithm, repeatable: " + algorithm_catalogue.options_help(),
     )
     g.add_argument(
+        "--algorithm-source",
+        metavar="SHA256",
+        help="an algorithm uploaded to the master (--algorithm is then its NAME): each rank "
+        "fetches the file by this hash, checks it and imports it (docs/algorithms.rst); "
+        "--algorithm package.module names an installed one instead",
+    )
+    g.add_argument(
+        "--algorithm-stall-seconds",
+        type=_positive_float,
+        metavar="SECONDS",
+        help="end the run when one call of the algorithm lasts longer than max(SECONDS, 20 x "
+        "the slowest step so far) (default 120 for an outside algorithm; off for built-ins)",
+    )
+    g.add_argument(
         "--implementation",
         default=implementation_catalogue.DEFAULT_IMPLEMENTATION,
         metavar="NAME",
@@ -388,21 +402,23 @@ def _check_algorithm(parser: argparse.ArgumentParser, args: argparse.Namespace) 
     against the worker count when mpirun announced it (setup checks again with MPI's)."""
     admitted = catalogue.get(args.task).algorithms
     name = args.algorithm or (admitted[0] if admitted else algorithm_catalogue.DEFAULT_ALGORITHM)
+    options = _algorithm_options(parser, args.algorithm_option)
+    if args.algorithm_source is not None or "." in name or "/" in name:  # registry.is_outside
+        # An outside algorithm: its declaration is read where it is loaded (build.py), the
+        # file fetched first when it was uploaded; it runs in the reference loop only.
+        if args.algorithm_source is not None and not args.algorithm:
+            parser.error("--algorithm-source needs --algorithm NAME (the file's NAME)")
+        if args.implementation != implementation_catalogue.DEFAULT_IMPLEMENTATION:
+            parser.error(f"--algorithm {name}: an outside algorithm runs in the reference "
+                         f"implementation only, not {args.implementation}")  # fmt: skip
+        args.algorithm, args.algorithm_options = name, options
+        return
     if name not in admitted:
         why = catalogue.get(args.task).why_not(name)
         parser.error(
             f"--algorithm: {args.task} does not admit {name!r}{f' ({why})' if why else ''}; "
             f"choose one of: {', '.join(admitted)}"
         )
-    options: dict[str, str] = {}
-    for item in args.algorithm_option:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            parser.error(f"--algorithm-option must be KEY=VALUE, got {item!r}")
-        if key in options:
-            parser.error(f"--algorithm-option {key} is given twice")
-        options[key] = value.strip()
     values, problems = algorithm_catalogue.check(name, options, launch_size())
     if problems:
         parser.error(f"--algorithm {name}: " + "; ".join(problems))
@@ -411,3 +427,17 @@ def _check_algorithm(parser: argparse.ArgumentParser, args: argparse.Namespace) 
             f"--bucket-mb sets the all-reduce's buckets: it does not apply to --algorithm {name}"
         )
     args.algorithm, args.algorithm_options = name, values
+
+
+def _algorithm_options(parser: argparse.ArgumentParser, items: list[str]) -> dict[str, str]:
+    """--algorithm-option KEY=VALUE, each once, as text (the algorithm's rules type them)."""
+    options: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            parser.error(f"--algorithm-option must be KEY=VALUE, got {item!r}")
+        if key in options:
+            parser.error(f"--algorithm-option {key} is given twice")
+        options[key] = value.strip()
+    return options

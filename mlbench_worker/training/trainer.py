@@ -40,9 +40,12 @@ import torch.nn.functional as F
 
 from mlbench_worker import algorithms
 from mlbench_worker.algorithms.interface import Exchange, Parts
+from mlbench_worker.algorithms.registry import Loaded
+from mlbench_worker.algorithms.wire import Wire
 from mlbench_worker.data.loader import Batches, shard_indices
 from mlbench_worker.shared import catalogue
 from mlbench_worker.shared.evaluation.predictions import CLASS
+from mlbench_worker.training.algorithm_guard import Guard
 from mlbench_worker.training.comm import Communicator, FlatGradients, average_buffers
 from mlbench_worker.training.errors import WorkerError
 from mlbench_worker.training.metric_sink import Reporter
@@ -128,6 +131,11 @@ class Trainer:
         # The scalar slots as numpy on CPU: setting them costs nanoseconds, not a torch op each.
         self.extra_host = self.grads.extra.numpy() if device.type == "cpu" else None
         self.exchange: Exchange | None = None
+        # The counted communicator every algorithm talks through: the trainer's, so the
+        # trainer counts the bytes (for an outside algorithm, `measured` is what is reported).
+        self.wire = Wire(comm)
+        self.wire.exempt = self.grads.extra
+        self.guard: Guard | None = None  # set_algorithm's (outside algorithms, or asked for)
         self.algorithm_options: dict = {"precision": "fp32"}
         self.set_algorithm("allreduce", self.algorithm_options, overlap, bucket_mb)
         # Cross-entropy label smoothing (task 1b's option; 0 is the plain loss of task 1a).
@@ -161,18 +169,23 @@ class Trainer:
 
     def set_algorithm(
         self,
-        name: str,
+        name: str | Loaded,
         options: dict,
         overlap: bool = True,
         bucket_mb: float | None = None,
         implementation: str = "reference",
+        stall_seconds: float | None = None,
     ) -> None:
         """Combine the ranks' work with algorithm `name` (options checked and complete, as
         algorithm_catalogue.check returns them). For allreduce, `overlap` and `bucket_mb`
         follow allreduce_exchange.choose's rules (its note, CUDA with the mpi backend, printed once);
         other algorithms exchange after backward only and refuse a bucket size.
         `implementation` torch-ddp hands the all-reduce to DistributedDataParallel
-        (algorithms/ddp.py), which always overlaps; `bucket_mb` is then its bucket cap."""
+        (algorithms/ddp.py), which always overlaps; `bucket_mb` is then its bucket cap.
+        `name` may be what algorithms.registry.load returned (an outside algorithm: its
+        calls are guarded, algorithm_guard.py, and its bytes are the wire's measured count)."""
+        loaded = name if isinstance(name, Loaded) else None
+        name = loaded.name if loaded else name
         if name != "allreduce" and bucket_mb is not None:
             raise WorkerError(
                 f"--bucket-mb sets the all-reduce's buckets: it does not apply to --algorithm {name}"
@@ -183,7 +196,8 @@ class Trainer:
                 "CUDA): the scaler's factor changes between steps and ranks; use allreduce or "
                 "--amp-dtype bfloat16"
             )
-        parts = Parts(self.model, self.grads, self.comm, self.seed, self.optimizer)
+        parts = Parts(self.model, self.grads, self.comm, self.seed, self.optimizer, self.wire)
+        self.wire.strict = self.outside = loaded is not None and not loaded.builtin
         if implementation == "torch-ddp":
             from mlbench_worker.algorithms import ddp
 
@@ -191,11 +205,16 @@ class Trainer:
                                         bucket_mb, self.flat_only)  # fmt: skip
         else:
             self.exchange = algorithms.make(
-                name, parts, options, overlap=overlap, bucket_mb=bucket_mb,
+                loaded or name, parts, options, overlap=overlap, bucket_mb=bucket_mb,
                 flat_only=self.flat_only, task=self.task, previous=self.exchange,
                 note=self._note_once,
             )  # fmt: skip
         self.algorithm_options = dict(options)
+        if self.guard is not None:
+            self.guard.close()
+        watch = self.outside or stall_seconds is not None
+        self.guard = Guard(self.algorithm, self.comm.rank, self.comm.world.Abort, stall_seconds,
+                           loaded.path if loaded else None) if watch else None  # fmt: skip
 
     def _note_once(self, message: str) -> None:
         if not getattr(self, "_noted", False):  # once, not at every call
@@ -248,13 +267,18 @@ class Trainer:
         interval = _Interval()
         budget = self.goal.time_budget
         host = self.extra_host
+        guard = self.guard
+        call = guard.call if guard is not None else (lambda fn, *args: fn(*args))
         for i in range(self.steps_per_epoch):
             t0 = time.perf_counter()
             x, y = next(batches)
             self._sync()
             t1 = time.perf_counter()
 
-            exchange.begin()  # zeroes the gradients (and arms the bucket hooks)
+            if guard is not None:
+                guard.step = p.step + 1
+            self.wire.reset()  # the harness's count, whatever the algorithm's begin does
+            call(exchange.begin)  # zeroes the gradients (and arms the bucket hooks)
             self.forward_backward(x, y)
             # The step's rate, set after forward_backward (a task's schedule may depend on
             # the batch) and before the exchange (EF-SignSGD and top-k scale by it).
@@ -273,7 +297,7 @@ class Trainer:
             self._sync()
             t2 = time.perf_counter()
 
-            hidden = exchange.finish()  # gradients (and the scalar slots) exchanged
+            hidden = call(exchange.finish)  # gradients (and the scalar slots) exchanged
             self._sync()
             t3 = time.perf_counter()
 
@@ -281,10 +305,10 @@ class Trainer:
                 self.scaler.step(self.optimizer)
                 self.scaler.update()
             else:
-                exchange.step(self.optimizer)  # the optimizer's step, or the algorithm's own
+                call(exchange.step, self.optimizer)  # the optimizer's step, or the algorithm's own
             totals = grads.extra.tolist()  # global sums; also waits for the step on CUDA
             t4 = time.perf_counter()
-            exchange.after_step(p.step + 1)  # model averaging (local SGD)
+            call(exchange.after_step, p.step + 1)  # model averaging (local SGD)
             self._sync()
             t5 = time.perf_counter()
 
@@ -298,7 +322,9 @@ class Trainer:
             interval.compute += (t2 - t1) - waited + (t4 - t3)
             interval.comm += (t3 - t2) + waited + (t5 - t4)
             interval.comm_total += (t3 - t2) + waited + (t5 - t4) + hidden
-            interval.bytes += exchange.comm_bytes
+            interval.bytes += self.wire.measured if self.outside else exchange.comm_bytes
+            if guard is not None:
+                guard.step_done(t5 - t0, exchange.claimed_bytes)
             stop = totals[STOP] > 0
             last = i == self.steps_per_epoch - 1 or stop
             if interval.steps and (p.step % self.log_every == 0 or last or totals[REPORT] > 0):
@@ -340,7 +366,8 @@ class Trainer:
         p.time_comm += mine[2]
         p.time_comm_total += mine[3]
         p.comm_bytes += interval.bytes
-        per_step = [t / interval.steps for t in (*mine, interval.bytes)]
+        claim = self.guard.claimed if self.guard is not None else 0.0
+        per_step = [t / interval.steps for t in (*mine, interval.bytes, claim)]
         per_rank = self.comm.gather_object(per_step)
         if self.comm.rank == 0:
             assert per_rank is not None
@@ -357,6 +384,8 @@ class Trainer:
                 throughput=(self.throughput_metric, images / max(now - interval.start, 1e-9)),
                 timings=means[:4], comm_bytes=means[4], per_rank=per_rank,  # means: per step
             )  # fmt: skip
+            if self.exchange.claimed_bytes is not None and self.guard is not None:
+                self.guard.report_claim(self.reporter, meta, means[5], means[4], self.print)
             step_time = float(sum(means[:3]))  # the total overlaps compute: not part of it
             self.print(
                 f"step {p.step:6d}  epoch {p.epochs_done:7.3f}  loss {loss_sum / images:.4f}  "
@@ -367,6 +396,8 @@ class Trainer:
                 f"elapsed {self.elapsed():8.1f}s"
             )
         interval.reset(time.perf_counter())
+        if self.guard is not None:
+            self.guard.claimed = 0.0
 
     # How many kinds of hits `hits` counts per batch (task 1b adds top-5 to top-1).
     HIT_KINDS = 1
