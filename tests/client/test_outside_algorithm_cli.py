@@ -34,7 +34,10 @@ def test_the_file_is_uploaded_the_run_names_it_and_it_comes_back(master, tmp_pat
         assert (run["algorithm"], run["algorithm_source"]) == ("halfavg", SHA)
         assert run["algorithm_options"] == {"weight": 0.25, "mode": "sum"}
         show = master.cli("show", str(run_id))
-        assert f"halfavg (mode sum, weight 0.25) [uploaded {SHA[:12]}]" in show.stdout
+        shown = f"halfavg (mode sum, weight 0.25) [uploaded {SHA[:12]}]"
+        assert shown in show.stdout
+        report = master.cli("report", str(run_id), "--wide")
+        assert report.returncode == 0 and shown in report.stdout, report.stdout + report.stderr
         out = tmp_path / "back.py"
         got = master.cli("download", str(run_id), "--algorithm", "-o", str(out))
         assert got.returncode == 0, got.stdout + got.stderr
