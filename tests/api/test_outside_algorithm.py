@@ -206,3 +206,16 @@ def test_a_worker_token_reads_its_own_runs_algorithm_and_not_another(staff_api, 
         == 403
     )
     assert staff_api.get(f"/api/algorithms/{'0' * 64}/").status_code == 404
+
+
+def test_a_series_runs_the_upload_in_each_of_its_runs(staff_api, api, redis_settings):
+    assert upload(staff_api).status_code == 201
+    body = {"name": "outside series", "task": "logreg-epsilon", "seeds": [1, 2],
+            "algorithm_source": SHA, "algorithm_options": {"mode": "mean"}}  # fmt: skip
+    response = api.post("/api/series/", body, format="json")
+    assert response.status_code == 201, response.json()
+    runs = Run.objects.filter(series_id=response.json()["id"])
+    assert runs.count() == 2
+    for run in runs:
+        assert (run.algorithm, run.algorithm_source) == ("halfavg", SHA)
+        assert run.algorithm_options == {"weight": 0.5, "mode": "mean"}
