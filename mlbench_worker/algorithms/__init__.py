@@ -20,15 +20,6 @@ from typing import Any
 from mlbench_worker.algorithms import registry
 from mlbench_worker.algorithms.interface import Exchange, Parts
 
-MODULES = {
-    "allreduce": "mlbench_worker.algorithms.allreduce",
-    "powersgd": "mlbench_worker.algorithms.powersgd",
-    "topk": "mlbench_worker.algorithms.topk",
-    "signsgd": "mlbench_worker.algorithms.signsgd",
-    "localsgd": "mlbench_worker.algorithms.localsgd",
-    "decentralized": "mlbench_worker.algorithms.decentralized",
-}
-
 
 def make(
     name: str | registry.Loaded, parts: Parts, options: dict[str, Any], **allreduce: Any

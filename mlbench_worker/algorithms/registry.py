@@ -38,6 +38,16 @@ from typing import Any
 from mlbench_worker.shared import algorithm_catalogue, algorithm_source
 from mlbench_worker.training.errors import WorkerError
 
+# The built-ins' modules (a name missing here is the package's module of that name).
+MODULES = {
+    "allreduce": "mlbench_worker.algorithms.allreduce",
+    "powersgd": "mlbench_worker.algorithms.powersgd",
+    "topk": "mlbench_worker.algorithms.topk",
+    "signsgd": "mlbench_worker.algorithms.signsgd",
+    "localsgd": "mlbench_worker.algorithms.localsgd",
+    "decentralized": "mlbench_worker.algorithms.decentralized",
+}
+
 PACKAGE = "mlbench_worker.algorithms"
 SHA256 = re.compile(r"[0-9a-f]{64}")
 FETCH_TIMEOUT = 30.0
@@ -68,8 +78,6 @@ def is_outside(name: str, source: str | None = None) -> bool:
 
 def module_of(name: str) -> str:
     """The module of built-in `name` (the package's module of that name)."""
-    from mlbench_worker.algorithms import MODULES
-
     return MODULES.get(name, f"{PACKAGE}.{name}")
 
 
