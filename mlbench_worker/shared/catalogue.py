@@ -239,6 +239,12 @@ _LSTM_EXCLUDED = (
         "its ranks keep different models, while the AWD-LSTM's averaged SGD keeps a "
         "running average of the iterates per rank that the gossip does not see",
     ),
+    (
+        "diloco",
+        "its ranks step apart and restart from the outer model every H steps, while the "
+        "AWD-LSTM's averaged SGD keeps a running average of each rank's own iterates that "
+        "the outer step neither sees nor resets",
+    ),
 )
 AWD_LSTM_WIKITEXT2 = TaskInfo(
     name="awd-lstm-wikitext2",

@@ -114,7 +114,7 @@ def test_language_models_reach_their_goals_from_above_and_say_which_algorithms_t
         assert not info.goals["standard"].reached(info.goals["standard"].value + 1)
     assert (lstm.goal("standard").value, lstm.goal("light").value) == (70.0, 90.0)
     refused = dict(lstm.not_admitted)
-    assert set(refused) == {"localsgd", "decentralized", "signsgd"}
+    assert set(refused) == {"localsgd", "decentralized", "signsgd", "diloco"}
     assert not set(refused) & set(lstm.algorithms)
     assert set(lstm.algorithms) | set(refused) == set(catalogue.GENERAL_ALGORITHMS)
     assert lstm.implementations == gpt.implementations == ("reference", "torch-ddp")
