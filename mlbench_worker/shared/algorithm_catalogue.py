@@ -1,3 +1,5 @@
+# Over 400 lines: the seven algorithms are declared as data in this one list, with Option
+# and its checks, which the master, the CLI and the worker all read.
 """The catalogue of training algorithms: the one list of how ranks may combine their work.
 
 Plain data and checks, no torch and no Django: the master (run rules, the form, the API),
