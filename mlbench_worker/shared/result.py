@@ -128,8 +128,27 @@ TRAINING_FIELDS: tuple[Field, ...] = (
         "the share of step time during which "
         "gradients were in flight, hidden behind backward or not",
     ),  # fmt: skip
-    _f("algorithm", "text", "", "how ranks combined their work (the algorithm catalogue)"),
-    _f("algorithm_options", "object", "", "the algorithm's options, complete"),
+    _f(
+        "algorithm",
+        "text",
+        "",
+        "how ranks combined their work: the algorithm catalogue's name, or an outside "
+        "algorithm's declared NAME",
+    ),  # fmt: skip
+    _f(
+        "algorithm_options",
+        "object",
+        "",
+        "the algorithm's options, typed and completed by its defaults (an outside one's "
+        "declaration's)",
+    ),  # fmt: skip
+    _f(
+        "algorithm_source",
+        "text",
+        "",
+        "an uploaded algorithm's SHA-256 (the run's algorithm_source): the code it ran",
+        required=False,
+    ),  # fmt: skip
     _f("implementation", "text", "", "which code trained: reference, torch-ddp, tensorflow, spark"),
     _f(
         "comm_bytes_per_step",

@@ -168,6 +168,9 @@ class ReferenceRank:
             hardware=environment.hardware(comm.device, self.threads, self.hostnames),
             config={**built.config, **trainer.allreduce_config()},
             results=built.results(trainer),
+            # An outside algorithm as it ran: its declared NAME and completed options.
+            algorithm=trainer.algorithm if trainer.outside else None,
+            algorithm_options=trainer.algorithm_options if trainer.outside else None,
         )
 
     def footer(self, summary: dict) -> str:

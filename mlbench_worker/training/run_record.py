@@ -6,8 +6,11 @@ run's configuration (`RunConfig`: the task, model, target, algorithm and its opt
 implementation, seed, run id, batch, epochs, budget), and are taken from it here, once;
 the rest is what the run found out or decided while it ran: the data set auto chose, the
 ranks MPI reported, the backend and device used, the communication measured, versions and
-hardware, and what a task or an implementation adds (`RunFacts`, which each implementation
-fills in), and how far training got (the `Progress` of the shared epoch loop).
+hardware, an outside algorithm's declared name and completed options (the configuration
+holds only what the command line said: a file's path, options as text), and what a task or
+an implementation adds (`RunFacts`, which each implementation fills in), and how far
+training got (the `Progress` of the shared epoch loop). An uploaded algorithm's SHA-256
+(the configuration's) is recorded too, so the summary alone names the code that ran.
 
 The summary's config holds the common entries first (batch, peak rate, epochs, budget),
 then the task's and the implementation's own entries (`RunFacts.config`), then the threads.
@@ -49,6 +52,12 @@ class RunFacts:
     results: Mapping[str, Any] = field(default_factory=dict)
     # What an implementation other than the reference does differently (None: nothing said).
     implementation_note: str | None = None
+    # The algorithm as it ran, when the configuration cannot say it: an outside algorithm's
+    # declared NAME (the configuration holds its path or package.module) and its options
+    # typed and completed by its declaration (the configuration holds them as given, text).
+    # None: the configuration's (a built-in's, already checked and completed by the parser).
+    algorithm: str | None = None
+    algorithm_options: Mapping[str, Any] | None = None
 
 
 def comm_shares(
@@ -79,6 +88,12 @@ def run_record(
     note = {} if facts.implementation_note is None else {
         "implementation_note": facts.implementation_note
     }  # fmt: skip
+    # An uploaded algorithm's hash: which code ran, so the summary alone names it (the
+    # master's run holds the same as its algorithm_source).
+    source = {"algorithm_source": config.algorithm_source} if config.algorithm_source else {}
+    options = config.algorithm_options if facts.algorithm_options is None else (
+        facts.algorithm_options
+    )  # fmt: skip
     return training_summary(
         task=config.task,
         model=config.model,
@@ -91,8 +106,9 @@ def run_record(
         throughput=finite(throughput),
         comm_share=facts.comm_share,
         comm_share_total=facts.comm_share_total,
-        algorithm=config.algorithm,
-        algorithm_options=dict(config.algorithm_options),
+        algorithm=facts.algorithm or config.algorithm,
+        algorithm_options=dict(options),
+        **source,
         implementation=config.implementation,
         comm_bytes_per_step=facts.comm_bytes_per_step,
         full_allreduce_bytes=facts.full_allreduce_bytes,

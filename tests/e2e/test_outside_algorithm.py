@@ -70,3 +70,5 @@ def test_an_uploaded_algorithm_trains_task_2_on_two_ranks_to_its_light_target(id
     assert done["summary"]["reached"], done["summary"]
     assert done["manifest"]["algorithm"]["sha256"] == SHA
     assert done["summary"]["algorithm"] == "randk-e2e"
+    for field in ("algorithm", "algorithm_options", "algorithm_source"):  # the run's own
+        assert done["summary"][field] == done[field], field

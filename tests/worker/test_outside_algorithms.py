@@ -7,10 +7,13 @@ from __future__ import annotations
 import ast
 import hashlib
 import http.server
+import json
 import os
 from pathlib import Path
 
 import pytest
+
+from mlbench_worker.shared import result
 
 from .helpers import REPO, mpirun, run_worker
 from .helpers import metrics_file as _records
@@ -107,7 +110,11 @@ def test_an_installed_module_loads(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary, _ = _records(out)
-    assert summary["reached"] and summary["algorithm_options"] == {"density": "0.5"}
+    assert summary["reached"], summary
+    # The record names the module's declared NAME, not its path, and the option typed.
+    assert (summary["algorithm"], summary["algorithm_options"]) == ("randk-installed",
+                                                                     {"density": 0.5})  # fmt: skip
+    assert "algorithm_source" not in summary  # nothing was uploaded
     assert "randk-installed" in proc.stdout  # the headline names the module's NAME
 
 
@@ -145,6 +152,11 @@ def test_an_uploaded_file_is_fetched_with_the_run_token_and_its_hash_checked(tmp
         master.stop()
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert master.gets == [(f"/api/algorithms/{sha}/", "Token tok-123")]
+    # The summary it posted names the code that ran: NAME, the declared default, the hash.
+    (posted,) = master.posted("summary")
+    summary = json.loads(posted.body)
+    assert summary["algorithm"] == "randk" and summary["algorithm_options"] == {"density": 0.25}
+    assert summary["algorithm_source"] == sha and result.problems(summary) == {}
 
 
 def test_a_file_whose_hash_differs_is_refused_before_it_is_read(tmp_path):
