@@ -17,7 +17,7 @@ from mlbench_master.bundles import origins
 from mlbench_master.results import stored
 from mlbench_master.results.cost import of_run as cost_of_run
 from mlbench_master.runs.run_queue import queue_position
-from mlbench_worker.shared import result
+from mlbench_worker.shared import algorithm_catalogue, result
 
 RUN_OUTPUT_FIELDS = [
     "id", "name", "created_at", "state", "job_id", "job_metadata",
@@ -32,6 +32,18 @@ RUN_OUTPUT_FIELDS = [
     "origin", "division", "warnings",
 ]  # fmt: skip
 
+
+# The built-ins named from the algorithm catalogue, so a new one is never left out.
+ALGORITHM_HELP = (
+    "how ranks combine their work: "
+    + ", ".join(
+        name + (" (default)" if name == algorithm_catalogue.DEFAULT_ALGORITHM else "")
+        for name in algorithm_catalogue.ALGORITHMS
+    )
+    + " (those the task admits: GET /api/runs/defaults/); an uploaded algorithm's NAME (or "
+    "leave it out with algorithm_source); an installed one's module path, package.module "
+    "(staff only; checked by the worker at start-up)"
+)
 
 EVALUATION_HELP = (
     "who graded the run: status 'evaluated' (the platform's evaluator graded its predictions; "
@@ -176,10 +188,7 @@ class RunCreateSerializer(serializers.Serializer):
         max_length=200,
         required=False,
         allow_null=True,
-        help_text="how ranks combine their work: allreduce (default), powersgd, topk, "
-        "signsgd, localsgd, decentralized (those the task admits); an uploaded algorithm's "
-        "NAME (or leave it out with algorithm_source); an installed one's module path, "
-        "package.module (staff only; checked by the worker at start-up)",
+        help_text=ALGORITHM_HELP,
     )
     algorithm_source = serializers.CharField(
         max_length=64,

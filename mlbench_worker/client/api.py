@@ -240,9 +240,10 @@ class ApiClient(AlgorithmCalls):
 
         `latency` (ms) is added each way on every worker's link, beside `max_bandwidth`.
 
-        `algorithm` (allreduce, powersgd, topk, signsgd, localsgd, decentralized) and its
-        `algorithm_options` (e.g. {"rank": 4}; those left out keep their defaults): how the
-        ranks combine their work; the master refuses (400) one the task does not admit.
+        `algorithm` (see the algorithm catalogue / GET /api/runs/defaults/, `run_defaults`:
+        its `algorithms` and each task's) and its `algorithm_options` (e.g. {"rank": 4};
+        those left out keep their defaults): how the ranks combine their work; the master
+        refuses (400) one the task does not admit.
         `algorithm_source`: an uploaded file's SHA-256 (`upload_algorithm`); its NAME is the
         algorithm.
 
