@@ -16,6 +16,9 @@ count (its seeds), or one run outside any series. Its numbers are the series sta
 (`statistics.summarize`, one group) and its cost theirs (cost.py through the stored run),
 so the board shows what the series page and `mlbench report` show, never its own sums;
 an imported run this master re-graded and agrees with is read on this master's grades.
+Its `convergence` is its check against the reference series of its task (convergence.py):
+a flag for a reader to weigh, not a reason to unrank, as MLPerf's package checker lets a
+failed RCP check through for review (`--rcp_bypass`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from django.db.models import QuerySet
 
 from mlbench_master.api.models import Run
 from mlbench_master.bundles import origins, signing
-from mlbench_master.results import graded_on, standing, stored
+from mlbench_master.results import convergence, graded_on, standing, stored
 from mlbench_master.results.statistics import summarize
 from mlbench_worker.shared import catalogue, result
 
@@ -110,9 +113,11 @@ def entries(runs: QuerySet[Run]) -> list[dict[str, Any]]:
         elif run.state in Run.FINAL_STATES:  # a lone run is a result once it has ended
             groups[("run", run.pk, run.num_workers)].append(run)
     me = signing.this_installation().fingerprint
+    memo: dict[Any, Any] = {}  # the reference series found for each key (convergence.py)
     return [
-        _entry(key, members, [results[r.pk] for r in members], me,
-               standing.of_entry(members, standings), graded_on.of_entry(members, sizes))
+        {**_entry(key, members, [results[r.pk] for r in members], me,
+                  standing.of_entry(members, standings), graded_on.of_entry(members, sizes)),
+         "convergence": convergence.of_group(members, memo)}
         for key, members in groups.items()
     ]  # fmt: skip
 

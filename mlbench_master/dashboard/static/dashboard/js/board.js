@@ -76,6 +76,15 @@ function regradeText(entry) {
   return r.label;
 }
 
+// The entry's check against the reference series' convergence (MLPerf's RCP rule): a flag
+// when it converges in fewer epochs than the reference allows; the API's words otherwise.
+function convergenceNode(entry) {
+  const c = entry.convergence;
+  if (!c || c.status === "not checked") return null;
+  const text = c.flagged ? `; flagged: ${c.reason}` : `; convergence ${c.status}`;
+  return el("span", { class: `convergence ${c.flagged ? "flagged" : ""}`, text, title: c.reason });
+}
+
 function row(entry) {
   const stats = entry.statistics;
   const links = entry.links.runs.map((r) =>
@@ -99,7 +108,9 @@ function row(entry) {
     el("td", { text: entry.network }),
     el("td", { text: entry.backend }),
     el("td", { class: "seeds", text: entry.seeds.join(", ") }),
-    el("td", { text: `${runsText(stats.runs)}, ${stats.reached} reached; ${stats.valid ? "valid" : `not valid: ${stats.invalid_reason}`}` }),
+    el("td", { class: "statistics" },
+      `${runsText(stats.runs)}, ${stats.reached} reached; ${stats.valid ? "valid" : `not valid: ${stats.invalid_reason}`}`,
+      convergenceNode(entry)),
     el("td", { class: "cost", text: costText(entry), title: entry.cost.reason || null }),
     el("td", { class: "origin", text: entry.origin.kind === "local" ? `local (${entry.origin.fingerprint})` : `imported from ${entry.origin.fingerprint}` }),
     el("td", { class: "trust", text: trustText(entry) }),

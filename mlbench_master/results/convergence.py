@@ -1,0 +1,277 @@
+"""Closed-division runs checked against the reference's convergence, as MLPerf Training
+checks a submission against its reference convergence points (RCPs): a result that reaches
+the target in fewer epochs than the reference implementation's runs allow is flagged
+(docs/checking.rst, "Convergence against the reference").
+
+Why: the closed division promises the same model, data and recipe as the reference, so a
+result that converges in clearly fewer epochs either trained something else or was graded
+on something else; by the clock alone it would just look fast.
+
+The arithmetic is mlperf_logging's own (`rcp_checker.RCP_Checker`), called, not copied: its
+constructor derives the RCP mean (the olympic mean of the reference runs' epochs to
+target), stdev and "min epochs" (the smallest mean a one-sided t-test at alpha 0.05 still
+accepts) from the reference epochs we hand it as an RCP file; `_eval_submission_record`
+takes the olympic mean of the checked runs' epochs and compares it with that bound. The
+rule is MLPerf's for ResNet (`BENCHMARK`): 5 runs a result, the reference twice as many.
+
+The reference of a series group (one series, one worker count): the group of a series of
+the reference implementation in the closed division, on the same task, goal, algorithm,
+learning-rate schedule, data set and global batch size, whose runs all ended, were all
+graded by the evaluator and come from this installation or a trusted, undisputed origin;
+of several, the one with the most runs that reached the target (then the earliest series).
+Epochs to target are the epoch of the evaluator's first grade that meets the goal
+(`stored.StoredRun.reaching_evaluation`), never what a run reports.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import statistics
+import tempfile
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mlperf_logging.rcp_checker import rcp_checker
+
+from mlbench_master.api.models import Run
+from mlbench_master.bundles import origins
+from mlbench_master.results import standing, stored
+from mlbench_worker.shared import result
+from mlbench_worker.shared.implementation_catalogue import DEFAULT_IMPLEMENTATION
+
+BENCHMARK = "resnet"  # whose MLPerf rule every task is held to (task 1b is MLPerf's resnet)
+RULESET = "4.0.0"  # the ruleset the MLPerf logs are checked with (docs/checking.rst)
+USAGE = "training"
+RUNS = rcp_checker.submission_runs[USAGE][BENCHMARK]  # runs a checked result needs: 5
+REFERENCE_RUNS = 2 * RUNS  # "References need 2x of these runs" (rcp_checker's comment)
+MAX_NOT_CONVERGED = 1  # more, and rcp_checker's reading says "Insufficient convergence"
+NOT_CONVERGED = 1e9  # the epochs rcp_checker gives a run that did not converge
+REFERENCE = DEFAULT_IMPLEMENTATION  # the implementation whose series are references
+FLAGGED, PASSED, IS_REFERENCE, NOT_CHECKED = "flagged", "passed", "reference", "not checked"
+RULE = {
+    "source": "mlperf_logging.rcp_checker",
+    "benchmark": BENCHMARK,
+    "ruleset": RULESET,
+    "alpha": 0.05,
+    "runs": RUNS,
+    "reference_runs": REFERENCE_RUNS,
+}
+
+
+class _QuietChecker(logging.Filter):
+    """Drops rcp_checker's own log lines (it logs each record and mean on the root logger at
+    INFO, meant for its command line): a board with many entries would fill the master's log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.pathname != rcp_checker.__file__
+
+
+logging.getLogger().addFilter(_QuietChecker())
+
+
+@dataclass(frozen=True)
+class Key:
+    """What a reference must share with the group it checks."""
+
+    task: str
+    goal: str
+    algorithm: str
+    lr_schedule: str
+    dataset: str
+    global_batch_size: int
+
+
+def reference_point(epochs: Sequence[float], global_batch_size: int) -> dict[str, float]:
+    """The RCP of reference runs that took `epochs` to converge, as rcp_checker computes it:
+    mean (olympic), stdev, min_epochs (the least mean accepted) and max_speedup."""
+    point, _ = _rcp(epochs, global_batch_size)
+    return {
+        "mean": float(point["RCP Mean"]),
+        "stdev": float(point["RCP Stdev"]),
+        "min_epochs": float(point["Min Epochs"]),
+        "max_speedup": float(point["Max Speedup"]),
+    }
+
+
+def _rcp(epochs: Sequence[float], bs: int) -> tuple[dict, rcp_checker.RCP_Checker]:
+    record = {"Benchmark": BENCHMARK, "BS": bs, "Hyperparams": {},
+              "Epochs to converge": [float(e) for e in epochs]}  # fmt: skip
+    rcp_file = io.StringIO(json.dumps({"mlbench_reference": record}))
+    checker = rcp_checker.RCP_Checker(USAGE, RULESET, BENCHMARK, False, rcp_file)
+    return checker.rcp_data["mlbench_reference"], checker
+
+
+def check(
+    epochs: Sequence[float | None], reference: Sequence[float], global_batch_size: int
+) -> dict[str, Any]:
+    """The check of one result on plain data: `epochs` its runs' epochs to target (None: did
+    not reach it), `reference` the epochs of the reference runs that reached it."""
+    out = _block(NOT_CHECKED, "", epochs)
+    missed = sum(e is None for e in epochs)
+    if len(reference) < REFERENCE_RUNS:
+        out["reason"] = (
+            f"the reference has {_runs(len(reference))} that reached the target; MLPerf's rule "
+            f"needs {REFERENCE_RUNS}"
+        )
+        return out
+    point, checker = _rcp(reference, global_batch_size)
+    out["reference"] = reference_point(reference, global_batch_size)
+    if len(epochs) < RUNS:
+        out["reason"] = f"{_runs(len(epochs))} ended; MLPerf's rule needs {RUNS}"
+        return out
+    if missed > MAX_NOT_CONVERGED:
+        out["reason"] = (
+            f"{missed} runs did not reach the target; MLPerf's rule allows {MAX_NOT_CONVERGED} "
+            "(insufficient convergence)"
+        )
+        return out
+    given = [NOT_CONVERGED if e is None else float(e) for e in epochs]
+    with tempfile.TemporaryDirectory() as scratch:  # where it would write its scaling.json
+        passed, norm = checker._eval_submission_record(point, given, scratch)
+    mean = out["olympic_mean_epochs"]
+    out["norm_factor"] = float(norm)
+    bound = out["reference"]["min_epochs"]
+    if passed:
+        out.update(status=PASSED, reason=f"olympic mean {mean:.4g} epochs >= {bound:.4g}")
+    else:
+        out.update(
+            status=FLAGGED,
+            flagged=True,
+            reason=(
+                f"converges faster than the reference allows: olympic mean {mean:.4g} epochs "
+                f"< {bound:.4g} (reference mean {out['reference']['mean']:.4g}, p < 0.05)"
+            ),
+        )
+    return out
+
+
+def _block(status: str, reason: str, epochs: Sequence[float | None] = ()) -> dict[str, Any]:
+    reached = [e for e in epochs if e is not None]
+    missed = len(epochs) - len(reached)
+    mean = None
+    if len(epochs) >= 3 and missed <= MAX_NOT_CONVERGED:  # rcp_checker's slicing, a run each
+        kept = sorted(reached)[1 : len(reached) - (1 - missed)]
+        mean = statistics.fmean(kept) if kept else None
+    return {
+        "status": status,
+        "flagged": False,
+        "reason": reason,
+        "epochs": list(epochs),
+        "olympic_mean_epochs": mean,
+        "norm_factor": None,
+        "reference": None,
+        "rule": RULE,
+    }
+
+
+def of_group(runs: Sequence[Run], memo: dict[Any, Any] | None = None) -> dict[str, Any]:
+    """The check of a group of stored runs (one series' runs with one worker count, or one
+    run), against the reference series of its task; `memo` keeps references found for a
+    response (the board asks for every entry)."""
+    memo = {} if memo is None else memo
+    # By seed: the same order on the board, the series and an importing master (whose ids
+    # differ: nothing installation-specific but the reference's series is in the block).
+    runs = sorted(runs, key=lambda r: (r.seed, r.pk))
+    if any(r.division != "closed" for r in runs):
+        return _block(NOT_CHECKED, "open division: only the closed division is checked")
+    if any(r.state not in Run.FINAL_STATES for r in runs):
+        return _block(NOT_CHECKED, "runs are still pending")
+    found = stored.load(runs)
+    epochs, why = _epochs_of(found)
+    if why:
+        return _block(NOT_CHECKED, why)
+    key = _key_of(found)
+    if isinstance(key, str):
+        return _block(NOT_CHECKED, key, epochs)
+    if key not in memo:
+        memo[key] = _reference(key)
+    ref = memo[key]
+    if ref is None:
+        return _block(NOT_CHECKED, f"no reference series for {_words(key)}", epochs)
+    where = {"series": ref["series"], "num_workers": ref["num_workers"], "seeds": ref["seeds"]}
+    first = runs[0]
+    if (first.series_id, first.num_workers) == (ref["series"], ref["num_workers"]):
+        out = _block(IS_REFERENCE, "this is the reference series", epochs)
+        if len(ref["epochs"]) >= REFERENCE_RUNS:
+            out["reference"] = reference_point(ref["epochs"], key.global_batch_size)
+    else:
+        out = check(epochs, ref["epochs"], key.global_batch_size)
+    out["reference"] = {**where, "epochs": ref["epochs"], **(out["reference"] or {})}
+    out["seeds"] = [r.seed for r in runs]
+    return out
+
+
+def _epochs_of(found: Sequence[stored.StoredRun]) -> tuple[list[float | None], str]:
+    """Each run's epochs to target by its grades (rounded to the thousandth, as
+    rcp_checker reads epoch_num), or why the group cannot be read so."""
+    out: list[float | None] = []
+    for s in found:
+        if not s.evaluated:
+            return [], f"the run of seed {s.run.seed} was not graded by the evaluator"
+        reached = s.reaching_evaluation()
+        if reached is not None and reached.epoch is None:
+            return [], f"the run of seed {s.run.seed}: its reaching grade records no epoch"
+        out.append(None if reached is None else round(float(reached.epoch), 3))
+    return out, ""
+
+
+def _key_of(found: Sequence[stored.StoredRun]) -> Key | str:
+    keys = set()
+    for s in found:
+        r, batch = s.run, result.read_config(s.summary, "batch_size")
+        if batch is None:
+            return f"the run of seed {r.seed} recorded no batch size"
+        bs = int(batch) * r.num_workers
+        keys.add(Key(r.task, r.target, r.algorithm, r.lr_schedule, r.dataset_used, bs))
+    if len(keys) != 1:
+        return "its runs differ in task, goal, algorithm, schedule, data or global batch size"
+    return keys.pop()
+
+
+def _reference(key: Key) -> dict[str, Any] | None:
+    """The reference series group for `key` (the module docstring), or None."""
+    runs = list(
+        origins.with_origins(
+            Run.objects.filter(
+                task=key.task, target=key.goal, algorithm=key.algorithm,
+                lr_schedule=key.lr_schedule, dataset_used=key.dataset,
+                implementation=REFERENCE, series__isnull=False,
+            ).order_by("series_id", "num_workers", "id")
+        )
+    )  # fmt: skip
+    standings = standing.of_runs(runs)
+    groups: dict[tuple[int, int], list[Run]] = defaultdict(list)
+    for run in runs:
+        groups[(run.series_id, run.num_workers)].append(run)
+    best: dict[str, Any] | None = None
+    for (series, workers), members in groups.items():
+        if any(r.division != "closed" or r.state not in Run.FINAL_STATES for r in members):
+            continue
+        if standing.of_entry(members, standings)["unranked"]:
+            continue  # an unverified origin, or grades this master disputes
+        found = stored.load(members)
+        epochs, why = _epochs_of(found)
+        if why or _key_of(found) != key:
+            continue
+        reached = [e for e in epochs if e is not None]
+        if best is None or len(reached) > len(best["epochs"]):
+            seeds = sorted(r.seed for r in members)
+            best = {"series": series, "num_workers": workers, "seeds": seeds, "epochs": reached}
+    return best
+
+
+def _runs(n: int) -> str:
+    """A count of runs in words: "1 run", "2 runs" (issue 50)."""
+    return f"{n} run{'' if n == 1 else 's'}"
+
+
+def _words(key: Key) -> str:
+    return (
+        f"{key.task} ({key.goal} goal, {key.algorithm or 'no algorithm'}, data "
+        f"{key.dataset or 'not recorded'}, global batch {key.global_batch_size}) in the "
+        f"closed division by the {REFERENCE} implementation"
+    )
