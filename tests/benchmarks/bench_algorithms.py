@@ -15,11 +15,17 @@ Every number comes from the worker's own summary (its metrics file), measured si
 in one run on one machine. Needs root (or CAP_NET_ADMIN and CAP_SYS_ADMIN) for the shaped
 links; without it those parts say why and the rest still runs.
 Usage: python tests/benchmarks/bench_algorithms.py [--quick] (quick: shared memory only)
+Part 1 alone, for some algorithms, to either target, at chosen link rates (the local
+driver's slots, shaped by their run's max_bandwidth), e.g. DiLoCo's measurement in
+docs/results.rst:
+  python tests/benchmarks/bench_algorithms.py --bandwidth 10,100 \
+      --algorithms allreduce,localsgd,diloco --target light
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -75,11 +81,18 @@ VARIANTS = [
 
 
 def to_target(
-    home: Path, algorithm: str, mbit: int | None, max_epochs: int, options: tuple = ()
+    home: Path,
+    algorithm: str,
+    mbit: int | None,
+    max_epochs: int,
+    options: tuple = (),
+    target: str = "standard",
 ) -> dict:
-    """Task 1a's generated set (2,560 images, seed 7) to the standard target, 2 ranks:
-    on this machine's shared memory (`mbit` None) or two slots linked at `mbit`; `options`:
-    KEY=VALUE algorithm options (the catalogue's defaults otherwise)."""
+    """Task 1a's generated set (2,560 images, seed 7) to `target` (standard: 80 %, light:
+    70 %), 2 ranks: on this machine's shared memory (`mbit` None) or two slots linked at
+    `mbit`; `options`: KEY=VALUE algorithm options (the catalogue's defaults otherwise).
+    The summary gets the load average (1 min) before and after the run, for the reading:
+    epochs and bytes do not depend on it, seconds do."""
     label = "-".join([algorithm, *options]).replace("=", "_")
     metrics = home / f"target-{label}-{mbit or 'shm'}.jsonl"
     flags = [x for o in options for x in ("--algorithm-option", o)]
@@ -90,25 +103,43 @@ def to_target(
     argv = prefix + [
         sys.executable, "-m", "mlbench_worker", "resnet20-cifar10", "--dataset", "synthetic",
         "--algorithm", algorithm, "--train-images", "2560", "--test-images", "500",
-        "--seed", "7", "--target", "standard", "--max-epochs", str(max_epochs),
+        "--seed", "7", "--target", target, "--max-epochs", str(max_epochs),
         "--threads", "1", "--metrics-file", str(metrics), "--log-every", "10", *flags,
     ]  # fmt: skip
-    return worker_summary(argv, home, metrics, timeout=7200)
+    before = os.getloadavg()[0]
+    summary = worker_summary(argv, home, metrics, timeout=7200)
+    summary["load_average"] = [round(before, 2), round(os.getloadavg()[0], 2)]
+    return summary
+
+
+STEPS_PER_EPOCH = 2560 // (2 * 128)  # to_target's set, 2 ranks, the task's batch of 128
+
+
+def bytes_to_target(summary: dict) -> float | None:
+    """One rank's bytes sent until the target: the mean per step x the steps run (the run
+    stops at the evaluation that reaches it); None when it was not reached."""
+    per_step = summary.get("comm_bytes_per_step")
+    if not summary.get("reached") or per_step is None:
+        return None
+    return per_step * round(summary["epochs"] * STEPS_PER_EPOCH)
 
 
 def target_rows(runs: dict[str, dict], where: str) -> list[list]:
-    """One row per algorithm: epochs and time to the target, the ratio to allreduce's."""
+    """One row per algorithm: epochs, time and bytes to the target, the ratio to
+    allreduce's epochs."""
     base = runs.get("allreduce", {})
     rows = []
     for name, s in runs.items():
         epochs = s.get("epochs") if s.get("reached") else None
         ratio = epochs / base["epochs"] if epochs and base.get("reached") else None
         ttt = s.get("time_to_target")
+        sent_total = bytes_to_target(s)
         rows.append([
             f"task 1a (generated), {where}, {name}",
             f"{epochs:g} epochs" if epochs else f"not reached in {s.get('epochs', 0):g}",
             f"{ratio:.2f}x allreduce" if ratio else "-",
             f"{ttt:.0f} s" if ttt is not None else "-",
+            f"{sent_total / 1e6:.1f} MB" if sent_total is not None else "-",
             PAPERS[name],
         ])  # fmt: skip
     return rows
@@ -163,10 +194,28 @@ def main() -> int:
     )
     parser.add_argument(
         "--links",
+        "--bandwidth",
         type=lambda text: [int(x) for x in text.split(",")],
-        help="only part 1, at these link rates in Mbit/s (e.g. 10,100); 0: shared memory",
+        help="only part 1, at these link rates in Mbit/s (e.g. 10,100: the local driver's "
+        "slots, shaped as a run's max_bandwidth); 0: shared memory",
+    )
+    parser.add_argument(
+        "--algorithms",
+        type=lambda text: text.split(","),
+        help="part 1 for these algorithms only (catalogue names, e.g. allreduce,diloco)",
+    )
+    parser.add_argument(
+        "--target",
+        choices=("standard", "light"),
+        default="standard",
+        help="part 1's target: standard (80 %%, the default) or light (70 %%)",
     )
     args = parser.parse_args()
+    names = args.algorithms or list(ALGORITHMS)
+    unknown = sorted(set(names) - set(ALGORITHMS))
+    if unknown:
+        parser.error(f"unknown algorithms {unknown}; known: {', '.join(ALGORITHMS)}")
+    percent = {"standard": 80, "light": 70}[args.target]
     if args.variants:
         return variants()
     home = Path(tempfile.mkdtemp(prefix="mlbench-bench-algorithms-"))
@@ -184,15 +233,17 @@ def main() -> int:
             print(f"bench_algorithms: epochs to target at {where} not measured: {missing}")
             continue
         try:
-            runs = {name: to_target(home, name, mbit, 30) for name in ALGORITHMS}
+            runs = {name: to_target(home, name, mbit, 30, target=args.target) for name in names}
         finally:
             if mbit is not None:
                 slots.close_slots(home)
         data["target"][where] = runs
         target += target_rows(runs, where)
         write_results(
-            "algorithms_target", "Epochs and time to 80 % on task 1a's generated set (2 workers)",
-            ["run", "epochs to target", "beside allreduce", "time to target", "the paper"],
+            "algorithms_target" + ("" if args.target == "standard" else f"_{args.target}"),
+            f"Epochs, time and bytes to {percent} % on task 1a's generated set (2 workers)",
+            ["run", "epochs to target", "beside allreduce", "time to target",
+             "bytes to target (one rank)", "the paper"],
             target, data["target"],
         )  # fmt: skip
     if args.links:
