@@ -326,6 +326,27 @@ def torus_shape(workers: int) -> tuple[int, int] | None:
     return best
 
 
+def typed_options(
+    name: str, declared: tuple[Option, ...], options: Mapping[str, Any] | None
+) -> tuple[dict[str, Any], list[str]]:
+    """`options` typed and completed with the `declared` defaults, and what is wrong: one
+    rule and one wording for a built-in algorithm and an outside one (algorithm_source)."""
+    values = {o.name: o.default for o in declared}
+    problems: list[str] = []
+    for key, raw in (options or {}).items():
+        option = next((o for o in declared if o.name == key), None)
+        if option is None:
+            known = ", ".join(o.name for o in declared) or "none"
+            problems.append(f"{name} has no option {key!r}; its options: {known}")
+            continue
+        value, why = option.parse(raw)
+        if why:
+            problems.append(why)
+        else:
+            values[key] = value
+    return values, problems
+
+
 def check(
     name: str, options: Mapping[str, Any] | None, workers: int | None = None
 ) -> tuple[dict[str, Any], list[str]]:
@@ -335,19 +356,7 @@ def check(
     ranks, a torus a count that makes one (3x3, 3x4, ...). An unknown algorithm is the
     caller's to refuse (it knows which ones its task admits).
     """
-    algorithm = ALGORITHMS[name]
-    values, problems = algorithm.defaults(), []
-    for key, raw in (options or {}).items():
-        option = algorithm.option(key)
-        if option is None:
-            known = ", ".join(o.name for o in algorithm.options) or "none"
-            problems.append(f"{name} has no option {key!r}; its options: {known}")
-            continue
-        value, why = option.parse(raw)
-        if why:
-            problems.append(why)
-        else:
-            values[key] = value
+    values, problems = typed_options(name, ALGORITHMS[name].options, options)
     topology = values.get("topology")
     if workers is not None and name == "decentralized" and not problems:
         if topology == "ring" and workers < 2:

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from mlbench_worker.shared.algorithm_catalogue import ALGORITHMS, Option
+from mlbench_worker.shared.algorithm_catalogue import ALGORITHMS, Option, typed_options
 
 # The interface versions this code runs (the worker's public.API is the newest of them).
 SUPPORTED_APIS = (1,)
@@ -305,16 +305,4 @@ def check_options(
 ) -> tuple[dict[str, Any], list[str]]:
     """Options typed and completed with the declared defaults, and what is wrong, in the
     words algorithm_catalogue.check uses for a built-in algorithm."""
-    values, problems = declaration.defaults(), []
-    for key, raw in (options or {}).items():
-        option = declaration.option(key)
-        if option is None:
-            known = ", ".join(o.name for o in declaration.options) or "none"
-            problems.append(f"{declaration.name} has no option {key!r}; its options: {known}")
-            continue
-        value, why = option.parse(raw)
-        if why:
-            problems.append(why)
-        else:
-            values[key] = value
-    return values, problems
+    return typed_options(declaration.name, declaration.options, options)
