@@ -5,47 +5,15 @@ and trains task 2 with it to its light target; the run shows name, hash and opti
 
 from __future__ import annotations
 
-import hashlib
-
 import pytest
 import requests
 
+from tests.outside_randk import randk_source
+
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 
-# Random-k sparsification with error feedback, in the public interface only: every rank
-# draws the same k indices from the run's seed and sums its error-corrected gradient there.
-SOURCE = b"""
-import torch
-
-from mlbench_worker.algorithms.public import Algorithm, Option
-
-NAME = "randk-e2e"
-API = 1
-OPTIONS = (
-    Option("density", "float", 0.25, "fraction of entries sent", above=0.0, maximum=1.0),
-)
-
-
-class RandK(Algorithm):
-    def __init__(self, parts, options):
-        super().__init__(parts, options)
-        self.k = max(1, int(options["density"] * self.grads.numel))
-        self.memory = torch.zeros(self.grads.numel)
-        self.gen = torch.Generator().manual_seed(parts.seed)
-
-    def finish(self) -> float:
-        self.sum_scalars()
-        g = self.grads.grads
-        self.memory.add_(g)
-        chosen = torch.randperm(g.numel(), generator=self.gen)[: self.k]
-        values = self.memory[chosen].clone()
-        self.memory[chosen] = 0.0
-        self.wire.allreduce_(values)
-        g.zero_()
-        g[chosen] = values
-        return 0.0
-"""
-SHA = hashlib.sha256(SOURCE).hexdigest()
+# Random-k with error feedback, in the public interface only (tests/outside_randk.py).
+SOURCE, SHA = randk_source("randk-e2e")
 
 
 def test_an_uploaded_algorithm_trains_task_2_on_two_ranks_to_its_light_target(idle_master):

@@ -13,52 +13,18 @@ the counted wire are held to work where a cluster runs them.
 
 from __future__ import annotations
 
-import hashlib
-
 import pytest
 import requests
 
+from tests.outside_randk import randk_source
 from tests.slurm.live import job_of
 
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 END = ("FINISHED", "FAILED", "CANCELLED")
 DENSITY = 0.5
 
-# Random-k sparsification with error feedback, in the public interface only: every rank
-# draws the same k indices from the run's seed and sums its error-corrected gradient there,
-# one all-reduce of k fp32 values per step (4k bytes on the wire; the scalar slots free).
-SOURCE = b"""
-import torch
-
-from mlbench_worker.algorithms.public import Algorithm, Option
-
-NAME = "randk-slurm"
-API = 1
-OPTIONS = (
-    Option("density", "float", 0.25, "fraction of entries sent", above=0.0, maximum=1.0),
-)
-
-
-class RandK(Algorithm):
-    def __init__(self, parts, options):
-        super().__init__(parts, options)
-        self.k = max(1, int(options["density"] * self.grads.numel))
-        self.memory = torch.zeros(self.grads.numel)
-        self.gen = torch.Generator().manual_seed(parts.seed)
-
-    def finish(self) -> float:
-        self.sum_scalars()
-        g = self.grads.grads
-        self.memory.add_(g)
-        chosen = torch.randperm(g.numel(), generator=self.gen)[: self.k]
-        values = self.memory[chosen].clone()
-        self.memory[chosen] = 0.0
-        self.wire.allreduce_(values)
-        g.zero_()
-        g[chosen] = values
-        return 0.0
-"""
-SHA = hashlib.sha256(SOURCE).hexdigest()
+# Random-k with error feedback, in the public interface only (tests/outside_randk.py).
+SOURCE, SHA = randk_source("randk-slurm")
 
 
 def test_an_uploaded_algorithm_trains_task_2_on_two_slurm_nodes_counted_by_the_harness(
