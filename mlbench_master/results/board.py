@@ -23,6 +23,7 @@ failed RCP check through for review (`--rcp_bypass`).
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 from dataclasses import dataclass, fields
 from typing import Any
@@ -176,6 +177,7 @@ def _entry(
         "workers": first.num_workers,
         "algorithm": first.algorithm,
         "algorithm_source": first.algorithm_source,  # an uploaded algorithm's file, or ""
+        "sent": _sent(runs),
         "implementation": first.implementation,
         "network": _network(first),
         "backend": first.backend,
@@ -211,6 +213,20 @@ def _entry(
             for r, res in zip(runs, results, strict=True)
         ],  # fmt: skip
     }
+
+
+def _sent(runs: list[Run]) -> dict[str, float | None]:
+    """What a rank sent, the median over the entry's runs as their workers counted it (the
+    trainer's count, whichever algorithm ran): per step, and to the target over the runs
+    that reached it. The bytes are the algorithm's doing, not the grade's: read from the
+    summaries, as the run page shows them. None: no run said."""
+
+    def median(key: str) -> float | None:
+        found = [v for r in runs if (v := result.read(r.summary or {}, key)) is not None]
+        return statistics.median(found) if found else None
+
+    return {"bytes_per_step": median("comm_bytes_per_step"),
+            "bytes_to_target": median("comm_bytes_to_target")}  # fmt: skip
 
 
 def _origin(origin: dict[str, Any] | None, me: str) -> dict[str, Any]:

@@ -157,6 +157,15 @@ TRAINING_FIELDS: tuple[Field, ...] = (
         "bytes one rank sent per step, the mean over ranks",
     ),  # fmt: skip
     _f(
+        "comm_bytes_to_target",
+        "number",
+        "bytes",
+        "bytes one rank sent from the start to the evaluation that reached the target, the "
+        "mean over ranks, counted by the harness; null when not reached",
+        nullable=True,
+        required=False,
+    ),  # fmt: skip
+    _f(
         "compression_ratio",
         "number",
         "x",

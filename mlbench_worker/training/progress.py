@@ -41,6 +41,10 @@ class Progress:
     val_loss: float | None = None
     best_val_accuracy: float | None = None
     time_to_target: float | None = None
+    # This rank's comm_bytes when the goal was first reached (evaluations follow a report,
+    # so every step before them is counted): the bytes to target, whatever the algorithm
+    # sends in which step (DiLoCo's outer steps, local SGD's averaging).
+    comm_bytes_at_target: float | None = None
     stop_reason: str = ""
     history: list[dict] = field(default_factory=list)
 
@@ -176,6 +180,7 @@ def record_evaluation(
     metric = getattr(goal, "metric", "val_accuracy")
     if p.time_to_target is None and goal.reached(measured[metric]):
         p.time_to_target = clock
+        p.comm_bytes_at_target = p.comm_bytes
         p.stop_reason = p.stop_reason or "target reached"  # a spent budget came first
         if rank == 0:
             reporter.metric(points.TIME_TO_TARGET, clock, **meta)

@@ -146,6 +146,7 @@ class ReferenceRank:
                 progress.time_comm,
                 progress.time_comm_total,
                 progress.comm_bytes / max(progress.step, 1),
+                progress.comm_bytes_at_target or 0.0,
             ]
         )
         share, share_total = comm_shares(*totals[:4])
@@ -163,6 +164,9 @@ class ReferenceRank:
             # on a ring with 2 ranks, or of local SGD, send the same; the mean is the fair
             # figure should a topology ever give ranks different degrees).
             comm_bytes_per_step=float(totals[4] / workers),
+            comm_bytes_to_target=(
+                float(totals[5] / workers) if progress.time_to_target is not None else None
+            ),
             full_allreduce_bytes=trainer.full_allreduce_bytes() if workers > 1 else 0,
             versions=environment.versions(),
             hardware=environment.hardware(comm.device, self.threads, self.hostnames),

@@ -43,6 +43,9 @@ class RunFacts:
     comm_share: float
     comm_share_total: float
     comm_bytes_per_step: float  # the mean over ranks
+    # One rank's bytes from the start to the evaluation that reached the goal, the mean over
+    # ranks (Progress.comm_bytes_at_target); None: not reached.
+    comm_bytes_to_target: float | None
     full_allreduce_bytes: int  # an fp32 all-reduce of the model's gradients (0: nothing sent)
     versions: Mapping[str, Any]
     hardware: Mapping[str, Any]
@@ -111,6 +114,7 @@ def run_record(
         **source,
         implementation=config.implementation,
         comm_bytes_per_step=facts.comm_bytes_per_step,
+        comm_bytes_to_target=facts.comm_bytes_to_target,
         full_allreduce_bytes=facts.full_allreduce_bytes,
         elapsed=elapsed,
         seed=config.seed,

@@ -39,7 +39,7 @@ def _record_for(argv: list[str]) -> dict[str, Any]:
     facts = RunFacts(
         dataset="synthetic", dataset_note="", num_workers=2, backend="gloo", device="cpu",
         threads=1, peak_lr=0.1, comm_share=0.1, comm_share_total=0.1,
-        comm_bytes_per_step=2000.0, full_allreduce_bytes=8004, versions={"torch": "2"},
+        comm_bytes_per_step=2000.0, comm_bytes_to_target=None, full_allreduce_bytes=8004, versions={"torch": "2"},
         hardware={"cpu_model": "x"}, algorithm=declared.name, algorithm_options=options,
     )  # fmt: skip
     progress = Progress(epochs_done=1, val_accuracy=0.9, best_val_accuracy=0.9,

@@ -211,6 +211,8 @@ def test_diloco_reaches_task_2s_light_target_with_h_times_fewer_bytes(tmp_path, 
     per_step = summary["comm_bytes_per_step"]
     assert per_step == pytest.approx(full * (steps // 8) / steps)
     assert per_step * DEFAULTS["period"] <= full
+    # The run stops at the evaluation that reached the target: every outer step before it.
+    assert summary["comm_bytes_to_target"] == full * (steps // 8)
     assert f"algorithm {name}" in proc.stdout and f"({name}: outer Nesterov step" in proc.stdout
 
 

@@ -60,6 +60,7 @@ TASK2 = ["-m", "mlbench_worker", "logreg-epsilon", "--dataset", "synthetic", "--
          "light", "--threads", "1", "--train-samples", "4000", "--test-samples", "1000",
          "--log-every", "4"]  # fmt: skip
 FEATURES = 2000
+STEPS_PER_EPOCH = 4000 // 2 // 128 + 1  # 2000 rows a rank in batches of 128, the last short
 
 
 def _write(tmp_path: Path, source: str, name: str = "randk.py") -> Path:
@@ -95,6 +96,8 @@ def test_randk_from_a_file_reaches_task_2s_light_target_counted_by_the_trainer(t
     assert summary["comm_bytes_per_step"] == 4 * k  # k fp32 values; the scalar slots free
     assert set(_points(metrics, "comm_bytes")) == {4 * k}
     assert not _points(metrics, "claimed_comm_bytes")  # it claims nothing
+    # Bytes to target: the same count over every step up to the evaluation that reached it.
+    assert summary["comm_bytes_to_target"] == 4 * k * round(summary["epochs"] * STEPS_PER_EPOCH)
 
 
 def test_an_installed_module_loads(tmp_path):

@@ -71,7 +71,7 @@ class FakeTrainer:
 
 FACTS = RunFacts(
     dataset="synthetic", dataset_note="generated", num_workers=1, backend="mpi", device="cpu",
-    threads=1, peak_lr=0.1, comm_share=0.0, comm_share_total=0.0, comm_bytes_per_step=0.0,
+    threads=1, peak_lr=0.1, comm_share=0.0, comm_share_total=0.0, comm_bytes_per_step=0.0, comm_bytes_to_target=None,
     full_allreduce_bytes=0, versions={"python": "3", "mpi": "-", "mlbench": "-"},
     hardware={"cpu_count": 1},
     config={"amp": False},

@@ -274,6 +274,8 @@ class SparkDriver:
             comm_share=share,
             comm_share_total=share,
             comm_bytes_per_step=float(trainer.step_bytes),
+            # The driver keeps one progress for the job: its bytes are one rank's.
+            comm_bytes_to_target=progress.comm_bytes_at_target,
             full_allreduce_bytes=4 * (files.features + 1),
             versions=environment.versions(
                 {"pyspark": pyspark.__version__, "spark": spark.version, "java": java_version()}

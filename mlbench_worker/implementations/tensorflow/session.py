@@ -145,8 +145,10 @@ class TensorFlowRank:
     def facts(self, progress: Progress) -> RunFacts:
         trainer = self.trainer
         mine = [progress.time_data, progress.time_compute, progress.time_comm]
+        mine.append(progress.comm_bytes_at_target or 0.0)
         totals = np.sum(self.control.allgather_object(mine), axis=0)
-        share, _ = comm_shares(*totals)  # never overlapped: all of it is exposed
+        share, _ = comm_shares(*totals[:3])  # never overlapped: all of it is exposed
+        reached = progress.time_to_target is not None
         return RunFacts(
             dataset=self.data.name,
             dataset_note=self.data.note,
@@ -158,6 +160,7 @@ class TensorFlowRank:
             comm_share=share,
             comm_share_total=share,
             comm_bytes_per_step=float(trainer.step_bytes),
+            comm_bytes_to_target=float(totals[3] / self.control.size) if reached else None,
             full_allreduce_bytes=trainer.full_allreduce_bytes,
             versions=environment.versions(
                 {"tensorflow": tf.__version__, "keras": keras.__version__}

@@ -3,7 +3,7 @@
 // and every API client see the same board.
 
 import { api } from "./api.js";
-import { el, num, pct } from "./format.js";
+import { bytesText, el, num, pct } from "./format.js";
 
 // "1 run", "2 runs": a count the reader reads as words.
 const runsText = (n) => `${n} run${Number(n) === 1 ? "" : "s"}`;
@@ -85,6 +85,14 @@ function convergenceNode(entry) {
   return el("span", { class: `convergence ${c.flagged ? "flagged" : ""}`, text, title: c.reason });
 }
 
+// What a rank sent (the median over the entry's runs, the trainer's count): per step and to
+// the target, under the algorithm that decides it; nothing when no run said.
+function sentNode(sent) {
+  if (!sent || sent.bytes_per_step === null) return null;
+  const toTarget = sent.bytes_to_target === null ? "" : `, ${bytesText(sent.bytes_to_target)} to target`;
+  return el("span", { class: "sent", text: `sent ${bytesText(sent.bytes_per_step)}/step${toTarget}` });
+}
+
 function row(entry) {
   const stats = entry.statistics;
   const links = entry.links.runs.map((r) =>
@@ -103,7 +111,9 @@ function row(entry) {
     el("td", { class: "score", text: score(entry) }),
     el("td", { class: "workers", text: String(entry.workers) }),
     el("td", { text: entry.hardware }),
-    el("td", { text: entry.algorithm ? entry.algorithm + (entry.algorithm_source ? ` [uploaded ${entry.algorithm_source.slice(0, 12)}]` : "") : "—" }),
+    el("td", { class: "algorithm" },
+      entry.algorithm ? entry.algorithm + (entry.algorithm_source ? ` [uploaded ${entry.algorithm_source.slice(0, 12)}]` : "") : "—",
+      sentNode(entry.sent)),
     el("td", { text: entry.implementation || "—" }),
     el("td", { text: entry.network }),
     el("td", { text: entry.backend }),

@@ -11,7 +11,7 @@ import { MetricFeed } from "./feed.js";
 import { M } from "./metric_points.js";
 import { baselineFor, datasetOf, speedup } from "./comparable.js";
 import { costCell } from "./cost.js";
-import { algorithmText, datasetBadge, duration, el, implementationText, num, pct, sentPerStep, stateBadge } from "./format.js";
+import { algorithmText, datasetBadge, duration, el, implementationText, num, pct, sentText, stateBadge } from "./format.js";
 import { taskInfo, throughputMetrics, throughputOf } from "./tasks.js";
 import { OP_TITLES, chartOptions, sizeLabel, curves, fetchCells, isMeasurement, networkLabel, peak } from "./backend_benchmark.js";
 
@@ -207,7 +207,7 @@ function render() {
         el("td", { text: pct(m.best) }),
         el("td", { class: "throughput", text: m.throughput === null ? "—" : `${num(m.throughput)} ${m.unit}` }),
         el("td", { class: "comm", text: pct(r.summary?.comm_share ?? null) }),
-        el("td", { class: "sent", text: sentPerStep(r.summary) }),
+        el("td", { class: "sent", text: sentText(r.summary) }),
         speedupCell(sp, base.run),
         el("td", { class: "efficiency", text: sp.reason ? "—" : pct(sp.value / (r.num_workers || 1)) }),
         el("td", { class: "cost" }, costCell(r.cost)),

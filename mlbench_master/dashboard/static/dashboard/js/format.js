@@ -144,14 +144,24 @@ export function implementationText(run) {
   return fw ? `${name} (${fw})` : name;
 }
 
-// What a rank sent per step (decimal units, as `mlbench report`) and, in brackets, how many
-// times less than a full fp32 all-reduce of the same model; "—" before the worker says.
-export function sentPerStep(summary) {
+// A count of bytes in decimal units, as `mlbench report` writes it: "1.1 MB".
+export function bytesText(bytes) {
+  const units = [["GB", 1e9], ["MB", 1e6], ["kB", 1e3]];
+  const [unit, scale] = units.find(([, s]) => Number(bytes) >= s) || ["B", 1];
+  return `${(Number(bytes) / scale).toFixed(scale === 1 ? 0 : 1)} ${unit}`;
+}
+
+// What a rank sent, as the trainer counted it whichever algorithm ran: a step's bytes (in
+// brackets, how many times less than a full fp32 all-reduce), then to the evaluation that
+// reached the target: "16.0 kB a step (4.0×); 2.6 MB to the target", "; target not
+// reached"; nothing about the target from a worker that did not count it; "—" before the
+// worker says.
+export function sentText(summary) {
   const sent = summary?.comm_bytes_per_step;
   if (sent === null || sent === undefined) return "—";
-  const units = [["GB", 1e9], ["MB", 1e6], ["kB", 1e3]];
-  const [unit, scale] = units.find(([, s]) => Number(sent) >= s) || ["B", 1];
-  const text = `${(Number(sent) / scale).toFixed(scale === 1 ? 0 : 1)} ${unit}`;
   const ratio = summary.compression_ratio;
-  return ratio ? `${text} (${Number(ratio).toFixed(1)}×)` : text;
+  const step = `${bytesText(sent)} a step${ratio ? ` (${Number(ratio).toFixed(1)}×)` : ""}`;
+  const total = summary.comm_bytes_to_target;
+  if (total === undefined) return step;
+  return `${step}; ${total === null ? "target not reached" : `${bytesText(total)} to the target`}`;
 }

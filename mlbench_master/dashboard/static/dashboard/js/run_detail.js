@@ -14,7 +14,7 @@ import { costPairs } from "./cost.js";
 import { showEvaluation } from "./evaluation.js";
 import { MetricFeed } from "./feed.js";
 import { M } from "./metric_points.js";
-import { algorithmText, clock, datasetBadge, duration, el, implementationText, num, pct, sentPerStep, stateBadge } from "./format.js";
+import { algorithmText, clock, datasetBadge, duration, el, implementationText, num, pct, sentText, stateBadge } from "./format.js";
 import { LogFollower } from "./logs.js";
 import { showOrigin } from "./origin.js";
 import { CONFIG, kv } from "./run_info.js";
@@ -226,7 +226,7 @@ function showRun() {
       ["Epochs", s.epochs],
       [`Throughput (${unit})`, metric && s[metric] !== undefined && s[metric] !== null ? num(s[metric]) : null],
       ["Communication share", s.comm_share !== undefined ? pct(s.comm_share) : null],
-      ["Sent per step (a rank)", s.comm_bytes_per_step !== undefined ? sentPerStep(s) : null],
+      ["Sent (a rank)", s.comm_bytes_per_step !== undefined ? sentText(s) : null],
       ["Elapsed", s.elapsed !== undefined ? duration(s.elapsed) : null],
       ["Dataset", datasetBadge(run)],
     ]);
