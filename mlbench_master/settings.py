@@ -243,6 +243,9 @@ MLBENCH_MAX_TIME_LIMIT = _env_int("MLBENCH_MAX_TIME_LIMIT", 7 * 24 * 3600)
 MLBENCH_DEFAULT_TIME_LIMIT = _env_int("MLBENCH_DEFAULT_TIME_LIMIT", 7200)
 # Most runs one series (seeds x worker counts) may queue with one request.
 MLBENCH_SERIES_MAX_RUNS = _env_int("MLBENCH_SERIES_MAX_RUNS", 30)
+# Most runs one algorithm study may queue (cells x seeds, and the held-out variants): the
+# whole suite for 7 algorithms and one seed is 126 (docs/studies.rst).
+MLBENCH_STUDY_MAX_RUNS = _env_int("MLBENCH_STUDY_MAX_RUNS", 300)
 # Tasks this master offers: a subset of the catalogue (mlbench_worker/shared/catalogue.py), all of it
 # by default.
 MLBENCH_TASKS = _env_list("MLBENCH_TASKS", ",".join(catalogue.TASKS))

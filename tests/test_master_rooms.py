@@ -60,6 +60,7 @@ ROOMS = {
     "results": "what a run's records say: the board, costs, MLPerf logs",
     "run_rules": "what a run request may ask, with its defaults filled in",
     "runs": "every write a run's life makes, and the metric reads",
+    "studies": "algorithm studies: their requests, their one writer, their scores",
 }
 DOORS = ("api", "dashboard")
 # What a door other than api/ may take from it.

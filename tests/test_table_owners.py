@@ -22,6 +22,7 @@ from tests.test_write_owners import MODEL_WRITES, ROOT, _chain, _sql, _write_lin
 
 RUNS = Path("mlbench_master/runs")
 BUNDLES = Path("mlbench_master/bundles")
+STUDIES = Path("mlbench_master/studies")
 OWNERS = {
     # The run's state and fields; the size of its stored log.
     "Run": ({RUNS / "lifecycle.py", RUNS / "logs.py"}, "api_run"),
@@ -33,6 +34,8 @@ OWNERS = {
     # Made by the import; its re-grade verdict set by the re-grade.
     "RunOrigin": ({BUNDLES / "importer.py", BUNDLES / "regrade.py"}, "api_runorigin"),
     "TrustedKey": ({BUNDLES / "trust.py"}, "api_trustedkey"),
+    "Study": ({STUDIES / "store.py"}, "api_study"),
+    "StudyCell": ({STUDIES / "store.py"}, "api_studycell"),
 }
 # Tables whose one writer tests/test_write_owners.py holds (written by SQL it recognizes).
 HELD_ELSEWHERE = {"Metric", "MetricRollup"}

@@ -120,6 +120,15 @@ class Run(models.Model):
     test_examples = models.PositiveIntegerField(
         null=True, blank=True, help_text="test examples graded on; null: the whole test set"
     )
+    # The training set's size (task 3: tokens) and the batch per worker, when not the task's
+    # own: an algorithm study sizes its workloads and draws its held-out variants with them
+    # (run_rules/training_size.py). null: the task's.
+    train_examples = models.PositiveIntegerField(
+        null=True, blank=True, help_text="training examples; null: the data set's whole set"
+    )
+    batch_size = models.PositiveIntegerField(
+        null=True, blank=True, help_text="batch per worker; null: the task's"
+    )
 
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
@@ -191,6 +200,55 @@ class Series(models.Model):
 
     def __str__(self) -> str:
         return f"Series {self.pk} {self.name!r}"
+
+
+class Study(models.Model):
+    """Algorithms compared over a suite's workloads and network conditions (issue 45,
+    docs/studies.rst): each cell is a series (its seeds), scored from the evaluator's grades
+    by mlbench_master.studies; written only there."""
+
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    suite_version = models.CharField(max_length=16, help_text="study_suite.SUITE_VERSION")
+    # [{"label", "algorithm", "options", "source"}]: fixed before any variant is drawn.
+    algorithms = models.JSONField(default=list)
+    workloads = models.JSONField(default=list)
+    conditions = models.JSONField(default=list)
+    seeds = models.JSONField(default=list)
+    num_workers = models.PositiveIntegerField()
+    num_cpus = models.FloatField(help_text="CPUs per worker, one for every run of the study")
+    cluster = models.CharField(max_length=32, help_text="the driver its runs ran on")
+    # The held-out draw: its seed (drawn by the master after the algorithms were fixed) and
+    # each workload's variant as study_suite.draw_variant gave it; null/{}: no held-out.
+    variant_seed = models.PositiveIntegerField(null=True, blank=True)
+    variants = models.JSONField(default=dict, blank=True)
+    cancelled_at = models.DateTimeField(null=True, blank=True)
+    # For an imported study: where it came from (its id there, the signer's fingerprint).
+    origin = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name_plural = "studies"
+
+
+class StudyCell(models.Model):
+    """One (algorithm, workload, condition) of a study, or a workload's held-out variant
+    (`variant`, condition study_suite.HELD_OUT_CONDITION), and the series of its seeds:
+    this study's own, or an earlier study's it reuses (`reused`)."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="cells")
+    algorithm = models.CharField(max_length=300, help_text="the study's label of it")
+    workload = models.CharField(max_length=100)
+    condition = models.CharField(max_length=100)
+    variant = models.BooleanField(default=False)
+    series = models.ForeignKey(Series, null=True, on_delete=models.SET_NULL, related_name="+")
+    reused = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["id"]
 
 
 class NodePrice(models.Model):

@@ -28,7 +28,7 @@ RUN_OUTPUT_FIELDS = [
     "max_epochs", "dataset", "dataset_used", "image",
     "custom_image_name", "custom_image_command", "custom_backend", "run_all_nodes",
     "time_limit", "resumed_from", "exit_code", "summary", "manifest", "created_by",
-    "seed", "lr_schedule", "test_examples", "series", "queue_position", "evaluation", "cost",
+    "seed", "lr_schedule", "test_examples", "train_examples", "batch_size", "series", "queue_position", "evaluation", "cost",
     "origin", "division", "warnings",
 ]  # fmt: skip
 
@@ -183,6 +183,17 @@ class RunCreateSerializer(serializers.Serializer):
         "fixed now and held against every file it posts; left out: the task's whole test "
         "set, what a published result uses (an open-division command that evaluates on "
         "fewer must say how many here)",
+    )
+    train_examples = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        help_text="how many training examples (task 3: tokens) the reference worker trains "
+        "on; left out: the data set's whole training set",
+    )
+    batch_size = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        help_text="the batch per worker; left out: the task's own",
     )
     algorithm = serializers.CharField(
         max_length=200,

@@ -14,6 +14,7 @@ from mlbench_master.api import (
     prices,
     result_urls,
     series_views,
+    study_views,
     trust_views,
     views,
 )
@@ -58,6 +59,9 @@ urlpatterns = [
     *both(
         r"series/(?P<pk>[0-9]{1,18})/cancel", series_views.SeriesCancel.as_view(), "series-cancel"
     ),
+    *both("studies", study_views.StudyList.as_view(), "studies"),
+    *both(r"studies/(?P<pk>[0-9]{1,18})", study_views.StudyDetail.as_view(), "study-detail"),
+    *both(r"studies/(?P<pk>[0-9]{1,18})/cancel", study_views.StudyCancel.as_view(), "study-cancel"),
     *both("prices", prices.PriceList.as_view(), "prices"),
     *both(r"prices/(?P<pk>[0-9]{1,18})", prices.PriceDetail.as_view(), "price-detail"),
     *both(

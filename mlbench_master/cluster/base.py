@@ -70,6 +70,8 @@ class RunSpec:
     seed: int = DEFAULTS["seed"]  # what every rank seeds from (the worker's --seed)
     lr_schedule: str = DEFAULTS["lr_schedule"]  # empty: the task's default; see mpirun
     test_examples: int | None = None  # the test set's size when smaller than the whole one
+    train_examples: int | None = None  # the training set's size when not the whole one
+    batch_size: int | None = None  # per worker, when not the task's
     launch: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property

@@ -178,6 +178,10 @@ def worker_argv(
         argv += ["--max-epochs", str(int(run.max_epochs))]
     if run.test_examples:  # the run is graded on exactly this many (run_rules/test_set.py)
         argv += ["--test-images", str(int(run.test_examples))]
+    if run.train_examples:  # (run_rules/training_size.py; task 3 reads it as tokens)
+        argv += ["--train-images", str(int(run.train_examples))]
+    if run.batch_size:
+        argv += ["--batch-size", str(int(run.batch_size))]
     if run.checkpoint_dir:
         argv += ["--checkpoint-dir", run.checkpoint_dir]
     if run.resume_dir:

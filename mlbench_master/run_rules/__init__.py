@@ -97,7 +97,7 @@ __all__ = [
 SETUP_FIELDS = (
     "task", "dataset", "target", "backend", "num_cpus", "gpu_enabled", "max_bandwidth",
     "latency", "custom_image_command", "algorithm", "algorithm_options", "implementation",
-    "lr_schedule", "test_examples",
+    "lr_schedule", "test_examples", "train_examples", "batch_size",
 )  # fmt: skip
 # The request fields only a training run takes: a measurement (the backend benchmark) refuses
 # each by name when given (beyond the defaults every client sends: dataset "auto",
@@ -107,7 +107,8 @@ SETUP_FIELDS = (
 # checks.
 TRAINING_ONLY = (
     "target", "light_target", "dataset", "max_epochs", "resume_from", "algorithm",
-    "algorithm_options", "implementation", "lr_schedule", "test_examples",
+    "algorithm_options", "implementation", "lr_schedule", "test_examples", "train_examples",
+    "batch_size",
 )  # fmt: skip
 
 

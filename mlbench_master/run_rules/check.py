@@ -25,6 +25,7 @@ from mlbench_master.run_rules.schedules import check_lr_schedule
 from mlbench_master.run_rules.table import MAX_SEED, limits
 from mlbench_master.run_rules.test_set import check_test_examples
 from mlbench_master.run_rules.timing import check_time
+from mlbench_master.run_rules.training_size import check_training_size
 from mlbench_worker.shared import catalogue
 
 # Fields that run code of the client's choice, and why only staff users may set them.
@@ -49,6 +50,7 @@ def check(run: Filled, cluster: ClusterLimits) -> Errors:
     check_implementation(fields, asked, info, none, cluster.modules, errors)
     check_lr_schedule(fields, asked, info, none, errors)
     check_test_examples(fields, info, run.measurement, errors)
+    check_training_size(fields, info, run.measurement, run.open_division, errors)
     if fields["gpu_enabled"] and limits()["gpus"] < 1:
         errors.add("gpu_enabled", "this cluster offers no GPUs (MLBENCH_MAX_GPUS=0); set "
                    "gpu_enabled to false")  # fmt: skip

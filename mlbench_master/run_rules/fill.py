@@ -26,7 +26,7 @@ INHERITED = (
     "task", "num_workers", "num_cpus", "max_bandwidth", "latency", "backend", "gpu_enabled",
     "light_target", "target", "dataset", "max_epochs", "image", "run_all_nodes", "algorithm",
     "algorithm_options", "algorithm_source", "implementation", "seed", "lr_schedule",
-    "test_examples",
+    "test_examples", "train_examples", "batch_size",
 )  # fmt: skip
 # Fields a resumed run takes together or not at all: asking for one of a group means the
 # parent's others no longer apply (they would contradict it).

@@ -97,7 +97,7 @@ def resume_point(parent_id: int, run: Mapping[str, Any]) -> ResumePoint:
         "num_workers": int(run["num_workers"]),
     }
     if info is not None:
-        wanted.update(model=info.model, batch_size=info.batch_size)
+        wanted.update(model=info.model, batch_size=run.get("batch_size") or info.batch_size)
     if dataset not in (None, "auto"):
         wanted["dataset"] = dataset
     if algorithm is not None:  # the worker refuses another (its model state depends on it)

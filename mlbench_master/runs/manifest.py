@@ -38,7 +38,7 @@ def build_manifest(run: Run, resumed: run_rules.ResumePoint | None = None) -> di
         "max_bandwidth", "latency", "gpu_enabled",
         "light_target", "target", "time_budget", "max_epochs", "dataset", "image",
         "custom_image_name", "custom_image_command", "custom_backend", "run_all_nodes",
-        "time_limit", "seed", "test_examples",
+        "time_limit", "seed", "test_examples", "train_examples", "batch_size",
     ]  # fmt: skip
     try:
         mlbench_version = version("mlbench")

@@ -9,6 +9,7 @@ changed only through mlbench_master.runs.lifecycle (the queue, cancelling).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -91,13 +92,21 @@ def plan(request: dict[str, Any]) -> tuple[list[int], list[int], dict[str, Any]]
     return list(seeds), list(workers), shared
 
 
-def create_series(request: dict[str, Any], user: Any = None) -> Series:
-    """Store a series and its runs (QUEUED, worker counts in the order given, each over
-    every seed), then start the first when nothing else is active or queued.
+@dataclass(frozen=True)
+class Planned:
+    """A series checked whole and not stored yet: its seeds, its runs' resolved fields (in
+    the order they queue) and the fields they share."""
 
-    Every member is resolved first; RunRefused (every field named, a worker count's
-    message under `workers`) or StaffOnly leave nothing stored.
-    """
+    seeds: list[int]
+    members: list[dict[str, Any]]
+    shared: dict[str, Any]
+
+
+def resolve_series(request: dict[str, Any], user: Any = None) -> Planned:
+    """Every member of a series request resolved by the run rules; RunRefused (every field
+    named, a worker count's message under `workers`) or StaffOnly, with nothing stored.
+    Apart from `store_series` so that a study (mlbench_master.studies) can check all its
+    series before it stores any."""
     seeds, workers, shared = plan(request)
     errors = Errors()
     members = []
@@ -119,19 +128,34 @@ def create_series(request: dict[str, Any], user: Any = None) -> Series:
                         errors.add(name, text)
     if errors:
         raise run_rules.RunRefused(dict(errors))
+    return Planned(seeds, members, shared)
+
+
+def store_series(planned: Planned, user: Any = None) -> Series:
+    """Store a resolved series and its runs, QUEUED (worker counts in the order given, each
+    over every seed); the caller holds the transaction and starts the queue."""
+    seeds, members, shared = planned.seeds, planned.members, planned.shared
     name = str(shared["name"])
+    series = Series.objects.create(
+        name=name,
+        created_by=lifecycle.creator(user),
+        seeds=seeds,
+        worker_counts=[m["num_workers"] for m in members[:: len(seeds)]],
+        settings={k: v for k, v in shared.items() if k != "name"},
+    )
+    for fields in members:
+        n = fields["num_workers"]
+        label = f"{name[:RUN_NAME_ROOM]} (seed {fields['seed']}, {n} worker{'s' * (n != 1)})"
+        lifecycle.new_run(dict(fields, name=label), user, Run.QUEUED, series=series)
+    return series
+
+
+def create_series(request: dict[str, Any], user: Any = None) -> Series:
+    """Store a series and its runs (QUEUED), then start the first when nothing else is
+    active or queued. A refused request (resolve_series) leaves nothing stored."""
+    planned = resolve_series(request, user)
     with transaction.atomic():
-        series = Series.objects.create(
-            name=name,
-            created_by=lifecycle.creator(user),
-            seeds=seeds,
-            worker_counts=[m["num_workers"] for m in members[:: len(seeds)]],
-            settings={k: v for k, v in shared.items() if k != "name"},
-        )
-        for fields in members:
-            n = fields["num_workers"]
-            label = f"{name[:RUN_NAME_ROOM]} (seed {fields['seed']}, {n} worker{'s' * (n != 1)})"
-            lifecycle.new_run(dict(fields, name=label), user, Run.QUEUED, series=series)
+        series = store_series(planned, user)
     lifecycle.start_next()
     return series
 

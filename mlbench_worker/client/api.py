@@ -223,6 +223,8 @@ class ApiClient(AlgorithmCalls):
         queue: bool = False,
         lr_schedule: str | None = None,
         test_examples: int | None = None,
+        train_examples: int | None = None,
+        batch_size: int | None = None,
     ) -> Future:
         """Start a run. The keyword-only arguments are this version's additions.
 
@@ -249,7 +251,6 @@ class ApiClient(AlgorithmCalls):
 
         `implementation` (reference, torch-ddp, tensorflow, spark): which code trains it; the
         original client's DDP and TensorFlow image names choose theirs by themselves.
-
         `seed` (default 42) is what every rank seeds from: the same seed gives the same
         curve. `queue`: while another run is active, wait in the master's queue (the run
         is QUEUED, with its `queue_position`) instead of the master's 409.
@@ -260,8 +261,8 @@ class ApiClient(AlgorithmCalls):
 
         `test_examples`: grade the run on that many test examples (task 3: validation
         tokens), fixed now, instead of the task's whole test set; the master refuses (400)
-        every file the run posts for another number.
-
+        every file the run posts for another number. `train_examples` (task 3: tokens),
+        `batch_size` (per worker): another training set size or batch than the task's.
         `resume_from` (a run id) continues that FAILED or CANCELLED run from its last
         checkpoint; the master refuses (400) a run it could not continue.
 
@@ -319,6 +320,8 @@ class ApiClient(AlgorithmCalls):
             "time_budget": time_budget,
             "max_epochs": max_epochs,
             "test_examples": test_examples,
+            "train_examples": train_examples,
+            "batch_size": batch_size,
             "dataset": dataset,
             "time_limit": time_limit,
             "resume_from": resume_from,

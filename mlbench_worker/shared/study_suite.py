@@ -98,6 +98,35 @@ class Workload:
     def target(self) -> Target:
         return target_of(self.task)
 
+    def run_fields(self) -> dict[str, str | int | float]:
+        """The master's Run fields of one of its runs (the seed aside): the task on its
+        generated set to SUITE_GOAL within the budget, sized by `worker_args`."""
+        return {
+            "task": self.task,
+            "dataset": "synthetic",
+            "target": SUITE_GOAL,
+            "time_budget": self.time_budget,
+            **sizing_fields(self.worker_args),
+        }
+
+
+# The worker's sizing flags and the Run fields that carry them (the master passes each
+# field back as the first flag: mlbench_master/cluster/mpirun.py).
+SIZING_FIELDS = {
+    "--train-images": "train_examples",
+    "--train-tokens": "train_examples",
+    "--test-images": "test_examples",
+    "--test-tokens": "test_examples",
+    "--batch-size": "batch_size",
+}
+
+
+def sizing_fields(worker_args: tuple[str, ...]) -> dict[str, int]:
+    """The Run fields of sizing flags given as (flag, value) pairs; KeyError for a flag no
+    Run field carries (a declaration the master could not run)."""
+    pairs = zip(worker_args[::2], worker_args[1::2], strict=True)
+    return {SIZING_FIELDS[flag]: int(value) for flag, value in pairs}
+
 
 @dataclass(frozen=True)
 class Condition:
@@ -147,6 +176,7 @@ class Variant:
             "dataset": "synthetic",
             "target": SUITE_GOAL,
             "time_budget": self.time_budget,
+            **sizing_fields(self.worker_args()),
         }
 
     def worker_args(self) -> tuple[str, ...]:

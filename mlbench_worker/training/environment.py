@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import mlbench_worker
+from mlbench_worker.shared.host_cpu import cpu_model
 
 if TYPE_CHECKING:
     import torch
@@ -77,17 +78,6 @@ def default_threads() -> int:
         os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") or os.environ.get("MPI_LOCALNRANKS") or 1
     )
     return max(1, allowed // max(1, local_ranks))
-
-
-def cpu_model() -> str:
-    """The processor's name, so results say what they were measured on."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def memory_gib() -> float | None:

@@ -119,7 +119,7 @@ WIDE_HEADERS = {
              "TARGET", "SEED", "CREATED", "TIME", "REASON"],
     "report": ["ID", "NAME", "STATE", "WORKERS", "ALGORITHM", "IMPLEMENTATION", "DATASET",
                "TARGET", "TIME TO TARGET", "ACC AFTER TIME", "THROUGHPUT", "SPEED-UP", "COMM",
-               "SENT/STEP", "COST TO TARGET / RUN"],
+               "SENT/STEP", "SENT TO TARGET", "COST TO TARGET / RUN"],
     "report --series": ["WORKERS", "REACHED", "TIME TO TARGET median (mean ± sd, cv)",
                         "OLYMPIC", "MIN–MAX", "ACC AFTER TIME", "SAMPLES/S", "COMM", "SPEED-UP",
                         "EFFICIENCY", "COST TO TARGET median", "PRICE INDEX", "VALID"],

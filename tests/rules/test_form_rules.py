@@ -165,6 +165,8 @@ def _given(task: str) -> dict[str, Any]:
         "implementation": "reference",
         "lr_schedule": "step",
         "test_examples": 100,
+        "train_examples": 1000,
+        "batch_size": 32,
     }
 
 

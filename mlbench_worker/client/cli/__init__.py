@@ -201,6 +201,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="grade the run on the first N test examples (task 3: validation tokens) instead "
         "of the task's whole test set; ranked apart from whole-set results",
     )
+    run.add_argument(
+        "--train-examples",
+        type=int,
+        metavar="N",
+        help="train on N examples (task 3: tokens) instead of the data set's whole training "
+        "set (an algorithm study's sizing)",
+    )
+    run.add_argument(
+        "--batch-size", type=int, metavar="N", help="the batch per worker (default: the task's)"
+    )
     run.add_argument("--dataset", choices=catalogue.dataset_names(), help="data set (default auto)")
     run.add_argument(
         "--time-limit",

@@ -20,6 +20,7 @@ from mlbench_worker.client.api import MLBENCH_IMAGES, resolve_image
 from mlbench_worker.client.cli.accuracy import evaluation_line, evaluation_notes, target_line
 from mlbench_worker.client.cli.algorithm_file import download_algorithm, uploaded
 from mlbench_worker.client.cli.audit_line import audit_line
+from mlbench_worker.client.cli.comparison import sent_line
 from mlbench_worker.client.cli.costs import cost_line
 from mlbench_worker.client.cli.formatting import (
     Column,
@@ -112,6 +113,8 @@ def cmd_run(args: argparse.Namespace, master: Master) -> int:
         "time_budget": args.time_budget,
         "max_epochs": args.max_epochs,
         "test_examples": args.test_examples,
+        "train_examples": args.train_examples,
+        "batch_size": args.batch_size,
         "dataset": args.dataset,
         "time_limit": args.time_limit,
         "custom_image_command": args.custom_command,
@@ -263,12 +266,10 @@ def cmd_show(args: argparse.Namespace, master: Master) -> int:
     view = View.of(args)
     keys = [
         "id", "name", "state", "queue_position", "series", "seed", "reason", "task", "algorithm",
-        "implementation", "lr_schedule", "backend", "num_workers",
-        "num_cpus",
+        "implementation", "lr_schedule", "backend", "num_workers", "num_cpus",
         "target", "light_target", "dataset", "dataset_used", "time_budget",
         "effective_time_budget", "time_budget_source", "max_epochs", "time_limit", "exit_code",
-        "created_at",
-        "started_at", "finished_at",
+        "created_at", "started_at", "finished_at",
     ]  # fmt: skip
     width = max(len(k) for k in keys)
 
@@ -285,6 +286,8 @@ def cmd_show(args: argparse.Namespace, master: Master) -> int:
             shown = {"algorithm": algorithm_text, "implementation": implementation_text}
             field(key, shown[key](run) if key in shown else run[key])
     field("network", network_line(run))
+    if sent := sent_line(run.get("summary") or {}):
+        field("sent", sent)
     for name, line in origin_lines(run):
         field(name, line)
     field("cost", cost_line(run))

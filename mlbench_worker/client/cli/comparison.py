@@ -127,6 +127,7 @@ def report_columns(records: list[dict]) -> list[Column]:
         Column("SPEED-UP", text("speed-up"), brief=text("speed-up", True), drop=2),
         Column("COMM", lambda r: percent(r["comm_share"]), wide=True),
         Column("SENT/STEP", text("sent"), wide=True),
+        Column("SENT TO TARGET", text("sent to target"), wide=True),
         Column(
             "COST TO TARGET / RUN",
             lambda r: cost_cell(r["run"]),
@@ -217,6 +218,7 @@ def compare(
                 "comm_share": s.get("comm_share"),
                 "comm_bytes_per_step": s.get("comm_bytes_per_step"),
                 "compression_ratio": s.get("compression_ratio"),
+                "comm_bytes_to_target": s.get("comm_bytes_to_target"),
                 "cost": cost or None,
                 "run": run,
                 "text": {
@@ -229,6 +231,7 @@ def compare(
                     # The note under the table says against what: "1.80x x-impl".
                     "speed-up brief": speedup + (" x-impl" if across else ""),
                     "sent": volume(s),
+                    "sent to target": volume_to_target(s),
                 },
             }
         )
@@ -258,6 +261,30 @@ def volume(summary: dict) -> str:
         return "-"
     ratio = summary.get("compression_ratio")
     return f"{size(float(sent))}" + (f" ({float(ratio):.1f}x)" if ratio else "")
+
+
+def volume_to_target(summary: dict) -> str:
+    """Bytes a rank sent until the evaluation that reached the target, as the trainer
+    counted them: "40.2 MB"; "not reached"; "-" when the worker did not say (still running,
+    or a worker from before they were counted)."""
+    if "comm_bytes_to_target" not in summary:
+        return "-"
+    sent = summary["comm_bytes_to_target"]
+    return "not reached" if sent is None else size(float(sent))
+
+
+def sent_line(summary: dict) -> str:
+    """`mlbench show`'s line: "1.1 MB a step (1.0x), 40.2 MB to the target"; "" before the
+    worker says."""
+    sent = summary.get("comm_bytes_per_step")
+    if sent is None:
+        return ""
+    ratio = summary.get("compression_ratio")
+    line = f"{size(float(sent))} a step" + (f" ({float(ratio):.1f}x)" if ratio else "")
+    to_target = volume_to_target(summary)
+    if to_target == "not reached":
+        return line + ", target not reached"
+    return line if to_target == "-" else f"{line}, {to_target} to the target"
 
 
 def _resumed_note(run: dict) -> str:
@@ -341,6 +368,8 @@ _SETUP: list[tuple[str, Any]] = [
     ("implementation", implementation_of),
     ("learning-rate schedule", lambda r: r.get("lr_schedule") or ""),
     ("test set", lambda r: r.get("test_examples") or ""),  # null: the whole test set
+    ("training set", lambda r: r.get("train_examples") or ""),  # null: the whole one
+    ("batch size", lambda r: r.get("batch_size") or ""),  # null: the task's
 ]
 
 

@@ -44,6 +44,8 @@ const SETUP = [
   ["implementation", implementationOf],
   ["learning-rate schedule", (r) => r.lr_schedule || ""],
   ["test set", (r) => r.test_examples || ""],
+  ["training set", (r) => r.train_examples || ""],
+  ["batch size", (r) => r.batch_size || ""],
 ];
 
 // The names of the set-up fields in which `a` and `b` differ ([] means comparable). An
