@@ -11,7 +11,7 @@ export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install test-deps test chaos run stop bench lint format docs clean
+.PHONY: install test-deps test chaos run stop bench study lint format docs clean
 
 # The dashboard's browser libraries (uPlot), exactly as package-lock.json pins them; Django
 # serves them as static files. Re-run only when the lockfile changes.
@@ -92,6 +92,15 @@ run: install
 
 stop:
 	@if [ -x $(VENV)/bin/mlbench ]; then $(VENV)/bin/mlbench down; else echo "nothing to stop"; fi
+
+# The algorithm study's measurement (issue 45, docs/studies.rst): the seven algorithms over
+# the suite's workloads at unlimited and 10 Mbit/s on the embedded master, written to
+# bench-results/study-<id>.{json,md}. STUDY_ARGS narrows it, e.g. STUDY_ARGS="--workloads
+# logreg-epsilon". Hours on 2 cores; tests/e2e/test_study.py is its short form in `make test`.
+STUDY_ARGS ?=
+study: install
+	$(VENV)/bin/mlbench up --detach
+	$(PY) tests/benchmarks/study.py $(STUDY_ARGS)
 
 # bench_frameworks.py measures the tensorflow implementation too.
 bench: install $(TF_STAMP) $(SPARK_STAMP)

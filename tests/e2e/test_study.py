@@ -34,7 +34,7 @@ def _finished(master, study_id: int, timeout: float) -> dict:
         time.sleep(2)
 
 
-@pytest.mark.timeout(1500, reason="8 task-2 runs of 2 ranks one after another, 2 at 10 Mbit/s")
+@pytest.mark.timeout(1500)  # 8 task-2 runs of 2 ranks one after another, 2 at 10 Mbit/s
 def test_a_tiny_study_is_graded_scored_and_reused(idle_master):
     master = idle_master
     created = master.post("/api/studies/", {**STUDY, "reuse": False})
