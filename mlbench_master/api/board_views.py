@@ -1,5 +1,7 @@
 """GET /api/results/: the results board (results/board.py builds it; this only parses
-the filters, each checked so a wrong one is named rather than silently matching nothing)."""
+the filters, each checked so a wrong one is named rather than silently matching nothing).
+GET /api/results/algorithms/: algorithms ranked by their study scores
+(results/algorithm_board.py builds it)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from rest_framework.views import APIView
 from mlbench_master.api import params
 from mlbench_master.api.errors import error_responses, invalid
 from mlbench_master.api.models import Run
-from mlbench_master.results import board
+from mlbench_master.results import algorithm_board, board
 from mlbench_worker.shared import algorithm_catalogue, catalogue, implementation_catalogue
 
 CHOICES = {
@@ -140,3 +142,33 @@ class Results(APIView):
     )
     def get(self, request: Request) -> Response:
         return Response(board.board(parse(request.query_params)))
+
+
+ALGORITHMS_SCHEMA = {
+    "type": "object",
+    "description": (
+        "rule (which study's score an algorithm gets, in words), count (entries), sections: "
+        "one per suite version and network condition (suite_version, condition, label, "
+        "studies: the ids of the studies its ranked entries come from), each with its "
+        "entries ranked highest score first. An entry is one algorithm (its study label, "
+        "name, options, source) with its score in that condition from the latest ended "
+        "study that scored it, the study's overall score, per workload its time after the "
+        "held-out gate and its ratio to the best (null: a miss), held_out (applied, passed "
+        "per workload), study (id, name, created_at, page, api, algorithms, compared_with, "
+        "workloads, conditions, seeds, num_workers, num_cpus, cluster), earlier_studies "
+        "(the older studies that scored it, superseded), origin (kind local or imported, "
+        "fingerprint, trust), rank (null where not ranked) and unranked (why, or empty)."
+    ),
+}
+
+
+class AlgorithmResults(APIView):
+    """The algorithms' ranking by study score: readable as the board is."""
+
+    @extend_schema(
+        operation_id="results_algorithms",
+        summary="Algorithms ranked by their study scores, per suite version and condition",
+        responses={200: OpenApiResponse(ALGORITHMS_SCHEMA), **error_responses(401, 403)},
+    )
+    def get(self, request: Request) -> Response:
+        return Response(algorithm_board.board())

@@ -84,6 +84,19 @@ def series_detail(request: HttpRequest, series_id: int) -> HttpResponse:
 
 
 @require_GET
+def studies(request: HttpRequest) -> HttpResponse:
+    """Algorithm studies, newest first (studies.js, from GET /api/studies/)."""
+    return _page(request, "studies.html", {"nav": "studies"})
+
+
+@require_GET
+def study_detail(request: HttpRequest, study_id: int) -> HttpResponse:
+    """One study: its times to target, score, held-out gate and performance profiles, as
+    GET /api/studies/<id>/ answers them (study_detail.js draws them, computes none)."""
+    return _page(request, "study_detail.html", {"nav": "studies", "study_id": study_id})
+
+
+@require_GET
 def bundles(request: HttpRequest) -> HttpResponse:
     """Result bundles: this installation's key, the upload of a bundle (POST /api/bundles/
     from the page's script, so the API's checks are the only ones), the bundles imported."""

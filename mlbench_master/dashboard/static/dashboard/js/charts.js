@@ -19,7 +19,9 @@ function aligned(list) {
 // yFmt, height, xLog / yLog: the base of a logarithmic axis (e.g. 2 for message sizes),
 // xRange / yRange: (dataMin, dataMax) => [min, max] and xIncrs: the tick steps (axes.js)}.
 // A series may carry `dash` (uPlot's dash pattern) to set it apart from its neighbours, and
-// `fillTo` (the label of another series): the area between the two is shaded, a band.
+// `fillTo` (the label of another series): the area between the two is shaded, a band; and
+// `step: true` to be drawn as a step function, each value held until the next point
+// (horizontal, then vertical: a study's performance profile).
 export class LineChart {
   constructor(container, opts) {
     this.opts = opts;
@@ -45,7 +47,7 @@ export class LineChart {
     return Math.max(200, Math.floor(this.box.clientWidth || 400));
   }
 
-  build(labels, dashes = [], bands = []) {
+  build(labels, dashes = [], bands = [], steps = []) {
     const o = this.opts;
     const yFmt = o.yFmt || ((v) => v);
     const series = [{ label: o.xLabel || (o.xTime ? "time" : "x"), value: o.xFmt ? (u, v) => (v == null ? "—" : o.xFmt(v)) : undefined }];
@@ -55,6 +57,7 @@ export class LineChart {
         stroke: color(i),
         width: 2,
         ...(dashes[i] ? { dash: dashes[i] } : {}),
+        ...(steps[i] ? { paths: uPlot.paths.stepped({ align: 1 }) } : {}),
         spanGaps: true,
         points: { size: 5 }, // uPlot draws them only where points are sparse
         value: (u, v) => (v == null ? "—" : yFmt(v)),
@@ -109,7 +112,7 @@ export class LineChart {
         .map((s, i) => [i + 1, labels.indexOf(s.fillTo) + 1])
         .filter(([, to]) => to > 0)
         .map(([from, to]) => ({ series: [from, to], fill: `${color(from - 1)}33` }));
-      this.build(labels, present.map((s) => s.dash || null), bands);
+      this.build(labels, present.map((s) => s.dash || null), bands, present.map((s) => Boolean(s.step)));
     }
     this.plot.setData(aligned(present));
   }
