@@ -28,7 +28,7 @@ from typing import Any
 
 import requests
 
-from mlbench_worker.client import discovery
+from mlbench_worker.client import discovery, studies_api
 from mlbench_worker.client.algorithm_calls import AlgorithmCalls
 from mlbench_worker.client.discovery import ApiError
 from mlbench_worker.shared import catalogue
@@ -112,7 +112,7 @@ def _iso(value: dt.datetime | str | None) -> str | None:
     return str(value)
 
 
-class ApiClient(AlgorithmCalls):
+class ApiClient(AlgorithmCalls, studies_api.StudyCalls):
     """Client for the mlbench master's REST API; every call returns a Future of a Response.
 
     Args:

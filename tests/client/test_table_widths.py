@@ -3,7 +3,8 @@ where the columns that matter fit), `--wide` shows every column, `--json` parses
 on data of realistic widths, stored on a live master (pytest-django's live server on real
 PostgreSQL): long run names, algorithms with options, other implementations, a failed run
 with its reason, priced runs, a series over many seeds and worker counts, a run imported
-from another installation (tests/board/stored.py), trusted keys."""
+from another installation (tests/board/stored.py), trusted keys, an algorithm study over
+every network condition with algorithms of many options, scored."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from mlbench_master.accounts.users import issue_user_token
 from mlbench_master.api.models import Run
 from mlbench_master.cluster import node_kinds
 from mlbench_worker.client.cli import main
+from tests.api.test_study_scores import _ended
 from tests.board.stored import prepared
 from tests.results.conftest import Maker
 
@@ -30,7 +32,7 @@ LONG_NAMES = [
 
 
 @pytest.fixture
-def wide(live_server, settings, tmp_path, monkeypatch):
+def wide(live_server, settings, tmp_path, monkeypatch, redis_settings):
     """The master's runs, series, board and keys at realistic widths; `wide.cli(*argv)` runs
     `mlbench` (its exit code and what it printed), `wide.ids` names the runs."""
     stored = prepared(settings, tmp_path)
@@ -82,6 +84,17 @@ def wide(live_server, settings, tmp_path, monkeypatch):
                 nodes=node_kinds.local_nodes(workers), rate=36000.0 * workers,
             )  # fmt: skip
     ids["series"] = series.pk
+    study = api.post("/api/studies/", {
+        "name": "compressors against the all-reduce on every link, the second attempt",
+        "algorithms": ["allreduce", {"algorithm": "powersgd", "options": {"rank": 4}},
+                       {"algorithm": "topk", "options": {"density": 0.05}}],
+        "workloads": ["logreg-epsilon"], "seeds": [1],
+    }, format="json")  # fmt: skip
+    assert study.status_code == 201, study.content
+    for n, cell in enumerate(study.json()["cells"]):  # every cell scored, one a miss
+        for run in Run.objects.filter(series_id=cell["series"]):
+            _ended(run, None if n == 1 else 5.0 + n, state=Run.FAILED if n == 1 else Run.FINISHED)
+    ids["study"] = study.json()["id"]
 
     def cli(*argv: str, columns: int | None = None) -> tuple[int, str]:
         if columns is None:
@@ -109,6 +122,8 @@ def commands(ids: dict) -> dict[str, list[str]]:
         "series ID": ["series", str(ids["series"])],
         "board": ["board"],
         "trust list": ["trust", "list"],
+        "study list": ["study", "list"],
+        "study show": ["study", "show", str(ids["study"])],
     }
 
 
@@ -128,6 +143,11 @@ WIDE_HEADERS = {
     "board": ["RANK", "SCORE", "WORKERS", "SEEDS", "HARDWARE", "ALGORITHM", "IMPLEMENTATION",
               "NETWORK", "BACKEND", "RUNS", "COST", "ORIGIN", "GRADED ON", "NOT RANKED"],
     "trust list": ["FINGERPRINT", "NAME", "RUNS", "ADDED BY", "ADDED", "PUBLIC KEY"],
+    "study list": ["ID", "NAME", "STATE", "ALGORITHMS", "WORKLOADS", "CONDITIONS", "SEEDS",
+                   "RUNS", "CREATED"],
+    "study show": ["SERIES", "WORKLOAD", "CONDITION", "ALGORITHM", "TIME TO TARGET", "RATIO",
+                   "BYTES TO TARGET", "EPOCHS", "REACHED", "REUSED", "BUDGET",
+                   "RUNS (SEED: TIME)", "UNLIMITED", "100MBIT-20MS", "OVERALL"],
 }  # fmt: skip
 
 
@@ -171,7 +191,8 @@ def test_every_table_fits_the_terminal(wide, columns):
         too_long = [line for line in out.splitlines() if len(line) > columns]
         assert not too_long, f"{name} at {columns} columns:\n" + "\n".join(too_long)
         for names in headers(out):
-            assert names[0] in ("ID", "RUN", "WORKERS", "RANK", "FINGERPRINT"), (name, names)
+            assert names[0] in ("ID", "RUN", "WORKERS", "RANK", "FINGERPRINT", "SERIES",
+                                "ALGORITHM"), (name, names)  # fmt: skip
     code, out = wide("report", str(wide.ids[1]), str(wide.ids[2]), str(wide.ids[4]), columns=120)
     first = headers(out)[0]
     assert first == ["ID", "NAME", "STATE", "WORKERS", "TARGET", "TIME TO TARGET",
@@ -228,7 +249,7 @@ def test_wide_shows_every_column_whole(wide):
 
 @pytest.mark.parametrize(
     "name", ["runs", "show", "report", "report --series", "series", "series ID", "board",
-             "trust list"],
+             "trust list", "study list", "study show"],
 )  # fmt: skip
 def test_json_parses(wide, name):
     code, out = wide(*commands(wide.ids)[name], "--json")

@@ -21,6 +21,7 @@ This module holds the command line (`build_parser`) and the entry point (`main`,
 - `board`, `static_board`: `mlbench board`, the results board printed or as a static site;
 - `trust`: `mlbench trust add|list|remove`, the keys whose imported results rank, and the
   origin lines of `mlbench show`;
+- `study`: `mlbench study create|list|show|cancel|plot|export`, algorithm studies;
 - `formatting`: tables that fit the terminal (and --wide, --json), durations, percentages,
   counted nouns ("1 worker"), API dates.
 """
@@ -31,7 +32,7 @@ import argparse
 import os
 import sys
 
-from mlbench_worker.client.cli import board, bundles, evaluate, results, trust
+from mlbench_worker.client.cli import board, bundles, evaluate, results, study, trust
 from mlbench_worker.client.cli.commands import (
     cmd_delete,
     cmd_download,
@@ -316,6 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     bundles.add_parsers(sub)
     board.add_parser(sub)
     trust.add_parser(sub)
+    study.add_parser(sub)
     return parser
 
 
@@ -333,6 +335,7 @@ COMMANDS = {
     "import": bundles.cmd_import,
     "board": board.cmd_board,
     "trust": trust.cmd_trust,
+    "study": study.cmd_study,
 }
 
 
