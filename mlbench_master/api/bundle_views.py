@@ -22,14 +22,15 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from mlbench_master.api.errors import error_responses, invalid
-from mlbench_master.api.models import ImportedBundle, Run, Series
-from mlbench_master.bundles import importer, layout, signing, upload, writer
+from mlbench_master.api.models import ImportedBundle, Run, Series, Study
+from mlbench_master.bundles import importer, layout, signing, study_member, upload, writer
 from mlbench_master.common.dates import iso
 
 _TEXT = {
     400: "the bundle is refused: the message names the member or the signature; nothing was stored",
-    404: "no such run or series (the message says which)",
-    409: "a run has not ended (export), or the bundle holds this installation's own runs",
+    404: "no such run, series or study (the message says which)",
+    409: "a run has not ended (export; a study: a run still pending), or the bundle holds "
+    "this installation's own runs",
     413: "the bundle is over MLBENCH_BUNDLE_MAX_BYTES",
 }
 ZIP = {(200, "application/zip"): OpenApiResponse(OpenApiTypes.BINARY, description="the bundle")}
@@ -68,6 +69,13 @@ IMPORTED_SCHEMA = {
             },
         },
         "series": {"type": "array", "items": {"type": "integer"}},
+        "studies": {
+            "type": "array",
+            "description": "a study bundle's study: its id here, its id at its origin "
+            "(origin_study), the origin's fingerprint, the trust in it, and whether it was "
+            "stored now (new) or was here already",
+            "items": {"type": "object"},
+        },
         "file": {
             "type": "object",
             "description": "the file imported (its SHA-256 and signer); `bundle` is the "
@@ -176,6 +184,20 @@ class SeriesBundle(APIView):
         return _zip(selection, request, f"mlbench-series-{pk}-bundle.zip")
 
 
+class StudyBundle(APIView):
+    """GET /api/studies/<id>/bundle/: a study, every run of its cells and their series."""
+
+    @extend_schema(
+        operation_id="studies_bundle_retrieve",
+        summary="Export a study (no run pending) with every run of its cells as a signed "
+        "result bundle (zip); its score is not in it: the importing master computes it",
+        responses={**ZIP, **_errors(401, 403, 404, 409)},
+    )
+    def get(self, request: Request, pk: int) -> StreamingHttpResponse:
+        study = get_object_or_404(Study, pk=pk)
+        return _zip(study_member.select(study), request, f"mlbench-study-{pk}-bundle.zip")
+
+
 class _Unread(BaseParser):
     """Admits a bundle's body without reading it: a signed-in session's CSRF check reads
     the request's form fields, which must find none rather than refuse the media type; the
@@ -210,7 +232,8 @@ class Bundles(APIView):
         operation_id="bundles_create",
         summary="Import a result bundle: verified first, then its runs stored read-only",
         description="The body is the bundle file's bytes (application/zip). Refused bundles "
-        "store nothing. 201 when runs were stored, 200 when every run was here already.",
+        "store nothing. 201 when runs (or a study) were stored, 200 when every run (and the "
+        "study) was here already.",
         request={"application/zip": OpenApiTypes.BINARY},
         responses={
             201: OpenApiResponse(IMPORTED_SCHEMA, description="runs stored"),
@@ -229,7 +252,7 @@ class Bundles(APIView):
             raise invalid("bundle", "the body is empty: send the bundle file's bytes")
         with upload.received(stream.read, _declared(request)) as path:
             done = importer.import_file(path, request.user)
-        return Response(imported_json(done), status=201 if done.stored else 200)
+        return Response(imported_json(done), status=201 if done.new else 200)
 
 
 def imported_json(done: importer.Imported) -> dict:
@@ -238,6 +261,7 @@ def imported_json(done: importer.Imported) -> dict:
         "stored": done.stored,
         "runs": done.runs,
         "series": done.series,
+        "studies": done.studies,
         "file": done.file,
     }
 

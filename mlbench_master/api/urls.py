@@ -62,6 +62,9 @@ urlpatterns = [
     *both("studies", study_views.StudyList.as_view(), "studies"),
     *both(r"studies/(?P<pk>[0-9]{1,18})", study_views.StudyDetail.as_view(), "study-detail"),
     *both(r"studies/(?P<pk>[0-9]{1,18})/cancel", study_views.StudyCancel.as_view(), "study-cancel"),
+    *both(
+        r"studies/(?P<pk>[0-9]{1,18})/bundle", bundle_views.StudyBundle.as_view(), "study-bundle"
+    ),
     *both("prices", prices.PriceList.as_view(), "prices"),
     *both(r"prices/(?P<pk>[0-9]{1,18})", prices.PriceDetail.as_view(), "price-detail"),
     *both(
@@ -70,6 +73,7 @@ urlpatterns = [
     *both("bundles", bundle_views.Bundles.as_view(), "bundles"),
     *both("installation", bundle_views.Installation.as_view(), "installation"),
     *both("results", board_views.Results.as_view(), "results"),
+    *both("results/algorithms", board_views.AlgorithmResults.as_view(), "results-algorithms"),
     *both("trust", trust_views.TrustList.as_view(), "trust"),
     *both(r"trust/(?P<fingerprint>[^/]+)", trust_views.TrustDetail.as_view(), "trust-detail"),
     *result_urls.urlpatterns,

@@ -1,3 +1,5 @@
+# Over 400 lines: one import's steps in their order (rows, series, a study, runs, points, logs,
+# files), all inside one transaction that a refusal anywhere rolls back whole.
 """Import: a verified bundle's runs stored here as imported, read-only, once.
 
 Nothing is written before reader.py has verified the whole file. Then one transaction
@@ -9,7 +11,9 @@ predictions and model files and the file its origin signed (kept to export it ag
 refusal or a failure on the way leaves nothing: the transaction rolls back and the files
 written for it are removed. Statistics need no step of their own: this master computes them
 from the stored points with its own code whenever they are asked for. The predictions are
-then graded again by this master's evaluator where it has the test set (regrade.py).
+then graded again by this master's evaluator where it has the test set (regrade.py). A
+study bundle's series records and study are stored in the same transaction, the study last,
+through study_member.py (which keeps it once, and never takes a score from the bundle).
 
 A valid signature proves who signed, not that the signer is anyone this installation
 knows: a bundle signed by a key it does not trust is stored all the same (it can be read,
@@ -35,6 +39,7 @@ from django.db import IntegrityError, transaction
 
 from mlbench_master.api.models import ImportedBundle, Run, RunOrigin, Series
 from mlbench_master.bundles import layout, places, reader, regrade, signing, trust, writer
+from mlbench_master.bundles import study_member as study_member
 from mlbench_master.bundles.algorithm_member import stored as store_algorithm
 from mlbench_master.bundles.launch import carried as carried_launch
 from mlbench_master.bundles.refusals import AlreadyHere, BundleRefused
@@ -59,10 +64,16 @@ class Imported:
     runs: list[dict[str, Any]] = field(default_factory=list)
     series: list[int] = field(default_factory=list)
     file: dict[str, Any] = field(default_factory=dict)  # the file imported: digest, signer
+    studies: list[dict[str, Any]] = field(default_factory=list)  # study_member.store's
 
     @property
     def stored(self) -> int:
         return sum(1 for r in self.runs if r["new"])
+
+    @property
+    def new(self) -> bool:
+        """Whether this import stored anything: a run, or a study whose runs were here."""
+        return bool(self.stored or any(s["new"] for s in self.studies))
 
 
 def import_file(path: Path, user: Any) -> Imported:
@@ -147,7 +158,12 @@ def _store(levels: list, user: Any) -> Imported:
             for bundle, run_ids, series_id, via in levels:
                 row = _bundle_row(bundle, via, user, files)
                 outcome = outcome or Imported(row)
-                _level(bundle, row, run_ids, series_id, files, outcome)
+                # The file's own study (a carried bundle's travels only as the runs named).
+                own = bundle.study is not None and not via
+                study = study_member.read(bundle) if own else None
+                made = _level(bundle, row, run_ids, series_id, files, outcome, study)
+                if study is not None:
+                    outcome.studies.append(study_member.store(bundle, study, made, user))
     except BaseException:
         files.remove()
         raise
@@ -188,28 +204,37 @@ def _level(
     series_id: int | None,
     files: _Files,
     outcome: Imported,
-) -> None:
+    study: dict[str, Any] | None,
+) -> dict[int, Series]:
+    """Store the level's series and runs; its series here by their ids at the origin: the
+    bundle's one series, or a study bundle's (`study`) series records."""
     key = _key(bundle)
     here = dict(
         RunOrigin.objects.filter(origin_key=key, origin_run__in=run_ids).values_list(
             "origin_run", "run_id"
         )
     )
-    series = _series(bundle, series_id) if series_id is not None else None
-    if series is not None and series.pk not in outcome.series:
-        outcome.series.append(series.pk)
+    wanted = [(series_id, layout.SERIES)] if series_id is not None else []
+    if study is not None:
+        wanted += [(s, layout.study_series_path(s)) for s in study_member.series_ids(bundle)]
+    made: dict[int, Series] = {}
+    for origin_series, member in wanted:
+        series = made[origin_series] = _series(bundle, origin_series, member)
+        if series.pk not in outcome.series:
+            outcome.series.append(series.pk)
+        if here:  # runs of the series imported before it, on their own
+            earlier = RunOrigin.objects.filter(
+                origin_key=key, origin_run__in=list(here), origin_series=origin_series
+            ).values_list("run_id", flat=True)
+            lifecycle.join_imported_series(series, list(earlier))
     trusted = trust.of_key(key).label
-    if series is not None and here:  # runs of the series imported before it, on their own
-        earlier = RunOrigin.objects.filter(
-            origin_key=key, origin_run__in=list(here), origin_series=series_id
-        ).values_list("run_id", flat=True)
-        lifecycle.join_imported_series(series, list(earlier))
     for origin_run in run_ids:
         if origin_run in here:
             outcome.runs.append(_said(here[origin_run], origin_run, bundle, False, trusted))
             continue
-        run = _run(bundle, row, origin_run, series, files)
+        run = _run(bundle, row, origin_run, made.get(series_id), made, files)
         outcome.runs.append(_said(run.pk, origin_run, bundle, True, trusted))
+    return made
 
 
 def _said(
@@ -237,12 +262,12 @@ def _earlier_series(bundle: reader.Verified, series_id: int) -> Series | None:
     return earlier.run.series if earlier is not None else None
 
 
-def _series(bundle: reader.Verified, series_id: int) -> Series:
-    """The series of these runs here: the one an earlier import made, else a new one."""
+def _series(bundle: reader.Verified, series_id: int, name: str) -> Series:
+    """The series of these runs here: the one an earlier import made, else a new one from
+    its record, the member `name`."""
     if (earlier := _earlier_series(bundle, series_id)) is not None:
         return earlier
-    record = _json_member(bundle, layout.SERIES)
-    name = layout.SERIES
+    record = _json_member(bundle, name)
     if not isinstance(record, dict):
         raise BundleRefused(f"member {name!r} is not a JSON object")
     try:
@@ -260,6 +285,7 @@ def _run(
     row: ImportedBundle,
     origin_run: int,
     series: Series | None,
+    made: dict[int, Series],
     files: _Files,
 ) -> Run:
     folder = layout.run_folder(origin_run)
@@ -268,8 +294,8 @@ def _run(
     fields, state = _fields(record, member)
     store_algorithm(bundle, origin_run, fields)  # the uploaded code, checked
     origin_series = record.get("series")
-    if series is None and isinstance(origin_series, int):  # its series came before it
-        series = _earlier_series(bundle, origin_series)
+    if series is None and isinstance(origin_series, int):  # a study's, or came before it
+        series = made.get(origin_series) or _earlier_series(bundle, origin_series)
     try:
         run = lifecycle.store_imported(fields, state, series, carried_launch(record, member))
     except (ValidationError, ValueError) as exc:

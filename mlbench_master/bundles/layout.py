@@ -6,6 +6,9 @@ its SHA-256 and size); ``mlbench-bundle.sig`` the origin's Ed25519 signature of 
 manifest's bytes, base64. The members:
 
 ``series.json``                       the series, when a series was exported
+``studies/<id>/study.json``           the study, when a study was exported
+                                      (study_member.py): its fields and its cells
+``series/<id>/series.json``           each series of the exported study's cells
 ``runs/<id>/run.json``                the run's settings, state, summary and manifest
 ``runs/<id>/system.json``             the system it ran on (system.py)
 ``runs/<id>/metrics.jsonl``           every metric point of the run, one JSON object a line
@@ -32,6 +35,7 @@ VERSION = 1
 MANIFEST = "mlbench-bundle.json"
 SIGNATURE = "mlbench-bundle.sig"
 SERIES = "series.json"
+STUDY = "study.json"  # studies/<id>/study.json; its cells' series at series/<id>/series.json
 RUN_FILES = ("run.json", "system.json", "metrics.jsonl", "logs.jsonl")  # every run has them
 RUN_OPTIONAL = ("mllog.txt", "algorithm.py")
 MODEL_FILES = ("model.onnx", "audit.json")  # MLBENCH_HOME/models/<run>/ (issue 31)
@@ -46,6 +50,8 @@ RATIO_SLACK = 1024 * 1024
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _RUN = re.compile(r"runs/([0-9]{1,18})/(.+)")
 _CARRIED = re.compile(r"carried/([0-9a-f]{64})\.zip")
+_STUDY = re.compile(r"studies/([0-9]{1,18})/study\.json")
+_STUDY_SERIES = re.compile(r"series/([0-9]{1,18})/series\.json")
 
 
 class BadPath(ValueError):
@@ -71,10 +77,15 @@ def check_path(path: str) -> None:
 
 def place(path: str) -> tuple[str, int | str | None, str]:
     """What member `path` is: ("series", None, ""), ("run", run id, file), ("carried",
-    sha256, ""); BadPath for a path the format has no place for."""
+    sha256, ""), ("study", study id, ""), ("study_series", series id, ""); BadPath for a
+    path the format has no place for."""
     check_path(path)
     if path == SERIES:
         return "series", None, ""
+    if found := _STUDY.fullmatch(path):
+        return "study", int(found.group(1)), ""
+    if found := _STUDY_SERIES.fullmatch(path):
+        return "study_series", int(found.group(1)), ""
     if found := _CARRIED.fullmatch(path):
         return "carried", found.group(1), ""
     if found := _RUN.fullmatch(path):
@@ -95,3 +106,11 @@ def run_folder(run_id: int) -> str:
 
 def carried_path(digest: str) -> str:
     return f"carried/{digest}.zip"
+
+
+def study_path(study_id: int) -> str:
+    return f"studies/{int(study_id)}/{STUDY}"
+
+
+def study_series_path(series_id: int) -> str:
+    return f"series/{int(series_id)}/{SERIES}"

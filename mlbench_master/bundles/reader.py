@@ -62,6 +62,7 @@ class Verified:
     runs: list[int]
     series: int | None
     carried: list[Carried] = field(default_factory=list)
+    study: int | None = None  # a study bundle's study (its id at the origin)
 
     def open(self, path: str) -> IO[bytes]:
         return self.zip.open(path)
@@ -117,9 +118,11 @@ def _verify(path: Path, work: Path, stack: contextlib.ExitStack, nested: bool) -
         )
     members = _members(manifest, entries)
     runs, series = _runs(manifest, members)
+    study = _study(manifest, members)
     for path_, listed in members.items():
         _check_member(archive, path_, listed)
     verified = Verified(path, file_digest(path), archive, manifest, origin, members, runs, series)
+    verified.study = study
     verified.carried = _carried(verified, work, stack, nested)
     return verified
 
@@ -320,6 +323,22 @@ def _runs(manifest: dict[str, Any], members: dict) -> tuple[list[int], int | Non
                     f"run {run}: member {layout.run_folder(run) + name!r} is missing"
                 )
     return runs, series
+
+
+def _study(manifest: dict[str, Any], members: dict) -> int | None:
+    """The study of a study bundle: the manifest's `study` and its member agree; series
+    records travel only with a study. What study.json says is read by study_member.py."""
+    study = manifest.get("study")
+    if study is not None and (not isinstance(study, int) or isinstance(study, bool)):
+        raise BundleRefused(f"{layout.MANIFEST}: study is not a study id")
+    kinds = [(layout.place(p)[0], p) for p in members]
+    held = sorted(p for kind, p in kinds if kind == "study")
+    if held != (want := [layout.study_path(study)] if study is not None else []):
+        raise BundleRefused(f"{layout.MANIFEST}: study {study!r} and the study members "
+                            f"{held} disagree (it should hold {want})")  # fmt: skip
+    if study is None and (stray := sorted(p for k, p in kinds if k == "study_series")):
+        raise BundleRefused(f"member {stray[0]!r}: a series record travels only with its study")
+    return study
 
 
 def _check_member(archive: zipfile.ZipFile, path: str, listed: dict[str, Any]) -> None:

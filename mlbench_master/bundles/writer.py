@@ -1,4 +1,4 @@
-"""Export: runs or a series as one signed bundle (layout.py), streamed.
+"""Export: runs, a series or a study (study_member.py) as one signed bundle (layout.py), streamed.
 
 Why streamed: a run of millions of points must leave without the master holding it in
 memory (the original's downloads timed out). Members are read from the database in chunks
@@ -53,6 +53,10 @@ class Selection:
     local: list[Run]
     series: Series | None = None
     carried: dict[str, list[RunOrigin]] = field(default_factory=dict)
+    # A study bundle (study_member.select): the study's record (study.json) and the series
+    # of its cells, each with its record.
+    study: dict[str, Any] | None = None
+    study_series: list[Series] = field(default_factory=list)
 
     @property
     def count(self) -> int:
@@ -129,6 +133,10 @@ def _entries(selection: Selection, exporter: str) -> Iterator[tuple[str, Iterato
     notes: list[str] = []
     if selection.series is not None:
         yield tally.member(layout.SERIES, _json(_series_record(selection.series)))
+    for series in selection.study_series:
+        yield tally.member(layout.study_series_path(series.pk), _json(_series_record(series)))
+    if selection.study is not None:
+        yield tally.member(layout.study_path(selection.study["id"]), _json(selection.study))
     for run in selection.local:
         yield from (tally.member(p, c) for p, c in _run_members(run, notes))
     carried = []
@@ -157,6 +165,8 @@ def _entries(selection: Selection, exporter: str) -> Iterator[tuple[str, Iterato
         "notes": notes,
         "members": sorted(tally.members, key=lambda m: m["path"]),
     }
+    if selection.study is not None:
+        manifest["study"] = selection.study["id"]
     body = json.dumps(manifest, indent=1, sort_keys=True).encode()
     yield layout.MANIFEST, iter([body])
     yield layout.SIGNATURE, iter([signing.sign(body).encode() + b"\n"])

@@ -106,3 +106,114 @@ def cancel_study(study: Study, by: str) -> bool:
     for series in own:
         done = cancel_series(series, f"{by} (study {study.pk})") or done
     return done
+
+
+def store_imported(
+    record: dict[str, Any],
+    series_by_origin_id: dict[int, Any],
+    origin: dict[str, Any],
+    created_at: Any = None,
+    cancelled_at: Any = None,
+) -> Study:
+    """Store a study another master exported (bundles/study_member.py read its study.json
+    and dated it; the import stored its runs and series first): its own fields as the
+    origin recorded them, `origin` (its id there, the signer...), and its cells pointing at
+    the series here (`series_by_origin_id`: a series' id at the origin -> the Series here).
+    Never a score: outcomes.py computes it here from the imported runs' grades.
+
+    Only a study of this master's suite version whose cells are its whole grid (every
+    algorithm x workload x condition once, and every drawn variant once per algorithm) is
+    stored: its budgets and its scoring are this suite's. Raises KeyError, TypeError,
+    ValueError or Django's ValidationError naming the field for a record that does not make
+    such a study; the caller's transaction then stores nothing.
+    """
+    version = record["suite_version"]
+    if version != study_suite.SUITE_VERSION:
+        raise ValueError(
+            f"suite_version {version!r:.40}: this master scores studies of suite version "
+            f"{study_suite.SUITE_VERSION!r} only (their workloads, budgets and conditions)"
+        )
+    algorithms = _listed(record, "algorithms", dict)
+    labels = [a.get("label") for a in algorithms]
+    if not all(isinstance(x, str) and x for x in labels) or len(set(labels)) != len(labels):
+        raise ValueError("algorithms: each needs a label of its own")
+    workloads = _listed(record, "workloads", str)
+    conditions = _listed(record, "conditions", str)
+    seeds = _listed(record, "seeds", int)
+    if bad := [w for w in workloads if w not in study_suite.WORKLOADS]:
+        raise ValueError(f"workloads: {bad[0]!r:.60} is no workload of suite {version}")
+    if bad := [c for c in conditions if c not in study_suite.CONDITIONS]:
+        raise ValueError(f"conditions: {bad[0]!r:.60} is no condition of suite {version}")
+    variants, variant_seed = record.get("variants") or {}, record.get("variant_seed")
+    if not isinstance(variants, dict) or bool(variants) != (variant_seed is not None):
+        raise ValueError("variants and variant_seed: a held-out draw has both, none has neither")
+    for workload, drawn in variants.items():
+        budget = drawn.get("time_budget") if isinstance(drawn, dict) else None
+        if workload not in workloads or not _positive(budget):
+            raise ValueError(f"variants: {workload!r:.60} needs a workload of the study and a "
+                             "positive time_budget")  # fmt: skip
+    study = Study(
+        name=str(record["name"])[:200], suite_version=version, algorithms=algorithms,
+        workloads=workloads, conditions=conditions, seeds=seeds,
+        num_workers=record["num_workers"], num_cpus=record["num_cpus"],
+        cluster=str(record["cluster"])[:32], variant_seed=variant_seed, variants=variants,
+        cancelled_at=cancelled_at, origin=dict(origin),
+    )  # fmt: skip
+    if created_at is not None:
+        study.created_at = created_at
+    study.full_clean(exclude=["created_by"])
+    cells = _imported_cells(record.get("cells"), series_by_origin_id)
+    grid = {(a, w, c, False) for a in labels for w in workloads for c in conditions}
+    grid |= {(a, w, study_suite.HELD_OUT_CONDITION, True) for a in labels for w in variants}
+    given = [(c["algorithm"], c["workload"], c["condition"], c["variant"]) for c in cells]
+    if len(set(given)) != len(given) or set(given) != grid:
+        odd = sorted(set(given) ^ grid, key=str) or ["a cell given twice"]
+        raise ValueError(f"cells: not the study's grid of algorithms x workloads x conditions "
+                         f"(and held-out variants) once each: {odd[0]!r:.160}")  # fmt: skip
+    study.save()
+    for c in cells:
+        StudyCell.objects.create(
+            study=study, algorithm=c["algorithm"], workload=c["workload"],
+            condition=c["condition"], variant=c["variant"], reused=c["reused"], series=c["series"],
+        )  # fmt: skip
+    return study
+
+
+def _listed(record: dict[str, Any], name: str, kind: type) -> list[Any]:
+    value = record[name]
+    if not isinstance(value, list) or not all(
+        isinstance(v, kind) and not isinstance(v, bool) for v in value
+    ):
+        raise TypeError(f"{name}: not a list of {kind.__name__}")
+    return value
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+
+
+def _imported_cells(cells: Any, series_by_origin_id: dict[int, Any]) -> list[dict[str, Any]]:
+    """The cells of an imported study.json, each with its series here."""
+    if not isinstance(cells, list) or not cells:
+        raise ValueError("cells: a study has at least one cell")
+    out = []
+    for i, cell in enumerate(cells):
+        if not isinstance(cell, dict):
+            raise TypeError(f"cells[{i}] is not an object")
+        named = cell.get("series")
+        where = (f"cells[{i}] ({cell.get('algorithm')!r:.60} on {cell.get('workload')!r:.40} "
+                 f"at {cell.get('condition')!r:.40})")  # fmt: skip
+        if not all(isinstance(cell.get(k), str) for k in ("algorithm", "workload", "condition")):
+            raise TypeError(f"{where}: algorithm, workload and condition are text")
+        if not isinstance(cell.get("variant"), bool) or not isinstance(cell.get("reused"), bool):
+            raise TypeError(f"{where}: variant and reused are true or false")
+        if isinstance(named, bool) or not isinstance(named, int):
+            raise TypeError(f"{where}: series {named!r:.40} is not a series id")
+        if named not in series_by_origin_id:
+            raise ValueError(f"{where}: series {named}, which the bundle does not hold")
+        out.append({
+            "algorithm": cell["algorithm"], "workload": cell["workload"],
+            "condition": cell["condition"], "variant": cell["variant"], "reused": cell["reused"],
+            "series": series_by_origin_id[named],
+        })  # fmt: skip
+    return out
