@@ -478,7 +478,8 @@ class _StudyBundle:
         except CliError as exc:
             said = str(exc).split("; wait for it to end or stop it with")[0]  # not a run's 409
             if exc.code == EXIT_NOT_FOUND:  # the study exists (checked first): the path not
-                said = f"the master at {self.master.url} has no bundles of studies ({said})"
+                said = (f"the master at {self.master.url} has no bundles of studies (GET "
+                        f"/api/studies/{self.study_id}/bundle/ is not found): update it")  # fmt: skip
             elif exc.code == EXIT_CONFLICT and "export it again" not in said:
                 said += (f"; wait for study {self.study_id} to end, or cancel what is left of "
                          f"it (mlbench study cancel {self.study_id}), then export it again")  # fmt: skip
