@@ -13,7 +13,6 @@ import xml.etree.ElementTree as ET
 import zipfile
 
 import pytest
-from django.urls import Resolver404, resolve
 
 from mlbench_master.accounts.users import issue_user_token
 from mlbench_master.api.models import Run, Study
@@ -182,11 +181,10 @@ def test_a_running_study_says_what_is_pending_and_cancel_ends_it(cli, capsys):
     assert "pending" in _row(out, Run.objects.order_by("id").first().series_id)[4]
     assert cli("study", "plot", str(study_id), "-o", "x.png") == EXIT_CONFLICT
     assert "has no score yet: 6 runs pending" in capsys.readouterr().err
-    if _bundles_routed(study_id):
-        assert cli("study", "export", str(study_id), "-o", "early.zip") == EXIT_CONFLICT
-        err = capsys.readouterr().err  # the master's words: wait, or cancel the study
-        assert "still pending" in err and err.count(f"mlbench study cancel {study_id}") == 1
-        assert "export it again" in err and "delete RUN" not in err and "series" not in err
+    assert cli("study", "export", str(study_id), "-o", "early.zip") == EXIT_CONFLICT
+    err = capsys.readouterr().err  # the master's words: wait, or cancel the study
+    assert "still pending" in err and err.count(f"mlbench study cancel {study_id}") == 1
+    assert "export it again" in err and "delete RUN" not in err and "series" not in err
     assert cli("study", "cancel", str(study_id)) == 0
     assert f"study {study_id} cancelled" in capsys.readouterr().out
     assert not Run.objects.filter(state__in=[Run.QUEUED, *Run.ACTIVE_STATES]).exists()
@@ -234,24 +232,11 @@ def test_plot_writes_the_profiles_as_png_and_svg(cli, capsys, tmp_path):
     assert "must end in .png or .svg" in capsys.readouterr().err
 
 
-def _bundles_routed(study_id: int) -> bool:
-    """Whether this master serves GET /api/studies/<id>/bundle/ (built beside this CLI)."""
-    try:
-        resolve(f"/api/studies/{study_id}/bundle/")
-    except Resolver404:
-        return False
-    return True
-
-
 def test_export_writes_the_studys_bundle(cli, capsys, tmp_path):
     body = _scored(cli)
     target = tmp_path / "study.zip"
     code = cli("study", "export", str(body["id"]), "-o", str(target))
     captured = capsys.readouterr()
-    if not _bundles_routed(body["id"]):
-        assert code == EXIT_NOT_FOUND and "has no bundles of studies" in captured.err
-        assert not target.exists() and not list(tmp_path.glob(".*.part"))
-        pytest.skip("GET /api/studies/<id>/bundle/ is not routed on this master yet")
     assert code == 0, captured.err
     assert captured.out.startswith(f"wrote {target} (")
     with zipfile.ZipFile(target) as zf:
