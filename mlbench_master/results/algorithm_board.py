@@ -10,7 +10,8 @@ A study with a run still pending, or a cancelled one, is not on the board at all
 
 Which score an algorithm gets, the rule: per suite version and condition, an algorithm
 (its study label: the name with its completed options and an uploaded file's short hash)
-has the score of the LATEST ranked study that scored it in that condition, never the best.
+has the score of the LATEST ranked study that scored it in that condition, never the best
+(latest by when the study was made: an imported study keeps its origin's date).
 Why the latest and not the best: a best-of would reward running a study again until a
 noisy score comes out high; the latest is the algorithm's current measurement, and a
 reader can check it because every entry links its study (`study`: id, page, API) and

@@ -14,8 +14,10 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from mlbench_master.accounts.users import issue_user_token
-from mlbench_master.api.models import Metric, Run, Study
+from mlbench_master.api.models import Metric, Run, Series, Study
+from mlbench_master.bundles import signing, trust
 from mlbench_worker.shared.evaluation import graded_name
+from tests.bundles import data
 
 pytestmark = pytest.mark.django_db
 
@@ -174,6 +176,50 @@ def test_pending_cancelled_and_unverified_studies_are_not_ranked(api):
     assert all("unverified origin" in e["unranked"] for e in unverified)
     assert all(e["origin"]["trust"]["trusted"] is False for e in unverified)
     assert part["studies"] == [ended["id"]]
+
+
+def test_an_imported_study_ranks_once_its_origin_is_trusted(api, settings, tmp_path):
+    """A study from another installation through a real bundle: shown unranked while its
+    key is not trusted here, ranked (and the latest) once an operator trusts it."""
+    for name in ("origin", "here"):
+        (tmp_path / name).mkdir()
+    settings.MLBENCH_HOME = tmp_path / "origin"
+    there = study(api, "travelled", ["allreduce", "topk"], ["unlimited"], {
+        ("allreduce", "unlimited"): 20.0, ("topk", "unlimited"): 10.0,
+    })  # fmt: skip
+    bundle = data.export(api, f"/api/studies/{there['id']}/bundle/")
+    key = signing.this_installation().public_key
+    series = [c["series"] for c in there["cells"]]  # gone from here: the origin's rows
+    Run.objects.filter(series_id__in=series).delete()
+    Study.objects.filter(pk=there["id"]).delete()
+    Series.objects.filter(pk__in=series).delete()
+    settings.MLBENCH_HOME = tmp_path / "here"
+    local = study(api, "local", ["allreduce", "topk"], ["unlimited"], {
+        ("allreduce", "unlimited"): 10.0, ("topk", "unlimited"): 40.0,
+    })  # fmt: skip
+    answer = data.post_bundle(api, bundle)
+    assert answer.status_code == 201, answer.content
+    [imported] = answer.json()["studies"]
+
+    part = section(board(api), "unlimited")
+    assert ranking(part) == [
+        (1, "allreduce", local["id"]), (2, "topk", local["id"]),
+        (None, "allreduce", imported["id"]), (None, "topk", imported["id"]),
+    ]  # fmt: skip
+    shown = part["entries"][2]
+    assert shown["origin"]["kind"] == "imported" and "unverified origin" in shown["unranked"]
+
+    # Trusted, it ranks; "latest" is when a study was made (at its origin), not when it
+    # arrived here: the local study, made after it, keeps both algorithms' numbers, and
+    # names the imported one as the earlier study it supersedes.
+    trust.add(key, "the origin", None)
+    part = section(board(api), "unlimited")
+    assert ranking(part) == [(1, "allreduce", local["id"]), (2, "topk", local["id"])]
+    assert [s["id"] for s in part["entries"][0]["earlier_studies"]] == [imported["id"]]
+    Study.objects.filter(pk=local["id"]).update(created_at=timezone.now() - dt.timedelta(days=1))
+    part = section(board(api), "unlimited")
+    assert ranking(part) == [(1, "topk", imported["id"]), (2, "allreduce", imported["id"])]
+    assert part["entries"][0]["origin"]["trust"]["label"] == "trusted (the origin)"
 
 
 def test_read_as_the_board_is(api, settings):
