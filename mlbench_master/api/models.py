@@ -229,9 +229,16 @@ class Study(models.Model):
     # For an imported study: where it came from (its id there, the signer's fingerprint).
     origin = models.JSONField(default=dict, blank=True)
 
+    # What the study compared, and how: the fields its JSON, its bundle and the board give.
+    SETUP = ("suite_version", "algorithms", "workloads", "conditions", "seeds", "num_workers",
+             "num_cpus", "cluster")  # fmt: skip
+
     class Meta:
         ordering = ["-created_at", "-id"]
         verbose_name_plural = "studies"
+
+    def setup(self) -> dict:
+        return {name: getattr(self, name) for name in self.SETUP}
 
 
 class StudyCell(models.Model):

@@ -64,14 +64,7 @@ def study_json(study: Study) -> dict[str, Any]:
         "created_at": study.created_at.isoformat(),
         "created_by": study.created_by.get_username() if study.created_by_id else "",
         "state": study_state(study, states),
-        "suite_version": study.suite_version,
-        "algorithms": study.algorithms,
-        "workloads": study.workloads,
-        "conditions": study.conditions,
-        "seeds": study.seeds,
-        "num_workers": study.num_workers,
-        "num_cpus": study.num_cpus,
-        "cluster": study.cluster,
+        **study.setup(),
         "held_out": None
         if study.variant_seed is None
         else {
