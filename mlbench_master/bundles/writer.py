@@ -34,7 +34,7 @@ from mlbench_master.bundles.refusals import NotExportable
 from mlbench_master.common.dates import iso
 from mlbench_master.common.zipstream import stream_zip
 from mlbench_master.grading import model_files, prediction_files
-from mlbench_master.results import cost, mllog
+from mlbench_master.results import convergence, cost, mllog
 from mlbench_worker.shared import catalogue
 
 log = logging.getLogger(__name__)
@@ -230,6 +230,12 @@ def run_record(run: Run) -> dict[str, Any]:
 
 
 def _series_record(series: Series) -> dict[str, Any]:
+    """series.json. `convergence`: this installation's check of each worker count's runs
+    against the reference series (results/convergence.py, with its statistic), so a reader
+    of the bundle sees a flag the origin raised; an importing master checks again itself and
+    never takes this one's word (the board shows its own)."""
+    memo: dict[Any, Any] = {}
+    runs = list(Run.objects.filter(series=series))
     return {
         "id": series.pk,
         "name": series.name,
@@ -239,6 +245,10 @@ def _series_record(series: Series) -> dict[str, Any]:
         "worker_counts": series.worker_counts,
         "settings": series.settings,
         "cancelled_at": iso(series.cancelled_at) if series.cancelled_at else None,
+        "convergence": {
+            str(n): convergence.of_group([r for r in runs if r.num_workers == n], memo)
+            for n in sorted({r.num_workers for r in runs})
+        },
     }
 
 

@@ -4,7 +4,9 @@ RCP file written here, and the two must agree; then stored series through the AP
 
 from __future__ import annotations
 
+import io
 import json
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from mlperf_logging.rcp_checker import rcp_checker
 
 from mlbench_master.api.models import Run
 from mlbench_master.results import convergence
+from tests.bundles import data
 
 BS = 256
 # Ten reference runs' epochs to target (MLPerf's rule needs ten): RCP mean 8.5.
@@ -152,6 +155,24 @@ def test_a_series_faster_than_the_reference_is_flagged_on_the_board(maker, api):
     )
     assert _entry(api, slow)["convergence"]["status"] == "passed"
     assert _entry(api, reference)["convergence"]["status"] == "reference"
+
+
+@pytest.mark.django_db
+def test_the_series_bundle_carries_the_flag_with_its_statistic(maker, api, settings, tmp_path):
+    """The series record in the bundle holds the exporting master's check per worker count,
+    as the board shows it, so a reader of the bundle alone sees the flag."""
+    settings.MLBENCH_HOME = tmp_path
+    _series_runs(maker, range(1, 11), [7, 7, 8, 8, 8, 9, 9, 9, 10, 10], "reference")
+    fast = _series_runs(maker, range(11, 16), [3, 3, 4, 4, 4], "spark")
+    body = data.export(api, f"/api/series/{fast.pk}/bundle/")
+    with zipfile.ZipFile(io.BytesIO(body)) as bundle:
+        record = json.loads(bundle.read("series.json"))
+    carried = record["convergence"]["1"]
+    assert carried["status"] == "flagged" and carried["epochs"] == [3, 3, 4, 4, 4]
+    assert carried["reference"]["min_epochs"] == pytest.approx(
+        convergence.reference_point(REFERENCE, 128)["min_epochs"]
+    )
+    assert carried == json.loads(json.dumps(_entry(api, fast)["convergence"]))
 
 
 @pytest.mark.django_db
