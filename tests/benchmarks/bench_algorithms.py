@@ -20,6 +20,8 @@ driver's slots, shaped by their run's max_bandwidth), e.g. DiLoCo's measurement 
 docs/results.rst:
   python tests/benchmarks/bench_algorithms.py --bandwidth 10,100 \
       --algorithms allreduce,localsgd,diloco --target light
+and the same for task 3b's small GPT on its generated WikiText-2 stand-in (65,536 training
+tokens, the study suite's set; light target: perplexity 250) with `--task 3b`.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import argparse
 import os
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,6 +41,7 @@ from bench_network import open_hosts, slot_launcher  # noqa: E402
 from common import launcher_prefix, machine, worker_summary, write_results  # noqa: E402
 
 from mlbench_master.cluster.local import network, slots  # noqa: E402
+from mlbench_worker.shared import catalogue  # noqa: E402
 from mlbench_worker.shared.algorithm_catalogue import GENERAL_ALGORITHMS as ALGORITHMS  # noqa: E402
 
 
@@ -80,31 +84,85 @@ VARIANTS = [
 ]
 
 
+@dataclass(frozen=True)
+class TargetTask:
+    """What part 1 trains to its target: the worker's task and flags (besides the
+    algorithm, target, epochs and reporting), the steps an epoch of 2 ranks, for the bytes
+    to target when the summary lacks them."""
+
+    label: str  # the rows' name for it
+    goal: dict[str, str]  # target -> what it is, for the title
+    argv: tuple[str, ...]
+    max_epochs: int
+    steps_per_epoch: int
+    log_every: int
+    file: str  # the results' name: algorithms_target{file}[_light]
+
+
+TASKS = {
+    # ResNet-20 on task 1a's generated set: 2,560 images, seed 7; 2 ranks x the task's batch
+    # of 128 -> 10 steps an epoch.
+    "1a": TargetTask(
+        label="task 1a (generated)",
+        goal={"standard": "80 %", "light": "70 %"},
+        argv=tuple(
+            "resnet20-cifar10 --dataset synthetic --train-images 2560 --test-images 500 "
+            "--seed 7".split()
+        ),
+        max_epochs=30,
+        steps_per_epoch=2560 // (2 * 128),
+        log_every=10,
+        file="",
+    ),
+    # Task 3b's small GPT on the generated WikiText-2 stand-in the study suite uses (65,536
+    # training tokens, 16,384 test tokens; study_suite.WORKLOADS), seed 7, the task's 20
+    # epochs (its cosine schedule spans them). Each rank holds half the tokens: (32,768 - 1)
+    # // 128 = 255 blocks of 128, 16 a step (the task's batch) -> 15 steps an epoch. The
+    # budget only bounds a run that would not end (the task's own is 2 hours).
+    "3b": TargetTask(
+        label="task 3b (generated)",
+        goal={"standard": "perplexity 180", "light": "perplexity 250"},
+        argv=tuple(
+            "gpt-wikitext2 --dataset synthetic --train-tokens 65536 --test-tokens 16384 "
+            "--seed 7 --time-budget 3600".split()
+        ),
+        max_epochs=20,
+        steps_per_epoch=((65536 // 2 - 1) // 128) // 16,
+        log_every=5,
+        file="_3b",
+    ),
+}
+
+
 def to_target(
     home: Path,
     algorithm: str,
     mbit: int | None,
-    max_epochs: int,
+    max_epochs: int | None = None,
     options: tuple = (),
     target: str = "standard",
+    task: str = "1a",
 ) -> dict:
-    """Task 1a's generated set (2,560 images, seed 7) to `target` (standard: 80 %, light:
-    70 %), 2 ranks: on this machine's shared memory (`mbit` None) or two slots linked at
-    `mbit`; `options`: KEY=VALUE algorithm options (the catalogue's defaults otherwise).
-    The summary gets the load average (1 min) before and after the run, for the reading:
-    epochs and bytes do not depend on it, seconds do."""
+    """TASKS[task] (task 1a's generated set by default, 2,560 images, seed 7) to `target`
+    (task 1a: standard 80 %, light 70 %; task 3b: perplexity 180 or 250), 2 ranks: on this
+    machine's shared memory (`mbit` None) or two slots linked at `mbit`; `options`:
+    KEY=VALUE algorithm options (the catalogue's defaults otherwise); `max_epochs`: the
+    task's (TASKS) unless given. The summary gets the load average (1 min) before and after
+    the run, for the reading: epochs and bytes do not depend on it, seconds do."""
+    spec = TASKS[task]
     label = "-".join([algorithm, *options]).replace("=", "_")
-    metrics = home / f"target-{label}-{mbit or 'shm'}.jsonl"
+    metrics = home / f"target{spec.file}-{label}-{mbit or 'shm'}.jsonl"
     flags = [x for o in options for x in ("--algorithm-option", o)]
     if mbit is None:
         prefix = launcher_prefix(2)
     else:
         prefix = slot_launcher(home, open_hosts(home, mbit))
     argv = prefix + [
-        sys.executable, "-m", "mlbench_worker", "resnet20-cifar10", "--dataset", "synthetic",
-        "--algorithm", algorithm, "--train-images", "2560", "--test-images", "500",
-        "--seed", "7", "--target", target, "--max-epochs", str(max_epochs),
-        "--threads", "1", "--metrics-file", str(metrics), "--log-every", "10", *flags,
+        sys.executable, "-m", "mlbench_worker", *spec.argv,
+        "--algorithm", algorithm, "--target", target,
+        "--max-epochs", str(max_epochs or spec.max_epochs),
+        "--threads", "1", "--metrics-file", str(metrics), "--log-every", str(spec.log_every),
+        *flags,
     ]  # fmt: skip
     before = os.getloadavg()[0]
     summary = worker_summary(argv, home, metrics, timeout=7200)
@@ -112,19 +170,21 @@ def to_target(
     return summary
 
 
-STEPS_PER_EPOCH = 2560 // (2 * 128)  # to_target's set, 2 ranks, the task's batch of 128
-
-
-def bytes_to_target(summary: dict) -> float | None:
-    """One rank's bytes sent until the target: the mean per step x the steps run (the run
-    stops at the evaluation that reaches it); None when it was not reached."""
-    per_step = summary.get("comm_bytes_per_step")
-    if not summary.get("reached") or per_step is None:
+def bytes_to_target(summary: dict, task: str = "1a") -> float | None:
+    """One rank's bytes sent until the target: the summary's count (comm_bytes_to_target)
+    where the worker gives it, else the mean per step x the steps run (the run stops at the
+    evaluation that reaches it); None when it was not reached."""
+    if not summary.get("reached"):
         return None
-    return per_step * round(summary["epochs"] * STEPS_PER_EPOCH)
+    if summary.get("comm_bytes_to_target") is not None:
+        return summary["comm_bytes_to_target"]
+    per_step = summary.get("comm_bytes_per_step")
+    if per_step is None:
+        return None
+    return per_step * round(summary["epochs"] * TASKS[task].steps_per_epoch)
 
 
-def target_rows(runs: dict[str, dict], where: str) -> list[list]:
+def target_rows(runs: dict[str, dict], where: str, task: str = "1a") -> list[list]:
     """One row per algorithm: epochs, time and bytes to the target, the ratio to
     allreduce's epochs."""
     base = runs.get("allreduce", {})
@@ -133,9 +193,9 @@ def target_rows(runs: dict[str, dict], where: str) -> list[list]:
         epochs = s.get("epochs") if s.get("reached") else None
         ratio = epochs / base["epochs"] if epochs and base.get("reached") else None
         ttt = s.get("time_to_target")
-        sent_total = bytes_to_target(s)
+        sent_total = bytes_to_target(s, task)
         rows.append([
-            f"task 1a (generated), {where}, {name}",
+            f"{TASKS[task].label}, {where}, {name}",
             f"{epochs:g} epochs" if epochs else f"not reached in {s.get('epochs', 0):g}",
             f"{ratio:.2f}x allreduce" if ratio else "-",
             f"{ttt:.0f} s" if ttt is not None else "-",
@@ -208,14 +268,28 @@ def main() -> int:
         "--target",
         choices=("standard", "light"),
         default="standard",
-        help="part 1's target: standard (80 %%, the default) or light (70 %%)",
+        help="part 1's target: standard (80 %%, the default) or light (70 %%); task 3b: "
+        "perplexity 180 or 250",
+    )
+    parser.add_argument(
+        "--task",
+        choices=tuple(TASKS),
+        default="1a",
+        help="part 1's task: 1a (ResNet-20 on the generated CIFAR-10 set, the default) or 3b "
+        "(the small GPT on the generated WikiText-2 stand-in; part 1 only, so with --links)",
     )
     args = parser.parse_args()
-    names = args.algorithms or list(ALGORITHMS)
-    unknown = sorted(set(names) - set(ALGORITHMS))
+    admitted = [a for a in ALGORITHMS if a in catalogue.get(TASKS[args.task].argv[0]).algorithms]
+    names = args.algorithms or admitted
+    unknown = sorted(set(names) - set(admitted))
     if unknown:
-        parser.error(f"unknown algorithms {unknown}; known: {', '.join(ALGORITHMS)}")
-    percent = {"standard": 80, "light": 70}[args.target]
+        parser.error(
+            f"algorithms {unknown} unknown or not admitted for task {args.task}; "
+            f"admitted: {', '.join(admitted)}"
+        )
+    if args.task != "1a" and not args.links:
+        parser.error("--task 3b measures part 1 only: give --links (e.g. --bandwidth 10,100)")
+    spec = TASKS[args.task]
     if args.variants:
         return variants()
     home = Path(tempfile.mkdtemp(prefix="mlbench-bench-algorithms-"))
@@ -233,15 +307,20 @@ def main() -> int:
             print(f"bench_algorithms: epochs to target at {where} not measured: {missing}")
             continue
         try:
-            runs = {name: to_target(home, name, mbit, 30, target=args.target) for name in names}
+            runs = {
+                name: to_target(home, name, mbit, target=args.target, task=args.task)
+                for name in names
+            }
         finally:
             if mbit is not None:
                 slots.close_slots(home)
         data["target"][where] = runs
-        target += target_rows(runs, where)
+        target += target_rows(runs, where, args.task)
         write_results(
-            "algorithms_target" + ("" if args.target == "standard" else f"_{args.target}"),
-            f"Epochs, time and bytes to {percent} % on task 1a's generated set (2 workers)",
+            f"algorithms_target{spec.file}"
+            + ("" if args.target == "standard" else f"_{args.target}"),
+            f"Epochs, time and bytes to {spec.goal[args.target]} on task {args.task}'s "
+            "generated set (2 workers)",
             ["run", "epochs to target", "beside allreduce", "time to target",
              "bytes to target (one rank)", "the paper"],
             target, data["target"],
