@@ -3,11 +3,16 @@
 import pytest
 
 from tests.e2e.live import start_master
+from tests.worker.helpers import SPARK_JVM_ENV
 
 
 @pytest.fixture(scope="session")
 def master(postgres_url, tmp_path_factory):
-    live = start_master(postgres_url, tmp_path_factory.mktemp("mlbench-home"))
+    # Its runs' ranks inherit its environment: the Spark runs' JVMs get the short runs'
+    # options (C1 only, the serial collector; tests/worker/helpers.py). Other runs ignore them.
+    live = start_master(
+        postgres_url, tmp_path_factory.mktemp("mlbench-home"), env_extra=SPARK_JVM_ENV
+    )
     yield live
     live.down()
 

@@ -36,6 +36,7 @@ from tests.slurm.live import (
     start_slurm_master,
     wait_until,
 )
+from tests.worker.helpers import SPARK_JVM_ENV
 
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scancel")
 
@@ -103,8 +104,12 @@ def _lives(proc: psutil.Process) -> bool:
 
 @pytest.fixture(scope="session")
 def slurm_master(slurm_cluster, postgres_url, tmp_path_factory):
+    # Its jobs get its environment (sbatch --export=ALL): the Spark run's JVMs get the short
+    # runs' options (C1 only, the serial collector; tests/worker/helpers.py).
     live = start_slurm_master(
-        postgres_url, tmp_path_factory.mktemp("slurm-home"), slurm_env(slurm_cluster)
+        postgres_url,
+        tmp_path_factory.mktemp("slurm-home"),
+        {**slurm_env(slurm_cluster), **SPARK_JVM_ENV},
     )
     yield live
     live.down()

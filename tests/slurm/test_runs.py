@@ -186,7 +186,10 @@ def test_a_waiting_job_shows_slurms_reason_then_runs(master, slurm_cluster):
 def test_a_spark_run_finishes_on_two_nodes_and_leaves_no_jvm(master, slurm_cluster):
     """Spark inside the ranks Slurm starts: the two nodes' ranks bring up the cluster and the
     application (nothing of Spark's in the driver), the run finishes with Spark's version
-    from the workers, and the job leaves no process (JVMs included) on the nodes."""
+    from the workers, and the job leaves no process (JVMs included) on the nodes. On 4,000
+    of the generated rows and 1,000 test rows (the run's train_examples and test_examples):
+    the default set's 400,000 and 100,000, made by the executors, graded by the master, are
+    tests/e2e/test_spark.py's first run."""
     import importlib.util
     import os
     import shutil
@@ -197,7 +200,7 @@ def test_a_spark_run_finishes_on_two_nodes_and_leaves_no_jvm(master, slurm_clust
         pytest.skip("pyspark or java is missing: pip install 'mlbench[spark]'")
     run = master.create_run(
         name="slurm-spark", task="logreg-epsilon", implementation="spark", time_budget=8,
-        target="light",
+        target="light", train_examples=4000, test_examples=1000,
     )  # fmt: skip
     job_id = job_of(master, run["id"])
     done = master.wait_state(run["id"], END, timeout=600)

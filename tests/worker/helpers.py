@@ -40,6 +40,21 @@ def rank_body_entries(stdout: str) -> list[str]:
     return [line.split()[1] for line in stdout.splitlines() if line.startswith("RANK_BODY ")]
 
 
+# Options of every JVM a test's short Spark run starts, through Spark's own settings: the
+# cluster's master and workers (SPARK_DAEMON_JAVA_OPTS), the application's driver and
+# executors (pyspark's submit arguments); a run's ranks hand their environment to all of
+# them. C1 only and the serial collector: these JVMs live a minute or two, and on 2 cores
+# C2's compilations and the parallel collector's threads cost more than they win back
+# (measured in test_spark_run.py). What the runs compute is the same. Not JAVA_TOOL_OPTIONS:
+# every JVM announces it on stderr, `java -version` too, whose first line a summary records.
+FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+SPARK_JVM_ENV = {
+    "SPARK_DAEMON_JAVA_OPTS": FAST_JVM,
+    "PYSPARK_SUBMIT_ARGS": f"--driver-java-options '{FAST_JVM}' "
+    f"--conf 'spark.executor.extraJavaOptions={FAST_JVM}' pyspark-shell",
+}
+
+
 def worker_env(**extra: str) -> dict:
     env = dict(os.environ)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")

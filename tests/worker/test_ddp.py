@@ -3,7 +3,8 @@
 Same seed, same data, same schedule: after 20 steps on 2 ranks (gloo) the two hold the same
 parameters to float tolerance (only who averaged the gradients differs), and the summary
 says which implementation ran and what it sent. What torch-ddp cannot do is refused with a
-message naming the option.
+message naming the option. The reference run is made once for the module (`reference`):
+the comparison and the refused resume both start from it.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ RUN = ["-c", RANK_BODY_SPY, "resnet20-cifar10", "--dataset", "synthetic", "--bac
 
 
 def _train(tmp_path: Path, implementation: str) -> tuple[dict, list[dict], dict]:
+    """A 20-step run of `implementation` under tmp_path/IMPLEMENTATION (its checkpoint in
+    ckpt/, metrics in m.jsonl, predictions beside them): (summary, metric points, the
+    checkpoint's state)."""
     where = tmp_path / implementation
     proc = mpirun(
         2,
@@ -51,9 +55,16 @@ def _train(tmp_path: Path, implementation: str) -> tuple[dict, list[dict], dict]
     return summary, metrics, state
 
 
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> tuple[Path, tuple[dict, list[dict], dict]]:
+    """The reference's 20-step run, made once: (its folder's parent, what `_train` returns)."""
+    base = tmp_path_factory.mktemp("ddp")
+    return base, _train(base, "reference")
+
+
 @pytest.mark.mpi
-def test_ddp_and_the_reference_hold_the_same_parameters_after_20_steps(tmp_path):
-    ref_summary, ref_metrics, ref = _train(tmp_path, "reference")
+def test_ddp_and_the_reference_hold_the_same_parameters_after_20_steps(tmp_path, reference):
+    ref_base, (ref_summary, ref_metrics, ref) = reference
     ddp_summary, ddp_metrics, ddp = _train(tmp_path, "torch-ddp")
     assert ref["progress"]["step"] == ddp["progress"]["step"] == STEPS
 
@@ -78,8 +89,11 @@ def test_ddp_and_the_reference_hold_the_same_parameters_after_20_steps(tmp_path)
     assert ddp["identity"]["implementation"] == "torch-ddp"
     # Both write their predictions of the whole test set, which grade as they reported.
     evaluator = Evaluator.of(TestSet("resnet20-cifar10", "synthetic", ref_summary["seed"], 100))
-    for name, metrics in (("reference", ref_metrics), ("torch-ddp", ddp_metrics)):
-        assert assert_graded_as_reported(tmp_path / name / "predictions", metrics, evaluator) == 1
+    for where, metrics in (
+        (ref_base / "reference", ref_metrics),
+        (tmp_path / "torch-ddp", ddp_metrics),
+    ):
+        assert assert_graded_as_reported(where / "predictions", metrics, evaluator) == 1
 
 
 def _initial() -> dict:
@@ -88,12 +102,12 @@ def _initial() -> dict:
 
 
 @pytest.mark.mpi
-def test_a_reference_checkpoint_is_not_continued_by_ddp(tmp_path):
-    _summary, _metrics, _state = _train(tmp_path, "reference")
+def test_a_reference_checkpoint_is_not_continued_by_ddp(tmp_path, reference):
+    ref_base, _ = reference
     proc = mpirun(
         2,
         [*RUN, "--implementation", "torch-ddp", "--checkpoint-dir", str(tmp_path / "next"),
-         "--resume-from", str(tmp_path / "reference" / "ckpt"),
+         "--resume-from", str(ref_base / "reference" / "ckpt"),
          "--data-dir", str(tmp_path / "data")],
         timeout=120,
     )  # fmt: skip

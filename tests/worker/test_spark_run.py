@@ -6,8 +6,11 @@ report what a reference run reports, never import torch, and leave no JVM behind
 
 JVMs are expensive here (20-40 s to start a cluster on a busy 2-core machine), so each
 check that needs one shares it: one local Spark application for the step-by-step
-comparison, one mpirun launch per trainer. Skipped only where pyspark or Java is missing
-and CI is not set: under CI=true they fail (`make test-deps` installs both).
+comparison, one mpirun launch per trainer; and every JVM of these short runs compiles with
+C1 only and collects with the serial collector (helpers.SPARK_JVM_ENV): what the runs
+compute is the same, their JVMs' start-up and JIT work are not. Skipped only where pyspark
+or Java is missing and CI is not set: under CI=true they fail (`make test-deps` installs
+both).
 """
 
 from __future__ import annotations
@@ -26,7 +29,13 @@ import pytest
 from mlbench_worker.shared.evaluation.evaluator import Evaluator
 from mlbench_worker.shared.evaluation.test_sets import TestSet
 
-from .helpers import RANK_BODY_SPY, assert_graded_as_reported, mpirun, rank_body_entries
+from .helpers import (
+    RANK_BODY_SPY,
+    SPARK_JVM_ENV,
+    assert_graded_as_reported,
+    mpirun,
+    rank_body_entries,
+)
 
 HAVE_SPARK = importlib.util.find_spec("pyspark") is not None and shutil.which("java") is not None
 pytestmark = pytest.mark.skipif(
@@ -41,6 +50,11 @@ SMALL = [
     "--train-images", "4000", "--test-images", "1000", "--threads", "1", "--target", "light",
     "--log-every", "8",
 ]  # fmt: skip
+# The short runs' JVM options (helpers.SPARK_JVM_ENV: C1 only, the serial collector).
+# Measured on the 2-core machine (2026-12-02), this file's three Spark tests (steps,
+# allreduce, lbfgs) took 24, 51 and 67 s with the JVMs' defaults and 25, 35 and 43 s with
+# them, nothing else running; at a load of 10, 202, 289 and 290 s, then 76, 148 and 188 s.
+# One launch below used 53-71 CPU seconds with the defaults, 27-34 with them.
 # Says at exit whether torch was imported, and names the implementation each rank hands to
 # the one rank body (helpers.RANK_BODY_SPY: rank 0 alone, the Spark driver, enters it).
 NO_TORCH_CHECK = (
@@ -77,7 +91,7 @@ def _ours(procs: list[psutil.Process], marker: str) -> list[psutil.Process]:
 
 # --- the same steps as the reference ------------------------------------------------------
 @pytest.mark.timeout(600)
-def test_spark_sgd_takes_the_reference_steps_from_the_same_rows(tmp_path):
+def test_spark_sgd_takes_the_reference_steps_from_the_same_rows(tmp_path, monkeypatch):
     """Rows written as LIBSVM, read by Spark's reader into the reference's two shards, five
     SGD steps over two epochs' orders on a local Spark: the same weights as the reference's
     arithmetic (tasks/epsilon/glm.py's loss and torch's SGD with weight decay) on the
@@ -101,7 +115,8 @@ def test_spark_sgd_takes_the_reference_steps_from_the_same_rows(tmp_path):
     path = tmp_path / "train.libsvm"
     data._dump(path, x, y)
     files = data.Files("epsilon", path, path, n, n, FEATURES, tmp_path / "blocks")
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # the executors' Python: this one
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)  # the executors' Python: this one
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", SPARK_JVM_ENV["PYSPARK_SUBMIT_ARGS"])
     spark = (
         SparkSession.builder.master("local[2]").appName("mlbench test")
         .config("spark.ui.showConsoleProgress", "false").getOrCreate()
@@ -172,6 +187,7 @@ def test_two_ranks_reach_the_light_target_and_report_like_the_reference(tmp_path
          "--backend", "gloo"],
         timeout=420,
         TMPDIR=str(scratch),
+        **SPARK_JVM_ENV,
     )  # fmt: skip
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-5000:]

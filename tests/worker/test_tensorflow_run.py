@@ -211,9 +211,13 @@ def test_two_ranks_reach_the_light_target_and_report_like_the_reference(tmp_path
 
     # A reference run of the same options, one epoch: the names it posts (time_to_target
     # only once a target is reached, which the TensorFlow run did), the summary's keys.
+    # Neither depends on the training set's size, so its epoch is of 1,280 images (10 steps
+    # a rank, as many as --log-every: a logged step) rather than 3,000.
+    options = [*SYNTHETIC]
+    options[options.index("--train-images") + 1] = "1280"
     reference = mpirun(
         2,
-        ["-c", RANK_BODY_SPY, *SYNTHETIC, "--implementation", "reference", "--target",
+        ["-c", RANK_BODY_SPY, *options, "--implementation", "reference", "--target",
          "light", "--max-epochs", "1", "--log-every", "10", "--metrics-file", str(ref_metrics)],
         timeout=240,
     )  # fmt: skip
