@@ -56,7 +56,7 @@ def run_outcome(run: Run, result: RunResult, budget: float) -> tuple[str, str, O
 def _budget(study: Study, cell: StudyCell) -> float:
     if cell.variant:
         return float(study.variants[cell.workload]["time_budget"])
-    return float(study_suite.WORKLOADS[cell.workload].time_budget)
+    return float(study_suite.time_budget(cell.workload, study.suite_version))
 
 
 def _finite(x: float) -> float | None:

@@ -14,11 +14,15 @@ the targets are read from the task catalogue, so a study's target is the same go
 single run of that task is graded on.
 
 Sizing. One algorithm's full suite (the three workloads under the five conditions, plus
-one held-out variant run per workload under HELD_OUT_CONDITION) must fit in about half an
-hour on 2 CPU cores with the generated data sets. Each workload's time budget below says
+one held-out variant run per workload under HELD_OUT_CONDITION) should fit in about half
+an hour on 2 CPU cores with the generated data sets (since version 2: 39 minutes, task 3b's
+communication-bound budget). Each workload's time budget below says
 where its number comes from: the light targets' measured times in docs/results.rst. A
 run stops when its target is reached, so the budget is what a miss costs; the worst case
-(every run a miss) is `suite_seconds()`, 1,800 s per seed for the whole suite.
+(every run a miss) is `suite_seconds()`, 2,340 s per seed for the whole suite.
+
+Versions: 1 (2026-12-01) had task 3b on 65,536 tokens in steps of 16 blocks a rank within
+90 s, which no algorithm could meet; 2 (2026-12-02) sizes it from measurements (below).
 """
 
 from __future__ import annotations
@@ -31,13 +35,15 @@ from dataclasses import dataclass
 from mlbench_worker.shared import catalogue
 
 # The suite's version: a study records it; two studies' scores compare only under one.
-SUITE_VERSION = "1"
+SUITE_VERSION = "2"
 # Seconds a run needs besides its budget: mpirun, imports, generating the data set and the
 # final evaluation (the default benchmark spent about 20 s so on 2 cores; docs/results.rst,
 # "The default benchmark").
 STARTUP_SECONDS = 20.0
-# What the suite must fit in per seed, on 2 CPU cores (the issue's "about half an hour").
-SUITE_SECONDS = 1800.0
+# What the suite must fit in per seed, on 2 CPU cores: the issue asked for about half an
+# hour; since task 3b was sized (version 2) its all-reduce at 100 Mbit/s needs 145 s, and
+# the worst case is 39 minutes.
+SUITE_SECONDS = 2400.0
 # The goal every suite workload is graded on: the catalogue's short goal (70 % for task 1a,
 # 80 % for task 2, perplexity 250 for task 3b), the one the generated sets reach in minutes.
 SUITE_GOAL = "light"
@@ -97,6 +103,12 @@ class Workload:
     @property
     def target(self) -> Target:
         return target_of(self.task)
+
+    @property
+    def batch_size(self) -> int:
+        """Its runs' batch per worker: the sizing's, else the task's."""
+        sized = sizing_fields(self.worker_args).get("batch_size")
+        return int(sized) if sized is not None else catalogue.get(self.task).batch_size
 
     def run_fields(self) -> dict[str, str | int | float]:
         """The master's Run fields of one of its runs (the seed aside): the task on its
@@ -180,8 +192,15 @@ class Variant:
         }
 
     def worker_args(self) -> tuple[str, ...]:
-        """The worker flags the Run has no field for: the workload's sizing and the batch."""
-        return (*WORKLOADS[self.workload].worker_args, "--batch-size", str(self.batch_size))
+        """The worker flags of its sizing: the workload's, its batch replaced by the variant's."""
+        base = WORKLOADS[self.workload].worker_args
+        kept = [
+            part
+            for flag, value in zip(base[::2], base[1::2], strict=True)
+            if flag != "--batch-size"
+            for part in (flag, value)
+        ]
+        return (*kept, "--batch-size", str(self.batch_size))
 
 
 _CIFAR_DEPTHS = Knob("task", ("resnet32-cifar10", "preact-resnet20-cifar10"), "run field")
@@ -215,15 +234,16 @@ WORKLOADS: dict[str, Workload] = {
             "gpt-wikitext2",
             "gpt-wikitext2",
             "task 3b",
-            90.0,
-            "docs/results.rst, 'Task 3': about 290 tokens/s a rank, a step of 16 blocks of "
-            "128 tokens about 7 s; on this 65,536-token stand-in an epoch is 15 steps and the "
-            "first evaluation comes after it. NOT YET SIZED: one run on a loaded 2-core "
-            "machine (load 7) reached perplexity 130 at that first evaluation, 373 s in (17 "
-            "to 25 s a step); a quiet machine's 7 s a step makes the epoch about 105 s, over "
-            "this budget (docs/studies.rst, 'Sizing')",
-            ("--train-tokens", "65536", "--test-tokens", "16384"),
-            (Knob("batch_size", (8, 32), "--batch-size"),),
+            180.0,
+            "docs/results.rst, 'Task 3b in the study suite': on this 32,768-token stand-in "
+            "in steps of 8 blocks of 128 tokens a rank (15 steps an epoch) the all-reduce "
+            "reached perplexity 165 at the first evaluation, 30 s in, on the 2-core machine "
+            "(load 0.5 to 1.1), and 145 s in over 100 Mbit/s links (46.8 MB a step, 80 % of "
+            "the time in communication; load 1.8 to 2.0); 180 s leaves 1.24x there. At "
+            "10 Mbit/s the all-reduce misses by design: the suite's communication-bound "
+            "workload, where local SGD (56 s at 100 Mbit/s) and DiLoCo (77 s) reach",
+            ("--train-tokens", "32768", "--test-tokens", "8192", "--batch-size", "8"),
+            (Knob("batch_size", (4, 16), "--batch-size"),),
         ),
     )
 }
@@ -244,6 +264,21 @@ CONDITIONS: dict[str, Condition] = {
 HELD_OUT_CONDITION = "1gbit"
 
 
+# The workloads' budgets under earlier suite versions: a study stored under one is judged
+# by its own version's budgets, not by today's.
+EARLIER_BUDGETS: dict[str, dict[str, float]] = {
+    "1": {"resnet20-cifar10": 120.0, "logreg-epsilon": 30.0, "gpt-wikitext2": 90.0},
+}
+
+
+def time_budget(workload: str, version: str = SUITE_VERSION) -> float:
+    """The budget of `workload` under suite `version`. A version this code never declared
+    (no master stores one: imports of another version are refused) gets today's budget,
+    so that such a study still shows rather than breaking the pages that list it."""
+    earlier = EARLIER_BUDGETS.get(version, {})
+    return earlier.get(workload, WORKLOADS[workload].time_budget)
+
+
 def _draw_rng(workload: str, seed: int) -> random.Random:
     """A generator that depends only on the suite version, the workload and `seed`: hashed
     explicitly, so neither Python's hash randomisation nor its version changes a draw."""
@@ -258,13 +293,12 @@ def draw_variant(workload: str, seed: int) -> Variant:
     w = _workloads([workload])[0]
     rng = _draw_rng(w.name, seed)
     chosen = {k.name: rng.choice(k.choices) for k in w.knobs}
-    info = catalogue.get(w.task)
     return Variant(
         workload=w.name,
         seed=seed,
         task=str(chosen.get("task", w.task)),
         data_seed=rng.randrange(VARIANT_SEED_FLOOR, 2**31),
-        batch_size=int(chosen.get("batch_size", info.batch_size)),
+        batch_size=int(chosen.get("batch_size", w.batch_size)),
         time_budget=w.time_budget,
     )
 

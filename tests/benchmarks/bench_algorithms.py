@@ -20,7 +20,7 @@ driver's slots, shaped by their run's max_bandwidth), e.g. DiLoCo's measurement 
 docs/results.rst:
   python tests/benchmarks/bench_algorithms.py --bandwidth 10,100 \
       --algorithms allreduce,localsgd,diloco --target light
-and the same for task 3b's small GPT on its generated WikiText-2 stand-in (65,536 training
+and the same for task 3b's small GPT on its generated WikiText-2 stand-in (32,768 training
 tokens, the study suite's set; light target: perplexity 250) with `--task 3b`.
 """
 
@@ -114,20 +114,20 @@ TASKS = {
         log_every=10,
         file="",
     ),
-    # Task 3b's small GPT on the generated WikiText-2 stand-in the study suite uses (65,536
-    # training tokens, 16,384 test tokens; study_suite.WORKLOADS), seed 7, the task's 20
-    # epochs (its cosine schedule spans them). Each rank holds half the tokens: (32,768 - 1)
-    # // 128 = 255 blocks of 128, 16 a step (the task's batch) -> 15 steps an epoch. The
-    # budget only bounds a run that would not end (the task's own is 2 hours).
+    # Task 3b's small GPT on the generated WikiText-2 stand-in the study suite uses (32,768
+    # training tokens, 8,192 test tokens, 8 blocks a step; study_suite.WORKLOADS, version
+    # 2), seed 7, the task's 20 epochs (its cosine schedule spans them). Each rank holds half
+    # the tokens: (16,384 - 1) // 128 = 127 blocks of 128, 8 a step -> 15 steps an epoch.
+    # The budget only bounds a run that would not end (the task's own is 2 hours).
     "3b": TargetTask(
         label="task 3b (generated)",
         goal={"standard": "perplexity 180", "light": "perplexity 250"},
         argv=tuple(
-            "gpt-wikitext2 --dataset synthetic --train-tokens 65536 --test-tokens 16384 "
-            "--seed 7 --time-budget 3600".split()
+            "gpt-wikitext2 --dataset synthetic --train-tokens 32768 --test-tokens 8192 "
+            "--batch-size 8 --seed 7 --time-budget 3600".split()
         ),
         max_epochs=20,
-        steps_per_epoch=((65536 // 2 - 1) // 128) // 16,
+        steps_per_epoch=((32768 // 2 - 1) // 128) // 8,
         log_every=5,
         file="_3b",
     ),

@@ -17,6 +17,7 @@ from mlbench_master.accounts.users import issue_user_token
 from mlbench_master.api.models import Metric, Run, Series, Study
 from mlbench_master.bundles import signing, trust
 from mlbench_worker.shared.evaluation import graded_name
+from mlbench_worker.shared.study_suite import SUITE_VERSION
 from tests.bundles import data
 
 pytestmark = pytest.mark.django_db
@@ -71,7 +72,7 @@ def board(api: APIClient) -> dict:
     return answer.json()
 
 
-def section(body: dict, condition: str, version: str = "1") -> dict:
+def section(body: dict, condition: str, version: str = SUITE_VERSION) -> dict:
     found = [
         s for s in body["sections"] if (s["suite_version"], s["condition"]) == (version, condition)
     ]
@@ -133,9 +134,9 @@ def test_one_suite_version_is_never_mixed_with_another(api):
     })  # fmt: skip
     body = board(api)
     assert [(s["suite_version"], s["condition"]) for s in body["sections"]] == [
-        ("1", "unlimited"), ("0", "unlimited"),
+        (SUITE_VERSION, "unlimited"), ("0", "unlimited"),
     ]  # fmt: skip
-    one, zero = section(body, "unlimited", "1"), section(body, "unlimited", "0")
+    one, zero = section(body, "unlimited"), section(body, "unlimited", "0")
     assert ranking(one) == [(1, "allreduce", now["id"]), (2, "topk", now["id"])]
     assert ranking(zero) == [(1, "topk", old["id"]), (2, "allreduce", old["id"])]
     # The older suite's study supersedes nothing of the newer one's, nor the reverse.
@@ -163,7 +164,9 @@ def test_pending_cancelled_and_unverified_studies_are_not_ranked(api):
         origin={"study": 3, "fingerprint": "abcd:0123:4567:89ef"}
     )
     body = board(api)
-    assert [(s["suite_version"], s["condition"]) for s in body["sections"]] == [("1", "unlimited")]
+    assert [(s["suite_version"], s["condition"]) for s in body["sections"]] == [
+        (SUITE_VERSION, "unlimited")
+    ]
     part = body["sections"][0]
     # A newer study still running does not replace the ended one's numbers.
     ranked = [e for e in part["entries"] if e["rank"] is not None]
