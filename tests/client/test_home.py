@@ -7,7 +7,7 @@ The client, the `mlbench` command and the worker's data cache all resolve it the
 
 import pytest
 
-from mlbench_worker.client import api
+from mlbench_worker.client import api, defaults
 from mlbench_worker.shared.home import mlbench_home
 from mlbench_worker.training import options
 
@@ -51,7 +51,7 @@ def test_client_and_worker_options_follow_the_same_rule(monkeypatch, home_dir, v
         monkeypatch.delenv("MLBENCH_HOME", raising=False)
     else:
         monkeypatch.setenv("MLBENCH_HOME", value)
-    assert api.mlbench_home() == mlbench_home()
+    assert defaults.mlbench_home() == mlbench_home()
     assert options.default_data_dir() == str(mlbench_home() / "datasets")
 
 

@@ -22,6 +22,8 @@ This module holds the command line (`build_parser`) and the entry point (`main`,
 - `trust`: `mlbench trust add|list|remove`, the keys whose imported results rank, and the
   origin lines of `mlbench show`;
 - `study`: `mlbench study create|list|show|cancel|plot|export`, algorithm studies;
+- `cluster`: `mlbench cluster create|list|use|dashboard-url|delete|token` (clouds and
+  kind, mlbench_worker/client/clusters/) and `mlbench prices list|set|set-local`;
 - `formatting`: tables that fit the terminal (and --wide, --json), durations, percentages,
   counted nouns ("1 worker"), API dates.
 """
@@ -32,7 +34,7 @@ import argparse
 import os
 import sys
 
-from mlbench_worker.client.cli import board, bundles, evaluate, results, study, trust
+from mlbench_worker.client.cli import board, bundles, cluster, evaluate, results, study, trust
 from mlbench_worker.client.cli.commands import (
     cmd_delete,
     cmd_download,
@@ -318,6 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
     board.add_parser(sub)
     trust.add_parser(sub)
     study.add_parser(sub)
+    cluster.add_parser(sub)
     return parser
 
 
@@ -336,6 +339,7 @@ COMMANDS = {
     "board": board.cmd_board,
     "trust": trust.cmd_trust,
     "study": study.cmd_study,
+    "prices": cluster.cmd_prices,
 }
 
 
@@ -344,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command in ("up", "down", "status"):
             return cmd_launcher(args)
+        if args.command == "cluster":  # no master yet: the command may be making one
+            return cluster.cmd_cluster(args)
         if getattr(args, "workers", None) is not None and args.workers < 1:
             raise CliError("--workers must be at least 1", EXIT_USAGE)
         master = Master(args.url, args.token)
