@@ -18,6 +18,7 @@ from mlbench_worker.client import defaults
 from mlbench_worker.client.cli import main
 from mlbench_worker.client.clusters import install, kind, known_clusters, kubeconfig, prices
 from mlbench_worker.client.clusters.spec import ClusterError, ClusterSpec, KubeAccess
+from tests.clusters.test_aws import made, server  # noqa: F401 (a fixture)
 from tests.clusters.test_gcloud import PROJECT, gke, key  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.timeout(120)
@@ -75,6 +76,25 @@ def test_a_gke_cluster_is_made_listed_resumed_given_a_token_and_deleted(google, 
     assert "removed gke-cluster bench-1" in out and "nothing it made is left" in out
     assert not (home / "clusters" / "bench-1").exists()
     assert [r for r in google.fake.api_requests() if r.method == "DELETE"]
+
+
+def test_an_eks_cluster_through_the_command_line_leaves_nothing_behind(
+    server,  # noqa: F811 (the imported fixture: moto, and boto3 pointed at it)
+    home,
+    capsys,
+):
+    argv = ["cluster", "create", "aws", "eks-1", "--spot", "--machine-type", "c5.xlarge"]
+    assert main([*argv, "--no-install"]) == 0
+    record = known_clusters.load("eks-1")
+    kinds = [r.kind for r in record.resources]
+    assert kinds[0] == "iam-role" and kinds[-2:] == ["eks-cluster", "eks-nodegroup"]
+    assert record.spec.region == "us-east-1" and record.spec.spot
+    assert main(["cluster", "token", "eks-1"]) == 0
+    token = json.loads(capsys.readouterr().out.splitlines()[-1])["status"]["token"]
+    assert token.startswith("k8s-aws-v1.")
+    assert main(["cluster", "delete", "eks-1"]) == 0
+    assert "nothing it made is left" in capsys.readouterr().out
+    assert all(not found for found in made("eks-1").values()), made("eks-1")
 
 
 def test_a_failed_operation_says_what_exists_and_delete_removes_it(google, home, capsys):
