@@ -15,11 +15,9 @@ import sys
 from typing import Any
 
 from mlbench_worker.client.cli.formatting import table
-from mlbench_worker.client.cli.master import EXIT_OK, EXIT_USAGE, CliError, Master
+from mlbench_worker.client.cli.master import EXIT_CLUSTER, EXIT_OK, EXIT_USAGE, CliError, Master
 from mlbench_worker.client.clusters import install, known_clusters, kubeconfig, prices
 from mlbench_worker.client.clusters.spec import PROVIDERS, ClusterError, ClusterSpec, Say
-
-EXIT_CLUSTER = 8  # a provider refused or failed; the message names the fix
 
 
 def provider_of(name: str) -> Any:

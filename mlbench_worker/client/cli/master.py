@@ -8,7 +8,8 @@ That mapping lives here and nowhere else.
 Exit codes (also in docs/cli.rst):
   0 success · 1 the run ended FAILED or CANCELLED · 2 bad command line or input refused by
   the master (400) · 3 master not reachable / not running · 4 token missing or refused ·
-  5 no such run · 6 another run is active (409) · 7 the master failed (5xx)
+  5 no such run · 6 another run is active (409) · 7 the master failed (5xx) · 8 a cloud
+  provider refused or failed (`mlbench cluster`)
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ EXIT_AUTH = 4
 EXIT_NOT_FOUND = 5
 EXIT_CONFLICT = 6
 EXIT_SERVER = 7
+EXIT_CLUSTER = 8
 
 # The states in which a run has ended (the API's `state` field).
 FINAL_STATES = ("FINISHED", "FAILED", "CANCELLED")
