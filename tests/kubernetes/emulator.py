@@ -29,6 +29,10 @@ RESOURCES = {
     "v1/events": {"kind": "Event", "namespaced": True},
     "v1/services": {"kind": "Service", "namespaced": True, "subresources": ["status"]},
     "v1/nodes": {"kind": "Node", "namespaced": False, "subresources": ["status"]},
+    # The chart's Secret, which `mlbench cluster create` reads the sign-in from
+    # (tests/clusters/test_install_wait.py). Namespaces cannot be emulated: kmock reads
+    # /api/v1/namespaces/NAME as a namespace's resources.
+    "v1/secrets": {"kind": "Secret", "namespaced": True},
 }
 
 _REQUIREMENT = re.compile(

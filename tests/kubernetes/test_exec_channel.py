@@ -18,9 +18,11 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from mlbench_master.cluster.base import ClusterError
 from mlbench_master.cluster.kubernetes.podexec import WebSocketChannel, run_to_completion
 
 STATUS_OK = {"metadata": {}, "status": "Success"}
+GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")  # what strconv.ParseBool reads as true
 
 
 def _status_exit(code: int) -> dict:
@@ -36,9 +38,10 @@ def _status_exit(code: int) -> dict:
 class ExecServer:
     """Serves GET .../pods/<name>/exec as a websocket; records each request's query."""
 
-    def __init__(self, exit_code: int | None, abort: bool = False) -> None:
+    def __init__(self, exit_code: int | None, abort: bool = False, refuse: bool = False) -> None:
         self.exit_code = exit_code
         self.abort = abort  # drop the TCP connection after the first frame, no close frame
+        self.refuse = refuse  # answer 403 as an API server whose RBAC forbids pods/exec
         self.queries: list[list[tuple[str, str]]] = []
         self.stdin = ""
         self._ready = threading.Event()
@@ -53,8 +56,12 @@ class ExecServer:
         self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(10)
 
-    async def _exec(self, request: web.Request) -> web.WebSocketResponse:
+    async def _exec(self, request: web.Request) -> web.StreamResponse:
         self.queries.append(list(request.query.items()))
+        if self.refuse:
+            status = {"kind": "Status", "status": "Failure", "reason": "Forbidden", "code": 403,
+                      "message": 'pods "p-0" is forbidden: cannot create resource "pods/exec"'}  # fmt: skip
+            return web.json_response(status, status=403)
         ws = web.WebSocketResponse(protocols=("v4.channel.k8s.io",))
         await ws.prepare(request)
         # Read stdin until the empty line that ends the environment block.
@@ -138,7 +145,9 @@ def test_output_stdin_and_exit_code_through_a_real_exec_websocket(code):
     assert _joined(chunks, "stdout").endswith("no newline at the end")
     assert _joined(chunks, "stderr") == "[1,1]<stderr>: rank 1 says hello\n"
     query = dict(server.queries[0])
-    assert query["container"] == "worker" and query["stdin"] == "true"
+    # The API server reads it with Go's strconv.ParseBool; the kubernetes client 36 sends
+    # Python's "True", 37 "true" (pinned to 36 beside boto3: constraints.txt).
+    assert query["container"] == "worker" and query["stdin"] in GO_TRUE
     assert "s3cret" not in json.dumps(server.queries)  # the token went over stdin only
     assert server.stdin == "MLBENCH_RUN_TOKEN=s3cret\n\n"
 
@@ -160,6 +169,16 @@ def test_a_binary_channel_hands_out_the_bytes_exactly():
         b"[1,0]<stdout>: epoch 1\n[1,0]<stdout>: epoch 2\ncaf\xc3\xa9\nno newline at the end"
     )
     assert _joined(chunks, "stderr") == b"[1,1]<stderr>: rank 1 says hello\n"
+
+
+def test_a_refused_exec_is_a_cluster_error_naming_the_pod():
+    """RBAC forbidding pods/exec: the handshake is refused, and the driver gets its own
+    error with the reason, whichever kubernetes client wraps the refusal (36 trips over the
+    absent body while wrapping it: podexec.py)."""
+    with ExecServer(exit_code=0, refuse=True) as server:
+        with pytest.raises(ClusterError, match="cannot exec in pod p-0: .*403"):
+            WebSocketChannel(_core_api(server.url), "bench", "p-0", "worker", ["true"])
+    assert len(server.queries) == 1
 
 
 def test_a_dropped_exec_session_is_a_failure_with_a_reason():

@@ -57,6 +57,11 @@ class ChannelFactory(Protocol):
     def __call__(self, pod: str, command: list[str], *, binary: bool = False) -> ExecChannel: ...
 
 
+def _cannot_exec(pod: str, error: ApiException) -> ClusterError:
+    reason = str(error.reason or error).split(" -+-+- ")[0][:300]
+    return ClusterError(f"cannot exec in pod {pod}: {reason}")
+
+
 class WebSocketChannel:
     """An exec session over the API server's websocket (channels 0-3 of *.channel.k8s.io)."""
 
@@ -85,8 +90,14 @@ class WebSocketChannel:
                 _preload_content=False,
             )
         except ApiException as error:
-            reason = str(error.reason or error).split(" -+-+- ")[0][:300]
-            raise ClusterError(f"cannot exec in pod {pod}: {reason}") from error
+            raise _cannot_exec(pod, error) from error
+        except AttributeError as error:
+            # The kubernetes client 36 (pinned beside boto3: constraints.txt) fails while
+            # wrapping a refused websocket handshake (it decodes an absent body); the
+            # refusal is the exception it was handling.
+            if not isinstance(error.__context__, ApiException):
+                raise
+            raise _cannot_exec(pod, error.__context__) from error
         self._status: tuple[int, str] | None = None
         # Why the connection broke under the session (reset, broken pipe), if it did: the
         # session is then over, as one that ended without a status (LOST), so the reader
