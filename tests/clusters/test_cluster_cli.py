@@ -97,6 +97,30 @@ def test_an_eks_cluster_through_the_command_line_leaves_nothing_behind(
     assert all(not found for found in made("eks-1").values()), made("eks-1")
 
 
+def test_an_interrupted_create_says_what_exists_and_resumes(google, home, monkeypatch, capsys):
+    from mlbench_worker.client.cli import cluster as command
+
+    class Impatient(command.Say):
+        """The user presses Ctrl-C while GKE is creating the cluster."""
+
+        def __call__(self, text: str) -> None:
+            super().__call__(text)
+            if text.startswith("waiting for GKE to create"):
+                raise KeyboardInterrupt
+
+    monkeypatch.setattr(command, "Say", Impatient)
+    assert main(["cluster", "create", "gcloud", "ctrl-c", "--no-install"]) == 130
+    err = capsys.readouterr().err
+    assert "the create of ctrl-c interrupted; what exists of it: gke-cluster ctrl-c" in err
+    assert "mlbench cluster create gcloud ctrl-c" in err and "mlbench cluster delete ctrl-c" in err
+    assert known_clusters.load("ctrl-c").state == known_clusters.CREATING
+    monkeypatch.setattr(command, "Say", Impatient.__base__)
+    assert main(["cluster", "create", "gcloud", "ctrl-c", "--no-install"]) == 0
+    assert len(posts(google)) == 1  # resumed: the cluster Google already had
+    assert known_clusters.load("ctrl-c").state == known_clusters.INSTALLING
+    assert main(["cluster", "delete", "ctrl-c"]) == 0
+
+
 def test_a_failed_operation_says_what_exists_and_delete_removes_it(google, home, capsys):
     google.fake.fail_operation = "Insufficient quota in us-central1-a"
     assert main(["cluster", "create", "gcloud", "half", "--no-install"]) == 8
