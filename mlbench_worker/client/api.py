@@ -125,7 +125,6 @@ class ApiClient(AlgorithmCalls, studies_api.StudyCalls):
         self.k8s_namespace = k8s_namespace
         self.service_name = service_name
         self.timeout = timeout
-        self.token = token if token is not None else default_token()
         url = url or os.environ.get("MLBENCH_URL", "").strip() or None
         if url:
             self.endpoint = _normalize(url)
@@ -135,6 +134,7 @@ class ApiClient(AlgorithmCalls, studies_api.StudyCalls):
             self.endpoint = discovery.master_service_url(
                 k8s_namespace, service_name, label_selector, load_config
             )
+        self.token = token if token is not None else default_token(self.endpoint)
         self.executor = ThreadPoolExecutor(max_workers=max_workers)
         self.session = requests.Session()
         self.session.headers["Accept"] = "application/json"

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from mlbench_master.cluster import node_kinds
-from mlbench_worker.client.cli.cluster import set_price
 from mlbench_worker.client.cli.master import Master
+from mlbench_worker.client.cli.price_lines import set_price
 from mlbench_worker.client.clusters import install, prices
 from mlbench_worker.client.clusters.spec import ClusterSpec
 

@@ -73,7 +73,7 @@ def test_a_gke_cluster_is_made_listed_resumed_given_a_token_and_deleted(google, 
 
     assert main(["cluster", "delete", "bench-1"]) == 0
     out = capsys.readouterr().out
-    assert "removed gke-cluster bench-1" in out and "nothing it made is left" in out
+    assert "removed gke-cluster bench-1" in out and "everything it recorded is removed" in out
     assert not (home / "clusters" / "bench-1").exists()
     assert [r for r in google.fake.api_requests() if r.method == "DELETE"]
 
@@ -93,7 +93,7 @@ def test_an_eks_cluster_through_the_command_line_leaves_nothing_behind(
     token = json.loads(capsys.readouterr().out.splitlines()[-1])["status"]["token"]
     assert token.startswith("k8s-aws-v1.")
     assert main(["cluster", "delete", "eks-1"]) == 0
-    assert "nothing it made is left" in capsys.readouterr().out
+    assert "everything it recorded is removed" in capsys.readouterr().out
     assert all(not found for found in made("eks-1").values()), made("eks-1")
 
 
@@ -303,3 +303,85 @@ def test_helm_is_run_in_the_clusters_own_kubeconfig_and_context(home):
     assert argv[argv.index("--kubeconfig") + 1] == str(record.kubeconfig)
     assert argv[argv.index("--kube-context") + 1] == "mlbench-h1"
     assert os.path.basename(argv[4]) == "mlbench"
+
+
+# --- what a hostile or damaged setup must not achieve -------------------------------------
+def test_a_clusters_token_never_goes_to_another_address(home, monkeypatch):
+    ready("one", "http://34.1.2.3:80", "cluster-token")
+    known_clusters.use("one")
+    assert defaults.default_token() == "cluster-token"  # its own master
+    assert defaults.default_token("http://34.1.2.3:80/") == "cluster-token"
+    assert defaults.default_token("http://127.0.0.1:18765") is None  # --url elsewhere
+    from mlbench_worker.client.cli.master import Master
+
+    assert Master("http://127.0.0.1:18765", None).client.token is None
+    assert Master(None, None).client.token == "cluster-token"
+
+
+@pytest.mark.parametrize("verb", [["delete"], ["use"], ["dashboard-url"], ["token"]])
+def test_names_that_lead_out_of_the_clusters_folder_are_refused(home, capsys, verb):
+    victim = home.parent / "victim"
+    victim.mkdir(parents=True)
+    (victim / "cluster.json").write_text("{}")
+    assert main(["cluster", *verb, "../victim"]) == 8
+    assert "is not allowed" in capsys.readouterr().err
+    assert victim.exists()
+
+
+def test_a_planted_or_damaged_record_is_refused_and_removes_nothing(home, capsys):
+    victim = home.parent / "victim"
+    victim.mkdir(parents=True)
+    planted = home / "clusters" / "a"
+    planted.mkdir(parents=True)
+    record = ready("b", "http://x:80", "t").to_json()
+    record["spec"]["name"] = "../../victim"
+    (planted / "cluster.json").write_text(json.dumps(record))
+    assert main(["cluster", "delete", "a"]) == 8
+    assert "cannot be read" in capsys.readouterr().err and victim.exists()
+    (planted / "cluster.json").write_text("[]")
+    assert main(["cluster", "delete", "a"]) == 8
+    assert "cannot be read" in capsys.readouterr().err
+    (home / "clusters" / "active").write_text("a\n")  # a damaged record made active
+    assert defaults.default_url() is None and defaults.default_token() is None
+    assert main(["cluster", "list"]) == 0  # the readable ones are listed
+    assert "b" in capsys.readouterr().out
+
+
+def test_a_create_never_resumes_over_a_delete_that_did_not_finish(home, capsys):
+    record = known_clusters.new(ClusterSpec("gcloud", "e", machine_type="e2-standard-4"))
+    record.state = known_clusters.DELETING
+    known_clusters.save(record)
+    assert main(["cluster", "create", "gcloud", "e", "--no-install"]) == 8
+    assert "finish it with `mlbench cluster delete e`" in capsys.readouterr().err
+    assert known_clusters.load("e").state == known_clusters.DELETING
+
+
+def test_a_record_with_nothing_made_is_deleted_without_asking_its_cluster(home, capsys):
+    record = ready("gone", "http://34.9.9.9:80", "t")  # its cluster already gone at Google
+    kubeconfig.write(record.kubeconfig, "gone", record.context,
+                     KubeAccess("https://10.255.255.1", ""))  # fmt: skip
+    assert main(["cluster", "delete", "gone"]) == 0
+    assert "everything it recorded is removed" in capsys.readouterr().out
+    assert known_clusters.all_records() == []
+
+
+def test_kind_never_takes_over_a_cluster_it_did_not_make(home, tmp_path, monkeypatch, capsys):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    calls = tmp_path / "calls"
+    (fake / "kind").write_text(
+        f'#!/bin/sh\necho "$@" >> {calls}\n'
+        'if [ "$1 $2" = "get clusters" ]; then echo mlbench-k; fi\n'
+    )
+    (fake / "kind").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    assert main(["cluster", "create", "kind", "k", "--no-install"]) == 8
+    assert "kind already has a cluster named mlbench-k" in capsys.readouterr().err
+    assert known_clusters.load("k").resources == []
+    assert main(["cluster", "delete", "k"]) == 0
+    assert "delete" not in calls.read_text()  # the other cluster was never deleted
+
+
+def test_a_machine_type_the_list_lacks_is_refused_before_a_master_is_needed(home, capsys):
+    assert main(["prices", "set-local", "aws", "nope"]) == 2
+    assert "aws nope (on-demand) is not in the shipped list" in capsys.readouterr().err

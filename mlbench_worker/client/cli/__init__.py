@@ -23,7 +23,7 @@ This module holds the command line (`build_parser`) and the entry point (`main`,
   origin lines of `mlbench show`;
 - `study`: `mlbench study create|list|show|cancel|plot|export`, algorithm studies;
 - `cluster`: `mlbench cluster create|list|use|dashboard-url|delete|token` (clouds and
-  kind, mlbench_worker/client/clusters/) and `mlbench prices list|set|set-local`;
+  kind, mlbench_worker/client/clusters/); `price_lines`: `mlbench prices list|set|set-local`;
 - `formatting`: tables that fit the terminal (and --wide, --json), durations, percentages,
   counted nouns ("1 worker"), API dates.
 """
@@ -34,7 +34,16 @@ import argparse
 import os
 import sys
 
-from mlbench_worker.client.cli import board, bundles, cluster, evaluate, results, study, trust
+from mlbench_worker.client.cli import (
+    board,
+    bundles,
+    cluster,
+    evaluate,
+    price_lines,
+    results,
+    study,
+    trust,
+)
 from mlbench_worker.client.cli.commands import (
     cmd_delete,
     cmd_download,
@@ -321,6 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     trust.add_parser(sub)
     study.add_parser(sub)
     cluster.add_parser(sub)
+    price_lines.add_parser(sub)
     return parser
 
 
@@ -339,7 +349,7 @@ COMMANDS = {
     "board": board.cmd_board,
     "trust": trust.cmd_trust,
     "study": study.cmd_study,
-    "prices": cluster.cmd_prices,
+    "prices": price_lines.cmd_prices,
 }
 
 
@@ -350,6 +360,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_launcher(args)
         if args.command == "cluster":  # no master yet: the command may be making one
             return cluster.cmd_cluster(args)
+        if args.command == "prices":  # its input is checked before a master is looked for
+            return price_lines.cmd_prices(args, lambda: Master(args.url, args.token))
         if getattr(args, "workers", None) is not None and args.workers < 1:
             raise CliError("--workers must be at least 1", EXIT_USAGE)
         master = Master(args.url, args.token)

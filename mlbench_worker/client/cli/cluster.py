@@ -1,4 +1,5 @@
-"""`mlbench cluster create|list|use|dashboard-url|delete|token` and `mlbench prices`.
+"""`mlbench cluster create|list|use|dashboard-url|delete|token` (`mlbench prices`:
+price_lines.py).
 
 Why here and not in the providers: every provider's create is followed by the same steps
 (a kubeconfig of the cluster's own, the chart, the wait for the master, the prices), and
@@ -77,23 +78,6 @@ def add_parser(sub: Any) -> None:
     token = verbs.add_parser("token", help="a Kubernetes ExecCredential (the kubeconfig runs it)")
     token.add_argument("name")
 
-    price = sub.add_parser("prices", help="the master's price table: list, set, set-local")
-    pverbs = price.add_subparsers(dest="verb", metavar="VERB")
-    pverbs.required = True
-    pverbs.add_parser("list", help="the lines runs are priced by")
-    one = pverbs.add_parser("set", help="what an hour of a kind of node costs (staff)")
-    one.add_argument("node_kind", help="a machine type (n1-standard-4), a node name, local, ...")
-    one.add_argument("price_per_hour", type=float)
-    one.add_argument("--source", required=True, help="where the price comes from")
-    one.add_argument("--as-of", required=True, help="the source's date, YYYY-MM-DD")
-    one.add_argument("--currency", default="USD")
-    one.add_argument("--preemptible", action="store_true", help="the spot/preemptible price")
-    local = pverbs.add_parser(
-        "set-local", help="price this machine (local runs) as a cloud machine type (staff)"
-    )
-    local.add_argument("provider", choices=("gcloud", "aws"))
-    local.add_argument("machine_type", help="e.g. e2-standard-4 or m5.xlarge")
-
 
 def cmd_cluster(args: argparse.Namespace) -> int:
     try:
@@ -112,66 +96,87 @@ def _spec(args: argparse.Namespace) -> ClusterSpec:
     )  # fmt: skip
 
 
-def _resumable(name: str) -> known_clusters.ClusterRecord | None:
-    try:
-        record = known_clusters.load(name)
-    except ClusterError:
+def _existing(name: str) -> known_clusters.ClusterRecord | None:
+    """This client's record of `name`, if it has one (a damaged one is an error)."""
+    if not (known_clusters.clusters_dir() / name / "cluster.json").exists():
         return None
-    return record if record.state != known_clusters.READY else None
+    return known_clusters.load(name)
 
 
 def _create(args: argparse.Namespace) -> int:
     from mlbench_worker.client.clusters.spec import check_name
 
     check_name(args.name)
+    record = _existing(args.name)
+    if record is not None:
+        _check_resumable(record, args.provider)
     provider = provider_of(args.provider)
-    record = _resumable(args.name)
-    if record is not None and record.spec.provider != args.provider:
-        raise ClusterError(
-            f"cluster {args.name!r} is a {record.spec.provider} cluster whose create did not end",
-            f"resume it with `mlbench cluster create {record.spec.provider} {args.name}` or "
-            f"remove it with `mlbench cluster delete {args.name}`",
-        )
     say = Say()
     if record is None:
         spec = provider.complete(_spec(args))  # checked before anything is made
         record = known_clusters.new(spec)
+        record.registry, record.tag = args.registry, args.tag
+        known_clusters.save(record)
     else:
         say(f"resuming the create of {args.name} ({record.state}) with the options it began with")
     try:
-        _build(record, provider, say, args)
+        _build(record, provider, say, args.no_install)
     except KeyboardInterrupt:
         print(_leftovers(record, "interrupted"), file=sys.stderr)
         return 130
-    except ClusterError as exc:
+    except Exception as exc:  # whatever stopped it, the record says what exists
         record.state, record.error = known_clusters.FAILED, str(exc)
         known_clusters.save(record)
-        raise ClusterError(str(exc) + "\n" + _leftovers(record, "stopped")) from None
+        raise ClusterError(f"{exc}\n{_leftovers(record, 'stopped')}") from None
     return EXIT_OK
 
 
-def _build(
-    record: known_clusters.ClusterRecord, provider: Any, say: Say, args: argparse.Namespace
-) -> None:
+def _check_resumable(record: known_clusters.ClusterRecord, provider: str) -> None:
+    name = record.name
+    if record.state == known_clusters.READY:
+        raise ClusterError(
+            f"this client already has a cluster named {name!r} ({record.spec.provider}, ready)",
+            f"choose another name, or `mlbench cluster delete {name}` first",
+        )
+    if record.state == known_clusters.DELETING:
+        raise ClusterError(
+            f"cluster {name!r} is being deleted (a delete did not finish)",
+            f"finish it with `mlbench cluster delete {name}`, then create it again",
+        )
+    if record.spec.provider != provider:
+        raise ClusterError(
+            f"cluster {name!r} is a {record.spec.provider} cluster whose create did not end",
+            f"resume it with `mlbench cluster create {record.spec.provider} {name}` or "
+            f"remove it with `mlbench cluster delete {name}`",
+        )
+
+
+def _build(record: known_clusters.ClusterRecord, provider: Any, say: Say, no_install: bool) -> None:
     spec = record.spec
-    if record.state in (known_clusters.CREATING, known_clusters.FAILED):
+    if record.state in (known_clusters.CREATING, known_clusters.FAILED) or not (
+        record.kubeconfig.exists()
+    ):
         record.state, record.error = known_clusters.CREATING, ""
         known_clusters.save(record)
         access = provider.create(spec, record.ledger(), say)
         for resource in record.resources:  # the project a provider chose (gcloud's default)
             spec.project = spec.project or str(resource.detail.get("project", ""))
         kubeconfig.write(record.kubeconfig, spec.name, record.context, access)
-        record.state = known_clusters.INSTALLING
-        known_clusters.save(record)
         say(f"cluster ready; its kubeconfig: {record.kubeconfig} (context {record.context})")
-    if args.no_install:
+    # From here the chart may be (partly) in: a delete releases its namespace first.
+    record.state = known_clusters.INSTALLING
+    known_clusters.save(record)
+    if no_install:
         print(f"made {spec.name} without mlbench: KUBECONFIG={record.kubeconfig} kubectl get nodes")
         return
-    values = install.values_for(spec, registry=args.registry, tag=args.tag)
+    values = install.values_for(spec, registry=record.registry, tag=record.tag)
     install.install(record, values, say, install.chart_path())
     install.wait_for_master(record, say)
+    known_clusters.save(record)  # its address and sign-in, before anything else can fail
     priced = prices.for_cluster(spec)
     if priced.lines:
+        from mlbench_worker.client.cli.price_lines import set_price
+
         master = Master(record.url, record.token)
         record.prices = [set_price(master, line) for line in priced.lines]
     record.state = known_clusters.READY
@@ -278,14 +283,23 @@ def _delete(args: argparse.Namespace) -> int:
         print(f"removed {resource}")
     for resource, why in removal.failed:
         print(f"NOT removed {resource}: {why}", file=sys.stderr)
-    if removal.failed or not released:
+    if removal.failed:
         raise ClusterError(
             f"some of {args.name} is left (above); it is kept in the list",
             f"fix the cause and run `mlbench cluster delete {args.name}` again; everything "
             f"made carries the label/tag mlbench-cluster={args.name}",
         )
     known_clusters.forget(record)
-    print(f"deleted {args.name}: nothing it made is left")
+    if not released:
+        # The cluster is gone, so nothing can release them any more: say where to look.
+        print(
+            f"the cluster is gone, but its namespace could not be released first: look for "
+            f"a load balancer and disks of Kubernetes cluster {args.name} at "
+            f"{record.spec.provider} (tag kubernetes.io/cluster/{args.name} on AWS; "
+            "'kubernetes.io/cluster-name' on Google Cloud)",
+            file=sys.stderr,
+        )
+    print(f"deleted {args.name}: everything it recorded is removed")
     return EXIT_OK
 
 
@@ -293,10 +307,14 @@ def _release_cloud_resources(record: known_clusters.ClusterRecord, say: Say) -> 
     """Remove the chart's namespace first, so that Kubernetes deletes the cloud load
     balancer of the master's Service and the disks of its volume claims, which a cluster's
     delete would leave behind (and which keep an AWS VPC from being deleted). True when
-    there is nothing to release or it is released."""
-    if record.spec.provider == "kind" or not record.kubeconfig.exists() or not record.url:
+    there is nothing to release (kind, no cluster recorded, the chart never started, the
+    namespace already gone) or it is released."""
+    clusters = [r for r in record.resources if r.kind in ("eks-cluster", "gke-cluster")]
+    if record.spec.provider == "kind" or not clusters or not record.kubeconfig.exists():
         return True
     try:
+        import time
+
         from kubernetes import client, config
         from kubernetes.client.rest import ApiException
 
@@ -304,9 +322,12 @@ def _release_cloud_resources(record: known_clusters.ClusterRecord, say: Say) -> 
             config.new_client_from_config(str(record.kubeconfig), context=record.context)
         )
         say(f"deleting namespace {install.NAMESPACE}: the load balancer and the disks with it")
-        api.delete_namespace(install.NAMESPACE)
-        import time
-
+        try:
+            api.delete_namespace(install.NAMESPACE)
+        except ApiException as exc:
+            if exc.status == 404:
+                return True
+            raise
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
             try:
@@ -326,45 +347,4 @@ def _release_cloud_resources(record: known_clusters.ClusterRecord, say: Say) -> 
 def _token(args: argparse.Namespace) -> int:
     record = known_clusters.load(args.name)
     print(json.dumps(provider_of(record.spec.provider).token(record.spec)))
-    return EXIT_OK
-
-
-# --- prices ---------------------------------------------------------------------------
-def set_price(master: Master, line: dict[str, Any]) -> dict[str, Any]:
-    """Add the line to the master's price table, or change the one of the same node kind
-    and pricing: what the master stored."""
-    table_now = master.json("_submit", "GET", "prices/") or []
-    rows = table_now.get("results", table_now) if isinstance(table_now, dict) else table_now
-    same = [
-        r for r in rows if (r["node_kind"], r["pricing"]) == (line["node_kind"], line["pricing"])
-    ]
-    if same:
-        return master.json("_submit", "PUT", f"prices/{same[0]['id']}/", json=line)
-    return master.json("_submit", "POST", "prices/", json=line)
-
-
-def cmd_prices(args: argparse.Namespace, master: Master) -> int:
-    if args.verb == "list":
-        rows = master.json("_submit", "GET", "prices/") or []
-        print(table(["NODE KIND", "PRICING", "PER HOUR", "AS OF", "SOURCE"],
-                    [[r["node_kind"], r["pricing"], f"{r['price_per_hour']} {r['currency']}",
-                      r["as_of"], r["source"]] for r in rows]))  # fmt: skip
-        return EXIT_OK
-    if args.verb == "set":
-        line = {
-            "node_kind": args.node_kind, "price_per_hour": args.price_per_hour,
-            "pricing": prices.PREEMPTIBLE if args.preemptible else prices.ON_DEMAND,
-            "currency": args.currency, "source": args.source, "as_of": args.as_of,
-        }  # fmt: skip
-    else:
-        try:
-            line = prices.local_line(args.provider, args.machine_type)
-        except KeyError as exc:
-            raise CliError(str(exc.args[0]), EXIT_USAGE) from None
-    stored = set_price(master, line)
-    print(
-        f"{stored['node_kind']} ({stored['pricing']}): {stored['price_per_hour']} "
-        f"{stored['currency']} an hour, from {stored['source']} (as of {stored['as_of']}); "
-        "runs created from now on are priced by it"
-    )
     return EXIT_OK

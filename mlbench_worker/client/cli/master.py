@@ -56,7 +56,7 @@ class Master:
                 "or point at a running one with MLBENCH_URL=http://HOST:PORT",
                 EXIT_UNREACHABLE,
             )
-        self.client = ApiClient(url=url, in_cluster=False, token=token or default_token())
+        self.client = ApiClient(url=url, in_cluster=False, token=token or default_token(url))
         self.url = self.client.endpoint
 
     def call(

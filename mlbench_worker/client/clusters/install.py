@@ -47,8 +47,8 @@ def chart_path() -> Path:
     if not (chart / "Chart.yaml").is_file():
         raise ClusterError(
             f"the mlbench chart is not at {chart}",
-            "run the command from a checkout of mlbench (git clone, then pip install -e .), "
-            "or pass --chart PATH",
+            "run the command from a checkout of mlbench (git clone, then "
+            "pip install -e '.[cloud]'): the chart is in its charts/ folder",
         )
     return chart
 

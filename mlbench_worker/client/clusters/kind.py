@@ -106,7 +106,13 @@ class Kind:
 
         name = cluster_name(spec)
         existing = _run(["kind", "get", "clusters"], "list its clusters", spec).split()
-        if name in existing and ledger.first("kind-cluster") is not None:
+        if name in existing and ledger.first("kind-cluster") is None:
+            # Not made by this record: never taken over (a delete would remove it).
+            raise ClusterError(
+                f"kind already has a cluster named {name}, not made by this create",
+                f"choose another name, or remove it with `kind delete cluster --name {name}`",
+            )
+        if name in existing:
             say(f"kind cluster {name} exists already: reusing it")
         else:
             with tempfile.TemporaryDirectory() as tmp:

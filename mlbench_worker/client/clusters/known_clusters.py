@@ -21,7 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlbench_worker.client.clusters.spec import ClusterError, ClusterSpec, Ledger, Resource
+from mlbench_worker.client.clusters.spec import (
+    ClusterError,
+    ClusterSpec,
+    Ledger,
+    Resource,
+    check_name,
+)
 from mlbench_worker.shared.home import mlbench_home
 
 CREATING = "creating"  # resources are being made (or a create was interrupted)
@@ -48,6 +54,8 @@ class ClusterRecord:
     password: str = ""  # the dashboard's admin password (the chart's secret)
     error: str = ""
     prices: list[dict[str, Any]] = field(default_factory=list)  # lines sent to the master
+    registry: str = ""  # where the images are (--registry), kept for a resumed install
+    tag: str = ""  # the images' tag (--tag)
 
     @property
     def name(self) -> str:
@@ -88,6 +96,8 @@ class ClusterRecord:
             "password": self.password,
             "error": self.error,
             "prices": self.prices,
+            "registry": self.registry,
+            "tag": self.tag,
             "context": self.context,
             "kubeconfig": str(self.kubeconfig),
         }
@@ -104,6 +114,8 @@ class ClusterRecord:
             password=str(data.get("password", "")),
             error=str(data.get("error", "")),
             prices=list(data.get("prices", [])),
+            registry=str(data.get("registry", "")),
+            tag=str(data.get("tag", "")),
         )
 
 
@@ -127,6 +139,7 @@ def new(spec: ClusterSpec) -> ClusterRecord:
 
 
 def save(record: ClusterRecord) -> None:
+    check_name(record.name)
     record.folder.mkdir(parents=True, exist_ok=True)
     os.chmod(record.folder, 0o700)  # it holds the master's token and the kubeconfig
     target = record.folder / "cluster.json"
@@ -137,22 +150,41 @@ def save(record: ClusterRecord) -> None:
 
 
 def load(name: str) -> ClusterRecord:
-    """The record of `name`; ClusterError naming the known ones if there is none."""
+    """The record of `name`; ClusterError naming the known ones if there is none, and for
+    a name no cluster may have (so `..` never leads out of MLBENCH_HOME/clusters/) or a
+    record that cannot be read (or names another cluster than its folder)."""
+    check_name(name)
     path = clusters_dir() / name / "cluster.json"
     try:
-        return ClusterRecord.from_json(json.loads(path.read_text()))
+        record = _parse(json.loads(path.read_text()))
     except FileNotFoundError:
         known = ", ".join(r.name for r in all_records()) or "none yet"
         raise ClusterError(
             f"no cluster named {name!r} made by this client (MLBENCH_HOME={mlbench_home()})",
             f"the known ones: {known}; `mlbench cluster list` shows them",
         ) from None
-    except (ValueError, KeyError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, ClusterError) as exc:
         raise ClusterError(
             f"the record of cluster {name!r} at {path} cannot be read ({exc})",
-            "restore it from a backup; its resources carry the tag mlbench-cluster="
-            f"{name} at the provider",
+            "restore it from a backup, or remove its folder; its resources carry the tag "
+            f"mlbench-cluster={name} at the provider",
         ) from None
+    if record.name != name:
+        raise ClusterError(
+            f"the record at {path} is of cluster {record.name!r}, not {name!r}",
+            f"move it back to {clusters_dir() / record.name}, or remove the folder",
+        )
+    return record
+
+
+def _parse(data: Any) -> ClusterRecord:
+    if not isinstance(data, dict) or not isinstance(data.get("spec"), dict):
+        raise ValueError("not a cluster record")
+    record = ClusterRecord.from_json(data)
+    check_name(record.name)
+    if record.spec.provider not in ("gcloud", "aws", "kind"):
+        raise ValueError(f"unknown provider {record.spec.provider!r}")
+    return record
 
 
 def all_records() -> list[ClusterRecord]:
@@ -161,24 +193,33 @@ def all_records() -> list[ClusterRecord]:
     if clusters_dir().is_dir():
         for path in sorted(clusters_dir().glob("*/cluster.json")):
             try:
-                found.append(ClusterRecord.from_json(json.loads(path.read_text())))
-            except (ValueError, KeyError):
+                record = _parse(json.loads(path.read_text()))
+            except (ValueError, KeyError, TypeError, AttributeError, ClusterError):
                 continue  # `load` names the damage when that cluster is asked for
+            if record.name == path.parent.name:
+                found.append(record)
     return sorted(found, key=lambda r: (r.created_at, r.name))
 
 
 def forget(record: ClusterRecord) -> None:
-    """Remove the record and its kubeconfig (once everything it made is gone)."""
+    """Remove the record and its kubeconfig (once everything it made is gone): only the
+    folder MLBENCH_HOME/clusters/NAME of a name `check_name` accepts."""
+    check_name(record.name)
     if active_name() == record.name:
         (clusters_dir() / "active").unlink(missing_ok=True)
-    shutil.rmtree(record.folder, ignore_errors=True)
+    shutil.rmtree(clusters_dir() / record.name, ignore_errors=True)
 
 
 def active_name() -> str | None:
     try:
-        return (clusters_dir() / "active").read_text().strip() or None
+        name = (clusters_dir() / "active").read_text().strip()
     except OSError:
         return None
+    try:
+        check_name(name)
+    except ClusterError:
+        return None
+    return name
 
 
 def active() -> ClusterRecord | None:
@@ -198,6 +239,6 @@ def use(name: str | None) -> None:
     if name is None:
         target.unlink(missing_ok=True)
         return
-    load(name)  # ClusterError for an unknown one
+    load(name)  # ClusterError for an unknown one, or a name no cluster may have
     clusters_dir().mkdir(parents=True, exist_ok=True)
     target.write_text(name + "\n")

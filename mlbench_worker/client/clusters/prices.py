@@ -88,7 +88,7 @@ def for_cluster(spec: ClusterSpec) -> Priced:
         return Priced([], "kind runs on this machine: price it with `mlbench prices set-local`")
     how = (
         f"`mlbench prices set {spec.machine_type} PRICE_PER_HOUR"
-        f"{' --preemptible' if spec.spot else ''} --source WHERE_FROM`"
+        f"{' --preemptible' if spec.spot else ''} --source WHERE_FROM --as-of YYYY-MM-DD`"
     )
     if spec.spot:
         return Priced([], f"spot prices change daily and are not in the shipped list: {how}")
