@@ -386,8 +386,9 @@ class MetricRollup(models.Model):
     """Per-second sums of a run's metric points, kept by a PostgreSQL trigger on insert.
 
     `summarize=N` on a run with millions of points reads these (one row per metric per
-    second) instead of every point, so it answers in milliseconds. The trigger
-    (migration 0002) sees every insert, whichever code path makes it; on SQLite there is
+    second) instead of every point, so it answers in milliseconds; each row also keeps its
+    second's last point and that point's benchmark clock, which a bucket is placed at. The
+    trigger (migrations 0002 and 0019) sees every insert, whichever code path makes it; on SQLite there is
     no trigger and summaries are computed from the points themselves, with the same result.
     """
 
@@ -397,6 +398,10 @@ class MetricRollup(models.Model):
     count = models.BigIntegerField()
     total = models.FloatField()
     last_date = models.DateTimeField()
+    # The second's last point (the newest date, the highest id among equal ones) and its
+    # benchmark clock, so a bucket's clock needs no lookup of its point (migration 0019).
+    last_id = models.BigIntegerField(null=True)
+    last_clock = models.FloatField(null=True)
 
     class Meta:
         constraints = [

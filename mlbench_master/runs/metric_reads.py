@@ -43,7 +43,7 @@ def _epoch_seconds(column: str) -> str:
     return f"CAST(strftime('%%s', {column}) AS INTEGER)"
 
 
-def _clock(metadata: str) -> str:
+def clock_sql(metadata: str) -> str:
     """SQL for a point's benchmark-clock second from its metadata column: the number under
     CLOCK, NULL when it is absent or not a number (metadata is whatever a client posted)."""
     if connection.vendor == "postgresql":
@@ -104,7 +104,7 @@ class SeriesQuery:
         extra = ", cumulative, CAST(metadata AS TEXT) AS metadata" if details else ""
         base = (
             f"SELECT {self.owner_col} AS owner, name, date, value, id{extra}, "
-            f"{_clock('metadata')} AS clock FROM {TABLE} WHERE {where}"
+            f"{clock_sql('metadata')} AS clock FROM {TABLE} WHERE {where}"
         )
         cols = f"owner, name, {_date_text('date')}, value" + (
             ", cumulative, metadata" if details else ""
@@ -153,7 +153,7 @@ class SeriesQuery:
             f"UNION ALL SELECT (SELECT MIN(name) FROM {TABLE} WHERE {col} = %s AND name > t.name) "
             "FROM t WHERE t.name IS NOT NULL) "
             f"SELECT %s AS owner, t.name, m.date, m.value, m.id{lateral_extra}, "
-            f"{_clock('m.metadata')} AS clock FROM t CROSS JOIN LATERAL ("
+            f"{clock_sql('m.metadata')} AS clock FROM t CROSS JOIN LATERAL ("
             f"SELECT date, value, id, cumulative, metadata FROM {TABLE} "
             f"WHERE {col} = %s AND name = t.name{since} ORDER BY date DESC, id DESC LIMIT %s) m "
             f"WHERE t.name IS NOT NULL{names.replace('name IN', 't.name IN')}"
@@ -194,7 +194,7 @@ def _rollup_rows(query: SeriesQuery) -> list[tuple]:
         rows: list[tuple] = []
         if short:
             cursor.execute(
-                f"SELECT run_id, name, {_date_text('date')}, value, {_clock('metadata')} "
+                f"SELECT run_id, name, {_date_text('date')}, value, {clock_sql('metadata')} "
                 f"FROM {TABLE} "
                 "WHERE run_id = %s AND name IN "
                 f"({', '.join(['%s'] * len(short))}) ORDER BY name, date, id",
@@ -202,18 +202,19 @@ def _rollup_rows(query: SeriesQuery) -> list[tuple]:
             )
             rows += cursor.fetchall()
         if long:
+            # A bucket is dated at its newest second's last point and placed at that
+            # point's clock, both kept by the rollup rows (migration 0019): no lookup of
+            # the points.
             values = ", ".join(["(%s, %s, %s)"] * len(long))
             cursor.execute(
-                f"SELECT q.run_id, q.name, {_date_text('q.last')}, q.average, "
-                f"(SELECT {_clock('m.metadata')} FROM {TABLE} m WHERE m.run_id = %s "
-                "AND m.name = q.name AND m.date = q.last ORDER BY m.id DESC LIMIT 1) "
-                "FROM (SELECT r.run_id, r.name, MAX(r.last_date) AS last, "
-                "SUM(r.total) / SUM(r.count) AS average "
+                f"SELECT r.run_id, r.name, {_date_text('MAX(r.last_date)')}, "
+                "SUM(r.total) / SUM(r.count), "
+                "(array_agg(r.last_clock ORDER BY r.last_date DESC, r.last_id DESC))[1] "
                 f"FROM {ROLLUP} r JOIN (VALUES {values}) AS b(name, s0, width) "
                 "ON r.name = b.name WHERE r.run_id = %s "
-                "GROUP BY r.run_id, r.name, (r.second - b.s0) / b.width) q "
-                "ORDER BY q.name, q.last",
-                [query.key] + [v for item in long for v in item] + [query.key],
+                "GROUP BY r.run_id, r.name, (r.second - b.s0) / b.width "
+                "ORDER BY r.name, MAX(r.last_date)",
+                [v for item in long for v in item] + [query.key],
             )
             rows += cursor.fetchall()
     rows.sort(key=lambda r: r[1])  # stable: keeps each series' date order

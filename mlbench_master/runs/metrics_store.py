@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 from django.db import connection, transaction
 
 from mlbench_master.api.models import Metric, MetricRollup
+from mlbench_master.runs.metric_reads import clock_sql
 
 
 class Point(NamedTuple):
@@ -141,9 +142,14 @@ def _forget(replaced: Replaced) -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {rollup} AS r SET count = s.count, total = s.total, "
-            "last_date = COALESCE(s.last_date, r.last_date) FROM ("
+            "last_date = COALESCE(s.last_date, r.last_date), last_id = s.last_id, "
+            "last_clock = s.last_clock FROM ("
             "SELECT k.name, k.second, count(m.id) AS count, COALESCE(sum(m.value), 0) AS total, "
-            "max(m.date) AS last_date FROM json_to_recordset(%s) AS k(name text, second bigint) "
+            "max(m.date) AS last_date, "
+            "(array_agg(m.id ORDER BY m.date DESC, m.id DESC))[1] AS last_id, "
+            f"(array_agg({clock_sql('m.metadata')} ORDER BY m.date DESC, m.id DESC))[1] "
+            "AS last_clock "
+            "FROM json_to_recordset(%s) AS k(name text, second bigint) "
             f"LEFT JOIN {table} AS m ON m.run_id = %s AND m.name = k.name "
             "AND m.date >= to_timestamp(k.second) AND m.date < to_timestamp(k.second + 1) "
             "GROUP BY k.name, k.second) AS s "

@@ -71,3 +71,42 @@ def test_a_point_without_a_clock_has_no_elapsed(api, run):
     for query in ("", "&summarize=10", "&summarize=10&since=1970-01-01T00:00:00Z"):
         got = api.get(f"/api/metrics/{run.pk}/?metric_type=run{query}").json()
         assert [p.get("elapsed") for p in got["time_to_target"]] == [None, None, None, 7.0]
+
+
+def _point(run, name, value, date, elapsed, step):
+    from mlbench_master.runs.metrics_store import Point
+
+    return Point(run_id=run.pk, pod_name=None, name=name, value=value, date=date,
+                 cumulative=False, metadata={"elapsed": elapsed, "step": step}, uid=None)  # fmt: skip
+
+
+def test_a_buckets_clock_is_its_last_point_whatever_order_the_batches_came_in(api, run):
+    """The rollups keep each second's last point (newest date, highest id among equal
+    dates) as batches arrive in any order, and a replaced point is recounted: the summary
+    read from them places every bucket where the points themselves do."""
+    from mlbench_master.runs.metrics_store import Replaced, store
+
+    base = T0 + dt.timedelta(seconds=STARTUP)
+    at = [
+        base + dt.timedelta(seconds=s, milliseconds=ms) for s in range(40) for ms in (0, 300, 600)
+    ]
+    late, early = at[60:], at[:60]  # the later seconds are posted first
+    store([_point(run, "m", 1.0, d, 500.0 + i, i) for i, d in enumerate(late, start=60)])
+    store([_point(run, "m", 2.0, d, 100.0 + i, i) for i, d in enumerate(early)])
+    # Equal dates at the end of a second, in two batches: the higher id (this one) is last.
+    store([_point(run, "m", 3.0, at[32], 777.0, 32)])
+    # A point of a retried evaluation replaces one at the end of a second.
+    store([_point(run, "m", 4.0, at[59], 888.0, 59)],
+          replaces=Replaced(run.pk, ("m",), "step", 59))  # fmt: skip
+    urls = [f"/api/metrics/{run.pk}/?metric_type=run&summarize={n}" for n in (7, 13, 40)]
+    for url in urls:
+        rollup = api.get(url).json()["m"]
+        points = api.get(url + "&since=1970-01-01T00:00:00Z").json()["m"]
+        assert [(p["date"], p["elapsed"]) for p in rollup] == [
+            (p["date"], p["elapsed"]) for p in points
+        ], url
+        assert [p["value"] for p in rollup] == [pytest.approx(p["value"]) for p in points]
+    per_second = api.get(urls[2]).json()["m"]  # 40 seconds in 40 buckets: one each
+    assert [p["elapsed"] for p in per_second][10] == 777.0  # equal dates: the higher id
+    assert [p["elapsed"] for p in per_second][19] == 888.0  # the replacing point
+    assert [p["elapsed"] for p in per_second][39] == 500.0 + 119  # posted first, last anyway
