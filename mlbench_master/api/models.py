@@ -328,7 +328,10 @@ class Metric(models.Model):
     date = models.DateTimeField(default=timezone.now)
     cumulative = models.BooleanField(default=False)
     metadata = models.JSONField(default=dict, blank=True)
-    uid = models.CharField(max_length=200, null=True, blank=True, unique=True)
+    # Unique by a constraint, not `unique=True`: on PostgreSQL that would also build a
+    # second, LIKE-only index on it (varchar_pattern_ops) that no query uses, one index
+    # update more per inserted point (migration 0020).
+    uid = models.CharField(max_length=200, null=True, blank=True)
 
     class Meta:
         # Partial: a run's point is not entered in the pods' index and vice versa, one
@@ -346,6 +349,7 @@ class Metric(models.Model):
             ),
         ]
         constraints = [
+            models.UniqueConstraint(fields=["uid"], name="metric_uid_unique"),
             models.CheckConstraint(
                 condition=(
                     Q(run__isnull=False, pod_name__isnull=True)
