@@ -74,7 +74,9 @@ class StudyDetail(APIView):
         responses={200: OpenApiResponse(description="the study"), **_errors(401, 403, 404)},
     )
     def get(self, request: Request, pk: int) -> Response:
-        return Response(detail(get_object_or_404(Study, pk=pk)))
+        # Its creator and cells read with it: study_json and study_numbers both need them.
+        found = Study.objects.select_related("created_by").prefetch_related("cells")
+        return Response(detail(get_object_or_404(found, pk=pk)))
 
 
 class StudyCancel(APIView):

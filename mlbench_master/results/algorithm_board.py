@@ -33,11 +33,13 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from django.db.models import QuerySet
+
 from mlbench_master.api.models import Run, Study
 from mlbench_master.bundles import origins, signing, trust
 from mlbench_master.results import standing
 from mlbench_master.runs.series import status
-from mlbench_master.studies.outcomes import study_numbers
+from mlbench_master.studies.outcomes import numbers_of
 from mlbench_worker.shared import study_suite
 
 RULE = (
@@ -52,11 +54,7 @@ def board() -> dict[str, Any]:
     names = trust.known()
     sections: dict[tuple[str, str], dict[str, dict[str, Any]]] = defaultdict(dict)
     unranked: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for study in Study.objects.prefetch_related("cells").order_by("-created_at", "-id"):
-        found = _scored(study)
-        if found is None:
-            continue
-        numbers, runs = found
+    for study, numbers, runs in _scored(Study.objects.prefetch_related("cells")):
         origin = _origin(study, runs, names)
         score = numbers["score"]
         for condition, scores in score["by_condition"].items():
@@ -78,14 +76,27 @@ def board() -> dict[str, Any]:
     }
 
 
-def _scored(study: Study) -> tuple[dict[str, Any], list[Run]] | None:
-    """The study's numbers and runs when it has ended with a score; None otherwise."""
-    series = [c.series_id for c in study.cells.all() if c.series_id is not None]
-    runs = list(origins.with_origins(Run.objects.filter(series_id__in=series).order_by("id")))
-    if not runs or status(study, [r.state for r in runs]) != "ended":
-        return None
-    numbers = study_numbers(study)
-    return (numbers, runs) if numbers["score"] is not None else None
+def _scored(studies: QuerySet[Study]) -> list[tuple[Study, dict[str, Any], list[Run]]]:
+    """The studies that have ended with a score, newest first, each with its numbers and
+    runs. Every study's runs are read in one query and the ended ones' numbers together
+    (outcomes.numbers_of), so the board's queries do not grow with its studies."""
+    studies = list(studies.order_by("-created_at", "-id"))
+    series_of = {
+        s.pk: {c.series_id for c in s.cells.all() if c.series_id is not None} for s in studies
+    }
+    every = set().union(*series_of.values())
+    runs = list(origins.with_origins(Run.objects.filter(series_id__in=every).order_by("id")))
+    by_series: dict[int, list[Run]] = defaultdict(list)
+    for run in runs:
+        by_series[run.series_id].append(run)
+    ended = []
+    for study in studies:
+        # In id order, as one query for the study's runs answers (a reused series is shared).
+        mine = sorted((r for i in series_of[study.pk] for r in by_series[i]), key=lambda r: r.pk)
+        if mine and status(study, [r.state for r in mine]) == "ended":
+            ended.append((study, mine))
+    numbers = numbers_of([s for s, _ in ended], runs)
+    return [(s, numbers[s.pk], mine) for s, mine in ended if numbers[s.pk]["score"] is not None]
 
 
 def _origin(study: Study, runs: list[Run], names: dict[str, str]) -> dict[str, Any]:

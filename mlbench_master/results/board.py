@@ -114,12 +114,13 @@ def entries(runs: QuerySet[Run]) -> list[dict[str, Any]]:
         elif run.state in Run.FINAL_STATES:  # a lone run is a result once it has ended
             groups[("run", run.pk, run.num_workers)].append(run)
     me = signing.this_installation().fingerprint
-    memo: dict[Any, Any] = {}  # the reference series found for each key (convergence.py)
+    # Every entry's check against its reference series, read for all entries at once.
+    checks = convergence.of_groups(list(groups.values()))
     return [
         {**_entry(key, members, [results[r.pk] for r in members], me,
                   standing.of_entry(members, standings), graded_on.of_entry(members, sizes)),
-         "convergence": convergence.of_group(members, memo)}
-        for key, members in groups.items()
+         "convergence": check}
+        for (key, members), check in zip(groups.items(), checks, strict=True)
     ]  # fmt: skip
 
 

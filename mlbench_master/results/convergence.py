@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.db.models import Q
 from mlperf_logging.rcp_checker import rcp_checker
 
 from mlbench_master.api.models import Run
@@ -168,19 +169,22 @@ def _block(status: str, reason: str, epochs: Sequence[float | None] = ()) -> dic
     }
 
 
-def of_group(runs: Sequence[Run], memo: dict[Any, Any] | None = None) -> dict[str, Any]:
+def of_group(
+    runs: Sequence[Run],
+    memo: dict[Any, Any] | None = None,
+    loaded: dict[int, stored.StoredRun] | None = None,
+) -> dict[str, Any]:
     """The check of a group of stored runs (one series' runs with one worker count, or one
     run), against the reference series of its task; `memo` keeps references found for a
-    response (the board asks for every entry)."""
+    response, `loaded` the runs' points where `of_groups` read them already."""
     memo = {} if memo is None else memo
     # By seed: the same order on the board, the series and an importing master (whose ids
     # differ: nothing installation-specific but the reference's series is in the block).
     runs = sorted(runs, key=lambda r: (r.seed, r.pk))
-    if any(r.division != "closed" for r in runs):
-        return _block(NOT_CHECKED, "open division: only the closed division is checked")
-    if any(r.state not in Run.FINAL_STATES for r in runs):
-        return _block(NOT_CHECKED, "runs are still pending")
-    found = stored.load(runs)
+    unchecked = _not_checkable(runs)
+    if unchecked is not None:
+        return unchecked
+    found = [loaded[r.pk] for r in runs] if loaded is not None else _load(runs)
     epochs, why = _epochs_of(found)
     if why:
         return _block(NOT_CHECKED, why)
@@ -188,7 +192,7 @@ def of_group(runs: Sequence[Run], memo: dict[Any, Any] | None = None) -> dict[st
     if isinstance(key, str):
         return _block(NOT_CHECKED, key, epochs)
     if key not in memo:
-        memo[key] = _reference(key)
+        memo.update(_references({key}))
     ref = memo[key]
     if ref is None:
         return _block(NOT_CHECKED, f"no reference series for {_words(key)}", epochs)
@@ -203,6 +207,36 @@ def of_group(runs: Sequence[Run], memo: dict[Any, Any] | None = None) -> dict[st
     out["reference"] = {**where, "epochs": ref["epochs"], **(out["reference"] or {})}
     out["seeds"] = [r.seed for r in runs]
     return out
+
+
+def of_groups(groups: Sequence[Sequence[Run]]) -> list[dict[str, Any]]:
+    """`of_group` of every group of a response (the board's entries), in their order. The
+    points of all their runs are read in one query and the references of all their set-ups
+    in two, so a board of many entries costs the queries of a board of one."""
+    checkable = [g for g in groups if _not_checkable(g) is None]
+    found = {s.run.pk: s for s in _load([r for g in checkable for r in g])}
+    keys = set()
+    for group in checkable:
+        members = [found[r.pk] for r in sorted(group, key=lambda r: (r.seed, r.pk))]
+        if not _epochs_of(members)[1] and isinstance(key := _key_of(members), Key):
+            keys.add(key)
+    memo: dict[Any, Any] = _references(keys)
+    return [of_group(g, memo, found) for g in groups]
+
+
+def _not_checkable(runs: Sequence[Run]) -> dict[str, Any] | None:
+    """The block of a group whose runs are not checked at all (open division, pending)."""
+    if any(r.division != "closed" for r in runs):
+        return _block(NOT_CHECKED, "open division: only the closed division is checked")
+    if any(r.state not in Run.FINAL_STATES for r in runs):
+        return _block(NOT_CHECKED, "runs are still pending")
+    return None
+
+
+def _load(runs: Sequence[Run]) -> list[stored.StoredRun]:
+    """The runs with the points their grades and times to target need (one query): the
+    check reads nothing else, so a run's training curve is not read for it."""
+    return stored.load(runs, stored.GRADING)
 
 
 def _epochs_of(found: Sequence[stored.StoredRun]) -> tuple[list[float | None], str]:
@@ -232,28 +266,54 @@ def _key_of(found: Sequence[stored.StoredRun]) -> Key | str:
     return keys.pop()
 
 
-def _reference(key: Key) -> dict[str, Any] | None:
-    """The reference series group for `key` (the module docstring), or None."""
+def _references(keys: set[Key]) -> dict[Key, dict[str, Any] | None]:
+    """The reference series group of each of `keys` (the module docstring), or None: the
+    candidate runs of every key in one query, their points in one more."""
+    if not keys:
+        return {}
+    fields = ("task", "target", "algorithm", "lr_schedule", "dataset_used")
+    wanted = {k: (k.task, k.goal, k.algorithm, k.lr_schedule, k.dataset) for k in keys}
+    match = Q()
+    for values in wanted.values():
+        match |= Q(**dict(zip(fields, values, strict=True)))
     runs = list(
         origins.with_origins(
-            Run.objects.filter(
-                task=key.task, target=key.goal, algorithm=key.algorithm,
-                lr_schedule=key.lr_schedule, dataset_used=key.dataset,
-                implementation=REFERENCE, series__isnull=False,
-            ).order_by("series_id", "num_workers", "id")
+            Run.objects.filter(match, implementation=REFERENCE, series__isnull=False)
+            .order_by("series_id", "num_workers", "id")
         )
     )  # fmt: skip
     standings = standing.of_runs(runs)
     groups: dict[tuple[int, int], list[Run]] = defaultdict(list)
     for run in runs:
         groups[(run.series_id, run.num_workers)].append(run)
+    # Each key's candidates: a group's runs of that set-up (as one query per key found them).
+    candidates = {
+        key: [
+            (where, picked)
+            for where, members in groups.items()
+            if (picked := [r for r in members if _set_up(r) == values])
+            and not any(r.division != "closed" or r.state not in Run.FINAL_STATES for r in picked)
+            and not standing.of_entry(picked, standings)["unranked"]
+        ]
+        for key, values in wanted.items()
+    }  # fmt: skip
+    read = {r.pk for found in candidates.values() for _, picked in found for r in picked}
+    loaded = {s.run.pk: s for s in _load([r for r in runs if r.pk in read])}
+    return {key: _best(key, found, loaded) for key, found in candidates.items()}
+
+
+def _set_up(run: Run) -> tuple:
+    return (run.task, run.target, run.algorithm, run.lr_schedule, run.dataset_used)
+
+
+def _best(
+    key: Key, groups: list[tuple[tuple[int, int], list[Run]]], loaded: dict[int, stored.StoredRun]
+) -> dict[str, Any] | None:
+    """Of the candidate groups of `key`, the one with the most runs that reached the target
+    (then the earliest series)."""
     best: dict[str, Any] | None = None
-    for (series, workers), members in groups.items():
-        if any(r.division != "closed" or r.state not in Run.FINAL_STATES for r in members):
-            continue
-        if standing.of_entry(members, standings)["unranked"]:
-            continue  # an unverified origin, or grades this master disputes
-        found = stored.load(members)
+    for (series, workers), members in groups:
+        found = [loaded[r.pk] for r in members]
         epochs, why = _epochs_of(found)
         if why or _key_of(found) != key:
             continue

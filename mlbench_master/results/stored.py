@@ -253,6 +253,9 @@ class StoredRun:
 # Every throughput metric some task posts (images_per_sec, samples_per_sec, ...).
 THROUGHPUT_METRICS = tuple(dict.fromkeys(t.throughput_metric for t in catalogue.TASKS.values()))
 NEEDED = (*GOAL_METRICS, GRADED, TIME_TO_TARGET, *TIMINGS, *THROUGHPUT_METRICS)
+# What a run's grading and time to target need (its accuracies as reported and as graded,
+# its posted time to target): a reader of only these need not read its training curve.
+GRADING = (*GOAL_METRICS, GRADED, TIME_TO_TARGET)
 
 
 def graded_run(run: Run, memo: dict[str, Any], listed: Iterable[Run] = ()) -> StoredRun:
@@ -263,8 +266,7 @@ def graded_run(run: Run, memo: dict[str, Any], listed: Iterable[Run] = ()) -> St
     known = memo.setdefault("evaluations", {})
     if run.pk not in known:
         ids = {run.pk, *(r.pk for r in listed)} - known.keys()
-        wanted = (*GOAL_METRICS, GRADED, TIME_TO_TARGET)
-        known.update({i: {} for i in ids} | _points_of(ids, wanted))
+        known.update({i: {} for i in ids} | _points_of(ids, GRADING))
     return StoredRun(run, known[run.pk])
 
 
@@ -293,10 +295,11 @@ def _goal(run: Run) -> catalogue.Goal | None:
     return info.goals.get(run.target) if info else None
 
 
-def load(runs: Iterable[Run]) -> list[StoredRun]:
-    """The runs with their needed metric points, in one query for all of them."""
+def load(runs: Iterable[Run], names: Iterable[str] = NEEDED) -> list[StoredRun]:
+    """The runs with their needed metric points (`names`: GRADING for a reader of the
+    grades only), in one query for all of them."""
     runs = list(runs)
-    grouped = _points_of({r.pk for r in runs}, NEEDED)
+    grouped = _points_of({r.pk for r in runs}, names)
     return [StoredRun(r, grouped.get(r.pk, {})) for r in runs]
 
 

@@ -67,12 +67,43 @@ def _finite(x: float) -> float | None:
 def study_numbers(study: Study) -> dict[str, Any]:
     """The study's cells with their runs and medians, and its score once complete (what
     GET /api/studies/<id>/ answers beside the study's own fields)."""
-    cells = list(study.cells.select_related("series"))
-    runs_of: dict[int, list[Run]] = defaultdict(list)
-    series_ids = [c.series_id for c in cells if c.series_id is not None]
-    runs = list(Run.objects.filter(series_id__in=series_ids).order_by("id"))
+    return numbers_of([study])[study.pk]
+
+
+def numbers_of(studies: list[Study], runs: list[Run] | None = None) -> dict[int, dict[str, Any]]:
+    """`study_numbers` of each of `studies` by id, read together: their cells, runs, grades
+    and reused cells' first studies in one query each, however many cells and runs they
+    have (`runs`: their runs in id order where the caller read them already). Cells come
+    prefetched (`prefetch_related("cells")`) or are read here."""
+    cells_of = _cells_of(studies)
+    series_ids = {c.series_id for cells in cells_of.values() for c in cells if c.series_id}
+    if runs is None:
+        runs = list(Run.objects.filter(series_id__in=series_ids).order_by("id"))
+    runs = [r for r in runs if r.series_id in series_ids]
+    runs_of: dict[int, list[tuple[Run, RunResult]]] = defaultdict(list)
     for run, result in zip(runs, stored.results_of(runs), strict=True):
         runs_of[run.series_id].append((run, result))
+    first = _first_studies([c for cells in cells_of.values() for c in cells if c.reused])
+    return {s.pk: _numbers(s, cells_of[s.pk], runs_of, first) for s in studies}
+
+
+def _cells_of(studies: list[Study]) -> dict[int, list[StudyCell]]:
+    """Each study's cells in id order: the prefetched ones, else one query for all."""
+    prefetched = all("cells" in getattr(s, "_prefetched_objects_cache", {}) for s in studies)
+    if prefetched:
+        return {s.pk: list(s.cells.all()) for s in studies}
+    out: dict[int, list[StudyCell]] = {s.pk: [] for s in studies}
+    for cell in StudyCell.objects.filter(study__in=studies).order_by("id"):
+        out[cell.study_id].append(cell)
+    return out
+
+
+def _numbers(
+    study: Study,
+    cells: list[StudyCell],
+    runs_of: dict[int, list[tuple[Run, RunResult]]],
+    first: dict[int, int],
+) -> dict[str, Any]:
     shown, base, held = [], {}, {}
     pending = 0
     for cell in cells:
@@ -100,7 +131,7 @@ def study_numbers(study: Study) -> dict[str, Any]:
         shown.append({
             "algorithm": cell.algorithm, "workload": cell.workload,
             "condition": cell.condition, "variant": cell.variant, "series": cell.series_id,
-            "reused": cell.reused, "reused_from": _reused_from(cell) if cell.reused else None,
+            "reused": cell.reused, "reused_from": first.get(cell.series_id) if cell.reused else None,
             "budget": budget, "runs": rows,
             "median": None if median is None else {
                 "time_to_target": _finite(median.seconds),
@@ -116,13 +147,18 @@ def study_numbers(study: Study) -> dict[str, Any]:
     return {"cells": shown, "pending_runs": pending, "score": score}
 
 
-def _reused_from(cell: StudyCell) -> int | None:
-    """The study that ran a reused cell's series first."""
-    first = (
-        StudyCell.objects.filter(series_id=cell.series_id, reused=False)
-        .values_list("study_id", flat=True)
-        .first()
+def _first_studies(reused: list[StudyCell]) -> dict[int, int]:
+    """series id -> the study that ran it first (its cell not reused), for reused cells."""
+    if not reused:
+        return {}
+    rows = (
+        StudyCell.objects.filter(series_id__in={c.series_id for c in reused}, reused=False)
+        .order_by("id")
+        .values_list("series_id", "study_id")
     )
+    first: dict[int, int] = {}
+    for series_id, study_id in rows:
+        first.setdefault(series_id, study_id)
     return first
 
 
