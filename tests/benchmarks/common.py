@@ -1,8 +1,11 @@
 """Shared helpers for `make bench`: the machine's description and the result files.
 
 Each bench_*.py measures its contenders side by side in one process run and calls
-`write_results`; `python tests/benchmarks/common.py --collect DIR` prints every table.
-Nothing here asserts a time: targets are reported next to the measurements.
+`write_results`, with the run's ratios and their goals (`ratio`); `python
+tests/benchmarks/common.py --collect DIR` prints every table and gathers every ratio into
+one table (RATIOS.md and ratios.rst in DIR, and copied between the `.. ratios-begin` and
+`.. ratios-end` comments of docs/results.rst). Nothing here asserts a time: goals are
+reported next to the measurements.
 """
 
 from __future__ import annotations
@@ -173,16 +176,36 @@ def markdown_table(headers: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
-def write_results(name: str, title: str, headers: list[str], rows: list[list], data: dict) -> Path:
-    """Write NAME.json and NAME.md under the results folder and print the table."""
+def ratio(measure: str, value: float | None, goal: str, note: str = "") -> dict:
+    """One ratio of a bench for the summary table: `value` (None: not measured, with why in
+    `note`) against `goal`, written ">= 0.97" or "<= 300 ms" and the like; met is decided
+    here from the goal's words, so every bench states its goal the same way."""
+    op, _, bound = goal.partition(" ")
+    limit = float(bound.split()[0])
+    met = None if value is None else (value >= limit if op == ">=" else value <= limit)
+    return {"measure": measure, "value": value, "goal": goal, "met": met, "note": note}
+
+
+def write_results(
+    name: str,
+    title: str,
+    headers: list[str],
+    rows: list[list],
+    data: dict,
+    ratios: list[dict] | None = None,
+) -> Path:
+    """Write NAME.json and NAME.md under the results folder and print the table; `ratios`
+    (from `ratio`) go into the summary table that `collect` makes."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     payload = {
         "name": name,
         "title": title,
         "machine": machine(),
+        "load_average": os.getloadavg(),
         "headers": headers,
         "rows": rows,
         "data": data,
+        "ratios": ratios or [],
     }
     (RESULTS_DIR / f"{name}.json").write_text(json.dumps(payload, indent=2, default=str))
     md = f"## {title}\n\n{markdown_table(headers, rows)}\n\nMachine: {_machine_line(payload['machine'])}\n"
@@ -195,12 +218,65 @@ def _machine_line(m: dict) -> str:
     return f"{m['cpu_model']}, {m['cpu_count']} cores, {m['memory_gib']} GiB, {m['platform']}, Python {m['python']}, torch {m.get('torch', '-')}"
 
 
-def collect(folder: Path) -> None:
-    """Print every table in `folder` and write them together to SUMMARY.md."""
-    parts = [p.read_text() for p in sorted(folder.glob("*.md")) if p.name != "SUMMARY.md"]
+def collect(folder: Path, docs: Path | None = REPO / "docs" / "results.rst") -> None:
+    """Write every table in `folder` together to SUMMARY.md, and every ratio into one table
+    (RATIOS.md, ratios.rst, and into `docs` between its markers when it has them)."""
+    own = {"SUMMARY.md", "RATIOS.md"}
+    parts = [p.read_text() for p in sorted(folder.glob("*.md")) if p.name not in own]
     summary = "# mlbench benchmarks\n\n" + "\n".join(parts)
     (folder / "SUMMARY.md").write_text(summary)
-    print(f"\nAll results: {folder / 'SUMMARY.md'} (JSON beside it)")
+    runs = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+    rows = ratio_rows(runs)
+    machines = sorted({_machine_line(r["machine"]) for r in runs if r.get("ratios")})
+    headers = ["bench", "ratio", "measured", "goal", "met", "load (1 min)", "note"]
+    md = "## Every ratio and its goal\n\n" + markdown_table(headers, rows) + "\n\n"
+    md += "".join(f"Machine: {m}\n" for m in machines)
+    (folder / "RATIOS.md").write_text(md)
+    rst = rst_table(headers, rows, machines)
+    (folder / "ratios.rst").write_text(rst)
+    print(md)
+    if docs is not None and docs.exists():
+        copied = replace_between(docs.read_text(), ".. ratios-begin", ".. ratios-end", rst)
+        if copied is not None:
+            docs.write_text(copied)
+            print(f"The ratios table copied into {docs}")
+    print(f"\nAll results: {folder / 'SUMMARY.md'}, {folder / 'RATIOS.md'} (JSON beside them)")
+
+
+def ratio_rows(runs: list[dict]) -> list[list]:
+    """One row per ratio of every bench run, in the benches' order."""
+    rows = []
+    for run in runs:
+        load = run.get("load_average") or [None]
+        for r in run.get("ratios", []):
+            value = "-" if r["value"] is None else f"{r['value']:.3g}"
+            met = {True: "yes", False: "NO", None: "not measured"}[r["met"]]
+            at = "-" if load[0] is None else f"{load[0]:.1f}"
+            rows.append([run["name"], r["measure"], value, r["goal"], met, at, r["note"]])
+    return rows
+
+
+def rst_table(headers: list[str], rows: list[list], machines: list[str]) -> str:
+    """The ratios as an RST list-table (cells of any width), with the machines below."""
+    lines = [".. list-table::", "   :header-rows: 1", ""]
+    for row in [headers, *rows]:
+        cells = [str(c).replace("|", "/") or "-" for c in row]
+        lines.append(f"   * - {cells[0]}")
+        lines += [f"     - {c}" for c in cells[1:]]
+    lines.append("")
+    lines += [f"Machine: {m}" for m in machines] or ["No ratio was measured."]
+    return "\n".join(lines) + "\n"
+
+
+def replace_between(text: str, begin: str, end: str, body: str) -> str | None:
+    """`text` with what lies between the lines `begin` and `end` replaced by `body`; None
+    when either marker is missing."""
+    lines = text.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if line.strip() == begin]
+    ends = [i for i, line in enumerate(lines) if line.strip() == end]
+    if not starts or not ends or ends[0] < starts[0]:
+        return None
+    return "".join(lines[: starts[0] + 1]) + "\n" + body + "\n" + "".join(lines[ends[0] :])
 
 
 if __name__ == "__main__":
