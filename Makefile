@@ -46,7 +46,13 @@ TF_STAMP := $(VENV)/.tensorflow-installed
 # The spark implementation's pyspark (490 MB, the same reasoning); its Java comes from the
 # system: Debian's default-jre-headless, installed by scripts/install-test-deps.sh.
 SPARK_STAMP := $(VENV)/.spark-installed
-test-deps: install $(SEED_VENV)/.installed $(TF_STAMP) $(SPARK_STAMP)
+# The flink implementation's PyFlink (390 MB) cannot share $(VENV): its pins (py4j, pandas,
+# numpy, protobuf) are not this project's, so it gets a venv of its own with the worker
+# package and MPI, pinned by constraints-flink.txt. Runs of it name its Python with
+# MLBENCH_FLINK_PYTHON (the tests do; docs/installation.rst).
+FLINK_VENV := .venv-flink
+FLINK_STAMP := $(FLINK_VENV)/.installed
+test-deps: install $(SEED_VENV)/.installed $(TF_STAMP) $(SPARK_STAMP) $(FLINK_STAMP)
 	bash scripts/install-test-deps.sh
 
 $(TF_STAMP): $(STAMP) constraints.txt
@@ -55,6 +61,11 @@ $(TF_STAMP): $(STAMP) constraints.txt
 
 $(SPARK_STAMP): $(STAMP) constraints.txt
 	$(PIP) install -qq -c constraints.txt -e '.[spark]'
+	touch $@
+
+$(FLINK_STAMP): setup.py constraints-flink.txt
+	test -x $(FLINK_VENV)/bin/python || $(PYTHON) -m venv $(FLINK_VENV)
+	$(FLINK_VENV)/bin/pip install -qq -c constraints-flink.txt -e '.[flink]'
 	touch $@
 
 $(SEED_VENV)/.installed: constraints.txt
@@ -103,7 +114,7 @@ study: install
 	$(PY) tests/benchmarks/study.py $(STUDY_ARGS)
 
 # bench_frameworks.py measures the tensorflow implementation too.
-bench: install $(TF_STAMP) $(SPARK_STAMP)
+bench: install $(TF_STAMP) $(SPARK_STAMP) $(FLINK_STAMP)
 	@mkdir -p bench-results
 	@set -e; for f in tests/benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f; done
 	@$(PY) tests/benchmarks/common.py --collect bench-results
@@ -120,7 +131,7 @@ docs: install
 	$(VENV)/bin/sphinx-build -W -q -b html docs docs/_build/html
 
 clean:
-	rm -rf $(VENV) $(SEED_VENV) build dist *.egg-info docs/_build bench-results chaos-results test-output .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(SEED_VENV) $(FLINK_VENV) build dist *.egg-info docs/_build bench-results chaos-results test-output .pytest_cache .ruff_cache
 	find . -name __pycache__ -prune -exec rm -rf {} +
 
 # --- Kubernetes (docs/installation.rst) ----------------------------------------------------

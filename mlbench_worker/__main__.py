@@ -31,6 +31,11 @@ def main(argv: list[str] | None = None) -> int:
         from mlbench_worker.implementations.spark import run_main as run_spark
 
         return run_spark(config)
+    if config.implementation == "flink":
+        # A framework of its own, in a Python of its own: this process never imports torch.
+        from mlbench_worker.implementations.flink import run_main as run_flink
+
+        return run_flink(config)
     # Imported only now: parsing must stay fast and torch-free.
     from mlbench_worker.training.run import run_main
 

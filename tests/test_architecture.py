@@ -301,12 +301,13 @@ def test_the_worker_never_imports_django(graph):
 
 
 @pytest.mark.parametrize(
-    "framework, implementation", [("tensorflow", "tensorflow"), ("pyspark", "spark")]
+    "framework, implementation",
+    [("tensorflow", "tensorflow"), ("pyspark", "spark"), ("pyflink", "flink")],
 )
 def test_only_its_implementation_imports_a_framework(graph, framework, implementation):
-    # The worker's entry point hands a tensorflow (spark) run to implementations.tensorflow
-    # (.spark); the master, the client, the CLI, the tasks, the torch loop and the other
-    # implementations never load TensorFlow (pyspark).
+    # The worker's entry point hands a tensorflow (spark, flink) run to
+    # implementations.tensorflow (.spark, .flink); the master, the client, the CLI, the tasks,
+    # the torch loop and the other implementations never load TensorFlow (pyspark, pyflink).
     implementations = "mlbench_worker.implementations"
     rooms = graph.find_children("mlbench_worker") - {"mlbench_worker.__main__", implementations}
     others = graph.find_children(implementations) - {f"{implementations}.{implementation}"}

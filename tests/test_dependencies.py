@@ -10,14 +10,18 @@ code is installed:
   `cli` and what they import, per grimp) base alone, as `pip install mlbench` gives;
   the TensorFlow implementation (mlbench_worker/implementations/tensorflow/) base, `worker` and the
   `tensorflow` extra that only its workers install; the Spark implementation
-  (mlbench_worker/implementations/spark/) likewise with the `spark` extra; the cluster
+  (mlbench_worker/implementations/spark/) likewise with the `spark` extra; the Flink one
+  (mlbench_worker/implementations/flink/) base and the `flink` extra alone, which goes into
+  an environment of its own (.venv-flink, pinned by constraints-flink.txt: its pins are not
+  constraints.txt's), so its framework's distributions are named here (OWN_ENVIRONMENT)
+  rather than looked up in this environment; the cluster
   command's providers (mlbench_worker/client/clusters/) base and the `cloud` extra;
-- tests/: anything declared (base, master, worker, dev, tensorflow, spark, cloud).
+- tests/: anything declared (base, master, worker, dev, tensorflow, spark, flink, cloud).
 
 The other way round, every declared distribution is imported by the code it is declared
 for (base: the worker package or the master; master: mlbench_master; worker:
 mlbench_worker; tensorflow: mlbench_worker/implementations/tensorflow; spark:
-mlbench_worker/implementations/spark; cloud: mlbench_worker/client/clusters; dev: tests), or
+mlbench_worker/implementations/spark; flink: mlbench_worker/implementations/flink; cloud: mlbench_worker/client/clusters; dev: tests), or
 USED_OTHERWISE says how it is used. Entries of the two allow-lists that no longer apply
 fail too. The checks are plain functions, run once on the repository and once on a small
 planted tree with each kind of mistake.
@@ -45,9 +49,12 @@ ALLOWED = {
     "worker": ("base", "worker"),
     "tensorflow": ("base", "worker", "tensorflow"),
     "spark": ("base", "worker", "spark"),
+    # The flink extra is installed alone (with base) in its own environment; its ranks reach
+    # the worker's numpy-only modules (the spark package's blocks among them), never torch.
+    "flink": ("base", "flink"),
     "cloud": ("base", "cloud"),
     "client": ("base",),
-    "tests": ("base", "master", "worker", "dev", "tensorflow", "spark", "cloud"),
+    "tests": ("base", "master", "worker", "dev", "tensorflow", "spark", "flink", "cloud"),
 }
 USERS = {
     "base": ("client", "worker", "master"),
@@ -55,6 +62,7 @@ USERS = {
     "worker": ("client", "worker"),
     "tensorflow": ("tensorflow",),
     "spark": ("spark",),
+    "flink": ("flink",),
     "cloud": ("cloud",),
     "dev": ("tests",),
 }
@@ -62,6 +70,10 @@ USERS = {
 TENSORFLOW_PACKAGE = "mlbench_worker.implementations.tensorflow"
 # ... and the one installed with the `spark` extra (side "spark").
 SPARK_PACKAGE = "mlbench_worker.implementations.spark"
+# ... and the one installed with the `flink` extra, in an environment of its own (side "flink").
+FLINK_PACKAGE = "mlbench_worker.implementations.flink"
+# What modules of that environment install, where this one does not hold them.
+OWN_ENVIRONMENT = {"pyflink": frozenset({"apache-flink"})}
 # ... and the cluster command's providers, installed with the `cloud` extra (side "cloud").
 CLOUD_PACKAGE = "mlbench_worker.client.clusters"
 # Declared, never imported: programs and plugins, and what uses them.
@@ -125,8 +137,9 @@ def _module_distributions() -> dict[str, frozenset[str]]:
 
 
 def distributions(module: str) -> frozenset[str]:
-    """The installed distributions that provide top-level `module` (none when missing)."""
-    return _module_distributions().get(module, frozenset())
+    """The installed distributions that provide top-level `module` (none when missing), or
+    those an environment of its own installs it with (OWN_ENVIRONMENT)."""
+    return _module_distributions().get(module) or OWN_ENVIRONMENT.get(module, frozenset())
 
 
 def declared(setup_py: Path) -> dict[str, set[str]]:
@@ -141,12 +154,13 @@ def declared(setup_py: Path) -> dict[str, set[str]]:
     for node in ast.walk(ast.parse(setup_py.read_text())):
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
             name = node.targets[0].id.lower()
-            if name in ("master", "worker", "dev", "tensorflow", "spark", "cloud"):
+            if name in ("master", "worker", "dev", "tensorflow", "spark", "flink", "cloud"):
                 lists[name] = names(node.value)
         if isinstance(node, ast.keyword) and node.arg == "install_requires":
             lists["base"] = names(node.value)
     lists.setdefault("tensorflow", set())  # an optional extra: a setup.py may have none
     lists.setdefault("spark", set())
+    lists.setdefault("flink", set())
     lists.setdefault("cloud", set())
     assert set(lists) == set(USERS), f"setup.py: found {sorted(lists)}, expected {sorted(USERS)}"
     return lists
@@ -187,6 +201,8 @@ def third_party_uses(root: Path, client: set[str]) -> list[Use]:
                 side = "tensorflow"
             if side is None and dotted.startswith(SPARK_PACKAGE):
                 side = "spark"
+            if side is None and dotted.startswith(FLINK_PACKAGE):
+                side = "flink"
             if side is None and dotted.startswith(CLOUD_PACKAGE):
                 side = "cloud"
             side = side or ("client" if dotted in client else "worker")
@@ -273,11 +289,19 @@ def test_every_declared_distribution_is_used():
     assert not problems, "declared, not used:\n" + "\n".join(problems)
 
 
+def _pins(name: str) -> set[str]:
+    return {
+        canonical(p) for p in re.findall(r"^([A-Za-z0-9._-]+)==", (ROOT / name).read_text(), re.M)
+    }
+
+
 def test_every_declared_distribution_is_pinned():
     lists = declared(ROOT / "setup.py")
-    pins = re.findall(r"^([A-Za-z0-9._-]+)==", (ROOT / "constraints.txt").read_text(), re.M)
-    missing = set().union(*lists.values()) - {canonical(p) for p in pins}
+    flink = lists.pop("flink")  # pinned for its own environment (module docstring)
+    missing = set().union(*lists.values()) - _pins("constraints.txt")
     assert not missing, f"not pinned in constraints.txt: {sorted(missing)}"
+    missing = flink - _pins("constraints-flink.txt")
+    assert not missing, f"not pinned in constraints-flink.txt: {sorted(missing)}"
 
 
 # --------------------------------------------------------------------------- the checks

@@ -4,8 +4,8 @@
 - `shared/` and `client/` never reach torch or TensorFlow (the master image and the client
   install without them);
 - the rank body every implementation runs (`training/rank_body.py`) and the record it builds
-  (`training/run_record.py`) never reach torch, TensorFlow or pyspark: the TensorFlow and
-  Spark processes run them;
+  (`training/run_record.py`) never reach torch, TensorFlow, pyspark or pyflink: the
+  TensorFlow, Spark and Flink processes run them;
 - the evaluator (`shared/evaluation/`) reaches only the standard library, numpy,
   onnxruntime, Pillow (task 1b's JPEG files), scipy (ImageNet's meta.mat) and the rest of
   `shared/`: no implementation, trainer, model or framework can touch a grade (this check
@@ -104,7 +104,7 @@ def test_the_master_imports_only_shared(graph):
     assert not problems, "the master imports worker internals:\n" + "\n".join(problems)
 
 
-@pytest.mark.parametrize("framework", ["torch", "tensorflow", "pyspark"])
+@pytest.mark.parametrize("framework", ["torch", "tensorflow", "pyspark", "pyflink"])
 def test_shared_and_client_never_import_a_framework(graph, framework):
     rooms = ["mlbench_worker.shared", "mlbench_worker.client", "mlbench_worker.api"]
     chains = forbidden_chains(graph, rooms, framework)
@@ -114,7 +114,7 @@ def test_shared_and_client_never_import_a_framework(graph, framework):
 RANK_BODY = ["mlbench_worker.training.rank_body", "mlbench_worker.training.run_record"]
 
 
-@pytest.mark.parametrize("framework", ["torch", "tensorflow", "pyspark"])
+@pytest.mark.parametrize("framework", ["torch", "tensorflow", "pyspark", "pyflink"])
 def test_the_rank_body_never_imports_a_framework(graph, framework):
     chains = forbidden_chains(graph, RANK_BODY, framework)
     assert not chains, f"the rank body reaches {framework}:\n" + "\n".join(chains)

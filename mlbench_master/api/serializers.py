@@ -221,8 +221,9 @@ class RunCreateSerializer(serializers.Serializer):
         allow_blank=True,  # blank is left out, as a form sends it
         help_text="which code trains: reference (our loop, default), torch-ddp (PyTorch "
         "DistributedDataParallel), tensorflow (Keras, MultiWorkerMirroredStrategy), spark (task "
-        "2 on a Spark standalone cluster: SGD, or MLlib's L-BFGS as algorithm lbfgs); those "
-        "the task has",
+        "2 on a Spark standalone cluster: SGD, or MLlib's L-BFGS as algorithm lbfgs), flink "
+        "(task 2 on a Flink standalone cluster: SGD in a PyFlink streaming job); those the task "
+        "has",
     )
     lr_schedule = serializers.CharField(
         max_length=100,

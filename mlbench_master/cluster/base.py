@@ -243,15 +243,38 @@ class ClusterDriver(ABC):
         page. [] when nothing does (the default)."""
         return []
 
-    def has_module(self, module: str) -> bool | None:
-        """Whether the workers' Python can import `module` (an implementation's framework,
-        e.g. tensorflow), so the API can refuse a run its workers cannot start; None when
-        this driver cannot tell from the master, and the worker then says so itself."""
+    def python_for(self, implementation: str) -> str:
+        """The ranks' Python for a run of `implementation`: the one the setting its catalogue
+        entry names (`python_setting`: an environment of its own, Flink's) where that is
+        set, else the driver's `python`. Every launch and every probe asks here."""
+        from mlbench_worker.shared import implementation_catalogue
+
+        impl = implementation_catalogue.get(implementation or "")
+        if impl is not None and impl.python_setting:
+            from mlbench_master.cluster.environment import setting
+
+            chosen = setting(impl.python_setting)
+            if chosen:
+                return chosen
+        return self.python
+
+    def has_requirement(self, requirement: str, implementation: str) -> bool | None:
+        """has_module for a requirement of `implementation`, asked of its ranks' Python."""
+        python = self.python_for(implementation)
+        if python == self.python:
+            return self.has_module(requirement)
+        return self.has_module(requirement, python)
+
+    def has_module(self, module: str, python: str | None = None) -> bool | None:
+        """Whether the workers' Python (`python`, else the driver's) can import `module` (an
+        implementation's framework, e.g. tensorflow), so the API can refuse a run its
+        workers cannot start; None when this driver cannot tell from the master, and the
+        worker then says so itself."""
         return None
 
-    def modules_checked_with(self) -> str:
+    def modules_checked_with(self, python: str | None = None) -> str:
         """Which Python has_module asked, as a refusal names it."""
-        return self.python
+        return python or self.python
 
     def release_leftovers(self, active_run_ids: set[str]) -> list[str]:
         """Remove what the driver set up for runs that are no longer active (a crash left it

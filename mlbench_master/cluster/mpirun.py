@@ -252,12 +252,13 @@ def mpirun_argv(
 
 def driver_argv(driver: ClusterDriver, run: RunSpec, hosts: list[str] | None) -> list[str]:
     """The mpirun command for `run` on the `hosts` that `driver.prepare` returned, with that
-    driver's mpirun, Python, launch agent and options (what the job launches)."""
+    driver's mpirun, the Python of the run's implementation (`python_for`), its launch
+    agent and options (what the job launches)."""
     return mpirun_argv(
         run,
         hosts,
         mpirun=driver.mpirun,
-        python=driver.python,
+        python=driver.python_for(run.implementation),
         agent=driver.launch_agent,
         extra=driver.mpirun_options,
     )

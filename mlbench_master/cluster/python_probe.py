@@ -30,7 +30,9 @@ PROBE = (
 def python_has_module(python: str, module: str) -> bool | None:
     """True or False; None when `python` cannot be run from here to ask. `module` may be
     "program:NAME": then whether NAME is on the PATH."""
-    if os.path.realpath(python) == os.path.realpath(sys.executable):
+    # abspath, not realpath: two virtualenvs' pythons link to one interpreter, but each
+    # imports from its own environment (the flink implementation's has pyflink).
+    if os.path.abspath(python) == os.path.abspath(sys.executable):
         if module.startswith(PROGRAM):
             return shutil.which(module.removeprefix(PROGRAM)) is not None
         return importlib.util.find_spec(module) is not None

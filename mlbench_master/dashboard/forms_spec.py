@@ -324,7 +324,8 @@ def run_form_spec() -> dict[str, Any]:
             "select",
             default["backend"],
             "mpi (mpi4py), gloo, or nccl (GPUs). The reference implementation runs on each, "
-            "torch-ddp on gloo or nccl; tensorflow and spark use their own exchange (no backend).",
+            "torch-ddp on gloo or nccl; tensorflow, spark and flink use their own exchange "
+            "(no backend).",
             choices=_choices(Run.BACKENDS),
             group="benchmark",
         ),

@@ -68,6 +68,6 @@ def cluster_limits(run: Filled) -> ClusterLimits:
     impl = implementation_catalogue.get(run.fields["implementation"])  # "": trains none of ours
     if impl is not None and run.info is not None and impl.name in run.info.implementations:
         for requirement in impl.requirements():
-            if driver.has_module(requirement) is False:
-                missing[requirement] = driver.modules_checked_with()
+            if driver.has_requirement(requirement, impl.name) is False:
+                missing[requirement] = driver.modules_checked_with(driver.python_for(impl.name))
     return ClusterLimits(workers=refused_workers, cpus=refused_cpus, modules=missing)

@@ -150,7 +150,7 @@ def catalogue_served(offered: list[str], default_backend: str) -> dict[str, Any]
 def _available(driver: Any, impl: implementation_catalogue.Implementation) -> bool | None:
     """Whether the workers have all `impl` requires: False if they lack any, None if the
     driver cannot tell."""
-    answers = [driver.has_module(r) for r in impl.requirements()]
+    answers = [driver.has_requirement(r, impl.name) for r in impl.requirements()]
     if False in answers:
         return False
     return None if None in answers else True
@@ -162,6 +162,8 @@ DISTRIBUTIONS = {
     "pytorch": ("torch",),
     "tensorflow": ("tensorflow", "tensorflow-cpu"),
     "spark": ("pyspark",),
+    # flink: none. Its ranks run a Python of their own (MLBENCH_FLINK_PYTHON), never the
+    # master's, so its version is always the workers' to report.
 }
 
 

@@ -227,7 +227,7 @@ class ApiClient(AlgorithmCalls, studies_api.StudyCalls):
         `algorithm_source`: an uploaded file's SHA-256 (`upload_algorithm`); its NAME is the
         algorithm.
 
-        `implementation` (reference, torch-ddp, tensorflow, spark): which code trains it; the
+        `implementation` (reference, torch-ddp, tensorflow, spark, flink): which code trains it; the
         original client's DDP and TensorFlow image names choose theirs by themselves.
         `seed` (default 42) is what every rank seeds from: the same seed gives the same
         curve. `queue`: while another run is active, wait in the master's queue (the run

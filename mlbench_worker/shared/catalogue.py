@@ -158,10 +158,10 @@ LOGREG_EPSILON = TaskInfo(
     throughput_metric="samples_per_sec",
     gpu_supported=True,
     description="Task 2: L2-regularised logistic regression on epsilon, synchronous SGD",
-    # spark: the same SGD on Spark's primitives, and MLlib's L-BFGS (its algorithm only).
+    # spark: the same SGD on Spark's primitives and MLlib's L-BFGS (its own); flink: the SGD.
     algorithms=GENERAL_ALGORITHMS
     + tuple(name for name, a in ALGORITHMS.items() if "spark" in a.implementations),
-    implementations=("reference", "spark"),
+    implementations=("reference", "spark", "flink"),
 )
 
 # Task 1b. ResNet-50's standard is MLPerf Training's quality target for ResNet-50 v1.5; the

@@ -18,7 +18,12 @@ goal tracking, so that between them only the framework differs:
 - `spark`: task 2 on a Spark standalone cluster the ranks bring up themselves
   (mlbench_worker/implementations/spark/): the reference's mini-batch SGD written on Spark's
   broadcast and tree aggregate, or MLlib's L-BFGS (algorithm `lbfgs`, Spark's only); an
-  optional extra (`pip install 'mlbench[spark]'`) that also needs Java on the workers.
+  optional extra (`pip install 'mlbench[spark]'`) that also needs Java on the workers;
+- `flink`: task 2 on a Flink standalone cluster the ranks bring up themselves
+  (mlbench_worker/implementations/flink/): the same mini-batch SGD in one streaming job
+  whose gradients Flink's keyed stream combines; an optional extra (`mlbench[flink]`) in a
+  Python environment of its own (PyFlink's pins cannot share the workers' numpy and
+  protobuf), named by the setting `python_setting` names, plus Java on the workers.
 """
 
 from __future__ import annotations
@@ -50,6 +55,9 @@ class Implementation:
     # How it exchanges when not through a PyTorch backend, in words ("" for PyTorch's).
     own_exchange: str = ""
     gpu: bool = True  # can train on GPUs
+    # The setting naming the Python its ranks run, where that is not the workers' own (an
+    # environment of its own: Flink's); "" or the setting unset: the driver's Python.
+    python_setting: str = ""
 
     def admits(self, algorithm: str) -> bool:
         """Whether it runs `algorithm`: in its own list (empty: every one), and the
@@ -135,6 +143,22 @@ IMPLEMENTATIONS: dict[str, Implementation] = {
             programs=(("java", "default-jre-headless"),),
             own_exchange="Spark's broadcast and tree aggregate over its own connections",
             gpu=False,
+        ),
+        Implementation(
+            "flink",
+            "Apache Flink (standalone cluster, PyFlink DataStream)",
+            "flink",
+            "task 2 on a Flink standalone cluster over the run's ranks: the same mini-batch "
+            "SGD in one streaming job, the model broadcast to a subtask per rank and their "
+            "gradients combined by a keyed stream (allreduce)",
+            "pyflink",
+            extra="flink",
+            algorithms=("allreduce",),
+            checkpoints=False,
+            programs=(("java", "default-jre-headless"),),
+            own_exchange="Flink's broadcast and keyed streams over its own network stack",
+            gpu=False,
+            python_setting="MLBENCH_FLINK_PYTHON",
         ),
     )
 }

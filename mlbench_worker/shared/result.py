@@ -149,7 +149,12 @@ TRAINING_FIELDS: tuple[Field, ...] = (
         "an uploaded algorithm's SHA-256 (the run's algorithm_source): the code it ran",
         required=False,
     ),  # fmt: skip
-    _f("implementation", "text", "", "which code trained: reference, torch-ddp, tensorflow, spark"),
+    _f(
+        "implementation",
+        "text",
+        "",
+        "which code trained: reference, torch-ddp, tensorflow, spark, flink",
+    ),
     _f(
         "comm_bytes_per_step",
         "number",
@@ -178,7 +183,7 @@ TRAINING_FIELDS: tuple[Field, ...] = (
         "versions",
         "object",
         "",
-        "python, the framework's (torch; tensorflow and keras; pyspark, spark and java), mpi and mlbench",
+        "python, the framework's (torch; tensorflow and keras; pyspark, spark and java; pyflink and java), mpi and mlbench",
     ),  # fmt: skip
     _f(
         "hardware",
@@ -198,7 +203,7 @@ TRAINING_FIELDS: tuple[Field, ...] = (
         "implementation_note",
         "text",
         "",
-        "what an implementation other than the reference does differently (tensorflow, spark)",
+        "what an implementation other than the reference does differently (tensorflow, spark, flink)",
         required=False,
     ),  # fmt: skip
     _f(

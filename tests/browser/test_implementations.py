@@ -27,7 +27,7 @@ def test_the_form_offers_the_tasks_implementations_and_starts_a_torch_ddp_run(pa
     assert option("tensorflow").is_disabled()
     assert "pip install 'mlbench[tensorflow]'" in option("tensorflow").inner_text()
 
-    # Task 2 is trained by the reference loop and Spark; ResNet-20 again offers DDP.
+    # Task 2 is trained by the reference loop, Spark and Flink; ResNet-20 again offers DDP.
     task = page.get_by_label("Benchmark task")
     task.select_option("logreg-epsilon")
     assert option("torch-ddp").is_disabled() and select.input_value() == "reference"
@@ -38,6 +38,13 @@ def test_the_form_offers_the_tasks_implementations_and_starts_a_torch_ddp_run(pa
     select.select_option("spark")
     assert not algorithm.locator("option[value='lbfgs']").is_disabled()
     assert algorithm.locator("option[value='powersgd']").is_disabled()
+    assert page.get_by_label("Communication backend").is_disabled()
+    # Flink runs the reference's SGD only: no L-BFGS, no PowerSGD, its own exchange.
+    assert option("flink").inner_text().startswith("Apache Flink")
+    select.select_option("flink")
+    assert algorithm.locator("option[value='lbfgs']").is_disabled()
+    assert algorithm.locator("option[value='powersgd']").is_disabled()
+    assert not algorithm.locator("option[value='allreduce']").is_disabled()
     assert page.get_by_label("Communication backend").is_disabled()
     select.select_option("reference")
     task.select_option("resnet20-cifar10")

@@ -54,6 +54,33 @@ SPARK_JVM_ENV = {
     f"--conf 'spark.executor.extraJavaOptions={FAST_JVM}' pyspark-shell",
 }
 
+# The same options for every JVM of a short Flink run: its cluster's JobManager and
+# TaskManagers and the client's gateway read them from the configuration the ranks write
+# (implementations/flink/flink_cluster.py, MLBENCH_FLINK_JAVA_OPTS).
+FLINK_JVM_ENV = {"MLBENCH_FLINK_JAVA_OPTS": FAST_JVM}
+# The flink implementation's own Python (make test-deps: .venv-flink), as the master names it.
+FLINK_PYTHON = os.environ.get("MLBENCH_FLINK_PYTHON") or str(
+    REPO / ".venv-flink" / "bin" / "python"
+)
+
+
+def have_flink() -> bool:
+    """Whether the flink implementation's Python has pyflink, and Java is here."""
+    import shutil
+
+    if not os.path.exists(FLINK_PYTHON) or shutil.which("java") is None:
+        return False
+    probe = subprocess.run(
+        [
+            FLINK_PYTHON,
+            "-c",
+            "import importlib.util, sys; sys.exit(importlib.util.find_spec('pyflink') is None)",
+        ],
+        capture_output=True,
+        timeout=60,
+    )
+    return probe.returncode == 0
+
 
 def worker_env(**extra: str) -> dict:
     env = dict(os.environ)
@@ -69,14 +96,15 @@ def worker_env(**extra: str) -> dict:
 
 
 def mpirun(
-    n: int, args: list[str], timeout: float = 240, **env: str
+    n: int, args: list[str], timeout: float = 240, python: str = sys.executable, **env: str
 ) -> subprocess.CompletedProcess:
-    """Run `python ARGS` on n ranks with real mpirun (oversubscribed, unbound, 1 thread each).
+    """Run `python ARGS` on n ranks with real mpirun (oversubscribed, unbound, 1 thread each);
+    `python`: the ranks' interpreter (this one unless an implementation has its own).
 
     The prefix is the product's (`launcher_argv`), untagged (the tests read the ranks' lines
     as printed) and without -x (local ranks get mpirun's environment, `worker_env`)."""
     launcher = launcher_argv(n, mpirun=MPIRUN, tag_output=False, forward=())
-    cmd = [*launcher, sys.executable, *args]
+    cmd = [*launcher, python, *args]
     for _ in range(2):
         done = subprocess.run(
             cmd,
@@ -101,10 +129,12 @@ def mpi_result(proc: subprocess.CompletedProcess) -> dict:
     return json.loads(line[len("RESULT ") :])
 
 
-def run_worker(args: list[str], timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
+def run_worker(
+    args: list[str], timeout: float = 120, python: str = sys.executable, **env: str
+) -> subprocess.CompletedProcess:
     """`python -m mlbench_worker ARGS` as one process, without mpirun."""
     return subprocess.run(
-        [sys.executable, "-m", "mlbench_worker", *args],
+        [python, "-m", "mlbench_worker", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

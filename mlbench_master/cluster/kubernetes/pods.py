@@ -237,7 +237,7 @@ class WorkerPods:
 
     # -- what the worker image has ----------------------------------------------------------
 
-    def has_module(self, module: str) -> bool | None:
+    def has_module(self, module: str, python: str | None = None) -> bool | None:
         """Asked in a running worker pod of the chart's image (the image, not the master,
         decides what a run can import), with the probe the other drivers run; None while
         no such pod runs or the probe cannot answer (the worker then says it itself)."""
@@ -253,11 +253,12 @@ class WorkerPods:
         for pod in pods:
             if not _running(pod) or images.pod_image(pod) != chart_image:
                 continue
-            key = (_image_digest(pod) or chart_image, module)
+            python = python or self.python
+            key = (_image_digest(pod) or chart_image, f"{python} {module}")
             if key not in _MODULE_ANSWERS:
                 if time.monotonic() - _UNANSWERED.get(key, -UNANSWERED_FOR) < UNANSWERED_FOR:
                     return None
-                found = self._probe(pod.metadata.name, module)
+                found = self._probe(pod.metadata.name, module, python)
                 if found is None:
                     _UNANSWERED[key] = time.monotonic()
                     return None
@@ -265,8 +266,8 @@ class WorkerPods:
             return _MODULE_ANSWERS[key]
         return None
 
-    def _probe(self, pod: str, module: str) -> bool | None:
-        command = [self.python, "-c", python_probe.PROBE, module]
+    def _probe(self, pod: str, module: str, python: str) -> bool | None:
+        command = [python, "-c", python_probe.PROBE, module]
         try:
             code, _ = self.run_in_pod(pod, command, timeout=PROBE_TIMEOUT)
         except Exception as error:  # noqa: BLE001 - a probe that fails cannot tell
@@ -274,9 +275,9 @@ class WorkerPods:
             return None
         return python_probe.answer(code)
 
-    def modules_checked_with(self) -> str:
+    def modules_checked_with(self, python: str | None = None) -> str:
         """The worker image has_module asked last, for a refusal to name."""
-        return f"{self.python} of the worker image {self._probed_image}".strip()
+        return f"{python or self.python} of the worker image {self._probed_image}".strip()
 
 
 def _running(pod: Any) -> bool:

@@ -148,8 +148,8 @@ class LocalCluster(ClusterDriver):
     def python(self) -> str:
         return sys.executable
 
-    def has_module(self, module: str) -> bool | None:
-        return python_has_module(self.python, module)
+    def has_module(self, module: str, python: str | None = None) -> bool | None:
+        return python_has_module(python or self.python, module)
 
     def check_workers(self, num_workers: int) -> None:
         if num_workers > self.slots:

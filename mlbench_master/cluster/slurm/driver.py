@@ -70,11 +70,12 @@ class SlurmCluster(ClusterDriver):
     def python(self) -> str:
         return self.config.python
 
-    def has_module(self, module: str) -> bool | None:
+    def has_module(self, module: str, python: str | None = None) -> bool | None:
         # Only a Python the master can run itself (a shared filesystem) can be asked.
-        if not Path(self.python).exists():
+        python = python or self.python
+        if not Path(python).exists():
             return None
-        return python_has_module(self.python, module)
+        return python_has_module(python, module)
 
     # -- the partition
     def _partition(self) -> tuple[str, list[commands.NodeInfo]]:
@@ -170,7 +171,7 @@ class SlurmCluster(ClusterDriver):
                 run,
                 srun=config.program("srun"),
                 mpi=config.srun_mpi,
-                python=self.python,
+                python=self.python_for(run.implementation),
                 cpus_per_task=batch.cpus_per_task(run),
                 mpirun_options=config.mpirun_options,
             )

@@ -174,7 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="which code trains: reference (our loop, default), torch-ddp (PyTorch "
         "DistributedDataParallel), tensorflow (Keras; needs the workers to have "
         "pip install 'mlbench[tensorflow]'), spark (task 2 on Spark; needs "
-        "pip install 'mlbench[spark]' and Java); those the task has",
+        "pip install 'mlbench[spark]' and Java), flink (task 2 on Flink; needs "
+        "'mlbench[flink]' in a Python of its own and Java); those the task has",
     )
     run.add_argument(
         "--lr-schedule",

@@ -266,8 +266,8 @@ def algorithm_text(run: dict[str, Any]) -> str:
 
 
 def implementation_of(run: dict[str, Any]) -> str:
-    """A run's implementation (reference, torch-ddp, tensorflow, spark): "reference" for a run
-    stored before there were implementations (no field; the migration gave those
+    """A run's implementation (reference, torch-ddp, tensorflow, spark, flink): "reference"
+    for a run stored before there were implementations (no field; the migration gave those
     "reference" too), "" for one that has none (a measurement, a custom command). The
     dashboard reads it the same way (comparable.js `implementationOf`)."""
     name = run.get("implementation")
@@ -276,8 +276,12 @@ def implementation_of(run: dict[str, Any]) -> str:
 
 # How a framework is named for people, and the key of the worker summary's `versions`
 # that holds its version.
-_FRAMEWORK_TITLES = {"pytorch": "PyTorch", "tensorflow": "TensorFlow", "spark": "Spark"}
-_VERSION_KEYS = {"pytorch": "torch", "tensorflow": "tensorflow", "spark": "pyspark"}
+_FRAMEWORK_TITLES = {
+    "pytorch": "PyTorch", "tensorflow": "TensorFlow", "spark": "Spark", "flink": "Flink",
+}  # fmt: skip
+_VERSION_KEYS = {
+    "pytorch": "torch", "tensorflow": "tensorflow", "spark": "pyspark", "flink": "pyflink",
+}  # fmt: skip
 
 
 def framework_text(run: dict[str, Any]) -> str:
