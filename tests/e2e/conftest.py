@@ -3,16 +3,16 @@
 import pytest
 
 from tests.e2e.live import start_master
-from tests.worker.helpers import SPARK_JVM_ENV
+from tests.worker.helpers import FLINK_JVM_ENV, FLINK_PYTHON, SPARK_JVM_ENV
 
 
 @pytest.fixture(scope="session")
 def master(postgres_url, tmp_path_factory):
-    # Its runs' ranks inherit its environment: the Spark runs' JVMs get the short runs'
-    # options (C1 only, the serial collector; tests/worker/helpers.py). Other runs ignore them.
-    live = start_master(
-        postgres_url, tmp_path_factory.mktemp("mlbench-home"), env_extra=SPARK_JVM_ENV
-    )
+    # Its runs' ranks inherit its environment: the Spark and Flink runs' JVMs get the short
+    # runs' options (C1 only, the serial collector; tests/worker/helpers.py). Other runs
+    # ignore them. Flink runs start their ranks with Flink's own Python (.venv-flink).
+    extra = {**SPARK_JVM_ENV, **FLINK_JVM_ENV, "MLBENCH_FLINK_PYTHON": FLINK_PYTHON}
+    live = start_master(postgres_url, tmp_path_factory.mktemp("mlbench-home"), env_extra=extra)
     yield live
     live.down()
 

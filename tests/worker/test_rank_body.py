@@ -5,11 +5,11 @@
   others' silent), the prediction sink opened for the trainer, the record built by
   run_record and reported by rank 0 with its table, the model exported after it, the
   reporter closed also when training fails.
-- The four implementations supply that interface: the reference loop and torch-ddp
-  (training/run.py's ReferenceRank), TensorFlow (TensorFlowRank), Spark (SparkDriver); that
-  each real run goes through the body once per rank (once on the Spark driver) is checked
-  by the runs of tests/worker/test_ddp.py, test_tensorflow_run.py and test_spark_run.py
-  (helpers.RANK_BODY_SPY).
+- The five implementations supply that interface: the reference loop and torch-ddp
+  (training/run.py's ReferenceRank), TensorFlow (TensorFlowRank), Spark (SparkDriver), Flink
+  (FlinkDriver); that each real run goes through the body once per rank (once on the Spark
+  driver, once on Flink's client) is checked by the runs of tests/worker/test_ddp.py,
+  test_tensorflow_run.py, test_spark_run.py and test_flink_run.py (helpers.RANK_BODY_SPY).
 - The body and the record stay torch-free (tests/test_worker_rooms.py: the TensorFlow and
   Spark processes run them).
 """
@@ -34,6 +34,8 @@ IMPLEMENTATIONS = {
     "mlbench_worker.training.run:ReferenceRank": ("reference", "torch-ddp"),
     "mlbench_worker.implementations.tensorflow.session:TensorFlowRank": ("tensorflow",),
     "mlbench_worker.implementations.spark.session:SparkDriver": ("spark",),
+    # Importable without pyflink (which lives in .venv-flink): it is imported when a job starts.
+    "mlbench_worker.implementations.flink.flink_session:FlinkDriver": ("flink",),
 }
 MEMBERS = ("build", "before_training", "headline", "facts", "footer", "export")
 

@@ -33,7 +33,6 @@ import numpy as np
 
 from mlbench_worker.data import DataUnavailable, synthetic_banner
 from mlbench_worker.implementations.flink import flink_cluster
-from mlbench_worker.implementations.flink.flink_job import Subtask
 from mlbench_worker.implementations.flink.flink_train import FlinkTrainer, TrainingJob
 from mlbench_worker.implementations.spark import blocks
 from mlbench_worker.tasks import get_task
@@ -217,6 +216,8 @@ class FlinkDriver:
 
     def build(self, say: Say, open_reporter: Callable[[], Reporter]) -> Setup:
         config, task, data, world = self.config, self.task, self.data, self.world
+        from mlbench_worker.implementations.flink.flink_job import Subtask  # imports pyflink
+
         os.environ.update(self.cluster.environment())  # the client's JVM reads the same
         t0 = time.perf_counter()
         subtask = Subtask(

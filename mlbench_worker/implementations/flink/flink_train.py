@@ -40,7 +40,6 @@ from typing import Any
 
 import numpy as np
 
-from mlbench_worker.implementations.flink.flink_job import Combine, Subtask, command
 from mlbench_worker.implementations.spark import blocks
 from mlbench_worker.shared.evaluation.predictions import LABEL
 from mlbench_worker.tasks.epsilon.schedule import PlateauSchedule
@@ -70,12 +69,15 @@ class TrainingJob:
     """The run's streaming job on the cluster (module docstring): `ask` sends a command
     and returns the combined answer."""
 
-    def __init__(self, rest: tuple[str, int], host: str, world: int, subtask: Subtask,
+    def __init__(self, rest: tuple[str, int], host: str, world: int, subtask: Any,
                  settings: dict[str, str], name: str) -> None:  # fmt: skip
+        """Submit the job (its `subtask`: a flink_job.Subtask) and wait for its source."""
         from pyflink.common import Types
         from pyflink.datastream import StreamExecutionEnvironment
         from pyflink.datastream.functions import SourceFunction
         from pyflink.java_gateway import get_gateway
+
+        from mlbench_worker.implementations.flink.flink_job import Combine
 
         gateway = get_gateway()
         conf = gateway.jvm.org.apache.flink.configuration.Configuration()
@@ -108,6 +110,8 @@ class TrainingJob:
 
     def ask(self, header: dict, theta: np.ndarray) -> Any:
         """Send one command; the combined answer (flink_job.Combine)."""
+        from mlbench_worker.implementations.flink.flink_job import command
+
         ident = next(self.ids)
         self.connection.sendall(command({**header, "id": ident}, theta).encode())
         try:
