@@ -2,7 +2,7 @@
 # Installs the system programs the test suite starts for itself: PostgreSQL server binaries
 # (a throwaway cluster per test session), Chromium (dashboard tests) and Slurm with munge
 # (tests/slurm starts a real two-node Slurm: scripts/slurm/local-cluster.sh), with PMIx for
-# srun --mpi=pmix, and Java (default-jre-headless) for Spark. Redis and MPI come from the
+# srun --mpi=pmix, and Java (default-jre-headless) for Spark and Flink. Redis and MPI come from the
 # virtualenv. Only what is missing is
 # installed, so a second run takes no time.
 set -euo pipefail
@@ -26,7 +26,8 @@ compgen -G "/usr/lib/*/pmix2/lib/libpmix.so" >/dev/null || need+=(libpmix-dev)
 command -v dockerd >/dev/null || [ -x /usr/sbin/dockerd ] || need+=(docker.io)
 command -v debootstrap >/dev/null || [ -x /usr/sbin/debootstrap ] || need+=(debootstrap)
 command -v openssl >/dev/null || need+=(openssl)
-# Java for the spark implementation's JVMs (pyspark itself comes from `make test-deps`).
+# Java for the spark and flink implementations' JVMs (pyspark and .venv-flink's PyFlink
+# come from `make test-deps`).
 command -v java >/dev/null || need+=(default-jre-headless)
 
 if [ ${#need[@]} -gt 0 ]; then

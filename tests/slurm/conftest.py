@@ -36,7 +36,7 @@ from tests.slurm.live import (
     start_slurm_master,
     wait_until,
 )
-from tests.worker.helpers import SPARK_JVM_ENV
+from tests.worker.helpers import FLINK_JVM_ENV, FLINK_PYTHON, SPARK_JVM_ENV
 
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scancel")
 
@@ -104,13 +104,15 @@ def _lives(proc: psutil.Process) -> bool:
 
 @pytest.fixture(scope="session")
 def slurm_master(slurm_cluster, postgres_url, tmp_path_factory):
-    # Its jobs get its environment (sbatch --export=ALL): the Spark run's JVMs get the short
-    # runs' options (C1 only, the serial collector; tests/worker/helpers.py).
+    # Its jobs get its environment (sbatch --export=ALL): the Spark and Flink runs' JVMs get
+    # the short runs' options (C1 only, the serial collector; tests/worker/helpers.py), and
+    # Flink runs their ranks' own Python (.venv-flink).
     live = start_slurm_master(
         postgres_url,
         tmp_path_factory.mktemp("slurm-home"),
-        {**slurm_env(slurm_cluster), **SPARK_JVM_ENV},
-    )
+        {**slurm_env(slurm_cluster), **SPARK_JVM_ENV, **FLINK_JVM_ENV,
+         "MLBENCH_FLINK_PYTHON": FLINK_PYTHON},
+    )  # fmt: skip
     yield live
     live.down()
 

@@ -211,3 +211,35 @@ def test_a_spark_run_finishes_on_two_nodes_and_leaves_no_jvm(master, slurm_clust
     assert done["manifest"]["framework"]["name"] == "spark"
     assert done["manifest"]["framework"]["version"] == summary["versions"]["pyspark"]
     assert not job_processes(job_id)
+
+
+@pytest.mark.timeout(900)
+def test_a_flink_run_finishes_on_two_nodes_graded_and_leaves_nothing(master, slurm_cluster):
+    """Flink inside the ranks Slurm starts, in Flink's own Python (MLBENCH_FLINK_PYTHON): the
+    two nodes' ranks bring up the JobManager and the TaskManagers and rank 0 runs the job;
+    the run reaches the light target on 4,000 generated rows, the master's evaluator grades
+    its predictions as reported, the framework's version comes from the workers, and the
+    job leaves no process (JVMs and Python workers included) on the nodes."""
+    import os
+
+    from tests.worker.helpers import FLINK_PYTHON, have_flink
+
+    if not have_flink() and not os.environ.get("CI"):
+        pytest.skip(f"no pyflink in {FLINK_PYTHON} or no java: make test-deps")
+    run = master.create_run(
+        name="slurm-flink", task="logreg-epsilon", implementation="flink", time_budget=60,
+        target="light", train_examples=4000, test_examples=1000,
+    )  # fmt: skip
+    job_id = job_of(master, run["id"])
+    done = master.wait_state(run["id"], END, timeout=600)
+    assert done["state"] == "FINISHED", (done["reason"], master.log_text(run["id"])[-3000:])
+    summary = done["summary"]
+    assert summary["implementation"] == "flink" and summary["num_workers"] == 2
+    assert summary["reached"] and summary["versions"]["flink"].startswith("2.")
+    assert done["manifest"]["framework"] == {
+        "name": "flink", "version": summary["versions"]["pyflink"],
+        "version_from": "worker summary",
+    }  # fmt: skip
+    graded = done["evaluation"]
+    assert graded["status"] == "evaluated" and graded["mismatches"] == [], graded
+    assert not job_processes(job_id)
