@@ -6,9 +6,11 @@
 #
 # pip is not quiet: its notes on indexes it could not reach (refused certificates,
 # connection errors) are what scripts/images/build.py reads to say what to fix.
-# usage: install-python.sh VENV master|worker|torch [cpu|cuda]   (run in the source directory)
+# usage: install-python.sh VENV master|worker|torch|flink [cpu|cuda]   (run in the source directory)
 #   torch: only torch (Dockerfile.worker installs it in a layer of its own, before the
 #   sources are copied, so a changed source file does not download torch again)
+#   flink: the flink implementation's environment of its own (the `flink` extra pinned by
+#   constraints-flink.txt: its pins are not constraints.txt's; no torch)
 set -eu
 
 venv="$1"
@@ -50,8 +52,11 @@ worker)
     install_torch
     $pip install --progress-bar off -c constraints.txt '.[worker]'
     ;;
+flink)
+    $pip install --progress-bar off -c constraints-flink.txt '.[flink]'
+    ;;
 *)
-    echo "component must be master, worker or torch, not $component" >&2
+    echo "component must be master, worker, torch or flink, not $component" >&2
     exit 2
     ;;
 esac
