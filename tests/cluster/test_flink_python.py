@@ -112,3 +112,22 @@ def test_workers_with_the_flink_python_are_accepted(api, redis_settings, setting
     assert response.status_code == 201, response.json()
     served = api.get("/api/runs/defaults/").json()
     assert served["implementations"]["flink"]["available"] is True, served["implementations"]
+
+
+def test_rank_folders_left_by_killed_ranks_are_swept_and_live_ones_kept(tmp_path):
+    """A rank killed before its `stop` leaves its Flink folder (its JVMs died with it); the
+    next flink rank on the machine removes the folders whose process is gone."""
+    import os
+    import subprocess
+
+    from mlbench_worker.implementations.flink.flink_cluster import PREFIX, sweep_leftovers
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead = tmp_path / f"{PREFIX}7-1-{gone.pid}-abc_def1"
+    live = tmp_path / f"{PREFIX}7-0-{os.getpid()}-abc_def2"
+    other = tmp_path / "mlbench-spark-7-0-abc"
+    for folder in (dead, live, other):
+        (folder / "conf").mkdir(parents=True)
+    assert sweep_leftovers(tmp_path) == [dead]
+    assert not dead.exists() and live.exists() and other.exists()
