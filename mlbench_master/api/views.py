@@ -9,7 +9,7 @@ mlbench_master.runs.lifecycle. The errors those raise pass through: errors.py an
 from __future__ import annotations
 
 from django.conf import settings
-from django.http import HttpResponsePermanentRedirect, StreamingHttpResponse
+from django.http import HttpResponse, HttpResponsePermanentRedirect, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import Resolver404, resolve
 from drf_spectacular.types import OpenApiTypes
@@ -47,7 +47,7 @@ from mlbench_master.common.dates import iso
 from mlbench_master.runs import frozen, lifecycle, metrics_store
 from mlbench_master.runs.frozen import ended_past_grace
 from mlbench_master.runs.logs import STREAMS, read_logs
-from mlbench_master.runs.metric_reads import SeriesQuery, series
+from mlbench_master.runs.metric_reads import SeriesQuery, series, summarized_json
 from mlbench_master.runs.pods import refresh_if_stale
 
 
@@ -271,7 +271,9 @@ class MetricDetail(APIView):
             **_errors(400, 401, 403, 404),
         },
     )
-    def get(self, request: Request, pod_name_or_run_id: str) -> Response | StreamingHttpResponse:
+    def get(
+        self, request: Request, pod_name_or_run_id: str
+    ) -> Response | HttpResponse | StreamingHttpResponse:
         key = pod_name_or_run_id
         q = request.query_params
         owner = params.choice(q, "metric_type", ("pod", "run"), "pod")
@@ -292,6 +294,9 @@ class MetricDetail(APIView):
         details = _details(request)
         if fmt == "zip":  # its files carry the details anyway (unless summarized)
             return zip_response(query, run)
+        made = None if details else summarized_json(query)
+        if made is not None:  # a run's summary, rendered by PostgreSQL (metric_reads.py)
+            return HttpResponse(made, content_type="application/json")
         return Response(series(query, details=details).get(str(query.key), {}))
 
 

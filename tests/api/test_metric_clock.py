@@ -3,6 +3,7 @@
 its last point's, the point it is dated at (mlbench_master/runs/metric_reads.py)."""
 
 import datetime as dt
+import json
 
 import pytest
 
@@ -110,3 +111,31 @@ def test_a_buckets_clock_is_its_last_point_whatever_order_the_batches_came_in(ap
     assert [p["elapsed"] for p in per_second][10] == 777.0  # equal dates: the higher id
     assert [p["elapsed"] for p in per_second][19] == 888.0  # the replacing point
     assert [p["elapsed"] for p in per_second][39] == 500.0 + 119  # posted first, last anyway
+
+
+def test_the_summary_made_by_postgresql_equals_the_one_made_in_python(api, run):
+    """GET answers a run's summary with JSON that PostgreSQL builds (metric_reads.
+    summarized_json); it must say what `series` says for the same query, point for point:
+    long series as buckets, short ones whole, points without a clock without `elapsed`,
+    values that are whole numbers, the metric filter, and a run with nothing to show."""
+    from django.db import connection
+
+    from mlbench_master.runs.metric_reads import SeriesQuery, series, summarized_json
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the rollups exist on PostgreSQL only")
+    _store(run, "long", 400, step=0.37)
+    _store(run, "short", 6)
+    _store(run, "clockless", 30, meta=lambda i: {} if i % 3 else {"elapsed": i / 3})
+    for names in (None, ["short", "clockless"], ["nothing"]):
+        query = SeriesQuery("run", run.pk, names=names, summarize=12)
+        made = summarized_json(query)
+        assert made is not None
+        assert json.loads(made) == series(query).get(str(run.pk), {}), names
+    body = api.get(f"/api/metrics/{run.pk}/?metric_type=run&summarize=12").json()
+    assert len(body["long"]) <= 12 and len(body["short"]) == 6
+    whole = api.get(f"/api/metrics/{run.pk}/?metric_type=run&summarize=40").json()
+    assert [p.get("elapsed") for p in whole["clockless"]][:4] == [0.0, None, None, 1.0]
+    assert [p["value"] for p in whole["short"]] == [0, 1, 2, 3, 4, 5]
+    # Not the rollups' question: details, since, last_n are answered by `series`.
+    assert summarized_json(SeriesQuery("run", run.pk, summarize=12, last_n=3)) is None
