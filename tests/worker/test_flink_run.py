@@ -161,3 +161,50 @@ def test_options_java_and_pyflink_it_lacks_are_refused_before_any_jvm(tmp_path):
     assert done.returncode != 0
     assert "pyflink is not installed in this worker's Python" in done.stderr, done.stderr[-2000:]
     assert "MLBENCH_FLINK_PYTHON" in done.stderr
+
+
+def test_subtasks_make_epsilons_blocks_from_the_reference_cache(tmp_path):
+    """The real set's path (epsilon cannot be had here): a small set in epsilon's files,
+    cached by the reference's reader; each subtask's block (flink_job.ensure_block, run in
+    Flink's Python) holds exactly reference rank r's shard of the first `total` rows, in
+    the shard's order, and its test rows every K-th."""
+    import subprocess
+
+    import numpy as np
+
+    from mlbench_worker.tasks.epsilon import reader
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((9, 6)).astype(np.float32)
+    y = np.where(rng.random(9) < 0.5, -1, 1)
+    text = "".join(
+        f"{label} " + " ".join(f"{j + 1}:{v:.6f}" for j, v in enumerate(row)) + "\n"
+        for label, row in zip(y, x, strict=True)
+    )
+    (tmp_path / "epsilon_normalized").write_text(text)
+    (tmp_path / "epsilon_normalized.t").write_text(text)
+    reader.prepare(tmp_path, features=6, allow_download=False, say=lambda _line: None)
+    script = (
+        "import sys, json, numpy as np\n"
+        "from mlbench_worker.implementations.spark import blocks\n"
+        "from mlbench_worker.implementations.flink.flink_job import ensure_block\n"
+        "from mlbench_worker.tasks.epsilon import reader\n"
+        "from mlbench_worker.tasks.epsilon.shards import partition, test_indices\n"
+        "data, folder = sys.argv[1], sys.argv[2]\n"
+        "for split, total in (('train', 8), ('test', 9)):\n"
+        "    for rank in range(2):\n"
+        "        spec = blocks.BlockSpec(folder, split, rank, 2)\n"
+        "        ensure_block(spec, data, total, 7)\n"
+        "        bx, by, rows = blocks.load(spec)\n"
+        "        want = partition(total, rank, 2, 7) if split == 'train' else test_indices(total, rank, 2)\n"
+        "        x, y = reader.read_rows(data, split, want)\n"
+        "        assert np.array_equal(rows, want), (split, rank, rows, want)\n"
+        "        assert np.array_equal(bx, x) and np.array_equal(by, y), (split, rank)\n"
+        "print('BLOCKS OK')\n"
+    )
+    done = subprocess.run(
+        [FLINK_PYTHON, "-c", script, str(tmp_path), str(tmp_path / "blocks")],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )  # fmt: skip
+    assert done.returncode == 0 and "BLOCKS OK" in done.stdout, done.stderr[-3000:]
