@@ -239,3 +239,33 @@ def test_too_little_data_for_a_step_or_an_evaluation_is_refused(tmp_path, args, 
     proc = run_worker(["gpt-wikitext2", "--model", "gpt-tiny", "--dataset", "synthetic",
                        "--vocab-size", "50", "--data-dir", str(tmp_path), *args])  # fmt: skip
     assert proc.returncode == 1 and message in proc.stderr, proc.stderr[-2000:]
+
+
+def test_training_accuracy_counts_one_token_in_eight_and_every_position_takes_its_turn():
+    """The step's right predictions are counted on every ACCURACY_STRIDE-th token, from a
+    position that moves with the step, and scaled to the step's tokens: over as many steps
+    as the stride, the estimates add up to the exact count's as many times."""
+    from types import SimpleNamespace
+
+    from mlbench_worker.tasks.wikitext2.train import ACCURACY_STRIDE, LanguageTrainer
+    from mlbench_worker.training.progress import CORRECT, LOSS
+
+    n, vocab = 64, 11
+    y = torch.arange(n) % vocab
+    right = torch.rand(n, generator=torch.Generator().manual_seed(3)) < 0.3
+    logits = torch.zeros(n, vocab)
+    logits[torch.arange(n), torch.where(right, y, (y + 1) % vocab)] = 1.0
+    stub = SimpleNamespace(grads=SimpleNamespace(extra=torch.zeros(5)), progress=SimpleNamespace())
+    estimates = []
+    for step in range(ACCURACY_STRIDE):
+        stub.progress.step = step
+        LanguageTrainer._slots(stub, torch.tensor(2.0), logits.reshape(8, 8, vocab), y)
+        sampled = right[step % ACCURACY_STRIDE :: ACCURACY_STRIDE].sum().item()
+        assert stub.grads.extra[CORRECT].item() == sampled * ACCURACY_STRIDE
+        assert stub.grads.extra[LOSS].item() == 2.0 * n
+        estimates.append(stub.grads.extra[CORRECT].item())
+    assert sum(estimates) == ACCURACY_STRIDE * right.sum().item()
+    # Fewer tokens than the stride: one of them (the step picks which) counts for all.
+    stub.progress.step = 5
+    LanguageTrainer._slots(stub, torch.tensor(1.0), logits[:3], y[:3])
+    assert stub.grads.extra[CORRECT].item() == 3 * int(right[5 % 3])
