@@ -151,9 +151,26 @@ def main() -> int:
         f"(task 2, 2 ranks, {args.rounds} rounds of {args.budget:g} s)",
         ["algorithm", "built-in step", "outside step", "ratio (median)", "ratio range",
          "bytes/step built-in / outside", "load average (1 min)"],
-        rows, data,
+        rows, data, ratios=[r for name in PAIRS for r in ratios(name, data[name])],
     )  # fmt: skip
     return 0
+
+
+def ratios(name: str, got: dict) -> list[dict]:
+    """The pair's ratios against their goals (common.ratio), both measured in turns here.
+    Goals chosen here: the guard may cost a step no more than task 2's loop goal (>= 0.95)
+    allows, and the outside copy is counted within 1 % of the built-in's bytes."""
+    from common import ratio
+
+    step = statistics.median(got["ratios"])
+    spread = f"rounds {min(got['ratios']):.2f}-{max(got['ratios']):.2f}"
+    built, out = got["builtin"][0]["bytes"], got["outside"][0]["bytes"]
+    return [
+        ratio(f"{name}: step time, outside module / built-in (median of rounds)", step,
+              "<= 1.05", spread),
+        ratio(f"{name}: bytes a step, outside module / built-in", out / built if built else None,
+              "<= 1.01", f"{out:,.0f} / {built:,.0f}"),
+    ]  # fmt: skip
 
 
 if __name__ == "__main__":

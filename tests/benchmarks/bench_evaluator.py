@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "benchmarks"))
 
 import numpy as np  # noqa: E402
-from common import machine, write_results  # noqa: E402
+from common import machine, ratio, write_results  # noqa: E402
 
 from mlbench_worker.shared.evaluation import predictions, test_sets  # noqa: E402
 from mlbench_worker.shared.evaluation.evaluator import Evaluator  # noqa: E402
@@ -281,6 +281,15 @@ def main() -> None:
         headers,
         rows,
         data,
+        ratios=[
+            ratio(
+                f"{task}: reading and grading a predictions file / that plus the model "
+                "predicting the same examples (1 thread)",
+                t["grader_share"],
+                "<= 0.01",
+            )
+            for task, t in data["tasks"].items()
+        ],  # fmt: skip
     )
     audit_table(args.quick)
 

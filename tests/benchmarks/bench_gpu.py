@@ -434,7 +434,7 @@ def main() -> None:
         # to measure.
         print("no CUDA device here: the GPU checks run on a lent GPU (tests/benchmarks/"
               "gpu_lease.sh); --device cpu --quick checks the script itself")  # fmt: skip
-        return
+        return summary_table({}, {}, "no CUDA device on this machine")  # ratios: not measured
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     env = environment(args.device)
@@ -452,10 +452,10 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def summary_table(env: dict, results: dict) -> None:
-    """The headline numbers as one table beside the other benchmarks' (common.write_results);
-    a section that failed shows as such, its details in its own JSON file."""
-    from common import write_results
+def summary_table(env: dict, results: dict, why: str = "") -> None:
+    """The headline numbers and ratios as one table beside the other benchmarks' (common.
+    write_results); a section that failed (details in its JSON) or no GPU (`why`) says so."""
+    from common import ratio, write_results
 
     def rate(x: object) -> str:
         return f"{x:,.0f}" if isinstance(x, (int, float)) else "-"
@@ -479,8 +479,21 @@ def summary_table(env: dict, results: dict) -> None:
     for name, v in results.items():
         if "failed" in v:
             rows.append([f"section {name}", "failed", "-", str(v["failed"])])
+
+    def judged(measure: str, value: float | None, section: str) -> dict:
+        fate = "failed" if "failed" in results.get(section, {}) else "gave no result"
+        return ratio(measure, value, ">= 0.97",
+                     "" if value is not None else why or f"section {section} {fate}")  # fmt: skip
+
+    ratios = [judged(f"task 1a loop, {label}: ours / plain PyTorch loop, images/s",
+                     v["ratio"] if isinstance(v := loop.get(label), dict) else None, "loop1a")
+              for label in VARIANTS]  # fmt: skip
+    best = max((v["images_per_sec"] for v in imagenet.get("loop", {}).values()), default=0)
+    ratios.append(judged("task 1b ResNet-50 loop (best loader count) / the model alone, images/s",
+                         best / imagenet["model_alone"] if best else None, "imagenet"))  # fmt: skip
     write_results("gpu", f"GPU checks on {env.get('gpu', 'no GPU')}",
-                  ["measure", "ours (images/s)", "plain loop", "note"], rows, results)  # fmt: skip
+                  ["measure", "ours (images/s)", "plain loop", "note"], rows, results,
+                  ratios=ratios)  # fmt: skip
 
 
 if __name__ == "__main__":

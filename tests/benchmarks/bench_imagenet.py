@@ -156,7 +156,23 @@ def main() -> None:
         ["measure", "result", "ratio", "target"],
         rows,
         {"pipeline": pipe, "loop": loop, "quick": args.quick, "synthetic_files": True},
+        ratios=ratios(args.model, pipe, loop, model_rate),
     )
+
+
+def ratios(model: str, pipe: dict, loop: dict, model_rate: float) -> list[dict]:
+    """The run's ratios against their goals (common.ratio), measured side by side here."""
+    from common import ratio
+
+    return [
+        ratio(f"loop (JPEG files, 1 loader process) / plain PyTorch loop, images/s ({model}, "
+              f"{loop['crop']} px)", loop["ratio"], ">= 0.97"),
+        ratio(f"{model} step alone / one core's training pipeline, images/s: the decoding "
+              "cores the model needs", model_rate / pipe["train"], "<= 1",
+              "one loader process keeps a CPU rank's model busy"),
+        ratio("the loop's wait for the loader, share of its step", loop["data_share"], "<= 0.05",
+              "goal chosen here, as task 1a's communication share"),
+    ]  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -122,6 +122,11 @@ def main() -> int:
     missing = network.missing_capability()
     if missing:
         print(f"bench_network: not measured: {missing}")
+        write_results(
+            "network", "The network dimension on one machine (2 worker slots, shaped links)",
+            ["measure", "result", "ratio", "goal"], [["not measured", missing, "", ""]],
+            {"machine": machine(), "not_measured": missing}, ratios=ratios({}, 16 << 20, missing),
+        )  # fmt: skip
         return 0
     home = Path(tempfile.mkdtemp(prefix="mlbench-bench-network-"))
     rows: list[list] = []
@@ -158,9 +163,27 @@ def main() -> int:
         slots.close_slots(home)
     write_results(
         "network", "The network dimension on one machine (2 worker slots, shaped links)",
-        ["measure", "result", "ratio", "goal"], rows, data,
+        ["measure", "result", "ratio", "goal"], rows, data, ratios=ratios(data, size),
     )  # fmt: skip
     return 0
+
+
+def ratios(data: dict, size: int, missing: str = "") -> list[dict]:
+    """The run's ratios against their goals (common.ratio): each measured against the link
+    it was shaped to in the same run; None, with `missing`, where slots cannot be made."""
+    from common import ratio
+
+    out = []
+    for backend in ("mpi", "gloo"):
+        value = data.get("busbw", {}).get(backend)
+        out.append(ratio(f"all-reduce {size >> 20} MiB, {backend}: bus bandwidth / the "
+                         "shaped 100 Mbit/s", value and value / 100, f">= {BUSBW_GOAL}",
+                         missing))  # fmt: skip
+    for ms in (5, 20):
+        seconds = data.get("latency", {}).get("allreduce", {}).get(ms)
+        out.append(ratio(f"all-reduce 4 KiB, gloo: time / the {ms} ms latency each way",
+                         seconds and seconds / (ms / 1e3), ">= 1", missing))  # fmt: skip
+    return out
 
 
 if __name__ == "__main__":

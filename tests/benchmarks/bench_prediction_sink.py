@@ -268,7 +268,29 @@ def main() -> None:
             "with_sink": on,
             "without_sink": off,
         },
+        ratios=ratios(on, off),
     )
+
+
+def ratios(on: list[dict], off: list[dict]) -> list[dict]:
+    """The table's targets as ratios (common.ratio), with and without the sink side by
+    side: best values, as in the table; the sink's own work against the evaluations it was
+    timed in (medians)."""
+    from common import ratio
+
+    eval_on, eval_off = _pooled(on, "evaluation"), _pooled(off, "evaluation")
+    own = statistics.median(_pooled(on, "submit")) + statistics.median(_pooled(on, "post"))
+    best = {k: [min(r[k] for r in runs) for runs in (on, off)] for k in ("wall_s", "clock_s")}
+    return [
+        ratio("time per evaluation, rank 0, with / without the sink", min(eval_on) / min(eval_off),
+              "<= 1.01"),
+        ratio("the sink's own work (gather, write, queue; post) / an evaluation",
+              own / statistics.median(eval_on), "<= 0.01"),
+        ratio("whole run (mpirun start to exit), with / without the sink",
+              best["wall_s"][0] / best["wall_s"][1], "<= 1.01"),
+        ratio("benchmark clock, with / without the sink", best["clock_s"][0] / best["clock_s"][1],
+              "<= 1.01"),
+    ]  # fmt: skip
 
 
 if __name__ == "__main__":
