@@ -38,7 +38,9 @@ def test_every_ratio_in_one_table_and_copied_into_the_docs_block(common, tmp_pat
     ])  # fmt: skip
     common.write_results("plain", "No ratios", ["a"], [["z"]], {})
     docs = tmp_path / "results.rst"
-    docs.write_text("Title\n=====\n\nBefore.\n\n.. ratios-begin\n\nold table\n\n.. ratios-end\n\nAfter.\n")
+    docs.write_text(
+        "Title\n=====\n\nBefore.\n\n.. ratios-begin\n\nold table\n\n.. ratios-end\n\nAfter.\n"
+    )
 
     common.collect(folder, docs)
 

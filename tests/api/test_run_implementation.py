@@ -75,10 +75,10 @@ def test_the_seed_clients_images_run_their_implementation(
     "fields, field, words",
     [
         ({"implementation": "jax"}, "implementation",
-         "implementation 'jax' is not known (there are reference, torch-ddp, tensorflow, spark); task "
+         "implementation 'jax' is not known (there are reference, torch-ddp, tensorflow, spark, flink); task "
          "resnet20-cifar10 has reference, torch-ddp, tensorflow"),
         ({"task": "logreg-epsilon", "implementation": "JAX"}, "implementation",
-         "implementation 'JAX' is not known (there are reference, torch-ddp, tensorflow, spark); "
+         "implementation 'JAX' is not known (there are reference, torch-ddp, tensorflow, spark, flink); "
          "task logreg-epsilon has reference, spark"),
         ({"task": "logreg-epsilon", "implementation": "torch-ddp"}, "implementation",
          "implementation 'torch-ddp' is not one of task logreg-epsilon's: reference, spark"),
@@ -233,5 +233,5 @@ def test_defaults_serve_every_implementation_and_each_tasks_list(api):
     assert body["tasks"]["resnet20-cifar10"]["implementations"] == [
         "reference", "torch-ddp", "tensorflow"
     ]  # fmt: skip
-    assert body["tasks"]["logreg-epsilon"]["implementations"] == ["reference", "spark"]
+    assert body["tasks"]["logreg-epsilon"]["implementations"] == ["reference", "spark", "flink"]
     assert run_rules.DEFAULTS["implementation"] == next(iter(IMPLEMENTATIONS))
