@@ -160,15 +160,30 @@ class StatefulSetController:
         self.api_client.close()
         if self._error is not None and exc[0] is None:
             raise RuntimeError("the emulated StatefulSet controller failed") from self._error
+        if self._error is not None:  # the test failed too: say why the pods stopped moving
+            print(f"the emulated StatefulSet controller had stopped: {self._error!r}")
 
     def _loop(self) -> None:
+        failures = 0
         while not self._stop.is_set():
             try:
                 self.step()
-            except BaseException as error:  # handed to the test in __exit__
-                self._error = error
-                return
+                failures = 0
+            except Exception as error:
+                # A step races the test's and the driver's own changes (a pod deleted
+                # between the list and the patch answers 404): played again, as a real
+                # controller's next sync would. One that keeps failing is handed to the
+                # test in __exit__.
+                failures += 1
+                if failures >= 50:
+                    self._error = error
+                    return
             self._stop.wait(self.interval)
+
+    @property
+    def stopped(self) -> str:
+        """Why the controller stopped, for a test's failure message ('' while it runs)."""
+        return "" if self._error is None else f" (the emulated controller stopped: {self._error!r})"
 
     def _json(self, obj: Any) -> dict[str, Any]:
         return self.api_client.sanitize_for_serialization(obj)

@@ -102,7 +102,9 @@ def assert_restored(rollout, chart_image: str) -> None:
     assert image == chart_image
     assert ORIGINAL_IMAGE_ANNOTATION not in annotations
     assert CUSTOM_IMAGE_ANNOTATION not in annotations
-    wait_for(lambda: rollout.settled(chart_image), "the pods back on the chart's image")
+    wait_for(
+        lambda: rollout.settled(chart_image), "the pods back on the chart's image" + rollout.stopped
+    )
 
 
 def run_to_end(execution) -> int:
