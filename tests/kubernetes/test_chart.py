@@ -45,6 +45,7 @@ OPTIONS = {
     "second-release": {"master": {"service": {"discoverable": False, "port": 8080}}},
     "containerPort": {"master": {"containerPort": 8000}},
     "replicaCount": {"replicaCount": 1},
+    "flinkPython": {"worker": {"flinkPython": "/opt/flink-venv/bin/python"}},
 }
 OPTIONS["everything"] = {
     **OPTIONS["images"],
@@ -142,6 +143,17 @@ def test_limits_alias_cpu_and_bandwidth_reach_the_master_and_the_workers():
     assert env["MLBENCH_MAX_BANDWIDTH"] == "500"
     limits = _worker(objects)["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
     assert limits["cpu"] == "1500m"
+
+
+def test_the_flink_python_reaches_every_master_container_only_when_set():
+    """An image built with FLINK names its ranks' Python for the master (MLBENCH_FLINK_PYTHON,
+    which launches and probes flink ranks with it); without the value nothing is set and
+    a flink run is refused at POST as on an image without it."""
+    objects = manifests(OPTIONS["flinkPython"])
+    for container in ("web", "rq-runs", "collector"):
+        env = env_of(_master_container(objects, container))
+        assert env["MLBENCH_FLINK_PYTHON"] == "/opt/flink-venv/bin/python", container
+    assert "MLBENCH_FLINK_PYTHON" not in env_of(_master_container(manifests(), "rq-runs"))
 
 
 def test_gpu_limit_and_device_plugin():
@@ -242,6 +254,7 @@ def test_notes_print_the_dashboard_url_commands():
         ({"master": {"containerPort": 0}}, "/master/containerPort"),
         ({"replicaCount": -1}, "/replicaCount"),
         ({"master": {"service": {"externalIPs": "203.0.113.7"}}}, "/master/service/externalIPs"),
+        ({"worker": {"flinkPython": "python3"}}, "/worker/flinkPython"),
     ],
 )
 def test_bad_values_are_refused_naming_the_key(values, where):

@@ -51,6 +51,10 @@
   value: {{ .Values.limits.gpu | default 0 | quote }}
 - name: MLBENCH_CLUSTER
   value: kubernetes
+{{- if .Values.worker.flinkPython }}
+- name: MLBENCH_FLINK_PYTHON
+  value: {{ .Values.worker.flinkPython | quote }}
+{{- end }}
 - name: MLBENCH_K8S_NAMESPACE
   valueFrom:
     fieldRef:
