@@ -63,6 +63,15 @@ $(SPARK_STAMP): $(STAMP) constraints.txt
 	$(PIP) install -qq -c constraints.txt -e '.[spark]'
 	touch $@
 
+# The MLflow tracking server that bench_api.py's ingestion runs beside ours (a venv of its
+# own: its 88 packages are not this project's; constraints-mlflow.txt pins them).
+MLFLOW_VENV := .venv-mlflow
+MLFLOW_STAMP := $(MLFLOW_VENV)/.installed
+$(MLFLOW_STAMP): constraints-mlflow.txt
+	test -x $(MLFLOW_VENV)/bin/python || $(PYTHON) -m venv $(MLFLOW_VENV)
+	$(MLFLOW_VENV)/bin/pip install -qq -c constraints-mlflow.txt mlflow psycopg2-binary
+	touch $@
+
 $(FLINK_STAMP): setup.py constraints-flink.txt
 	test -x $(FLINK_VENV)/bin/python || $(PYTHON) -m venv $(FLINK_VENV)
 	$(FLINK_VENV)/bin/pip install -qq -c constraints-flink.txt -e '.[flink]'
@@ -114,7 +123,7 @@ study: install
 	$(PY) tests/benchmarks/study.py $(STUDY_ARGS)
 
 # bench_frameworks.py measures the tensorflow implementation too.
-bench: install $(TF_STAMP) $(SPARK_STAMP) $(FLINK_STAMP)
+bench: install $(TF_STAMP) $(SPARK_STAMP) $(FLINK_STAMP) $(MLFLOW_STAMP)
 	@mkdir -p bench-results
 	@set -e; for f in tests/benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f; done
 	@$(PY) tests/benchmarks/common.py --collect bench-results
@@ -131,7 +140,7 @@ docs: install
 	$(VENV)/bin/sphinx-build -W -q -b html docs docs/_build/html
 
 clean:
-	rm -rf $(VENV) $(SEED_VENV) $(FLINK_VENV) build dist *.egg-info docs/_build bench-results chaos-results test-output .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(SEED_VENV) $(FLINK_VENV) $(MLFLOW_VENV) build dist *.egg-info docs/_build bench-results chaos-results test-output .pytest_cache .ruff_cache
 	find . -name __pycache__ -prune -exec rm -rf {} +
 
 # --- Kubernetes (docs/installation.rst) ----------------------------------------------------

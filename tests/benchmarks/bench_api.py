@@ -3,7 +3,12 @@
 Measures, side by side in one run:
 1. metric ingestion: points/s with batches of 1,000 from 4 concurrent clients, under
    gunicorn (production) and waitress (embedded launcher); and the original's style,
-   one point per request, for comparison. Target: >= 20,000 points/s.
+   one point per request, for comparison. Beside ours, taking turns with it for ROUNDS
+   rounds, the same points from the same 4 clients: into an MLflow tracking server on the
+   same PostgreSQL (its REST log-batch, 1,000 metrics a request, 4 workers; .venv-mlflow,
+   made by `make bench`), and PostgreSQL's own floor, COPY of the same rows into the same
+   table (its indexes and rollup trigger included) from 4 connections. Goals: >= 5x
+   MLflow's points/s, >= half of COPY's.
 2. `GET /api/metrics/<run>/?metric_type=run&summarize=1000` on a run of 1,000,000 points
    over 10 metrics (median of several requests). Target: <= 300 ms. Beside it: last_n and
    a metric_filter query on the same run.
@@ -15,8 +20,6 @@ Run: `python tests/benchmarks/bench_api.py` (or `make bench`). Nothing is assert
 
 from __future__ import annotations
 
-import concurrent.futures as cf
-import json
 import os
 import statistics
 import subprocess
@@ -32,15 +35,23 @@ import requests
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.benchmarks.common import write_results  # noqa: E402
+from tests.benchmarks.common import ratio, write_results  # noqa: E402
+from tests.benchmarks.ingest_contenders import (  # noqa: E402
+    BATCH,
+    CLIENTS,
+    METRICS,
+    MLFLOW,
+    MlflowServer,
+    copy_floor,
+    ingest,
+)
 from tests.services import free_port, postgres_server  # noqa: E402
 
 PY = sys.executable
-CLIENTS = 4
-BATCH = 1000
-BATCHES_PER_CLIENT = int(os.environ.get("BENCH_API_BATCHES", "40"))
 BIG_POINTS = 1_000_000
-METRICS = 10
+ROUNDS = int(os.environ.get("BENCH_API_ROUNDS", "2"))
+# MLflow stores about a thousand points a second here: fewer batches give its rate as well.
+MLFLOW_BATCHES = int(os.environ.get("BENCH_API_MLFLOW_BATCHES", "4"))
 
 
 def manage(env: dict, *args: str) -> str:
@@ -95,52 +106,36 @@ class Server:
             self.proc.wait()
 
 
-def ingest(url: str, token: str, run_id: int, tag: str) -> dict:
-    """4 clients each post BATCHES_PER_CLIENT batches of 1,000 points (bodies made first)."""
-    bodies = [
-        [
-            json.dumps(
-                [
-                    {
-                        "run_id": run_id,
-                        "name": f"m{i % METRICS}",
-                        "value": i * 0.5,
-                        "date": "2026-01-01T00:00:00.000001Z",
-                        "cumulative": False,
-                        "metadata": {"epoch": 1.25, "step": i, "elapsed": 12.5},
-                        "uid": f"{tag}-{c}-{b}-{i}",
-                    }
-                    for i in range(BATCH)
-                ]  # fmt: skip
-            ).encode()
-            for b in range(BATCHES_PER_CLIENT)
-        ]
-        for c in range(CLIENTS)
-    ]
-    headers = {"Authorization": f"Token {token}", "Content-Type": "application/json"}
-    latencies: list[float] = []
-    lock = threading.Lock()
-
-    def client(c: int) -> None:
-        with requests.Session() as s:
-            for body in bodies[c]:
-                t = time.perf_counter()
-                r = s.post(f"{url}/api/metrics/", data=body, headers=headers, timeout=120)
-                r.raise_for_status()
-                with lock:
-                    latencies.append(time.perf_counter() - t)
-
-    start = time.perf_counter()
-    with cf.ThreadPoolExecutor(CLIENTS) as pool:
-        list(pool.map(client, range(CLIENTS)))
-    elapsed = time.perf_counter() - start
-    points = CLIENTS * BATCHES_PER_CLIENT * BATCH
-    return {
-        "points": points,
-        "seconds": elapsed,
-        "points_per_s": points / elapsed,
-        "batch_p50_ms": statistics.median(latencies) * 1000,
-    }
+def side_by_side(server: Server, worker: str, run_id: int, db_url: str) -> dict:
+    """Ours, MLflow and COPY taking turns for ROUNDS rounds (each going first in turn); the
+    best round of each, and each round's rates in the JSON."""
+    mlflow = None
+    why = ""
+    if MLFLOW.exists():
+        mlflow = MlflowServer(db_url)
+    else:
+        why = f"MLflow not installed ({MLFLOW} missing): make bench installs it"
+    rounds: dict[str, list[dict]] = {"ours": [], "mlflow": [], "copy": []}
+    try:
+        ingest(server.url, worker, run_id, "warm-turns")
+        if mlflow is not None:
+            mlflow.ingest(10_000, 1)  # warm: its connections and first statements
+        for r in range(ROUNDS):
+            contenders = [
+                ("ours", lambda r=r: ingest(server.url, worker, run_id, f"turn{r}")),
+                ("copy", lambda r=r: copy_floor(db_url, run_id, f"copy{r}")),
+            ]
+            if mlflow is not None:
+                contenders.append(("mlflow", lambda r=r: mlflow.ingest(r, MLFLOW_BATCHES)))
+            if r % 2:
+                contenders.reverse()
+            for name, contender in contenders:
+                rounds[name].append(contender())
+    finally:
+        if mlflow is not None:
+            mlflow.stop()
+    best = {k: max(v, key=lambda x: x["points_per_s"]) if v else None for k, v in rounds.items()}
+    return {"rounds": rounds, "best": best, "mlflow_missing": why}
 
 
 def single_points(url: str, token: str, run_id: int, n: int = 300) -> dict:
@@ -219,9 +214,34 @@ def fill_run(env: dict, db_url: str, run_id: int, points: int) -> None:
         conn.execute("VACUUM ANALYZE api_metric")
 
 
+def ingestion_ratios(turns: dict, rows: list[list]) -> list[dict]:
+    """The table's rows of the side-by-side ingestion and its two ratios (best rounds)."""
+    best = turns["best"]
+    for name, label in (("ours", "ours (gunicorn)"), ("mlflow", "MLflow tracking server"),
+                        ("copy", "PostgreSQL COPY, same rows and table")):  # fmt: skip
+        got = best[name]
+        if got is None:
+            rows.append(
+                [f"ingest side by side: {label}", "not measured", "-", turns["mlflow_missing"]]
+            )
+            continue
+        rows.append([f"ingest side by side: {label}", f"{got['points_per_s']:,.0f} points/s", "-",
+                     f"best of {ROUNDS} rounds; {got['points']:,} points a round; "
+                     f"batch p50 {got['batch_p50_ms']:.0f} ms"])  # fmt: skip
+    ours = best["ours"]["points_per_s"]
+    mlflow = best["mlflow"]["points_per_s"] if best["mlflow"] else None
+    return [
+        ratio("metric ingestion, ours / MLflow (points/s, 4 clients, batches of 1,000)",
+              ours / mlflow if mlflow else None, ">= 5", turns["mlflow_missing"]),
+        ratio("metric ingestion, ours / PostgreSQL COPY of the same rows",
+              ours / best["copy"]["points_per_s"], ">= 0.5"),
+    ]  # fmt: skip
+
+
 def main() -> None:
     results: dict = {}
     rows: list[list] = []
+    ratios: list[dict] = []
     with postgres_server(dbname="mlbench_bench") as db_url, tempfile.TemporaryDirectory() as home:
         env = {**os.environ, "DATABASE_URL": db_url, "MLBENCH_HOME": home,
                "MLBENCH_SECRET_KEY": "bench-" + "k" * 50, "MLBENCH_PODS_REFRESH_SECONDS": "0",
@@ -229,9 +249,9 @@ def main() -> None:
         manage(env, "migrate", "-v0")
         token = manage(env, "mlbench_token", "bench", "--create-user")
         make_run = (
-            "from mlbench_master.api.models import Run; from mlbench_master import runs; "
+            "from mlbench_master.api.models import Run; from mlbench_master.runs import lifecycle; "
             "r = Run.objects.create(name='bench', state='{state}'); "
-            "print(r.pk, runs.worker_token(r))"
+            "print(r.pk, lifecycle.worker_token(r))"
         )
         # The ingesting run is active: an ended run's token may post only points measured
         # before its end (mlbench_master/runs/frozen.py), and these are measured now.
@@ -249,6 +269,9 @@ def main() -> None:
                              ">= 20,000 points/s",
                              f"{res['points']:,} points in {res['seconds']:.1f} s; batch p50 {res['batch_p50_ms']:.0f} ms"])  # fmt: skip
                 if kind == "gunicorn":
+                    turns = side_by_side(server, worker, ingest_run, db_url)
+                    results["side_by_side"] = turns
+                    ratios += ingestion_ratios(turns, rows)
                     single = single_points(server.url, worker, ingest_run)
                     results["ingest_single"] = single
                     rows.append(["ingest, one point per request, 1 client (original style)",
@@ -298,6 +321,7 @@ def main() -> None:
         ["measurement", "result", "target", "details"],
         rows,
         results,
+        ratios=ratios,
     )
 
 
