@@ -77,6 +77,13 @@ class PodShell:
         self._client.close()
 
 
+# The ready timeout of the tests whose pods never get Ready: the driver waits it out, then
+# names the pod it waited for. It must leave the emulated controller (a thread making a few
+# HTTP calls a step) time to play the pods' failure first: 1 s did not on a machine loaded
+# 5-15, which named a pod not yet pulled instead.
+PULL_WAIT = 4
+
+
 def driver_for(emulator, shell, ready_timeout: float = 10) -> KubernetesCluster:
     """A driver as one process of the master has it (a new one stands for another process)."""
     return KubernetesCluster(

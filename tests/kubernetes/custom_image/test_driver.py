@@ -23,6 +23,7 @@ from tests.kubernetes.custom_image.helpers import (
     COMMAND,
     CUSTOM,
     NO_SSHD,
+    PULL_WAIT,
     assert_restored,
     custom_run,
     driver_for,
@@ -125,12 +126,12 @@ def test_a_cancel_from_another_master_process_puts_the_chart_image_back(
 def test_an_image_that_cannot_be_pulled_fails_prepare_naming_it_and_is_undone(
     emulator, rollout, shell, chart_image
 ):
-    driver = driver_for(emulator, shell, ready_timeout=1)
+    driver = driver_for(emulator, shell, ready_timeout=PULL_WAIT)
     wait_for(lambda: rollout.settled(chart_image), "the install")
     with pytest.raises(PrepareTimeout) as caught:
         driver.prepare(custom_run(custom_image_name=BROKEN))
     assert str(caught.value) == (
-        f"workers not Ready after 1 s: {STS}-1 Pending: image {BROKEN!r} cannot be pulled: "
+        f"workers not Ready after {PULL_WAIT} s: {STS}-1 Pending: image {BROKEN!r} cannot be pulled: "
         f'ImagePullBackOff: Back-off pulling image "{BROKEN}"'
     )
     # The rollout stalled at the first pod it replaced; the other kept the chart's image
@@ -154,7 +155,7 @@ def test_an_image_name_no_retry_can_cure_fails_at_once(emulator, rollout, shell,
 def test_an_image_that_never_gets_ready_says_what_a_custom_image_needs(
     emulator, rollout, shell, chart_image
 ):
-    driver = driver_for(emulator, shell, ready_timeout=1)
+    driver = driver_for(emulator, shell, ready_timeout=PULL_WAIT)
     wait_for(lambda: rollout.settled(chart_image), "the install")
     with pytest.raises(PrepareTimeout) as caught:
         driver.prepare(custom_run(custom_image_name=NO_SSHD))

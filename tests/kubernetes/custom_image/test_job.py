@@ -11,6 +11,7 @@ from tests.kubernetes.conftest import STS
 from tests.kubernetes.custom_image.helpers import (
     BROKEN,
     CUSTOM,
+    PULL_WAIT,
     assert_restored,
     driver_for,
     stored_run,
@@ -44,12 +45,14 @@ def test_the_job_fails_a_run_whose_image_never_comes_naming_the_image(
     from mlbench_master.runs.jobs import run_job
 
     monkeypatch.setattr(
-        drivers, "get_driver", lambda name=None: driver_for(emulator, shell, ready_timeout=1)
+        drivers,
+        "get_driver",
+        lambda name=None: driver_for(emulator, shell, ready_timeout=PULL_WAIT),
     )
     run = stored_run(custom_image_name=BROKEN)
     assert run_job(run.pk) == "FAILED"
     run.refresh_from_db()
-    assert run.reason.startswith("workers not Ready after 1 s")
+    assert run.reason.startswith(f"workers not Ready after {PULL_WAIT} s")
     assert f"image {BROKEN!r} cannot be pulled: ImagePullBackOff" in run.reason
     assert_restored(rollout, chart_image)
 
