@@ -18,7 +18,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from mlbench_master.cluster.environment import setting
 from mlbench_master.run_defaults import DEFAULT_TASK_TIME_LIMIT, DEFAULTS
+from mlbench_worker.shared import implementation_catalogue
 
 
 @dataclass(frozen=True)
@@ -247,12 +249,8 @@ class ClusterDriver(ABC):
         """The ranks' Python for a run of `implementation`: the one the setting its catalogue
         entry names (`python_setting`: an environment of its own, Flink's) where that is
         set, else the driver's `python`. Every launch and every probe asks here."""
-        from mlbench_worker.shared import implementation_catalogue
-
         impl = implementation_catalogue.get(implementation or "")
         if impl is not None and impl.python_setting:
-            from mlbench_master.cluster.environment import setting
-
             chosen = setting(impl.python_setting)
             if chosen:
                 return chosen
