@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib.util
 
+from mlbench_worker.implementations.engine_rules import refuse_engine_options
 from mlbench_worker.training.config import RunConfig
 from mlbench_worker.training.entry import World, run_rank
 from mlbench_worker.training.errors import WorkerError
@@ -55,26 +56,10 @@ def run_main(config: RunConfig) -> int:
 
 def refuse_unsupported(config: RunConfig) -> None:
     """The options this implementation cannot honour, each named with why."""
-    if config.model != "logistic-regression":
-        raise WorkerError(
-            f"--model {config.model}: the flink implementation trains logistic regression "
-            "only; use --implementation reference"
-        )
-    if config.device.startswith("cuda"):
-        raise WorkerError("--device cuda: the flink implementation trains on CPUs only")
-    if config.amp:
-        raise WorkerError("--amp: the flink implementation trains in float32 only; drop --amp")
-    if config.resume or config.resume_from:
-        option = "--resume-from" if config.resume_from else "--resume"
-        raise WorkerError(
-            f"{option}: the flink implementation writes no checkpoints, so it cannot "
-            "continue a run; start a new one, or use --implementation reference"
-        )
-    if config.bucket_mb is not None:
-        raise WorkerError("--bucket-mb: Flink's keyed combine has no buckets; drop --bucket-mb")
-    precision = (config.algorithm_options or {}).get("precision", "fp32")
-    if precision != "fp32":
-        raise WorkerError(
-            f"--algorithm-option precision={precision}: the flink implementation "
-            "combines float32 gradients only"
-        )
+    refuse_engine_options(
+        config,
+        "flink",
+        models="",
+        combine="Flink's keyed combine",
+        combines="combines",
+    )
