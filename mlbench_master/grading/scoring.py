@@ -161,7 +161,15 @@ def _read(tmp: Path) -> predictions.Predictions:
 
 
 def size_of(p: predictions.Predictions) -> int:
-    """How many examples the file predicts (held to the run's test set by `graded_size`)."""
+    """How many examples the file predicts (held to the run's test set by `graded_size`):
+    a text file's lines, another's entries."""
+    if p.text is not None:
+        if len(p.text) > MAX_EXAMPLES:
+            raise predictions.PredictionsRefused(
+                f"{POSTED}: {predictions.TEXT} has {len(p.text)} lines; a test set is graded "
+                f"on 1 to {MAX_EXAMPLES} sentences"
+            )
+        return len(p.text)
     for name in predictions.PREDICTIONS:
         array = p.arrays.get(name)
         if array is not None and array.ndim >= 1:

@@ -11,7 +11,10 @@ of ``.npy`` arrays, written by ``np.savez`` or ``np.savez_compressed``), holding
 - for a classification task (1a, 1b): ``predicted_class``, N integers in 0..classes-1, and
   where the task grades top-5 (1b) ``predicted_top5``, N x 5 distinct integers, best first
   (so its first column is ``predicted_class``);
-- for task 2: ``predicted_label``, N integers, -1 or +1.
+- for task 2: ``predicted_label``, N integers, -1 or +1;
+- for a translation task (4b): ``predicted_text``, the UTF-8 bytes (uint8) of N lines joined
+  by "\n", each a hypothesis's SentencePiece pieces (text_predictions.py), and the digest
+  is that of the references' lines (``digest_of_text``).
 
 Why a zip of ``.npy`` and not ``.npy`` plus a JSON header: one file is one evaluation, so it
 is published by one rename and can never be found half written or paired with another
@@ -51,10 +54,20 @@ from typing import IO
 
 import numpy as np
 
+from mlbench_worker.shared.evaluation.text_predictions import (
+    TEXT,
+    TextRefused,
+    decode,
+    encode,
+)
+from mlbench_worker.shared.evaluation.text_predictions import (  # the text task's digest
+    digest_of_text as digest_of_text,
+)
+
 FORMAT = "mlbench-predictions-1"
 CLASS, TOP5, LABEL = "predicted_class", "predicted_top5", "predicted_label"
 HEADER = ("format", "test_set_digest", "step", "epoch", "elapsed")
-PREDICTIONS = (CLASS, TOP5, LABEL)
+PREDICTIONS = (CLASS, TOP5, LABEL, TEXT)
 PREFIX, SUFFIX = "predictions-step", ".npz"
 MAX_STEP = 10**10 - 1  # the file's name holds the step in 10 digits, so names sort by step
 MAGIC = b"\x93NUMPY"  # how a .npy array begins
@@ -77,6 +90,7 @@ class Predictions:
     elapsed: float
     arrays: dict[str, np.ndarray]  # some of PREDICTIONS
     source: str = ""  # the file it came from, for messages
+    text: tuple[str, ...] | None = None  # predicted_text's lines, decoded and checked
 
 
 def digest_of(labels: np.ndarray) -> str:
@@ -99,15 +113,23 @@ def write(
     predicted_class: np.ndarray | None = None,
     predicted_top5: np.ndarray | None = None,
     predicted_label: np.ndarray | None = None,
+    predicted_text: list[str] | None = None,
 ) -> Path:
     """Write one evaluation's file into `folder` (under a temporary name, then renamed, so a
     reader never sees half a file); returns its path."""
     given = {CLASS: predicted_class, TOP5: predicted_top5, LABEL: predicted_label}
     arrays = {name: np.asarray(a) for name, a in given.items() if a is not None}
+    if predicted_text is not None:
+        try:
+            arrays[TEXT] = encode(predicted_text)
+        except TextRefused as exc:
+            raise PredictionsRefused(str(exc)) from None
     if not arrays:
         raise PredictionsRefused(f"nothing to write: give one of {', '.join(PREDICTIONS)}")
     for name, array in arrays.items():
-        if array.dtype.kind not in "iu":  # refused here already, not only when graded
+        if (
+            name != TEXT and array.dtype.kind not in "iu"
+        ):  # refused here already, not only when graded
             raise PredictionsRefused(f"{name} is {array.dtype}; the format holds integers")
     if not 0 <= int(step) <= MAX_STEP:
         raise PredictionsRefused(f"step {step} is not a step of 0 to {MAX_STEP}")
@@ -354,7 +376,13 @@ def read(path: str | Path) -> Predictions:
     arrays = {name: values[name] for name in PREDICTIONS if name in values}
     if not arrays:
         raise PredictionsRefused(f"{where} holds no predictions ({', '.join(PREDICTIONS)})")
-    return Predictions(digest, step, epoch, elapsed, arrays, where)
+    text = None
+    if TEXT in arrays:
+        try:
+            text = decode(arrays[TEXT], where)
+        except TextRefused as exc:
+            raise PredictionsRefused(str(exc)) from None
+    return Predictions(digest, step, epoch, elapsed, arrays, where, text)
 
 
 def files_in(folder: str | Path) -> list[Path]:
