@@ -13,7 +13,11 @@ from django.http import HttpResponse, HttpResponsePermanentRedirect, StreamingHt
 from django.shortcuts import get_object_or_404
 from django.urls import Resolver404, resolve
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+)
 from rest_framework import exceptions, status
 from rest_framework.decorators import api_view, authentication_classes, permission_classes
 from rest_framework.request import Request
@@ -21,7 +25,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from mlbench_master import run_rules
-from mlbench_master.api import bodies, ingest, params
+from mlbench_master.api import bodies, ingest, params, run_pages
 from mlbench_master.api.errors import Conflict, error_responses, invalid
 from mlbench_master.api.export import zip_response
 from mlbench_master.api.models import Pod, Run
@@ -42,7 +46,6 @@ from mlbench_master.api.serializers import (
     RunSerializer,
     RunSummarySerializer,
 )
-from mlbench_master.bundles import origins
 from mlbench_master.common.dates import iso
 from mlbench_master.runs import frozen, lifecycle, metrics_store
 from mlbench_master.runs.frozen import ended_past_grace
@@ -301,19 +304,43 @@ class MetricDetail(APIView):
 
 
 class RunList(APIView):
-    """GET /api/runs/ (all runs, newest first) and POST /api/runs/ (start a run)."""
+    """GET /api/runs/ (all runs, newest first; a page of them; the runs picked by id) and
+    POST /api/runs/ (start a run)."""
 
     @extend_schema(
-        summary="List runs", responses={200: RunSerializer(many=True), **_errors(401, 403)}
+        summary="List runs: all (the original's answer), a page (limit, offset) or the "
+        "runs picked by id",
+        parameters=[
+            OpenApiParameter(
+                "limit",
+                int,
+                description=f"a page of at most this many runs (1 to {run_pages.MAX_LIMIT}), "
+                "answered as {count, offset, limit, next_offset, results}; left out: every run, "
+                "as a plain array",
+            ),
+            OpenApiParameter(
+                "offset", int, description="with limit: skip this many runs (default 0)"
+            ),
+            OpenApiParameter(
+                "id",
+                str,
+                description="only these runs (comma-separated or repeated ids, at most "
+                f"{run_pages.MAX_IDS}), newest first, as a plain array; an id of no run is a "
+                "400; not with limit or offset",
+            ),
+        ],
+        responses={
+            200: OpenApiResponse(
+                run_pages.ANSWER_SCHEMA,
+                description="every run, or the picked ones: an array of runs; with limit: "
+                "a page {count, offset, limit, next_offset, results}",
+            ),
+            **_errors(400, 401, 403),
+        },
+        operation_id="runs_list",
     )
     def get(self, request: Request) -> Response:
-        return Response(
-            RunSerializer(
-                origins.with_origins(Run.objects.select_related("created_by")),
-                many=True,
-                context={},
-            ).data
-        )
+        return Response(run_pages.body(run_pages.read(request.query_params)))
 
     @extend_schema(
         summary="Create and start a run (with queue=true: wait in the queue when another "

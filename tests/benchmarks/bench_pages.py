@@ -23,20 +23,28 @@ database. The machine is shared: its load average is written beside the numbers,
 nothing is asserted.
 
 Run: `python tests/benchmarks/bench_pages.py` (or `make bench`). BENCH_PAGES_RUNS and
-BENCH_PAGES_REPORTS make a smaller installation for a quick look.
+BENCH_PAGES_REPORTS make a smaller installation for a quick look. BENCH_PAGES_KEEP=DIR keeps
+the filled cluster and its MLBENCH_HOME in DIR and reuses them on the next run (filling
+takes minutes; a change of code is then timed on the same rows); BENCH_PAGES_REPEAT sets
+the timed requests after the cold one (7), BENCH_PAGES_ONLY a comma-separated list of
+words, only the reads whose label holds one of them being timed.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
+import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import requests
@@ -46,7 +54,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.benchmarks.bench_api import Server  # noqa: E402
 from tests.benchmarks.common import ratio, write_results  # noqa: E402
-from tests.services import free_port, postgres_server  # noqa: E402
+from tests.services import _wait_port, free_port, pg_bindir, postgres_server  # noqa: E402
 
 RUNS = int(os.environ.get("BENCH_PAGES_RUNS", "10000"))
 SERIES = 100
@@ -55,7 +63,9 @@ IMPORTED = RUNS // 10
 IMPORTED_SERIES = SERIES // 10
 REPORTS = int(os.environ.get("BENCH_PAGES_REPORTS", "20"))  # x 11 points: the curve
 EVALS = 5
-REPEAT = 7
+REPEAT = int(os.environ.get("BENCH_PAGES_REPEAT", "7"))
+ONLY = [w for w in os.environ.get("BENCH_PAGES_ONLY", "").split(",") if w]
+KEEP = os.environ.get("BENCH_PAGES_KEEP", "")
 GOAL_MS = 300.0
 COMPARED = 20
 # Tasks whose goal is an accuracy (task 3's perplexity is left to its own benchmarks), with
@@ -96,6 +106,56 @@ class OneWorker(Server):
         self.stop()
         self.log.seek(0)
         raise RuntimeError(f"gunicorn did not start: {self.log.read()[-2000:]!r}")
+
+
+@contextlib.contextmanager
+def kept_postgres(folder: Path, dbname: str) -> Iterator[tuple[str, bool]]:
+    """A PostgreSQL cluster whose data stays in `folder/data` after it stops: (its URL,
+    whether it was filled before). Options as tests/services.py's throwaway one."""
+    bindir, data = pg_bindir(), folder / "data"
+    prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    filled = (folder / "made.json").exists()
+    if not filled:
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        if prefix:
+            shutil.chown(folder, "postgres", "postgres")
+        subprocess.run([*prefix, str(bindir / "initdb"), "-D", str(data), "-A", "trust",
+                        "-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C"],
+                       check=True, capture_output=True)  # fmt: skip
+    port = free_port()
+    opts = (f"-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={folder} "
+            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off")  # fmt: skip
+    subprocess.run([*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-l",
+                    str(folder / "server.log"), "-w", "-o", opts, "start"],
+                   check=True, capture_output=True)  # fmt: skip
+    try:
+        _wait_port(port)
+        if not filled:
+            import psycopg
+
+            with psycopg.connect(f"postgresql://postgres@127.0.0.1:{port}/postgres",
+                                 autocommit=True) as conn:  # fmt: skip
+                conn.execute(f'CREATE DATABASE "{dbname}"')
+        yield f"postgresql://postgres@127.0.0.1:{port}/{dbname}", filled
+    finally:
+        subprocess.run([*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"],
+                       capture_output=True)  # fmt: skip
+
+
+@contextlib.contextmanager
+def installation() -> Iterator[tuple[str, str, bool]]:
+    """(database URL, MLBENCH_HOME, whether already filled): kept in BENCH_PAGES_KEEP when
+    set, else thrown away afterwards."""
+    if not KEEP:
+        with postgres_server(dbname="mlbench_pages") as url, tempfile.TemporaryDirectory() as home:
+            yield url, home, False
+        return
+    folder = Path(KEEP).resolve()
+    with kept_postgres(folder / "pg", "mlbench_pages") as (url, filled):
+        home = folder / "home"
+        home.mkdir(exist_ok=True)
+        yield url, str(home), filled
 
 
 def _public_key() -> str:
@@ -329,7 +389,7 @@ def timed(url: str, paths: list[str], token: str) -> dict:
 
 def main() -> None:
     load_before = os.getloadavg()
-    with postgres_server(dbname="mlbench_pages") as db_url, tempfile.TemporaryDirectory() as home:
+    with installation() as (db_url, home, filled):
         env = {"DATABASE_URL": db_url, "MLBENCH_HOME": home, "MLBENCH_CLUSTER": "local",
                "MLBENCH_SECRET_KEY": "bench-" + "k" * 50, "MLBENCH_PODS_REFRESH_SECONDS": "0",
                "MLBENCH_PUBLIC_READ": "1", "REDIS_URL": "redis://127.0.0.1:1/0",
@@ -347,13 +407,21 @@ def main() -> None:
 
         token = issue_user_token("bench", create_user=True, superuser=True)
         user = get_user_model().objects.get(username="bench")
-        print(f"filling: {RUNS:,} runs, {REPORTS} reports of {len(TRAINING) + 1} points each "
-              f"(load average before: {load_before[0]:.1f})", flush=True)  # fmt: skip
-        t = time.perf_counter()
-        made = fill(db_url, user)
-        fill_s = time.perf_counter() - t
-        print(f"filled in {fill_s:.0f} s: {made['runs']:,} runs, {made['metric_points']:,} points",
-              flush=True)  # fmt: skip
+        kept = Path(KEEP).resolve() / "pg" / "made.json" if KEEP else None
+        if filled and kept is not None:
+            made = json.loads(kept.read_text())
+            fill_s = made.pop("fill_seconds")
+            print(f"reusing the installation in {KEEP}: {made['runs']:,} runs", flush=True)
+        else:
+            print(f"filling: {RUNS:,} runs, {REPORTS} reports of {len(TRAINING) + 1} points "
+                  f"each (load average before: {load_before[0]:.1f})", flush=True)  # fmt: skip
+            t = time.perf_counter()
+            made = fill(db_url, user)
+            fill_s = time.perf_counter() - t
+            if kept is not None:
+                kept.write_text(json.dumps({**made, "fill_seconds": fill_s}))
+            print(f"filled in {fill_s:.0f} s: {made['runs']:,} runs, "
+                  f"{made['metric_points']:,} points", flush=True)  # fmt: skip
 
         ids = made.pop("run_ids")
         picked = [i for i in ids if Metric.objects.filter(run_id=i).exists()][:COMPARED]
@@ -376,6 +444,8 @@ def main() -> None:
             ("study page", [f"/studies/{study}/"]),
             ("GET /api/studies/<id>/", [f"/api/studies/{study}/"]),
         ]  # fmt: skip
+        if ONLY:
+            pages = [(label, paths) for label, paths in pages if any(w in label for w in ONLY)]
         queries = {label: [count_queries(p, token) for p in paths] for label, paths in pages}
         from django.db import connections
 

@@ -234,25 +234,58 @@ async function load() {
   render();
 }
 
-async function init() {
-  allRuns = rows(await api("/api/runs/"));
-  allRuns.sort((a, b) => (b.created_at || "").localeCompare(a.created_at || "") || b.id - a.id);
-  const wanted = fromUrl();
-  const legend = picker.querySelector("legend");
-  picker.replaceChildren(
-    legend,
-    ...(allRuns.length
-      ? allRuns.map((r) =>
-          el(
-            "label",
-            { class: "pick" },
-            el("input", { type: "checkbox", name: "run", value: r.id, checked: wanted.has(r.id) }),
-            ` ${r.name || "run " + r.id} `,
-            el("small", { text: `#${r.id} · ${r.num_workers} worker${r.num_workers === 1 ? "" : "s"} · ${r.state.toLowerCase()}` }),
-          ),
-        )
-      : [el("p", { class: "status", text: "No runs yet." })]),
+// The picker lists the newest runs a page at a time (GET /api/runs/?limit=&offset=), and
+// the runs the address names are read by id (?id=), so a page load never asks for the
+// whole list (tens of megabytes at a large installation).
+const PICKER_PAGE = 50;
+let pickerOffset = 0;
+const known = (id) => allRuns.some((r) => r.id === id);
+const newestFirst = (a, b) => (b.created_at || "").localeCompare(a.created_at || "") || b.id - a.id;
+
+function pickLabel(r, checked) {
+  return el(
+    "label",
+    { class: "pick" },
+    el("input", { type: "checkbox", name: "run", value: r.id, checked }),
+    ` ${r.name || "run " + r.id} `,
+    el("small", { text: `#${r.id} · ${r.num_workers} worker${r.num_workers === 1 ? "" : "s"} · ${r.state.toLowerCase()}` }),
   );
+}
+
+// The runs the address names; one that no longer exists is left out (the others are still
+// shown), as a list that skipped it would.
+async function pickedRuns(ids) {
+  if (!ids.length) return [];
+  try {
+    return rows(await api("/api/runs/", { params: { id: ids.join(",") } }));
+  } catch (err) {
+    if (err.status !== 400) throw err;
+    const each = await Promise.all(ids.map((id) => api(`/api/runs/${id}/`).catch(() => null)));
+    return each.filter(Boolean);
+  }
+}
+
+// The next page of the picker, below what it shows (runs already listed are not repeated).
+async function morePicks() {
+  const page = await api("/api/runs/", { params: { limit: PICKER_PAGE, offset: pickerOffset } });
+  const fresh = rows(page).filter((r) => !known(r.id));
+  allRuns.push(...fresh);
+  pickerOffset = page.next_offset ?? pickerOffset + rows(page).length;
+  const button = document.getElementById("picker-more");
+  button.before(...fresh.map((r) => pickLabel(r, false)));
+  button.hidden = page.next_offset === null || page.next_offset === undefined;
+}
+
+async function init() {
+  const wanted = fromUrl();
+  const [page, picked] = await Promise.all([api("/api/runs/", { params: { limit: PICKER_PAGE } }), pickedRuns([...wanted])]);
+  allRuns = [...picked.sort(newestFirst), ...rows(page).filter((r) => !picked.some((p) => p.id === r.id))];
+  pickerOffset = page.next_offset ?? allRuns.length;
+  const legend = picker.querySelector("legend");
+  const more = el("button", { type: "button", id: "picker-more", class: "picker-more", text: "Older runs" });
+  more.hidden = page.next_offset === null || page.next_offset === undefined;
+  more.addEventListener("click", () => morePicks().catch((e) => console.warn(e.message)));
+  picker.replaceChildren(legend, ...(allRuns.length ? [...allRuns.map((r) => pickLabel(r, wanted.has(r.id))), more] : [el("p", { class: "status", text: "No runs yet." })]));
   picker.addEventListener("change", () => load().catch((e) => console.warn(e.message)));
   afterInput.addEventListener("input", render);
   acrossInput.checked = new URLSearchParams(window.location.search).get("across") === "1";

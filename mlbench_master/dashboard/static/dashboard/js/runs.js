@@ -39,14 +39,43 @@ function runRow(run) {
 // refresh, which would otherwise replace it with the count a moment after it appeared.
 let created = [];
 
+// A page of the list at a time (GET /api/runs/?limit=&offset=, newest first): the whole
+// list of a large installation is tens of megabytes, and a table of thousands of rows
+// helps nobody. "Newer" and "Older" move by a page; a refresh keeps the page shown.
+const PAGE = 100;
+let offset = 0;
+const pager = document.getElementById("runs-pager");
+const newer = document.getElementById("runs-newer");
+const older = document.getElementById("runs-older");
+
 async function refresh() {
-  const runs = rows(await api("/api/runs/"));
-  runs.sort((a, b) => (b.created_at || "").localeCompare(a.created_at || "") || b.id - a.id);
+  const page = await api("/api/runs/", { params: { limit: PAGE, offset } });
+  const runs = rows(page);
+  if (!runs.length && offset > 0) {
+    offset = Math.max(0, Math.floor((page.count - 1) / PAGE) * PAGE); // runs went meanwhile
+    return refresh();
+  }
   body.replaceChildren(...runs.map(runRow));
-  const count = runs.length ? `${runs.length} run${runs.length === 1 ? "" : "s"}.` : "No runs yet. Start one with “New run”.";
+  const total = page.count ?? runs.length;
+  const whole = offset === 0 && total <= runs.length;
+  const count = !runs.length
+    ? "No runs yet. Start one with “New run”."
+    : whole
+      ? `${runs.length} run${runs.length === 1 ? "" : "s"}.`
+      : `Runs ${offset + 1}–${offset + runs.length} of ${total.toLocaleString("en")}, newest first.`;
   status.replaceChildren(...created, created.length ? ` ${count}` : count);
+  pager.hidden = whole;
+  newer.disabled = offset === 0;
+  older.disabled = page.next_offset === null || page.next_offset === undefined;
   document.body.dataset.loaded = "1";
 }
+
+function turn(by) {
+  offset = Math.max(0, offset + by);
+  refresh().catch((err) => console.warn(err.message));
+}
+newer.addEventListener("click", () => turn(-PAGE));
+older.addEventListener("click", () => turn(PAGE));
 
 // ---- the "New run" form ----
 const toggle = document.getElementById("new-run-toggle");
@@ -137,6 +166,7 @@ async function submit(event) {
     const [what, href] = path === "/api/series/" ? ["Series ", `/series/${made.id}/`] : ["Run ", `/runs/${made.id}/`];
     created = [what, el("a", { href, text: made.name || `#${made.id}` }), made.runs ? ` was created: ${made.runs.length} runs, one after another.` : " was created."];
     status.replaceChildren(...created);
+    offset = 0; // the new run is the newest
     await refresh();
   } catch (err) {
     if (err.status === 409) {
