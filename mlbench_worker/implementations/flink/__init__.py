@@ -41,13 +41,13 @@ def run_main(config: RunConfig) -> int:
         refuse_unsupported(config)
         if importlib.util.find_spec("pyflink") is None:
             raise WorkerError(INSTALL_HINT)
-        from mlbench_worker.implementations.flink import flink_cluster
+        from mlbench_worker.implementations import engine_ranks
         from mlbench_worker.implementations.flink.flink_session import run
 
-        missing = flink_cluster.java_missing()
+        missing = engine_ranks.java_missing("Flink")
         if missing:
             raise WorkerError(missing)
-        control = flink_cluster.Control()
+        control = engine_ranks.Control()
         world.known(control.rank, control.size, control.abort)
         return run(config, control)
 

@@ -21,31 +21,17 @@ waits, and removes the folder. Their logs go to the rank's stderr at WARN.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import json
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
-from typing import Any
 
+from mlbench_worker.implementations import engine_ranks
+from mlbench_worker.implementations.engine_ranks import DIRECT, Control, bind_address
 from mlbench_worker.shared.localhost import free_port
-from mlbench_worker.training.errors import WorkerError
 
-# Flink's REST API is on the ranks' addresses: never through a proxy the environment names
-# for downloads (the local driver's slots have one).
-DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-START_TIMEOUT = 300.0  # seconds for the JobManager to answer and every TaskManager to register
-POLL = 0.2
-_PR_SET_PDEATHSIG = 1
 # Extra options of every JVM of the cluster (the tests' short runs: C1 only, serial GC).
 JAVA_OPTS_VARIABLE = "MLBENCH_FLINK_JAVA_OPTS"
 LOG_CONFIG = """\
@@ -61,39 +47,6 @@ logger.netty.level = off
 logger.python.name = PythonWorker
 logger.python.level = error
 """
-
-
-class Control:
-    """MPI's COMM_WORLD for coordination only: who is rank 0, the JobManager's address,
-    barriers that wait without spinning (a waiting rank leaves its cores to Flink)."""
-
-    def __init__(self) -> None:
-        from mpi4py import MPI
-
-        self.world = MPI.COMM_WORLD
-        self.rank = self.world.Get_rank()
-        self.size = self.world.Get_size()
-
-    def bcast_object(self, obj: Any, root: int = 0) -> Any:
-        return self.world.bcast(obj, root=root)
-
-    def allgather_object(self, obj: Any) -> list:
-        return self.world.allgather(obj)
-
-    def gather_object(self, obj: Any, root: int = 0) -> list | None:
-        return self.world.gather(obj, root=root)
-
-    def quiet_barrier(self, alive: Any = None) -> None:
-        """Wait for every rank, sleeping between polls; `alive()` (when given) is asked at
-        each poll and raises when what this rank keeps running has died."""
-        request = self.world.Ibarrier()
-        while not request.Test():
-            if alive is not None:
-                alive()
-            time.sleep(POLL)
-
-    def abort(self, code: int = 1) -> None:
-        self.world.Abort(code)
 
 
 def flink_home() -> Path:
@@ -114,60 +67,12 @@ def shipped_java_opts() -> str:
     return ""
 
 
-def java_missing() -> str | None:
-    """Why no JVM can start here, or None."""
-    if os.environ.get("JAVA_HOME") and Path(os.environ["JAVA_HOME"], "bin", "java").exists():
-        return None
-    if shutil.which("java"):
-        return None
-    return (
-        "java is not on this worker's PATH (and JAVA_HOME names none): Flink needs Java 17 "
-        "or later (Debian: apt-get install default-jre-headless)"
-    )
-
-
-def bind_address(control: Control) -> str:
-    """The address this rank's Flink processes bind to (the module docstring's rule)."""
-    hostnames = control.allgather_object(socket.gethostname())
-    if all(h == hostnames[0] for h in hostnames):
-        return "127.0.0.1"
-    return socket.gethostbyname(socket.gethostname())
-
-
 def memory_share(ranks_here: int) -> int:
     """Megabytes of this rank's TaskManager process: half the memory available on its
     machine (or its container's limit) divided among the ranks there, 1,024 at least (a
     TaskManager's fixed parts need most of that)."""
-    available = _meminfo_mb("MemAvailable") or 4096
-    limit = _cgroup_limit_mb()
-    if limit is not None:
-        available = min(available, limit)
+    available = engine_ranks.available_memory_mb(4096)
     return max(1024, min(4096, int(available / 2 / max(ranks_here, 1))))
-
-
-def _meminfo_mb(key: str) -> int | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) // 1024
-    except OSError:
-        return None
-    return None
-
-
-def _cgroup_limit_mb() -> int | None:
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        with contextlib.suppress(OSError, ValueError):
-            value = int(Path(path).read_text().strip())
-            if value < 1 << 50:
-                return value // (1 << 20)
-    return None
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL when the rank that started it dies."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class FlinkCluster:
@@ -182,7 +87,7 @@ class FlinkCluster:
         self.host = ""
         self.rest_url = ""
         self.jobmanager: tuple[str, int, int] = ("", 0, 0)  # host, RPC port, REST port
-        self.processes: list[subprocess.Popen] = []
+        self.processes = engine_ranks.RankProcesses("Flink", control.rank, work_dir)
 
     def environment(self) -> dict[str, str]:
         """The JVMs' environment: this rank's, with the cluster's folders (Flink's scripts
@@ -237,17 +142,9 @@ class FlinkCluster:
         for name in ("log4j-console.properties", "log4j-cli.properties", "log4j.properties"):
             self.conf_dir.joinpath(name).write_text(LOG_CONFIG)
 
-    def _start(self, script: str) -> subprocess.Popen:
-        process = subprocess.Popen(
-            ["bash", str(flink_home() / "bin" / script), "start-foreground"],
-            env=self.environment(),
-            stdin=subprocess.DEVNULL,
-            stdout=sys.stderr,
-            cwd=self.work_dir,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - one prctl, before exec
-        )
-        self.processes.append(process)
-        return process
+    def _start(self, script: str) -> None:
+        command = ["bash", str(flink_home() / "bin" / script), "start-foreground"]
+        self.processes.start(command, self.environment(), Path(script).stem, stdout=sys.stderr)
 
     def start(self) -> None:
         """Bring the cluster up on every rank; returns once every TaskManager has
@@ -264,11 +161,13 @@ class FlinkCluster:
         self.write_config()
         if self.control.rank == 0:
             self._start("jobmanager.sh")
-            self._wait(lambda: self.registered() >= 0, "the Flink JobManager to answer")
+            self.processes.wait_for(
+                lambda: self.registered() >= 0, "the Flink JobManager to answer"
+            )
         self.control.quiet_barrier(self.check)
         self._start("taskmanager.sh")
         if self.control.rank == 0:
-            self._wait(
+            self.processes.wait_for(
                 lambda: self.registered() >= self.control.size,
                 f"{self.control.size} Flink TaskManager(s) to register",
             )
@@ -282,35 +181,13 @@ class FlinkCluster:
         except (OSError, ValueError):
             return -1
 
-    def _wait(self, ready: Any, what: str) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
-        while not ready():
-            self.check()
-            if time.monotonic() > deadline:
-                raise WorkerError(f"waited {START_TIMEOUT:g} s for {what}; see Flink's lines above")
-            time.sleep(POLL)
-
     def check(self) -> None:
         """Raise when one of this rank's JVMs has exited."""
-        for process in self.processes:
-            if process.poll() is not None:
-                raise RuntimeError(
-                    f"a Flink process of rank {self.control.rank} ({Path(process.args[1]).stem}) "
-                    f"exited with code {process.returncode}"
-                )
+        self.processes.check()
 
     def stop(self) -> None:
         """Terminate this rank's JVMs (TaskManager first) and wait; remove the folder."""
-        for process in reversed(self.processes):
-            if process.poll() is None:
-                process.terminate()
-        for process in self.processes:
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        shutil.rmtree(self.work_dir, ignore_errors=True)
+        self.processes.stop()
 
 
 PREFIX = "mlbench-flink-"

@@ -29,9 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from mlbench_worker.data import DataUnavailable, synthetic_banner
+from mlbench_worker.implementations import engine_ranks
 from mlbench_worker.implementations.flink import flink_cluster
 from mlbench_worker.implementations.flink.flink_train import FlinkTrainer, TrainingJob
 from mlbench_worker.implementations.spark import blocks
@@ -60,7 +59,7 @@ NOTE = (
 )
 
 
-def run(config: RunConfig, control: flink_cluster.Control) -> int:
+def run(config: RunConfig, control: engine_ranks.Control) -> int:
     """This rank's part of a Flink run; 0, or raises (see run_main)."""
     task = get_task(config.task)
     rank0 = control.rank == 0
@@ -69,22 +68,14 @@ def run(config: RunConfig, control: flink_cluster.Control) -> int:
         if rank0:
             print(line, flush=True)
 
-    if config.checkpoint_dir:
-        say(f"note: --checkpoint-dir {config.checkpoint_dir}: the flink implementation writes "
-            "no checkpoints; the run goes on without them")  # fmt: skip
-    if config.backend != "mpi":
-        say(f"note: --backend {config.backend} is not used: Flink's broadcast and keyed "
-            "streams carry the exchange")  # fmt: skip
+    engine_ranks.say_unused_options(config, say, "flink", "Flink's broadcast and keyed streams")
     cores = config.threads or environment.default_threads()
-    ranks_here = int(
-        os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") or os.environ.get("MPI_LOCALNRANKS") or 1
-    )
     data = Data.agree(config, task, control, say)
     if data.name == "synthetic":
         synthetic_banner(say, "epsilon", data.note)
     started = time.perf_counter()
     cluster = flink_cluster.FlinkCluster(
-        control, cores, flink_cluster.memory_share(ranks_here),
+        control, cores, flink_cluster.memory_share(engine_ranks.ranks_here()),
         flink_cluster.work_dir(config.run_id, control.rank),
     )  # fmt: skip
     code = 1
@@ -102,7 +93,7 @@ def run(config: RunConfig, control: flink_cluster.Control) -> int:
                 failure, code = exc, 1
             finally:
                 driver.close()
-        code = quiet_code(control, code, cluster)
+        code = control.rank0_code(code, cluster.check)
         if failure is not None:
             raise failure
         if code and not rank0:
@@ -110,20 +101,6 @@ def run(config: RunConfig, control: flink_cluster.Control) -> int:
         return code
     finally:
         cluster.stop()
-
-
-def quiet_code(
-    control: flink_cluster.Control, code: int, cluster: flink_cluster.FlinkCluster
-) -> int:
-    """Rank 0's exit code on every rank, waited for without spinning; the other ranks watch
-    their TaskManager meanwhile."""
-    buffer = np.array([code], np.int32)
-    request = control.world.Ibcast(buffer, root=0)
-    while not request.Test():
-        if control.rank:
-            cluster.check()
-        time.sleep(flink_cluster.POLL)
-    return int(buffer[0])
 
 
 def choose(config: RunConfig, control: Any, features: int, say: Say) -> str:

@@ -38,13 +38,13 @@ def run_main(config: RunConfig) -> int:
             import pyspark  # noqa: F401
         except ImportError:
             raise WorkerError(INSTALL_HINT) from None
-        from mlbench_worker.implementations.spark import cluster
+        from mlbench_worker.implementations import engine_ranks
         from mlbench_worker.implementations.spark.session import run
 
-        missing = cluster.java_missing()
+        missing = engine_ranks.java_missing("Spark")
         if missing:
             raise WorkerError(missing)
-        control = cluster.Control()
+        control = engine_ranks.Control()
         world.known(control.rank, control.size, control.abort)
         return run(config, control)
 

@@ -19,31 +19,16 @@ configuration folder of the run's own), so a run's log shows Spark's problems, n
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import json
 import os
-import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
-from typing import Any
 
+from mlbench_worker.implementations import engine_ranks
+from mlbench_worker.implementations.engine_ranks import DIRECT, Control, bind_address, listening
 from mlbench_worker.shared.localhost import free_port
-from mlbench_worker.training.errors import WorkerError
 
-# Spark's own pages are on the ranks' addresses: never through a proxy the environment
-# names for downloads (the local driver's slots have one).
-DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-START_TIMEOUT = 300.0  # seconds for the master to listen and every worker to register
-POLL = 0.2
-_PR_SET_PDEATHSIG = 1
 LOG_CONFIG = """\
 rootLogger.level = warn
 rootLogger.appenderRef.stderr.ref = console
@@ -59,40 +44,6 @@ logger.native.level = error
 """
 
 
-class Control:
-    """MPI's COMM_WORLD for coordination only: who is rank 0, the master's address, barriers
-    that wait without spinning (a rank waiting for the application must leave its cores to
-    Spark), aborting the job."""
-
-    def __init__(self) -> None:
-        from mpi4py import MPI
-
-        self.world = MPI.COMM_WORLD
-        self.rank = self.world.Get_rank()
-        self.size = self.world.Get_size()
-
-    def bcast_object(self, obj: Any, root: int = 0) -> Any:
-        return self.world.bcast(obj, root=root)
-
-    def allgather_object(self, obj: Any) -> list:
-        return self.world.allgather(obj)
-
-    def gather_object(self, obj: Any, root: int = 0) -> list | None:
-        return self.world.gather(obj, root=root)
-
-    def quiet_barrier(self, alive: Any = None) -> None:
-        """Wait for every rank, sleeping between polls; `alive()` (when given) is asked at
-        each poll and raises when what this rank keeps running has died."""
-        request = self.world.Ibarrier()
-        while not request.Test():
-            if alive is not None:
-                alive()
-            time.sleep(POLL)
-
-    def abort(self, code: int = 1) -> None:
-        self.world.Abort(code)
-
-
 def spark_home() -> Path:
     """The Spark distribution inside the pyspark package (bin/spark-class, jars/)."""
     import pyspark
@@ -100,59 +51,10 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-def java_missing() -> str | None:
-    """Why no JVM can start here, or None."""
-    if os.environ.get("JAVA_HOME") and Path(os.environ["JAVA_HOME"], "bin", "java").exists():
-        return None
-    if shutil.which("java"):
-        return None
-    return (
-        "java is not on this worker's PATH (and JAVA_HOME names none): Spark needs Java 17 "
-        "or later (Debian: apt-get install default-jre-headless)"
-    )
-
-
-def bind_address(control: Control) -> str:
-    """The address this rank's Spark processes bind to (the module docstring's rule)."""
-    hostnames = control.allgather_object(socket.gethostname())
-    if all(h == hostnames[0] for h in hostnames):
-        return "127.0.0.1"
-    return socket.gethostbyname(socket.gethostname())
-
-
 def memory_share(ranks_here: int) -> int:
     """Megabytes this rank's Spark worker offers: half the memory available on its machine
     (or in its container's limit) divided among the ranks there, at least 512."""
-    available = _meminfo_mb("MemAvailable") or 2048
-    limit = _cgroup_limit_mb()
-    if limit is not None:
-        available = min(available, limit)
-    return max(512, int(available / 2 / max(ranks_here, 1)))
-
-
-def _meminfo_mb(key: str) -> int | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) // 1024
-    except OSError:
-        return None
-    return None
-
-
-def _cgroup_limit_mb() -> int | None:
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        with contextlib.suppress(OSError, ValueError):
-            value = int(Path(path).read_text().strip())
-            if value < 1 << 50:
-                return value // (1 << 20)
-    return None
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL when the rank that started it dies."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    return max(512, int(engine_ranks.available_memory_mb(2048) / 2 / max(ranks_here, 1)))
 
 
 class SparkCluster:
@@ -169,7 +71,7 @@ class SparkCluster:
         self.host = ""
         self.master_url = ""
         self.master_ui = ""
-        self.processes: list[subprocess.Popen] = []
+        self.processes = engine_ranks.RankProcesses("Spark", control.rank, work_dir)
 
     def environment(self) -> dict[str, str]:
         """The JVMs' environment: this rank's, with Spark's configuration folder and address
@@ -185,17 +87,9 @@ class SparkCluster:
         )
         return env
 
-    def _start(self, cls: str, *args: str) -> subprocess.Popen:
+    def _start(self, cls: str, *args: str) -> None:
         command = [str(spark_home() / "bin" / "spark-class"), cls, *args]
-        process = subprocess.Popen(
-            command,
-            env=self.environment(),
-            stdin=subprocess.DEVNULL,
-            cwd=self.work_dir,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - one prctl, before exec
-        )
-        self.processes.append(process)
-        return process
+        self.processes.start(command, self.environment(), cls)
 
     def start(self) -> None:
         """Bring the cluster up on every rank; returns once every worker has registered.
@@ -215,7 +109,9 @@ class SparkCluster:
                 f"spark://{self.host}:{port}",
                 f"http://{self.host}:{ui}",
             )
-            self._wait(lambda: _listening(self.host, port), "the Spark master to listen")
+            self.processes.wait_for(
+                lambda: listening(self.host, port), "the Spark master to listen"
+            )
         self.master_url, self.master_ui = self.control.bcast_object(
             (self.master_url, self.master_ui)
         )
@@ -226,7 +122,7 @@ class SparkCluster:
             "--work-dir", str(self.work_dir / "work"), self.master_url,
         )  # fmt: skip
         if self.control.rank == 0:
-            self._wait(
+            self.processes.wait_for(
                 lambda: self.alive_workers() >= self.control.size,
                 f"{self.control.size} Spark worker(s) to register",
             )
@@ -241,43 +137,15 @@ class SparkCluster:
             return 0
         return sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
 
-    def _wait(self, ready: Any, what: str) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
-        while not ready():
-            self.check()
-            if time.monotonic() > deadline:
-                raise WorkerError(f"waited {START_TIMEOUT:g} s for {what}; see Spark's lines above")
-            time.sleep(POLL)
-
     def check(self) -> None:
         """Raise when one of this rank's JVMs has exited."""
-        for process in self.processes:
-            if process.poll() is not None:
-                raise RuntimeError(
-                    f"a Spark process of rank {self.control.rank} ({process.args[1]}) exited "
-                    f"with code {process.returncode}"
-                )
+        self.processes.check()
 
     def stop(self) -> None:
         """Terminate this rank's JVMs (worker first) and wait for them; remove the folder."""
-        for process in reversed(self.processes):
-            if process.poll() is None:
-                process.terminate()
-        for process in self.processes:
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        shutil.rmtree(self.work_dir, ignore_errors=True)
+        self.processes.stop()
 
 
 def work_dir(run_id: str | None, rank: int) -> Path:
     """A fresh folder for this rank's Spark configuration, worker files and shuffle data."""
     return Path(tempfile.mkdtemp(prefix=f"mlbench-spark-{run_id or 'run'}-{rank}-"))
-
-
-def _listening(host: str, port: int) -> bool:
-    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1):
-        return True
-    return False

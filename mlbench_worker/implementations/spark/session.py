@@ -26,9 +26,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from mlbench_worker.data import synthetic_banner
+from mlbench_worker.implementations import engine_ranks
 from mlbench_worker.implementations.spark import cluster, data
 from mlbench_worker.implementations.spark.train import LbfgsTrainer, SgdTrainer, SparkTrainer
 from mlbench_worker.tasks import get_task
@@ -72,7 +71,7 @@ class Solo:
         return [obj]
 
 
-def run(config: RunConfig, control: cluster.Control) -> int:
+def run(config: RunConfig, control: engine_ranks.Control) -> int:
     """This rank's part of a Spark run; 0, or raises (see run_main)."""
     task = get_task(config.task)
     rank0 = control.rank == 0
@@ -81,16 +80,8 @@ def run(config: RunConfig, control: cluster.Control) -> int:
         if rank0:
             print(line, flush=True)
 
-    if config.checkpoint_dir:
-        say(f"note: --checkpoint-dir {config.checkpoint_dir}: the spark implementation writes "
-            "no checkpoints; the run goes on without them")  # fmt: skip
-    if config.backend != "mpi":
-        say(f"note: --backend {config.backend} is not used: Spark's broadcast and tree "
-            "aggregate carry the exchange")  # fmt: skip
+    engine_ranks.say_unused_options(config, say, "spark", "Spark's broadcast and tree aggregate")
     cores = config.threads or environment.default_threads()
-    ranks_here = int(
-        os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") or os.environ.get("MPI_LOCALNRANKS") or 1
-    )
     files = data.write_files(config, task, control, say)
     if files.name == "synthetic":
         synthetic_banner(say, "epsilon", files.note)
@@ -98,7 +89,7 @@ def run(config: RunConfig, control: cluster.Control) -> int:
     spark_cluster = cluster.SparkCluster(
         control,
         cores,
-        cluster.memory_share(ranks_here),
+        cluster.memory_share(engine_ranks.ranks_here()),
         cluster.work_dir(config.run_id, control.rank),
     )
     code = 1
@@ -113,7 +104,7 @@ def run(config: RunConfig, control: cluster.Control) -> int:
                 failure, code = exc, exc.exit_code
             except BaseException as exc:  # noqa: BLE001 - reported, then raised below
                 failure, code = exc, 1
-        code = quiet_code(control, code, spark_cluster)
+        code = control.rank0_code(code, spark_cluster.check)
         if failure is not None:
             raise failure
         if code and not rank0:
@@ -121,18 +112,6 @@ def run(config: RunConfig, control: cluster.Control) -> int:
         return code
     finally:
         spark_cluster.stop()
-
-
-def quiet_code(control: cluster.Control, code: int, spark_cluster: cluster.SparkCluster) -> int:
-    """Rank 0's exit code on every rank, waited for without spinning; the other ranks watch
-    their Spark worker meanwhile."""
-    buffer = np.array([code], np.int32)
-    request = control.world.Ibcast(buffer, root=0)
-    while not request.Test():
-        if control.rank:
-            spark_cluster.check()
-        time.sleep(cluster.POLL)
-    return int(buffer[0])
 
 
 def application(
@@ -179,7 +158,7 @@ def wait_for_executors(spark: Any, world: int) -> None:
         if time.monotonic() > deadline:
             raise WorkerError(f"{world} Spark executors did not register within "
                               f"{EXECUTORS_TIMEOUT:g} s")  # fmt: skip
-        time.sleep(cluster.POLL)
+        time.sleep(engine_ranks.POLL)
         status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus()
 
 

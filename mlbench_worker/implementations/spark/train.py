@@ -33,23 +33,17 @@ import contextlib
 import json
 import math
 import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from mlbench_worker.implementations.engine_ranks import DIRECT
+from mlbench_worker.implementations.engine_training import EngineTrainer
 from mlbench_worker.implementations.spark import blocks
-from mlbench_worker.implementations.spark.cluster import DIRECT
-from mlbench_worker.shared.evaluation.predictions import LABEL
 from mlbench_worker.tasks.epsilon.schedule import PlateauSchedule
 from mlbench_worker.training.metric_sink import Reporter
-from mlbench_worker.training.prediction_sink import PredictionSink, Shard
 from mlbench_worker.training.progress import (
-    LOG_SECONDS,
     Progress,
-    post_report,
-    record_evaluation,
-    run_epochs,
 )
 from mlbench_worker.training.recipe import Goal
 
@@ -96,134 +90,32 @@ class StageTimes:
         return new
 
 
-class SparkTrainer:
+class SparkTrainer(EngineTrainer):
     """Rank 0's Spark application: `fit()` runs the benchmark with `train_one_epoch` of the
     run's trainer (SGD or L-BFGS); both evaluate with the same executor code."""
 
     def __init__(
-        self,
-        spark: Any,
-        test_blocks: Any,
-        goal: Goal,
-        reporter: Reporter,
-        *,
-        features: int,
-        world: int,
-        throughput_metric: str,
-        throughput_unit: str,
-        log_every: int,
-        say: Callable[[str], None],
+        self, spark: Any, test_blocks: Any, goal: Goal, reporter: Reporter, **kwargs: Any
     ) -> None:
+        super().__init__(goal, reporter, **kwargs)
         self.spark = spark
         self.sc = spark.sparkContext
         self.test_blocks = test_blocks
-        self.goal = goal
-        self.reporter = reporter
-        self.world = world
-        self.theta = np.zeros(features + 1, np.float32)  # the reference's start: zero
-        self.throughput_metric, self.throughput_unit = throughput_metric, throughput_unit
-        self.log_every = log_every
-        self.say = say
-        self.progress = Progress()
-        self.clock_start: float | None = None
         self.stage_times = StageTimes(self.sc)
-        self.predictions: PredictionSink | None = None
         self.test_total = 0
-        self.lr = 0.0
-        self.step_bytes = 0  # what one step moves per rank (subclasses)
-
-    def elapsed(self) -> float:
-        return 0.0 if self.clock_start is None else time.perf_counter() - self.clock_start
 
     def fit(self) -> Progress:
-        """Train until the goal; always ends with an evaluation of the final model."""
         self.stage_times.read()  # start-up's stages are not training's
-        self.clock_start = time.perf_counter()
-        return run_epochs(
-            self.progress, self.goal.max_epochs, self.train_one_epoch, self.evaluate_and_track
-        )
+        return super().fit()
 
-    def train_one_epoch(self, epoch: int) -> bool:
-        raise NotImplementedError
-
-    def over_budget(self) -> bool:
-        return self.goal.time_budget is not None and self.elapsed() >= self.goal.time_budget
-
-    def report(
-        self, sums: np.ndarray, steps: int, wall: float, start: float, ranks: np.ndarray,
-        samples: float = 0.0,
-    ) -> None:  # fmt: skip
-        """Post an interval's training metrics under the reference's names: `sums` (loss,
-        right, rows) over `steps` steps that took `wall` seconds on the driver since
-        `start`, `ranks` each rank's seconds of compute in them (`samples`: the rows trained
-        on, when not `rows`). A step waits for its slowest rank: compute is the slowest
-        rank's, comm the rest of the step (module docstring)."""
-        p = self.progress
-        per_step = wall / max(steps, 1)
-        rank_compute = np.minimum(ranks / max(steps, 1), per_step)
-        compute = float(rank_compute.max()) if rank_compute.size else 0.0
-        comm = per_step - compute
-        p.time_compute += compute * steps
-        p.time_comm += comm * steps
-        p.time_comm_total += comm * steps
-        p.comm_bytes += self.step_bytes * steps
-        loss_sum, right, rows = (float(v) for v in sums)
-        rate = (samples or rows) / max(time.perf_counter() - start, 1e-9)
-        meta = {
-            "epoch": round(p.epochs_done, 4),
-            "step": p.step,
-            "elapsed": round(self.elapsed(), 3),
-        }
-        per_rank = [
-            (0.0, float(mine), per_step - float(mine), per_step - float(mine))
-            for mine in rank_compute
-        ]
-        post_report(
-            self.reporter, meta, loss=loss_sum / max(rows, 1), accuracy=right / max(rows, 1),
-            lr=self.lr, epochs=p.epochs_done, throughput=(self.throughput_metric, rate),
-            timings=(0.0, compute, comm, comm), comm_bytes=self.step_bytes,
-            per_rank=per_rank if self.world > 1 else (),
-        )  # fmt: skip
-        self.say(
-            f"step {p.step:6d}  epoch {p.epochs_done:7.3f}  loss {loss_sum / max(rows, 1):.4f}  "
-            f"acc {right / max(rows, 1):.4f}  lr {self.lr:.4f}  {rate:8.1f} {self.throughput_unit}  "
-            f"comm {100 * comm / max(per_step, 1e-12):4.1f}%  elapsed {self.elapsed():8.1f}s"
-        )
-
-    def evaluate(self) -> tuple[float, float, Shard]:
-        """Validation loss and accuracy of theta over the whole test set, and the
-        predictions in the test set's order (one Spark job)."""
+    def evaluate_parts(self) -> list:
+        """blocks.scores of theta on every partition (one Spark job)."""
         theta = self.sc.broadcast(self.theta)
         parts = self.test_blocks.mapPartitions(
             lambda items: blocks.scores(items, theta.value)
         ).collect()
         theta.unpersist()
-        loss = sum(p[3] for p in parts)
-        right = sum(p[4] for p in parts)
-        count = sum(p[5] for p in parts)
-        shard = Shard(
-            np.concatenate([p[0] for p in parts]),
-            np.concatenate([p[1] for p in parts]),
-            {LABEL: np.concatenate([p[2] for p in parts])},
-        )
-        return loss / max(count, 1), right / max(count, 1), shard
-
-    def evaluate_and_track(self) -> None:
-        val_loss, val_acc, shard = self.evaluate()
-        record_evaluation(
-            self.progress, val_loss, val_acc, self.elapsed(), self.goal, self.reporter, 0,
-            self.say,
-        )  # fmt: skip
-        self.after_evaluation(val_loss)
-        if self.predictions is not None:
-            self.predictions.submit(shard, self.progress.history[-1])
-
-    def after_evaluation(self, val_loss: float) -> None:
-        """What the trainer's schedule learns from an evaluation (nothing by default)."""
-
-    def throughput(self) -> float:
-        p = self.progress
-        return p.images / p.train_seconds if p.train_seconds > 0 else math.nan
+        return parts
 
 
 class SgdTrainer(SparkTrainer):
@@ -244,9 +136,8 @@ class SgdTrainer(SparkTrainer):
         # Per rank and step: the model in (a float32 broadcast) and its aggregate out (float64).
         self.step_bytes = (4 + 8) * self.theta.size if self.world > 1 else 0
 
-    def step(self, epoch: int, i: int) -> np.ndarray:
-        """One synchronous step; the aggregate's tail (each rank's seconds, then
-        blocks.LOSS ...)."""
+    def step_total(self, epoch: int, i: int) -> np.ndarray:
+        """The batch gradients of step `i`, tree-aggregated."""
         seed, batch, world = self.seed, self.batch_size, self.world
         theta = self.sc.broadcast(self.theta)
         total = self.train_blocks.mapPartitions(
@@ -255,39 +146,7 @@ class SgdTrainer(SparkTrainer):
             np.zeros(self.theta.size + world + 4), blocks.add, blocks.add, depth=self.depth
         )
         theta.unpersist()
-        grad = total[: self.theta.size].astype(np.float32)
-        self.lr = self.schedule(self.progress.step)
-        # torch.optim.SGD with weight decay, momentum 0: theta -= lr (grad + lambda theta)
-        grad += np.float32(self.l2) * self.theta
-        self.theta = self.theta - np.float32(self.lr) * grad
-        return total[self.theta.size :]
-
-    def train_one_epoch(self, epoch: int) -> bool:
-        p = self.progress
-        sums, steps, start, wall = np.zeros(3), 0, time.perf_counter(), 0.0
-        ranks = np.zeros(self.world)
-        for i in range(self.steps_per_epoch):
-            t0 = time.perf_counter()
-            tail = self.step(epoch, i)
-            took = time.perf_counter() - t0
-            p.step += 1
-            p.images += int(tail[blocks.COUNT])
-            p.train_seconds += took
-            wall += took
-            steps += 1
-            sums += tail[[blocks.LOSS, blocks.CORRECT, blocks.COUNT]]
-            ranks += tail[: self.world]
-            stop = self.over_budget()
-            last = i == self.steps_per_epoch - 1 or stop
-            if p.step % self.log_every == 0 or last or time.perf_counter() - start >= LOG_SECONDS:
-                p.epochs_done = epoch + (i + 1) / self.steps_per_epoch
-                self.report(sums, steps, wall, start, ranks)
-                sums, steps, start, wall = np.zeros(3), 0, time.perf_counter(), 0.0
-                ranks = np.zeros(self.world)
-            if stop:
-                p.stop_reason = "time budget spent"
-                return i == self.steps_per_epoch - 1
-        return True
+        return total
 
     def after_evaluation(self, val_loss: float) -> None:
         self.schedule.observe(val_loss)

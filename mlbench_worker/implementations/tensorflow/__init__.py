@@ -49,7 +49,7 @@ def run_main(config: RunConfig) -> int:
             import tensorflow  # noqa: F401
         except ImportError:
             raise WorkerError(INSTALL_HINT) from None
-        from mlbench_worker.implementations.tensorflow.cluster import Control
+        from mlbench_worker.implementations.engine_ranks import Control
         from mlbench_worker.implementations.tensorflow.session import run
 
         control = Control()

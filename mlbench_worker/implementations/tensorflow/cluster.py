@@ -20,35 +20,9 @@ import os
 import socket
 from typing import Any
 
+from mlbench_worker.implementations.engine_ranks import Control
 from mlbench_worker.shared.localhost import free_port
 from mlbench_worker.training.errors import WorkerError
-
-
-class Control:
-    """MPI's COMM_WORLD for the run's coordination: the data set agreement
-    (data.load_dataset), barriers, gathering per-rank timings, aborting the job."""
-
-    def __init__(self) -> None:
-        from mpi4py import MPI
-
-        self.world = MPI.COMM_WORLD
-        self.rank = self.world.Get_rank()
-        self.size = self.world.Get_size()
-
-    def barrier(self) -> None:
-        self.world.Barrier()
-
-    def bcast_object(self, obj: Any, root: int = 0) -> Any:
-        return self.world.bcast(obj, root=root)
-
-    def allgather_object(self, obj: Any) -> list:
-        return self.world.allgather(obj)
-
-    def gather_object(self, obj: Any, root: int = 0) -> list | None:
-        return self.world.gather(obj, root=root)
-
-    def abort(self, code: int = 1) -> None:
-        self.world.Abort(code)
 
 
 def local_rank(control: Control) -> int:
