@@ -52,14 +52,23 @@ SPARK_STAMP := $(VENV)/.spark-installed
 # MLBENCH_FLINK_PYTHON (the tests do; docs/installation.rst).
 FLINK_VENV := .venv-flink
 FLINK_STAMP := $(FLINK_VENV)/.installed
-test-deps: install $(SEED_VENV)/.installed $(TF_STAMP) $(SPARK_STAMP) $(FLINK_STAMP)
+# `make test` makes these with -j4: the system packages (apt), npm and the seed client's
+# venv download beside the pip installs into $(VENV) and $(FLINK_VENV). Those build this
+# checkout's editable wheel, which writes mlbench.egg-info here, so they go one at a time
+# (order-only prerequisites: after $(STAMP), tensorflow, then spark, then flink). apt
+# waits for npm, which may need apt itself.
+test-deps: install $(SEED_VENV)/.installed $(TF_STAMP) $(SPARK_STAMP) $(FLINK_STAMP) \
+  test-system-deps
+
+.PHONY: test-system-deps
+test-system-deps: | $(NODE_STAMP)
 	bash scripts/install-test-deps.sh
 
 $(TF_STAMP): $(STAMP) constraints.txt
 	$(PIP) install -qq -c constraints.txt -e '.[tensorflow]'
 	touch $@
 
-$(SPARK_STAMP): $(STAMP) constraints.txt
+$(SPARK_STAMP): $(STAMP) constraints.txt | $(TF_STAMP)
 	$(PIP) install -qq -c constraints.txt -e '.[spark]'
 	touch $@
 
@@ -72,7 +81,7 @@ $(MLFLOW_STAMP): constraints-mlflow.txt
 	$(MLFLOW_VENV)/bin/pip install -qq -c constraints-mlflow.txt mlflow psycopg2-binary
 	touch $@
 
-$(FLINK_STAMP): setup.py constraints-flink.txt
+$(FLINK_STAMP): setup.py constraints-flink.txt | $(SPARK_STAMP)
 	test -x $(FLINK_VENV)/bin/python || $(PYTHON) -m venv $(FLINK_VENV)
 	$(FLINK_VENV)/bin/pip install -qq -c constraints-flink.txt -e '.[flink]'
 	touch $@
@@ -84,8 +93,9 @@ $(SEED_VENV)/.installed: constraints.txt
 	touch $@
 
 # The tests get MLBENCH_HOMEs of their own, so they never touch (or cancel) the runs of a
-# master started by `make run`; scripts/run-tests.sh says why the suite runs as two processes.
-test: test-deps
+# master started by `make run`; scripts/run-tests.sh says why the suite runs in two lanes.
+test:
+	$(MAKE) -j4 --output-sync=target test-deps
 	PY=$(PY) bash scripts/run-tests.sh
 
 # The chaos series' long form (tests/chaos/, docs/chaos.rst): CHAOS_RUNS runs queued on a
