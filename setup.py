@@ -40,6 +40,8 @@ WORKER = [
     "scipy",  # reads the ImageNet development kit's meta.mat (shared/imagenet_devkit.py)
     "pillow",  # decodes ImageNet's JPEG files (task 1b)
     "onnx",  # torch.onnx.export needs it: the final model for the audit (torch_export.py)
+    "sentencepiece",  # task 4b's shared sub-word vocabulary (tasks/wmt/tokens.py)
+    "sacrebleu",  # task 4b's own BLEU of its decoded test set (tasks/wmt/train.py)
 ]
 # The tensorflow implementation of task 1a (mlbench_worker/implementations/tensorflow/), kept out of
 # "all": 1.6 GB that only workers running that implementation need. The CPU build; a GPU

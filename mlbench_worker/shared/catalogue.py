@@ -1,4 +1,3 @@
-# Over 400 lines: the one list of tasks with the rules read from it, kept in one place.
 """The task catalogue: the one list of benchmark tasks the whole platform reads.
 
 Plain data, no torch and no Django: the master (API validation, MLBENCH_TASKS' default,
@@ -8,101 +7,33 @@ worker code in mlbench_worker/tasks/. What must be equal for two results to be c
 (the model, the data set, the goals with the metric that decides them) is stated once.
 
 Training details that only the worker needs (momentum, warm-up, decay schedule) stay in
-the worker's task definitions, which read their shared fields from here.
+the worker's task definitions, which read their shared fields from here. What an entry is
+(TaskInfo, Goal) and the original platform's images are task_info.py's; the sequence tasks'
+entries (3 and 4) are sequence_catalogue.py's; every name stays importable from here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from mlbench_worker.shared.algorithm_catalogue import ALGORITHMS, GENERAL_ALGORITHMS
-from mlbench_worker.shared.implementation_catalogue import DEFAULT_IMPLEMENTATION
-
-UP, DOWN = "up", "down"  # a goal is reached when the metric rises to / falls to its value
-# What a task does. A "training" task trains a model towards accuracy goals on a data set; a
-# "measurement" task (the backend benchmark) measures the platform itself: it has no
-# goals, data set, model, epochs or checkpoints, only a time budget that bounds it.
-TRAINING, MEASUREMENT = "training", "measurement"
-
-
-@dataclass(frozen=True)
-class Goal:
-    """A value of a metric that counts as reaching the goal, and where the value comes from."""
-
-    metric: str  # the metric the worker posts, e.g. "val_accuracy"
-    value: float
-    direction: str = UP
-    source: str = ""
-
-    def reached(self, measured: float) -> bool:
-        return measured >= self.value if self.direction == UP else measured <= self.value
-
-
-@dataclass(frozen=True)
-class TaskInfo:
-    """One benchmark task as the platform shows, validates and compares it."""
-
-    name: str  # e.g. "resnet20-cifar10": the API's `task`, the worker's first argument
-    title: str  # how people (and the seed client) call it
-    category: str  # the seed's task number and area, e.g. "1a image classification"
-    model: str
-    dataset: str  # the real data set; "synthetic" is always offered beside it
-    goals: dict[str, Goal]  # goal name -> goal; "standard" is the default
-    batch_size: int  # per worker
-    learning_rate: float  # for one worker at `batch_size`; scaled with the workers
-    max_epochs: int
-    time_budget: float  # seconds of training the seed's accuracy-after-time rule allows
-    throughput_unit: str  # what the worker counts per second, e.g. "images/s"
-    throughput_metric: str  # the metric that carries it
-    gpu_supported: bool = True
-    description: str = ""
-    default_goal: str = "standard"
-    kind: str = TRAINING
-    # The training algorithms it admits (mlbench_worker/shared/algorithm_catalogue.py); the first
-    # is its default.
-    algorithms: tuple[str, ...] = GENERAL_ALGORITHMS
-    # The implementations that run it (mlbench_worker/shared/implementation_catalogue.py); the
-    # first is its default. torch-ddp needs a model trained by autograd; tensorflow has
-    # the ResNets of task 1a only.
-    implementations: tuple[str, ...] = (DEFAULT_IMPLEMENTATION,)
-    # The learning-rate schedules its worker offers (`--lr-schedule`, the run's
-    # `lr_schedule`); the first is its default. Empty: the task has one fixed schedule and
-    # a run of it takes no lr_schedule.
-    lr_schedules: tuple[str, ...] = ()
-    # Whether a run also submits its five best classes per example and the evaluator grades
-    # top-5 accuracy beside top-1 (shared/evaluation/); the goals stay on top-1.
-    top5: bool = False
-    # Algorithms of the algorithm catalogue it does not admit, each with why (shown in the
-    # docs and the API's refusal); empty when it admits them all.
-    not_admitted: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def measurement(self) -> bool:
-        """True for a task that measures the platform and trains nothing (see MEASUREMENT)."""
-        return self.kind == MEASUREMENT
-
-    @property
-    def datasets(self) -> tuple[str, ...]:
-        """What `dataset` may be: auto (the real set when it can be had), it, or synthetic;
-        nothing for a measurement, which reads no data."""
-        if self.measurement:
-            return ()
-        return ("auto", self.dataset, "synthetic")
-
-    @property
-    def seed_images(self) -> tuple[str, ...]:
-        """The original platform's images (no tag) that run this task here."""
-        return tuple(s.image for s in SEED_IMAGES if s.task == self.name)
-
-    def why_not(self, algorithm: str) -> str:
-        """Why the task does not admit `algorithm` ("" when it does, or says nothing)."""
-        return dict(self.not_admitted).get(algorithm, "")
-
-    def goal(self, name: str) -> Goal:
-        """The goal called `name`; KeyError when the task has no such goal."""
-        return self.goals[name]
-
+from mlbench_worker.shared.implementation_catalogue import DEFAULT_IMPLEMENTATION  # noqa: F401
+from mlbench_worker.shared.sequence_catalogue import (
+    AWD_LSTM_WIKITEXT2,
+    GPT_WIKITEXT2,
+    TRANSFORMER_WMT17,
+)
+from mlbench_worker.shared.task_info import (  # noqa: F401 - what an entry is, importable here
+    DOWN,
+    MEASUREMENT,
+    SEED_IMAGES,
+    SEED_TIME_BUDGET,
+    TRAINING,
+    UP,
+    Goal,
+    SeedImage,
+    TaskInfo,
+)
 
 # He et al. 2016 report 91.25 % (ResNet-20) to 93.03 % (ResNet-56) on CIFAR-10; "paper" asks
 # for 91 % whatever the depth, "standard" and "light" are the platform's shorter goals.
@@ -112,8 +43,6 @@ _CIFAR10_GOALS = {
     "standard": Goal("val_accuracy", 0.80, UP, _CIFAR10_SOURCE),
     "paper": Goal("val_accuracy", 0.91, UP, _CIFAR10_SOURCE),
 }
-# The seed's closed division gives a run 2 hours of training for accuracy after time.
-SEED_TIME_BUDGET = 7200.0
 
 
 def _resnet_cifar10(depth: int, preact: bool = False) -> TaskInfo:
@@ -212,87 +141,6 @@ def _resnet_imagenet(depth: int) -> TaskInfo:
     )
 
 
-# Task 3: language modelling on WikiText-2 (mlbench_worker/tasks/wikitext2/). 3a is the
-# original platform's task: the AWD-LSTM of Merity, Keskar, Socher 2017 ("Regularizing and
-# Optimizing LSTM Language Models", arXiv:1708.02182), validation perplexity 70, light 90,
-# lower is better. 3b is ours: a small decoder-only Transformer in nanoGPT's shape (Radford
-# et al. 2019's GPT-2 blocks at CPU size); its goals are not measured on WikiText-2 here
-# (the corpus could not be had on the machines this was built on): see the task's module.
-_LSTM_SOURCE = "mlbench task 3a (AWD-LSTM, Merity et al. 2017): perplexity 70, light 90"
-# EF-SignSGD (algorithms/signsgd.py) compresses momentum SGD's step and applies it in place
-# of the optimizer's, as its authors' optimizer does; the language models step with other
-# optimizers, whose steps it would silently replace.
-_SIGN_ON_ANOTHER_OPTIMIZER = (
-    "EF-SignSGD compresses and applies momentum SGD's step in place of the optimizer's, and "
-    "this task's optimizer is {}"
-)
-_GPT_EXCLUDED = (("signsgd", _SIGN_ON_ANOTHER_OPTIMIZER.format("AdamW")),)
-_LSTM_EXCLUDED = (
-    ("signsgd", _SIGN_ON_ANOTHER_OPTIMIZER.format("an averaged SGD with gradient clipping")),
-    (
-        "localsgd",
-        "its ranks average models, while the AWD-LSTM's averaged SGD keeps a running "
-        "average of the iterates per rank that the model averaging does not see",
-    ),
-    (
-        "decentralized",
-        "its ranks keep different models, while the AWD-LSTM's averaged SGD keeps a "
-        "running average of the iterates per rank that the gossip does not see",
-    ),
-    (
-        "diloco",
-        "its ranks step apart and restart from the outer model every H steps, while the "
-        "AWD-LSTM's averaged SGD keeps a running average of each rank's own iterates that "
-        "the outer step neither sees nor resets",
-    ),
-)
-AWD_LSTM_WIKITEXT2 = TaskInfo(
-    name="awd-lstm-wikitext2",
-    title="PyTorch Language Modeling (AWD-LSTM)",
-    category="3a language modelling",
-    model="awd-lstm",
-    dataset="wikitext2",
-    goals={
-        "light": Goal("val_perplexity", 90.0, DOWN, _LSTM_SOURCE),
-        "standard": Goal("val_perplexity", 70.0, DOWN, _LSTM_SOURCE),
-    },
-    batch_size=80,
-    learning_rate=30.0,
-    max_epochs=750,
-    time_budget=SEED_TIME_BUDGET,
-    throughput_unit="tokens/s",
-    throughput_metric="tokens_per_sec",
-    description="Task 3a: AWD-LSTM language model on WikiText-2, synchronous SGD then ASGD",
-    algorithms=tuple(a for a in GENERAL_ALGORITHMS if a not in dict(_LSTM_EXCLUDED)),
-    implementations=("reference", "torch-ddp"),
-    not_admitted=_LSTM_EXCLUDED,
-)
-_GPT_SOURCE = (
-    "mlbench task 3b: an estimate from the model's size, not yet measured on the real "
-    "corpus (docs/tasks.rst)"
-)
-GPT_WIKITEXT2 = TaskInfo(
-    name="gpt-wikitext2",
-    title="PyTorch Language Modeling (small GPT)",
-    category="3b language modelling",
-    model="gpt-small",
-    dataset="wikitext2",
-    goals={
-        "light": Goal("val_perplexity", 250.0, DOWN, _GPT_SOURCE),
-        "standard": Goal("val_perplexity", 180.0, DOWN, _GPT_SOURCE),
-    },
-    batch_size=16,
-    learning_rate=1e-3,
-    max_epochs=20,
-    time_budget=SEED_TIME_BUDGET,
-    throughput_unit="tokens/s",
-    throughput_metric="tokens_per_sec",
-    description="Task 3b: a small GPT (4 layers, width 256) on WikiText-2, AdamW",
-    algorithms=tuple(a for a in GENERAL_ALGORITHMS if a not in dict(_GPT_EXCLUDED)),
-    implementations=("reference", "torch-ddp"),
-    not_admitted=_GPT_EXCLUDED,
-)
-
 # The backend benchmark (the seed's "distributed backend benchmarking" image): all-reduce
 # and broadcast latency and bus bandwidth per message size and backend, measured by
 # mlbench_worker/backend_benchmark/. Its "throughput" is the highest bus bandwidth it measured, in
@@ -324,7 +172,7 @@ TASKS: dict[str, TaskInfo] = {
     + [_resnet_cifar10(d, preact=True) for d in (20, 56)]
     + [LOGREG_EPSILON]
     + [_resnet_imagenet(d) for d in (18, 34, 50, 101)]
-    + [AWD_LSTM_WIKITEXT2, GPT_WIKITEXT2]
+    + [AWD_LSTM_WIKITEXT2, GPT_WIKITEXT2, TRANSFORMER_WMT17]
     + [BACKEND_BENCHMARK]
 }
 DEFAULT_TASK = "resnet20-cifar10"
@@ -333,68 +181,6 @@ DEFAULT_SEED = 42  # a run's seed when none is given: the worker's --seed and th
 # command", and its `backend` value that defers to `custom_backend`.
 CUSTOM_IMAGE = "custom_image"
 CUSTOM_BACKEND = "custom_backend"
-
-
-@dataclass(frozen=True)
-class SeedImage:
-    """One official image of the original platform's client, and the task here that runs it."""
-
-    title: str  # the client's display name (its MLBENCH_IMAGES key)
-    image: str  # repository without a tag
-    task: str | None  # None: not implemented here yet
-    implementation: str = DEFAULT_IMPLEMENTATION  # which code here runs it
-
-
-# Every official image the original client (mlbench-core 2.x and 3.x) names. The older
-# ResNet-20 images run task 1a under older names: the task, its goals and its data are the
-# same, so they map to that task here; the DDP and TensorFlow images run it through those
-# frameworks, so they map to the implementation of the same name.
-SEED_IMAGES: tuple[SeedImage, ...] = (
-    SeedImage(
-        "PyTorch Cifar-10 ResNet-20",
-        "mlbench/pytorch-cifar10-resnet20-all-reduce",
-        "resnet20-cifar10",
-    ),
-    SeedImage(
-        "PyTorch Cifar-10 ResNet-20 (DDP)",
-        "mlbench/pytorch-cifar10-resnet20-ddp",
-        "resnet20-cifar10",
-        "torch-ddp",
-    ),
-    SeedImage("PyTorch Cifar-10 ResNet-20", "mlbench/pytorch-cifar10-resnet", "resnet20-cifar10"),
-    SeedImage(
-        "PyTorch Cifar-10 ResNet-20 (Scaling LR)",
-        "mlbench/pytorch-cifar10-resnet-scaling",
-        "resnet20-cifar10",
-    ),
-    SeedImage(
-        "PyTorch Linear Logistic Regression",
-        "mlbench/pytorch-epsilon-logistic-regression-all-reduce",
-        "logreg-epsilon",
-    ),
-    SeedImage(
-        "PyTorch Language Modeling (AWD-LSTM)",
-        "mlbench/pytorch-wikitext2-lstm-all-reduce",
-        "awd-lstm-wikitext2",
-    ),
-    SeedImage("PyTorch Machine Translation GNMT", "mlbench/pytorch-wmt16-gnmt-all-reduce", None),
-    SeedImage(
-        "PyTorch Machine Translation Transformer",
-        "mlbench/pytorch-wmt17-transformer-all-reduce",
-        None,
-    ),
-    SeedImage(
-        "Tensorflow Cifar-10 ResNet-20 Open-MPI",
-        "mlbench/tensorflow-cifar10-resnet",
-        "resnet20-cifar10",
-        "tensorflow",
-    ),
-    SeedImage(
-        "PyTorch Distributed Backend benchmarking",
-        "mlbench/pytorch-backend-benchmark",
-        "backend-benchmark",
-    ),
-)
 
 
 class UnknownTask(KeyError):

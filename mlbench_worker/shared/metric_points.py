@@ -67,6 +67,7 @@ _RANK = "one rank's {}, metadata adds rank (only with more than one rank)"
 POINTS: tuple[MetricPoint, ...] = (
     _p("val_accuracy", "fraction", "target", "top-1 accuracy on the whole test set (0..1), after every epoch and the final evaluation"),  # noqa: E501
     _p("val_perplexity", "-", "target", "task 3: validation perplexity (its goal's metric: lower is better); same times as val_accuracy"),  # noqa: E501
+    _p("val_bleu", "BLEU", "target", "task 4b: the run's own corpus BLEU (sacrebleu, 0..100) of its greedy-decoded test set (its goal's metric: higher is better); same times as val_accuracy"),  # noqa: E501
     _p("val_top5_accuracy", "fraction", "target", "task 1b: top-5 accuracy on the whole test set; same times as val_accuracy"),  # noqa: E501
     _p("evaluated_val_accuracy", "fraction", "target", "the evaluator's grade of the run's predictions of one evaluation (metadata: step, epoch, elapsed of that evaluation, examples, dataset)", by=EVALUATOR),  # noqa: E501
     _p("evaluated_val_perplexity", "-", "target", "task 3: the evaluator's perplexity of one evaluation's predictions", by=EVALUATOR),  # noqa: E501

@@ -1,3 +1,4 @@
+# Over 400 lines: the one declaration of the published record, every field with its meaning.
 """The record a run publishes, declared once: its summary's fields, their types, units and
 meaning, for a training task and for a measurement task.
 
@@ -227,6 +228,22 @@ TRAINING_FIELDS: tuple[Field, ...] = (
         "number",
         "",
         "task 3: the lowest validation perplexity of any evaluation",
+        nullable=True,
+        required=False,
+    ),  # fmt: skip
+    _f(
+        "final_val_bleu",
+        "number",
+        "BLEU",
+        "task 4b: the run's own BLEU of the final model's decoded test set (its goal's metric: higher is better)",
+        nullable=True,
+        required=False,
+    ),  # fmt: skip
+    _f(
+        "best_val_bleu",
+        "number",
+        "BLEU",
+        "task 4b: the highest BLEU of any evaluation",
         nullable=True,
         required=False,
     ),  # fmt: skip

@@ -5,7 +5,7 @@ Plain data, imported by the master (which fixes a run's test set before it start
 every posted file to it) and by the worker's data code (which generates or reads that many
 examples), so that the two can never disagree about what "the whole test set" is. Keyed by
 the catalogue's data-set family, then "real" or "synthetic" (the generated stand-in).
-Task 3 counts validation tokens, the others examples (images, rows).
+Task 3 counts validation tokens, task 4 test sentences, the others examples (images, rows).
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ WHOLE: dict[str, dict[str, int]] = {
     "epsilon": {REAL: 100_000, SYNTHETIC: 100_000},
     # WikiText-2's validation stream in tokens; the generated stream keeps its length.
     "wikitext2": {REAL: 217_646, SYNTHETIC: 217_646},
+    # newstest2017 en-de in sentences; the generated test set: translation_corpus.TEST_SENTENCES.
+    "wmt17": {REAL: 3_004, SYNTHETIC: 500},
 }
 
 

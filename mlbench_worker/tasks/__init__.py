@@ -20,15 +20,20 @@ from mlbench_worker.tasks.imagenet.task import TASKS as _IMAGENET_TASKS
 from mlbench_worker.tasks.imagenet.task import ImageNetTask
 from mlbench_worker.tasks.wikitext2.task import TASKS as _WIKITEXT2_TASKS
 from mlbench_worker.tasks.wikitext2.task import LanguageTask
+from mlbench_worker.tasks.wmt.task import TASKS as _WMT_TASKS
+from mlbench_worker.tasks.wmt.task import TranslationTask
 
-TASKS: dict[str, Task | LinearTask | LanguageTask] = {
-    t.name: t for t in [*_CIFAR10_TASKS, *_EPSILON_TASKS, *_IMAGENET_TASKS, *_WIKITEXT2_TASKS]
+TASKS: dict[str, Task | LinearTask | LanguageTask | TranslationTask] = {
+    t.name: t
+    for t in [*_CIFAR10_TASKS, *_EPSILON_TASKS, *_IMAGENET_TASKS, *_WIKITEXT2_TASKS, *_WMT_TASKS]
 }
 
 
-def get_task(name: str) -> Task | LinearTask | LanguageTask:
+def get_task(name: str) -> Task | LinearTask | LanguageTask | TranslationTask:
     """The task called `name`; KeyError if there is none (the parser reports it)."""
     return TASKS[name]
 
 
-__all__ = ["TASKS", "ImageNetTask", "LanguageTask", "LinearTask", "Task", "get_task"]
+__all__ = [
+    "TASKS", "ImageNetTask", "LanguageTask", "LinearTask", "Task", "TranslationTask", "get_task",
+]  # fmt: skip

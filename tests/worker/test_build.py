@@ -23,6 +23,7 @@ def test_every_task_names_a_setup_module_with_a_build():
         "mlbench_worker.tasks.imagenet.setup",
         "mlbench_worker.tasks.epsilon.setup",
         "mlbench_worker.tasks.wikitext2.setup",
+        "mlbench_worker.tasks.wmt.setup",
     }
 
 

@@ -86,6 +86,7 @@ def test_unknown_task_names_the_known_ones():
         ("mlbench/pytorch-cifar10-resnet20-ddp:latest", "resnet20-cifar10"),
         ("mlbench/pytorch-epsilon-logistic-regression-all-reduce:latest", "logreg-epsilon"),
         ("mlbench/pytorch-wmt16-gnmt-all-reduce:latest", None),
+        ("mlbench/pytorch-wmt17-transformer-all-reduce:latest", "transformer-wmt17"),
         ("mlbench/pytorch-wikitext2-lstm-all-reduce:latest", "awd-lstm-wikitext2"),
         ("mlbench/pytorch-backend-benchmark:latest", BACKEND_BENCHMARK),
         ("localhost:5000/mine", None),
@@ -100,7 +101,7 @@ def test_seed_image_names_map_to_tasks_tag_ignored(image, task):
 def test_union_of_goals_and_data_sets():
     assert catalogue.goal_names() == ["light", "standard", "paper"]
     assert catalogue.dataset_names() == [
-        "auto", "cifar10", "synthetic", "epsilon", "imagenet", "wikitext2",
+        "auto", "cifar10", "synthetic", "epsilon", "imagenet", "wikitext2", "wmt17",
     ]  # fmt: skip
 
 

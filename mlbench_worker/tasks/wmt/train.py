@@ -1,0 +1,189 @@
+"""Task 4b's trainer: the reference Trainer's loop with an encoder-decoder's step and an
+evaluation that decodes the test set and scores BLEU.
+
+Everything that makes a benchmark (the clock and its split, the gradient exchange of the
+run's algorithm, metrics, goal tracking, time budget, checkpoints) is the reference
+Trainer's (training/trainer.py). This subclass supplies what differs for translation:
+
+- `epoch_indices`: this rank's token batches in a new order each epoch (data.PairBatches);
+- `forward_backward`: label-smoothed cross-entropy over the step's target tokens; the
+  unsmoothed loss's sum and the tokens predicted right ride in the LOSS and CORRECT slots;
+  the step's target-token count is the throughput's unit (tokens/s, as fairseq counts);
+- `evaluate`: each rank takes its part of the test set (positions r, r + K, ...): the
+  teacher-forced loss and token accuracy, and the greedy decoding (beam search is not
+  implemented: BLEU here is greedy BLEU, a point or so below the paper's beam of 4).
+  Rank 0 gathers the hypotheses back into the test set's order, scores them with
+  sacrebleu's corpus BLEU after detokenising them as the evaluator does (SentencePiece
+  pieces joined, "▁" made a space), posts that as `val_bleu` (the goal's metric), and
+  writes one predictions file of the pieces (`predicted_text`) for the evaluator, which
+  grades them against references it holds itself.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import sacrebleu
+import torch
+import torch.nn.functional as F
+
+from mlbench_worker.shared import catalogue
+from mlbench_worker.shared.evaluation import predictions
+from mlbench_worker.tasks.wmt import tokens
+from mlbench_worker.tasks.wmt.data import pad
+from mlbench_worker.training.metric_sink import Reporter
+from mlbench_worker.training.progress import CORRECT, LOSS, record_evaluation
+from mlbench_worker.training.trainer import Trainer
+
+BLEU = "val_bleu"
+EVAL_BATCH = 64  # test sentences decoded together
+
+
+def detokenise(pieces: str) -> str:
+    """A hypothesis's pieces (joined by spaces) as plain text: the evaluator's rule."""
+    return pieces.replace(" ", "").replace("\u2581", " ").strip()
+
+
+def corpus_bleu(hypotheses: list[str], references: list[str]) -> float:
+    """sacrebleu's corpus BLEU (its defaults: 13a tokenisation, exponential smoothing) of
+    detokenised hypotheses against one reference each."""
+    return float(sacrebleu.corpus_bleu(hypotheses, [references]).score)
+
+
+class TranslationTrainer(Trainer):
+    """Task 4b (see the module docstring and task.py)."""
+
+    task = catalogue.TRANSFORMER_WMT17.name
+
+    def __init__(self, *args, label_smoothing: float, sp_model: bytes, test_sources: list,
+                 references: list[str], **kwargs):  # fmt: skip
+        super().__init__(*args, **kwargs)
+        self.label_smoothing = label_smoothing
+        self.sp = tokens.processor(sp_model)
+        self.test_sources = test_sources
+        self.references = references
+        self.last_bleu: float | None = None
+
+    def epoch_indices(self, epoch: int) -> np.ndarray:
+        return np.random.default_rng([self.seed, epoch, self.comm.rank]).permutation(
+            len(self.train_data)
+        )
+
+    def forward_backward(self, x: tuple[torch.Tensor, torch.Tensor], y: torch.Tensor) -> None:
+        source, decoder_in = x
+        model = self.allreduce.train_module or self.model
+        logits = model(source, decoder_in)[decoder_in != tokens.PAD]
+        loss = F.cross_entropy(logits, y, label_smoothing=self.label_smoothing)
+        scale = self.allreduce.grad_scale
+        (loss * scale if scale != 1.0 else loss).backward()
+        extra = self.grads.extra
+        with torch.no_grad():
+            extra[LOSS] = F.cross_entropy(logits.detach(), y, reduction="sum").float()
+            extra[CORRECT] = (logits.detach().argmax(-1) == y).sum()
+
+    @torch.no_grad()
+    def evaluate(self) -> tuple[float, float]:
+        """This rank's part of the test set: teacher-forced loss and accuracy, and greedy
+        hypotheses; rank 0 puts the hypotheses in order and scores them (`last_bleu`)."""
+        model, comm = self.model, self.comm
+        model.eval()
+        mine = list(range(comm.rank, len(self.test_sources), comm.size))
+        sums = torch.zeros(3, dtype=torch.float64)
+        decoded: list[list[int]] = []
+        for start in range(0, len(mine), EVAL_BATCH):
+            rows = [self.test_sources[i] for i in mine[start : start + EVAL_BATCH]]
+            source = pad(rows).to(self.device)
+            targets = [np.asarray(self.sp.encode(self.references[i]) + [tokens.EOS])
+                       for i in mine[start : start + EVAL_BATCH]]  # fmt: skip
+            decoder_in = pad([t[:-1] for t in targets], front=tokens.BOS).to(self.device)
+            out = pad(targets).to(self.device)
+            logits = model(source, decoder_in)[decoder_in != tokens.PAD]
+            y = out[out != tokens.PAD]
+            sums += torch.tensor([
+                float(F.cross_entropy(logits, y, reduction="sum")),
+                float((logits.argmax(-1) == y).sum()), float(y.shape[0]),
+            ], dtype=torch.float64)  # fmt: skip
+            longest = min(int(source.shape[1] * 1.5) + 10, model.positions.shape[0] - 1)
+            decoded += model.greedy(source, tokens.BOS, tokens.EOS, longest)
+        model.train()
+        loss_sum, right, count = comm.allreduce_sums(sums.tolist())
+        parts = comm.gather_object((mine, [self.sp.id_to_piece(h) for h in decoded]))
+        bleu = None
+        if comm.rank == 0:
+            assert parts is not None
+            self.hypotheses = in_order(parts, len(self.test_sources))
+            bleu = corpus_bleu([detokenise(h) for h in self.hypotheses], self.references)
+        self.last_bleu = comm.bcast_object(bleu)
+        self.hit_rates = [float(right / max(count, 1))]
+        return float(loss_sum / max(count, 1)), self.hit_rates[0]
+
+    def evaluate_and_track(self) -> None:
+        with self.allreduce.evaluation():
+            val_loss, val_acc = self.evaluate()
+        record_evaluation(
+            self.progress, val_loss, val_acc, self.elapsed(), self.goal, self.reporter,
+            self.comm.rank, self.print, extra={BLEU: self.last_bleu},
+        )  # fmt: skip
+        sink = self.predictions
+        if sink is not None and sink.enabled and self.comm.rank == 0:
+            record = self.progress.history[-1]
+            sink.last_step = int(record["step"])
+            path = publish_text(sink.folder, sink.reporter, sink.dataset, self.hypotheses,
+                                self.references, record)  # fmt: skip
+            if path is not None:
+                sink.written.append(path)
+
+    def final_onnx(self) -> bytes:
+        raise NotImplementedError(
+            "task 4b is graded by its decoded hypotheses; an encoder-decoder's decoding has "
+            "no ONNX contract with the evaluator (docs/tasks.rst)"
+        )
+
+
+def in_order(parts: list, size: int) -> list[str]:
+    """The ranks' (positions, hypotheses) parts as one list in the test set's order;
+    RuntimeError when they do not cover every position once."""
+    out: list[str | None] = [None] * size
+    for positions, lines in parts:
+        for at, line in zip(positions, lines, strict=True):
+            if out[at] is not None:
+                raise RuntimeError(f"test sentence {at} was decoded by two ranks")
+            out[at] = " ".join(line)
+    missing = [i for i, line in enumerate(out) if line is None]
+    if missing:
+        raise RuntimeError(f"test sentence {missing[0]} was decoded by no rank")
+    return [line or "" for line in out]
+
+
+def publish_text(
+    folder: Path | None, reporter: Reporter, dataset: str, hypotheses: list[str], references: list[str],
+    record: dict,
+) -> Path | None:  # fmt: skip
+    """One evaluation's predictions file of hypotheses (into `folder`, or a temporary one
+    removed afterwards) handed to `reporter`, as prediction_sink.publish does for labels:
+    the digest is the references' (`digest_of_text`). A file that cannot be written is said
+    on stderr and skipped: the run goes on."""
+    where = folder if folder is not None else Path(tempfile.mkdtemp(prefix="mlbench-pred-"))
+    try:
+        path = predictions.write(
+            where, test_set_digest=predictions.digest_of_text(references),
+            step=record["step"], epoch=record["epoch"], elapsed=record["elapsed"],
+            predicted_text=hypotheses,
+        )  # fmt: skip
+        reporter.predictions(path, dataset, None)
+    except OSError as exc:
+        print(
+            f"mlbench-worker: warning: the predictions of step {record['step']} could not be "
+            f"written into {where}: {exc}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return None
+    finally:
+        if folder is None:
+            shutil.rmtree(where, ignore_errors=True)
+    return path if folder is not None else None
