@@ -13,6 +13,7 @@ from rest_framework import serializers
 
 from mlbench_master import run_rules
 from mlbench_master.api.models import LogChunk, Pod, Run
+from mlbench_master.api.plain_fields import PlainFieldsMixin
 from mlbench_master.bundles import origins
 from mlbench_master.results import stored
 from mlbench_master.results.cost import of_run as cost_of_run
@@ -67,7 +68,7 @@ COST_HELP = (
 )
 
 
-class RunSerializer(serializers.ModelSerializer):
+class RunSerializer(PlainFieldsMixin, serializers.ModelSerializer):
     """A run as the API shows it (the seed's fields first, then everything else).
 
     `time_budget` is what was asked for (null: none); `effective_time_budget` is what the

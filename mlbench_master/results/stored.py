@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import statistics
 import threading
-from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlbench_master.api.models import Metric, Run
+from mlbench_master.api.models import Run
 from mlbench_master.grading import model_files
-from mlbench_master.results import cost
+from mlbench_master.results import cost, point_reads
 from mlbench_master.results.run_result import RunResult
 from mlbench_master.runs.frozen import ended_past_grace
 from mlbench_worker.shared import catalogue, metric_points, result
@@ -86,6 +85,7 @@ class StoredRun:
 
     run: Run
     points: dict[str, list[tuple[float, dict]]] = field(default_factory=dict)
+    split_means: dict[str, float] | None = None  # the timings', where `load` had them made
 
     @property
     def summary(self) -> dict:
@@ -206,6 +206,8 @@ class StoredRun:
     def time_split(self) -> dict[str, float]:
         """Seconds per step in data loading, compute and exposed communication: the
         reported interval means (over ranks) weighted by the steps of each interval."""
+        if (made := self.split_means) is not None:
+            return {SPLIT_NAMES[n]: made[n] for n in TIMINGS if n in made}
         sums: dict[str, float] = {}
         for name in TIMINGS:
             total = steps = 0.0
@@ -297,25 +299,23 @@ def _goal(run: Run) -> catalogue.Goal | None:
 
 def load(runs: Iterable[Run], names: Iterable[str] = NEEDED) -> list[StoredRun]:
     """The runs with their needed metric points (`names`: GRADING for a reader of the
-    grades only), in one query for all of them."""
-    runs = list(runs)
-    grouped = _points_of({r.pk for r in runs}, names)
-    return [StoredRun(r, grouped.get(r.pk, {})) for r in runs]
+    grades only), in one query for all of them; a whole result's (NEEDED) on PostgreSQL
+    with its timings' means and throughput values made there (point_reads.py)."""
+    runs, names = list(runs), tuple(names)
+    ids = {r.pk for r in runs}
+    if not ids:
+        return []
+    if names != NEEDED or not point_reads.available():
+        grouped = _points_of(ids, names)
+        return [StoredRun(r, grouped.get(r.pk, {})) for r in runs]
+    grouped = _points_of(ids, [n for n in names if n not in (*TIMINGS, *THROUGHPUT_METRICS)])
+    for run_id, by_name in point_reads.values(ids, THROUGHPUT_METRICS).items():
+        grouped.setdefault(run_id, {}).update(by_name)
+    means = point_reads.weighted_means(ids, TIMINGS)
+    return [StoredRun(r, grouped.get(r.pk, {}), means.get(r.pk, {})) for r in runs]
 
 
-def _points_of(run_ids: Iterable[int], names: Iterable[str]) -> dict[int, dict[str, list]]:
-    """run id -> metric name -> [(value, metadata)] in date order, in one query."""
-    rows = (
-        Metric.objects.filter(run_id__in=list(run_ids), name__in=list(names))
-        .order_by("run_id", "name", "date", "id")
-        .values_list("run_id", "name", "value", "metadata")
-    )
-    grouped: dict[int, dict[str, list]] = defaultdict(dict)
-    for run_id, name, value, metadata in rows:
-        grouped[run_id].setdefault(name, []).append(
-            (value, metadata if isinstance(metadata, dict) else {})
-        )
-    return dict(grouped)
+_points_of = point_reads.points_of
 
 
 # The results of runs whose record is final (ended, and past the grace in which their last

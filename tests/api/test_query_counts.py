@@ -162,35 +162,46 @@ def test_the_board_costs_the_same_queries_with_few_and_many_entries(
 def test_the_runs_list_costs_the_same_queries_with_few_and_many_runs(
     staff_api, page, settings, home
 ):
+    """The whole list (the original's answer), a page of it at its start and further on,
+    three runs picked by id, and the runs page (a shell: runs.js asks for a page)."""
     made = Installation(staff_api, settings, home)
     made.grow(1)
-    count_twice(lambda: made.grow(4), {"/api/runs/": staff_api, "/runs/": page})
+    first = ",".join(str(pk) for pk in Run.objects.order_by("id").values_list("id", flat=True)[:3])
+    paths = {"/api/runs/": staff_api, "/api/runs/?limit=5": staff_api,
+             "/api/runs/?limit=5&offset=3": staff_api, f"/api/runs/?id={first}": staff_api,
+             "/runs/": page}  # fmt: skip
+    count_twice(lambda: made.grow(4), paths)
     assert len(staff_api.get("/api/runs/").json()) > 40
+    assert staff_api.get("/api/runs/?limit=5").json()["count"] > 40
 
 
 def test_compare_of_twenty_runs_costs_a_fixed_number_of_queries_per_request(
     staff_api, page, settings, home
 ):
     """What one load of the compare page asks of the server (compare.js): the page (a shell:
-    the session and the user), GET /api/runs/ once, then GET /api/metrics/<run>/ for each
-    picked run (its accuracy, throughput and clock, summarized to 500 points). So a page of
-    20 runs makes 22 requests; each costs the same queries whatever the number of runs and
-    of each run's points. Counted: the runs list at 2 and at 20+ runs, and one run's
-    metrics at 3 evaluations and at 300."""
+    the session and the user), the picker's page of the runs list (GET /api/runs/?limit=50)
+    and the picked runs by id (GET /api/runs/?id=...), then GET /api/metrics/<run>/ for
+    each picked run (its accuracy, throughput and clock, summarized to 500 points). So a
+    page of 20 runs makes 23 requests; each costs the same queries whatever the number of
+    runs, of picked runs and of each run's points. Counted: 2 runs picked among a few, and
+    20 among 20+; one run's metrics at 3 evaluations and at 300."""
     made = Installation(staff_api, settings, home)
     made.grow(1)
     short = Run.objects.filter(series__isnull=False).order_by("id").first()
     long = made.maker.run(None, 99, 2, [(10.0 * i, 0.5 + i / 1000, i) for i in range(1, 300)],
                           task=TASK, dataset="epsilon")  # fmt: skip
     metrics = f"?metric_type=run&metric_filter={','.join(COMPARE_NAMES)}&summarize=500"
-    few = {"/compare/": queries(page, "/compare/"),
-           "/api/runs/": queries(staff_api, "/api/runs/"),
-           "metrics": queries(staff_api, f"/api/metrics/{short.pk}/{metrics}")}  # fmt: skip
+
+    def load(picked: list[int], run: Run) -> dict[str, list[str]]:
+        return {"/compare/": queries(page, "/compare/"),
+                "picker": queries(staff_api, "/api/runs/?limit=50"),
+                "picked": queries(staff_api, f"/api/runs/?id={','.join(map(str, picked))}"),
+                "metrics": queries(staff_api, f"/api/metrics/{run.pk}/{metrics}")}  # fmt: skip
+
+    few = load([short.pk, long.pk], short)
     made.grow(4)
     assert Run.objects.count() >= 20
-    many = {"/compare/": queries(page, "/compare/"),
-            "/api/runs/": queries(staff_api, "/api/runs/"),
-            "metrics": queries(staff_api, f"/api/metrics/{long.pk}/{metrics}")}  # fmt: skip
+    many = load(list(Run.objects.values_list("id", flat=True)[:20]), long)
     assert_flat(few, many)
 
 

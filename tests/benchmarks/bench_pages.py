@@ -13,9 +13,10 @@ itself with INSERT ... SELECT generate_series, the evaluations with COPY).
 
 Then, with gunicorn serving the master (one sync worker: one request at a time, as the
 server times it), each read a page makes: the results board (its page and GET
-/api/results/, whole and for one task, and the algorithms section), the runs list (page and
-GET /api/runs/), compare of 20 runs (the page, the runs list and one GET /api/metrics/<run>/
-per picked run, as compare.js asks: the sum of one page load), a study page (page and GET
+/api/results/, whole and for one task, and the algorithms section), the runs list (page,
+its page of runs and the whole GET /api/runs/), compare of 20 runs (the page, the picker's
+page of runs, the picked runs by id and one GET /api/metrics/<run>/ per picked run, as
+compare.js asks: the sum of one page load), a study page (page and GET
 /api/studies/<id>/). Time: the wall time of a request from this machine (median of REPEAT
 after one warm-up, and the cold first one), against the goal "under 300 ms"; queries: the
 SQL one request makes, counted in this process with Django's test client on the same
@@ -437,9 +438,13 @@ def main() -> None:
             (f"GET /api/results/?task={task}", [f"/api/results/?task={task}"]),
             ("GET /api/results/algorithms/", ["/api/results/algorithms/"]),
             ("runs list, page", ["/runs/"]),
-            ("GET /api/runs/", ["/api/runs/"]),
+            ("runs list: its page of runs (GET /api/runs/?limit=100)", ["/api/runs/?limit=100"]),
+            ("GET /api/runs/ (every run)", ["/api/runs/"]),
             (f"compare of {COMPARED} runs: one page load",
-             ["/compare/", "/api/runs/", *(f"/api/metrics/{i}/{feed}" for i in picked)]),
+             ["/compare/", "/api/runs/?limit=50", f"/api/runs/?id={','.join(map(str, picked))}",
+              *(f"/api/metrics/{i}/{feed}" for i in picked)]),
+            (f"compare: its picked runs (GET /api/runs/?id=<{COMPARED} runs>)",
+             [f"/api/runs/?id={','.join(map(str, picked))}"]),
             ("compare: one run's GET /api/metrics/<run>/ of it", [f"/api/metrics/{picked[0]}/{feed}"]),
             ("study page", [f"/studies/{study}/"]),
             ("GET /api/studies/<id>/", [f"/api/studies/{study}/"]),
