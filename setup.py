@@ -30,6 +30,7 @@ MASTER = [
     "onnxruntime",  # the ONNX audit of a run's final model (shared/evaluation/model_audit.py)
     "scipy",  # real ImageNet labels: the development kit's meta.mat (shared/imagenet_devkit.py)
     "pillow",  # the audit of task 1b decodes its JPEG files (shared/evaluation/imagenet_inputs.py)
+    "sacrebleu",  # task 4b's BLEU, graded by the evaluator (shared/evaluation/bleu.py)
 ]
 WORKER = [
     "torch==2.13.0",

@@ -97,6 +97,8 @@ USED_OTHERWISE = {
     "onnx": "torch.onnx.export loads it to write the final model (training/torch_export.py)",
     "pillow": "the master audits task 1b's models through mlbench_worker/shared/evaluation/"
     "imagenet_inputs.py, which decodes the validation JPEG files (the worker imports it too)",
+    "sacrebleu": "the master grades translation runs' BLEU through mlbench_worker/shared/"
+    "evaluation/bleu.py, the module `mlbench evaluate` shares",
 }
 # Imported, not declared for that side: (side, module) and why.
 UNDECLARED_ON_PURPOSE = {
@@ -111,6 +113,8 @@ UNDECLARED_ON_PURPOSE = {
     ("client", "scipy"): "optional: `mlbench evaluate` reads real ImageNet's labels from the "
     "development kit's meta.mat with it (shared/imagenet_devkit.py) and says 'pip install "
     "scipy' when it is missing; the worker and the master declare it",
+    ("client", "sacrebleu"): "optional: `mlbench evaluate` scores a translation run's BLEU "
+    "with it (shared/evaluation/bleu.py) and says 'pip install sacrebleu' when it is missing",
     ("client", "PIL"): "optional: `mlbench evaluate` audits a task-1b model with it (shared/"
     "evaluation/imagenet_inputs.py) and says 'pip install pillow' when it is missing",
     ("tests", "mlbench_core"): "the original client, installed only in .venv-seed (make "

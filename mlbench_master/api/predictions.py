@@ -38,7 +38,7 @@ P_DATASET = OpenApiParameter(
     str,
     required=True,
     description="the data set the run evaluated on: its task's real set (cifar10, imagenet, "
-    "epsilon) or synthetic",
+    "epsilon, wmt17) or synthetic",
 )
 P_FEATURES = OpenApiParameter(
     "features",
@@ -58,7 +58,12 @@ GRADE_SCHEMA = {
             "type": "object",
             "additionalProperties": {"type": "number"},
             "description": "the evaluator's grade: val_accuracy, and val_top5_accuracy "
-            "where the task grades it",
+            "where the task grades it; a translation task's val_bleu (0..100)",
+        },
+        "signature": {
+            "type": "string",
+            "description": "how the metric was computed where it has variants: sacrebleu's "
+            "signature of a BLEU grade (absent otherwise)",
         },
     },
     "required": ["step", "epoch", "elapsed", "examples", "dataset", "metrics"],
@@ -113,7 +118,8 @@ class RunPredictions(APIView):
         description="The body is the file's bytes. The platform grades it on the run's test "
         "set (task and seed from the run, the first N examples of `dataset`, N the run's "
         "`test_examples` or the whole set's size: a file predicting another number is "
-        "refused) and stores the file and the grade (`evaluated_val_accuracy`...). A step's "
+        "refused) and stores the file and the grade (`evaluated_val_accuracy`, a translation "
+        "task's `evaluated_val_bleu` with sacrebleu's signature...). A step's "
         "file is write-once: the same bytes again answer 200 with the grade, other bytes "
         "409; after the run ended nothing new is graded (409). Refused files store nothing.",
         parameters=[P_DATASET, P_FEATURES],
@@ -167,6 +173,8 @@ class RunPredictions(APIView):
             "dataset": done.dataset,
             "metrics": g.metrics,
         }
+        if g.signature:
+            body["signature"] = g.signature
         return Response(body, status=answer)
 
     @extend_schema(

@@ -125,15 +125,16 @@ def verdict_of(run: Run) -> dict[str, Any]:
         origin = (
             None if given is None else {k: _farthest(vs, here.get(k)) for k, vs in given.items()}
         )
-        steps.append(
-            {
-                "step": stored.step,
-                "here": here,
-                "origin": origin,
-                "agrees": agrees,
-                "examples": grade.examples,
-            }
-        )
+        step = {
+            "step": stored.step,
+            "here": here,
+            "origin": origin,
+            "agrees": agrees,
+            "examples": grade.examples,
+        }
+        if grade.signature:  # which BLEU each side computed (sacrebleu's signatures)
+            step["signature"] = {"here": grade.signature, "origin": step_meta.get("signature")}
+        steps.append(step)
     return {
         "status": DONE,
         "steps": steps,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mlbench_master.api.models import Run
-from mlbench_master.grading import model_auditing, perplexity_audit
+from mlbench_master.grading import model_auditing, perplexity_audit, scoring
 from mlbench_worker.shared.evaluation import audit_process, test_sets
 
 
@@ -61,7 +61,39 @@ class FunctionAudit:
         return self.applies(task)
 
 
+@dataclass(frozen=True)
+class NotAudited:
+    """Tasks whose models this master does not audit: a posted model is refused before its
+    body is read, naming why, so nothing unaudited is stored as if it had been checked."""
+
+    name: str
+    applies: Callable[[str], bool]
+    why: str
+
+    def applies_to(self, task: str) -> bool:
+        return self.applies(task)
+
+    def limits(self) -> audit_process.Limits:
+        return model_auditing.limits()
+
+    def check(self, run: Run, dataset: str, features: int | None, precision: str) -> None:
+        raise scoring.SetRefused("model", f"run {run.pk} ({run.task}): {self.why}")
+
+    def intake(self, run: Run, tmp: Path, *_args: Any) -> dict[str, Any]:
+        raise scoring.SetRefused("model", f"run {run.pk} ({run.task}): {self.why}")
+
+
+# Why a translation model is not audited (docs/checking.rst, "Translation: no model audit").
+TRANSLATION_NOT_AUDITED = (
+    "the master does not audit translation models: checking that the model decoded the "
+    "posted hypotheses would mean greedy decoding an ONNX encoder-decoder step by step, "
+    "which is not built. The grade rests on the hypotheses the run posted, scored by the "
+    "evaluator; do not post a model for this task"
+)
+
 AUDITS: list[ModelAudit] = [
+    # Task 4b: refused, with why (NotAudited).
+    NotAudited("translation", test_sets.is_text, TRANSLATION_NOT_AUDITED),
     # Task 3: the final model's perplexity over the whole validation stream, compared with
     # the run's own.
     FunctionAudit(

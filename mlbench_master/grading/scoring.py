@@ -37,8 +37,10 @@ from mlbench_master.grading import prediction_files
 from mlbench_master.run_rules.test_set import examples_for
 from mlbench_master.runs import frozen, metrics_store
 from mlbench_worker.shared.evaluation import graded_name, predictions, test_sets
+from mlbench_worker.shared.evaluation.bleu import BleuEvaluator
 from mlbench_worker.shared.evaluation.evaluator import TOP5_METRIC, Evaluator, Grade
 from mlbench_worker.shared.evaluation.file_labels import LabelsUnavailable
+from mlbench_worker.shared.evaluation.graders import evaluator_of
 
 CACHE_SIZE = 8
 UNAVAILABLE_SECONDS = 60.0
@@ -108,14 +110,16 @@ def test_set_of(run: Run, dataset: str, features: int | None, size: int = 1) -> 
     )
 
 
-_CACHE: OrderedDict[test_sets.TestSet, Evaluator | tuple[LabelsUnavailable, float]] = OrderedDict()
+_CACHE: OrderedDict[
+    test_sets.TestSet, Evaluator | BleuEvaluator | tuple[LabelsUnavailable, float]
+] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _BUILDING: dict[test_sets.TestSet, threading.Lock] = {}
 
 
-def evaluator_for(test_set: test_sets.TestSet) -> Evaluator:
+def evaluator_for(test_set: test_sets.TestSet) -> Evaluator | BleuEvaluator:
     """The evaluator of `test_set`, built once (two requests for the same set wait for one
-    build); LabelsUnavailable or ValueError as `Evaluator.of` raises them."""
+    build); LabelsUnavailable or ValueError as `graders.evaluator_of` raises them."""
     with _CACHE_LOCK:
         building = _BUILDING.setdefault(test_set, threading.Lock())
     with building:
@@ -127,7 +131,7 @@ def evaluator_for(test_set: test_sets.TestSet) -> Evaluator:
                 _CACHE.move_to_end(test_set)
         if known is None:
             try:
-                known = Evaluator.of(test_set)
+                known = evaluator_of(test_set)
             except LabelsUnavailable as exc:
                 known = (exc, time.monotonic())
             finally:
@@ -259,6 +263,8 @@ def intake(run: Run, tmp: Path, dataset: str, features: int | None) -> Intake:
         }
         if dataset == test_sets.SYNTHETIC and test_sets.task_info(run.task).dataset == "epsilon":
             meta["features"] = test_set.features  # its labels depend on it: kept to regrade
+        if grade.signature:  # which BLEU (sacrebleu's signature), shown beside the grade
+            meta["signature"] = grade.signature
         now = timezone.now()
         rows = [
             metrics_store.Point(run.pk, None, graded_name(name), value, now, False, meta, None)

@@ -21,6 +21,7 @@ from typing import Any
 
 from mlbench_master.api.models import Metric, Run
 from mlbench_master.grading import model_files
+from mlbench_master.run_rules import test_set as test_set_rules
 from mlbench_worker.shared import catalogue, test_sizes
 from mlbench_worker.shared.evaluation import GRADED_PREFIX, test_sets
 
@@ -56,7 +57,7 @@ def of_runs(runs: Iterable[Run], here: dict[int, dict[int, int]]) -> dict[int, S
 def _size(run: Run, here: dict[int, int], graded: set[int]) -> Size:
     info = catalogue.TASKS.get(run.task)
     whole = _whole(run, info)
-    unit = "tokens" if info is not None and info.dataset == "wikitext2" else "examples"
+    unit = test_set_rules.unit(info) if info is not None else "examples"
     if here:
         return Size(tuple(sorted(set(here.values()))), whole, GRADED, unit)
     if graded:

@@ -71,14 +71,14 @@ def results_of(runs: list[Run], standings: dict[int, RunStanding]) -> dict[int, 
     out = dict(zip((r.pk for r in plain), stored.results_of(plain), strict=True))
     for found in stored.load(r for r in runs if standings[r.pk].here_grades):
         here = standings[found.run.pk].here_grades
-        mine, seen = [], set()
-        for _, meta in found.points.get(stored.GRADED, []):
+        mine, seen, name = [], set(), found.graded
+        for _, meta in found.points.get(name, []):
             step = meta.get("step")
-            if step in seen or stored.GRADED not in here.get(step, {}):
+            if step in seen or name not in here.get(step, {}):
                 continue  # a grade this master did not make (no file of its step), or again
             seen.add(step)
-            mine.append((here[step][stored.GRADED], meta))
-        found.points[stored.GRADED] = mine
+            mine.append((here[step][name], meta))
+        found.points[name] = mine
         out[found.run.pk] = found.result()
     return out
 
@@ -134,5 +134,6 @@ def _dispute(d: dict[str, Any]) -> str:
 def _number(grades: Any) -> str:
     if not isinstance(grades, dict) or not grades:
         return "nothing"
-    value = grades.get(stored.GRADED, next(iter(grades.values())))
+    first = next((n for n in stored.GRADED_NAMES if n in grades), next(iter(grades)))
+    value = grades[first]
     return f"{value:.6g}" if isinstance(value, int | float) else str(value)

@@ -9,7 +9,8 @@ throughput metric of the task, the `time_*` timings), so a reader can redo any n
 `GET /api/metrics/<run>/`.
 
 Who graded the accuracy: where the evaluator graded a run's predictions
-(`evaluated_val_accuracy` points, api/predictions.py), its grades are the run's accuracy,
+(`evaluated_<goal metric>` points, api/predictions.py: `evaluated_val_accuracy`, a
+translation task's `evaluated_val_bleu`), its grades are the run's accuracy,
 its time to target and its accuracy after time; what the run reported itself is kept
 beside them and only compared (`mismatches`, TOLERANCE). A run with no grade is
 "self-reported, not evaluated" and its own numbers are used, labelled so wherever shown
@@ -38,7 +39,7 @@ TIMINGS = metric_points.TIMINGS[:3]  # data, compute, exposed communication (the
 SPLIT_NAMES = dict(zip(TIMINGS, ("data", "compute", "communication"), strict=True))
 REPORTED = metric_points.VAL_ACCURACY  # what a run says of itself (of an accuracy task)
 TIME_TO_TARGET = metric_points.TIME_TO_TARGET
-GRADED = graded_name(REPORTED)  # what the evaluator said of its predictions
+GRADED = graded_name(REPORTED)  # what the evaluator said of an accuracy task's predictions
 # Every metric some task's goals are of (val_accuracy; task 3's val_perplexity, reached from
 # above): a run's own word is read from its task's (`goal_metric`).
 GOAL_METRICS = tuple(
@@ -47,6 +48,10 @@ GOAL_METRICS = tuple(
         for m in [REPORTED, *(g.metric for t in catalogue.TASKS.values() for g in t.goals.values())]
     )
 )
+
+
+# Every name the evaluator's grade of some task's goal metric is stored under.
+GRADED_NAMES = tuple(dict.fromkeys(graded_name(m) for m in GOAL_METRICS))
 
 
 def goal_metric(run: Run) -> str:
@@ -62,6 +67,17 @@ def goal_metric(run: Run) -> str:
 # count the same examples, so an honest run differs by rounding at most; the margin
 # leaves room for a framework's float32 accumulation, not for a different test set.
 TOLERANCE = 0.005
+# The same margin for the goal metrics on other scales: BLEU (0..100) is computed by the run
+# and the evaluator with the same pinned sacrebleu on the same lines, so an honest run
+# differs by float rounding; 0.05 lets a run that rounds to two decimals pass.
+TOLERANCES = {"val_bleu": 0.05}
+
+
+def tolerance_of(metric: str) -> float:
+    """How far a run's own `metric` may stray from the evaluator's grade."""
+    return TOLERANCES.get(metric, TOLERANCE)
+
+
 # The worker records an evaluation's benchmark clock to the millisecond, and its time to
 # target as the same number (training/progress.py, record_evaluation); a run stored before
 # that kept the unrounded reading, up to half of this away from its evaluation's clock.
@@ -99,9 +115,14 @@ class StoredRun:
         )
 
     @property
+    def graded(self) -> str:
+        """The name the evaluator's grades of this run are stored under."""
+        return graded_name(self.reported)
+
+    @property
     def evaluated(self) -> bool:
         """Whether the evaluator graded this run (at least one evaluation)."""
-        return bool(self.points.get(GRADED))
+        return bool(self.points.get(self.graded))
 
     @property
     def reported(self) -> str:
@@ -117,19 +138,20 @@ class StoredRun:
     def evaluations(self) -> list[Evaluation]:
         """The run's accuracies (or its goal's other metric, task 3's perplexity) on the
         benchmark clock: the evaluator's where it graded."""
-        return self._evaluations(GRADED if self.evaluated else self.reported)
+        return self._evaluations(self.graded if self.evaluated else self.reported)
 
     def reported_evaluations(self) -> list[Evaluation]:
         return self._evaluations(self.reported)
 
     def mismatches(self) -> list[dict[str, Any]]:
         """The evaluations where the run's own accuracy and the evaluator's grade of the same
-        step differ by more than TOLERANCE: both numbers, for the run's mark."""
+        step differ by more than the metric's tolerance: both numbers, for the run's mark."""
         reported = {e.step: e.accuracy for e in self.reported_evaluations() if e.step is not None}
         out = []
-        for graded in self._evaluations(GRADED):
+        margin = tolerance_of(self.reported)
+        for graded in self._evaluations(self.graded):
             said = reported.get(graded.step)
-            if said is not None and abs(said - graded.accuracy) > TOLERANCE:
+            if said is not None and abs(said - graded.accuracy) > margin:
                 out.append({"step": graded.step, "reported": said, "graded": graded.accuracy})
         return out
 
@@ -254,10 +276,10 @@ class StoredRun:
 
 # Every throughput metric some task posts (images_per_sec, samples_per_sec, ...).
 THROUGHPUT_METRICS = tuple(dict.fromkeys(t.throughput_metric for t in catalogue.TASKS.values()))
-NEEDED = (*GOAL_METRICS, GRADED, TIME_TO_TARGET, *TIMINGS, *THROUGHPUT_METRICS)
+NEEDED = (*GOAL_METRICS, *GRADED_NAMES, TIME_TO_TARGET, *TIMINGS, *THROUGHPUT_METRICS)
 # What a run's grading and time to target need (its accuracies as reported and as graded,
 # its posted time to target): a reader of only these need not read its training curve.
-GRADING = (*GOAL_METRICS, GRADED, TIME_TO_TARGET)
+GRADING = (*GOAL_METRICS, *GRADED_NAMES, TIME_TO_TARGET)
 
 
 def graded_run(run: Run, memo: dict[str, Any], listed: Iterable[Run] = ()) -> StoredRun:
@@ -278,12 +300,16 @@ def evaluation_of(run: Run, memo: dict[str, Any], listed: Iterable[Run] = ()) ->
     found = graded_run(run, memo, listed)
     record: dict[str, Any] = {
         "status": found.evaluation_status(),
-        "grades": len(found.points.get(GRADED, [])),
-        "tolerance": TOLERANCE,
+        "grades": len(found.points.get(found.graded, [])),
+        "tolerance": tolerance_of(found.reported),
         "mismatches": found.mismatches(),
         # The ONNX audit of the run's final model (model_auditing.py), or "no model".
         "audit": model_files.audit_of(run.pk) or {"status": NO_MODEL},
     }
+    record["metric"] = found.reported  # what the grades and mismatches are of
+    graded = found.points.get(found.graded) or []
+    if graded and graded[-1][1].get("signature"):  # which BLEU (sacrebleu's signature)
+        record["signature"] = graded[-1][1]["signature"]
     if found.evaluated:  # the run's result by its grades, for clients that compare runs
         last = found.evaluations()
         record["time_to_target"] = found.time_to_target()

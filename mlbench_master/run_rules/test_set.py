@@ -17,6 +17,7 @@ from typing import Any
 
 from mlbench_master.run_rules.errors import Errors
 from mlbench_worker.shared import catalogue, test_sizes
+from mlbench_worker.shared.evaluation import test_sets
 
 FIELD = "test_examples"
 
@@ -54,7 +55,10 @@ def check_test_examples(
 
 
 def unit(info: catalogue.TaskInfo) -> str:
-    """What a task's test set counts: tokens for a language model, else examples."""
+    """What a task's test set counts: tokens for a language model, sentences for a
+    translation task, else examples."""
+    if info.dataset in test_sets.TEXT_SETS:
+        return "sentences"
     return "tokens" if info.dataset == "wikitext2" else "examples"
 
 

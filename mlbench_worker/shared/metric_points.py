@@ -71,6 +71,7 @@ POINTS: tuple[MetricPoint, ...] = (
     _p("val_top5_accuracy", "fraction", "target", "task 1b: top-5 accuracy on the whole test set; same times as val_accuracy"),  # noqa: E501
     _p("evaluated_val_accuracy", "fraction", "target", "the evaluator's grade of the run's predictions of one evaluation (metadata: step, epoch, elapsed of that evaluation, examples, dataset)", by=EVALUATOR),  # noqa: E501
     _p("evaluated_val_perplexity", "-", "target", "task 3: the evaluator's perplexity of one evaluation's predictions", by=EVALUATOR),  # noqa: E501
+    _p("evaluated_val_bleu", "BLEU", "target", "task 4b: the evaluator's corpus BLEU (sacrebleu, 0..100) of one evaluation's hypotheses (metadata as evaluated_val_accuracy's, and sacrebleu's signature)", by=EVALUATOR),  # noqa: E501
     _p("evaluated_val_top5_accuracy", "fraction", "target", "task 1b: the evaluator's top-5 grade of one evaluation's predictions", by=EVALUATOR),  # noqa: E501
     _p("time_to_target", "s", "clock", "benchmark-clock seconds when the goal metric first reached the target; once, only if it was reached"),  # noqa: E501
     _p(CLOCK, "s", "clock", "seconds on the benchmark clock (from the first training step, evaluation included); with every training report and evaluation"),  # noqa: E501

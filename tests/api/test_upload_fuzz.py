@@ -37,6 +37,7 @@ from mlbench_master.api.models import Run
 from mlbench_master.grading import model_auditing, model_files, scoring
 from mlbench_worker.shared.evaluation import generated_labels, predictions, test_sets
 from mlbench_worker.shared.evaluation.predictions import digest_of
+from tests.api import translation_bodies as mt
 from tests.api import upload_mutants
 from tests.api.conftest import worker_client
 from tests.api.predictions_bodies import CIFAR, SEED, N, cifar_labels, post
@@ -79,6 +80,12 @@ def _cifar_arrays(step: int = 100) -> dict[str, np.ndarray]:
 def _logreg_arrays(step: int = 100) -> dict[str, np.ndarray]:
     labels = generated_labels.epsilon(3, LOGREG_ROWS, test_sets.EPSILON_FEATURES)
     return {**_header(digest_of(labels), step), predictions.LABEL: labels.copy()}
+
+
+def _translation_arrays(step: int = 100) -> dict[str, np.ndarray]:
+    lines = "\n".join(mt.pieces(r) for r in mt.references()).encode()
+    text = np.frombuffer(lines, np.uint8).copy()
+    return {**_header(predictions.digest_of_text(mt.references()), step), predictions.TEXT: text}
 
 
 def _wrong_arrays(arrays: dict[str, np.ndarray], name: str) -> list[tuple[str, dict]]:
@@ -171,13 +178,13 @@ def _twice(body: bytes) -> bytes:
     [
         pytest.param(CIFAR, _cifar_arrays, predictions.CLASS, (False, True), id="task 1a"),
         pytest.param(LOGREG, _logreg_arrays, predictions.LABEL, (True,), id="task 2"),
+        pytest.param(mt.TASK, _translation_arrays, predictions.TEXT, (False, True), id="task 4b"),
     ],
 )
 def test_damaged_predictions_are_refused_never_a_500(
     make_run, tmp_path, task, arrays, name, writings
 ):
-    rows = N if task == CIFAR else LOGREG_ROWS
-    seed = SEED if task == CIFAR else 3
+    rows, seed = {CIFAR: (N, SEED), LOGREG: (LOGREG_ROWS, 3), mt.TASK: (mt.N, mt.SEED)}[task]
     run = make_run(state=Run.STARTED, task=task, seed=seed, test_examples=rows)
     client = worker_client(run)
     valid = arrays()

@@ -61,7 +61,7 @@ def test_a_run_without_predictions_is_self_reported_and_keeps_its_own_numbers(ma
     body = api.get(f"/api/runs/{run.pk}/").json()["evaluation"]
     assert body == {
         "status": stored.SELF_REPORTED, "grades": 0, "tolerance": stored.TOLERANCE,
-        "mismatches": [], "audit": {"status": "no model"},
+        "mismatches": [], "audit": {"status": "no model"}, "metric": "val_accuracy",
     }  # fmt: skip
     empty = maker.run(None, 6, 2, [])
     assert api.get(f"/api/runs/{empty.pk}/").json()["evaluation"]["status"] == ""

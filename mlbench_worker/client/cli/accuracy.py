@@ -10,7 +10,7 @@ these the same way; which accuracy counts is decided on the master
 from __future__ import annotations
 
 from mlbench_worker.client.cli.audit_line import audit_line
-from mlbench_worker.client.cli.formatting import duration, percent, plural
+from mlbench_worker.client.cli.formatting import duration, graded_value, percent, plural
 
 EVALUATED, SELF_REPORTED = "evaluated", "self-reported, not evaluated"
 BUDGET_SPENT = "time budget spent"  # the worker's stop_reason when the budget stopped it
@@ -76,7 +76,7 @@ def evaluation_line(run: dict) -> str:
         return ""
     ttt = graded.get("time_to_target")
     reached = f"target reached at {duration(ttt)}" if ttt is not None else "target not reached"
-    after = percent(graded.get("accuracy_after_time"))
+    after = graded_value(graded.get("metric"), graded.get("accuracy_after_time"))
     n = graded.get("grades") or 0
     counted = f"{plural(n, 'evaluation')} graded"
     return f"the evaluator ({counted}; last {after}, {reached})"
@@ -89,11 +89,14 @@ def evaluation_notes(run: dict) -> list[str]:
     if graded.get("status") == SELF_REPORTED:
         return [f"* run {run['id']}: {SELF_REPORTED} (its own accuracy; no predictions graded)"]
     out = []
+    metric = graded.get("metric")
+    margin = float(graded.get("tolerance") or 0)
     for m in graded.get("mismatches") or []:
         out.append(
-            f"run {run['id']} MISMATCH at step {m['step']}: it reported {percent(m['reported'])}, "
-            f"the evaluator graded {percent(m['graded'])} (tolerance "
-            f"{100 * float(graded.get('tolerance') or 0):g} points)"
+            f"run {run['id']} MISMATCH at step {m['step']}: it reported "
+            f"{graded_value(metric, m['reported'])}, the evaluator graded "
+            f"{graded_value(metric, m['graded'])} (tolerance "
+            + (f"{margin:g} BLEU)" if metric == "val_bleu" else f"{100 * margin:g} points)")
         )
     audit = graded.get("audit") or {}
     if audit.get("status") in ("mismatch", "refused"):

@@ -1,3 +1,5 @@
+# Over 400 lines: one command re-grades every kind of run (predictions, a translation's BLEU,
+# a language model's final model), each compared with the master's grade the same way.
 """`mlbench evaluate RUN`: grade a stored run again, here, from its predictions files.
 
 Why a client command and not a button on the master: it is a second, independent grading.
@@ -16,6 +18,10 @@ regenerates or reads (task 1b's at the crop the model's input declares), against
 predictions file of the step the master audited, on the same rows (the master's `examples`
 and `sample_seed`) and with the same precision's tolerance. The command fails where the model
 predicts otherwise than the run submitted, or where this audit and the master's disagree.
+
+A translation run's (task 4b) hypotheses are scored here with sacrebleu against the
+references this process regenerates (or reads from WMT17's checksummed test.tgz under
+`--data-dir`), and its BLEU and sacrebleu's signature must both equal the master's.
 
 A task-3 run (a language model) has no predictions: its stored final model is graded here
 over the validation stream this process regenerates (or reads from WikiText-2's archive
@@ -38,7 +44,6 @@ from mlbench_worker.shared import test_sizes  # plain data
 from mlbench_worker.shared.evaluation import graded_name  # the package itself: no numpy
 
 EXIT_DISAGREES = 1
-REPORTED = "val_accuracy"
 AGREE = 1e-12  # two gradings of one file by the same code: equal, up to float printing
 # Two grades of one language model by the same code over the same stream: onnxruntime's
 # kernels may sum otherwise on another machine (another CPU's vector width), below the
@@ -78,21 +83,29 @@ def cmd_evaluate(args: argparse.Namespace, master: Master) -> int:
 
 
 def _evaluate(args: argparse.Namespace, master: Master) -> int:
+    import importlib.util
+
     from mlbench_worker.shared.evaluation import test_sets
 
     run = master.json("get_run", args.run)
     if test_sets.grades_the_model(run.get("task", "")):
         return _evaluate_language_model(args, master, run)
+    text = test_sets.is_text(run.get("task", ""))
+    if text and importlib.util.find_spec("sacrebleu") is None:
+        raise CliError("grading a translation run needs sacrebleu: pip install sacrebleu")
+    info = test_sets.task_info(run["task"])
+    metric = info.goals[info.default_goal].metric  # val_accuracy; a translation's val_bleu
+    show = (lambda v: f"{float(v):.2f}") if text else percent
     listed = master.call("_submit", "GET", f"runs/{args.run}/predictions/").json()
     files = listed.get("results", listed) if isinstance(listed, dict) else listed
     if not files:
         raise CliError(
             f"run {args.run} has no predictions stored: it is {_status(run)}", EXIT_DISAGREES
         )
-    stored_meta = _points(master, args.run, graded_name(REPORTED))
+    stored_meta = _points(master, args.run, graded_name(metric))
     stored = {step: value for step, (value, _) in stored_meta.items()}
-    reported = {step: value for step, (value, _) in _points(master, args.run, REPORTED).items()}
-    rows, disagree, evaluators = [], [], {}
+    reported = {step: value for step, (value, _) in _points(master, args.run, metric).items()}
+    rows, disagree, evaluators, signatures = [], [], {}, set()
     fetched: dict[int, tuple[Any, Path]] = {}  # step -> (predictions, file), for the audit
     with tempfile.TemporaryDirectory(prefix="mlbench-evaluate-") as folder:
         for entry in sorted(files, key=lambda e: e["step"]):
@@ -101,23 +114,30 @@ def _evaluate(args: argparse.Namespace, master: Master) -> int:
             features = int(meta.get("features") or test_sets.EPSILON_FEATURES)
             grade = _grade(run, predictions, args.data_dir, evaluators, features)
             fetched[predictions.step] = (predictions, path)
-            mine = grade.metrics[REPORTED]
+            mine = grade.metrics[metric]
             theirs = stored.get(grade.step)
-            if theirs is None or abs(theirs - mine) > AGREE:
+            if (
+                theirs is None
+                or abs(theirs - mine) > AGREE
+                or grade.signature != meta.get("signature", "")
+            ):  # a BLEU is the master's only if it is the same BLEU (sacrebleu's signature)
                 disagree.append(grade.step)
             rows.append(
                 [
                     grade.step, f"{grade.epoch:g}", duration(grade.elapsed), grade.examples,
-                    percent(mine), percent(theirs) if theirs is not None else "not stored",
-                    percent(reported[grade.step]) if grade.step in reported else "-",
+                    show(mine), show(theirs) if theirs is not None else "not stored",
+                    show(reported[grade.step]) if grade.step in reported else "-",
                 ]
             )  # fmt: skip
+            signatures.add((grade.signature, meta.get("signature", "")))
         headers = ["STEP", "EPOCH", "CLOCK", "EXAMPLES", "GRADED HERE", "MASTER'S GRADE"]
         print(
             f"run {args.run} ({run.get('task')}, seed {run.get('seed')}): "
             f"{plural(len(rows), 'evaluation')}"
         )
         print(table([*headers, "REPORTED"], rows))
+        for here, master_said in sorted(signatures - {("", "")}):
+            print(f"BLEU here: sacrebleu {here}; the master's: {master_said or 'none stored'}")
         audited = _audit(master, run, fetched, evaluators, args.data_dir, Path(folder))
     if disagree:
         steps = ", ".join(map(str, disagree))
@@ -358,12 +378,11 @@ def _grade(run: dict, p: Any, data_dir: str, evaluators: dict, features: int) ->
     (task 2's with `features`, as the master recorded it), or the real set under `data_dir`,
     whichever the file's digest names (a set is never taken on the run's word: the labels
     are this evaluator's)."""
-    from mlbench_worker.shared.evaluation import test_sets
-    from mlbench_worker.shared.evaluation.evaluator import Evaluator
+    from mlbench_worker.shared.evaluation import graders, test_sets
     from mlbench_worker.shared.evaluation.file_labels import LabelsUnavailable
     from mlbench_worker.shared.evaluation.predictions import PredictionsRefused
 
-    size = len(next(iter(p.arrays.values())))
+    size = len(p.text) if p.text is not None else len(next(iter(p.arrays.values())))
     info = test_sets.task_info(run["task"])
     last_error = ""
     for dataset in (test_sets.SYNTHETIC, info.dataset):
@@ -373,7 +392,7 @@ def _grade(run: dict, p: Any, data_dir: str, evaluators: dict, features: int) ->
         key = (dataset, size, features)
         if key not in evaluators:
             try:
-                evaluators[key] = Evaluator.of(
+                evaluators[key] = graders.evaluator_of(
                     test_sets.TestSet(
                         run["task"], dataset, int(run["seed"]), size, data_dir, features
                     )

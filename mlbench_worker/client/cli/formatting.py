@@ -227,6 +227,17 @@ def percent(value: Any) -> str:
         return "-"
 
 
+def graded_value(metric: Any, value: Any) -> str:
+    """A grade or a run's own value of its goal `metric`: BLEU (task 4b, 0..100) as a number,
+    an accuracy (0..1) as a percentage."""
+    if metric == "val_bleu":
+        try:
+            return f"BLEU {float(value):.2f}"
+        except (TypeError, ValueError):
+            return "-"
+    return percent(value)
+
+
 def parse_time(value: str | None) -> dt.datetime | None:
     if not value:
         return None

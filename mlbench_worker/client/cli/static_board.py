@@ -200,6 +200,8 @@ def score_text(entry: dict[str, Any]) -> str:
         return "-"
     if entry["measured"] == "time_to_target":
         return f"{score:.1f} s to target (median)"
+    if (entry.get("goal") or {}).get("metric") == "val_bleu":  # task 4b
+        return f"BLEU {score:.2f} after time (median)"
     if entry.get("lower_is_better"):  # a perplexity (task 3)
         return f"perplexity {score:.2f} after time (median)"
     return f"{score * 100:.2f} % after time (median)"

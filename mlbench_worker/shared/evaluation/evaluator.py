@@ -48,7 +48,8 @@ class Grade:
     epoch: float
     elapsed: float
     examples: int
-    metrics: dict[str, float]  # metric name -> value in 0..1
+    metrics: dict[str, float]  # metric name -> value (accuracies in 0..1, BLEU in 0..100)
+    signature: str = ""  # how the metric was computed, where it has variants (sacrebleu's)
 
 
 class Evaluator:
@@ -82,22 +83,8 @@ class Evaluator:
         """The grade of one evaluation (a file's path, or what `read` gave)."""
         p = predictions if isinstance(predictions, Predictions) else read(predictions)
         where = p.source or "the predictions"
-        if p.test_set_digest != self.digest:
-            raise PredictionsRefused(
-                f"{where}: predictions for another test set (digest "
-                f"{p.test_set_digest[:16]}...); this run's is {self.described}, digest "
-                f"{self.digest[:16]}... (the same set in another order, or cut to another "
-                "size, has another digest too)"
-            )
-        wanted = self.expected_fields()
-        missing = [n for n in wanted if n not in p.arrays]
-        extra = [n for n in PREDICTIONS if n in p.arrays and n not in wanted]
-        if missing or extra:
-            raise PredictionsRefused(
-                f"{where}: task {self.task} takes {' and '.join(wanted)}"
-                + (f"; {', '.join(missing)} missing" if missing else "")
-                + (f"; {', '.join(extra)} not expected" if extra else "")
-            )
+        refuse_other_set(where, p.test_set_digest, self.digest, self.described)
+        refuse_other_fields(where, self.task, p, self.expected_fields())
         n = self.labels.size
         if self.classes is None:
             label = _integers(where, LABEL, p.arrays[LABEL], (n,))
@@ -142,6 +129,28 @@ class Evaluator:
                 f"({top5[repeats[0]].tolist()}); five different classes, please"
             )
         return float(np.mean((top5 == self.labels[:, None]).any(axis=1)))
+
+
+def refuse_other_set(where: str, found: str, digest: str, described: str) -> None:
+    """PredictionsRefused when a file's test set digest is not the run's set's."""
+    if found != digest:
+        raise PredictionsRefused(
+            f"{where}: predictions for another test set (digest {found[:16]}...); this run's "
+            f"is {described}, digest {digest[:16]}... (the same set in another order, or cut "
+            "to another size, has another digest too)"
+        )
+
+
+def refuse_other_fields(where: str, task: str, p: Predictions, wanted: tuple[str, ...]) -> None:
+    """PredictionsRefused when a file lacks a field `task` takes or holds one it does not."""
+    missing = [n for n in wanted if n not in p.arrays]
+    extra = [n for n in PREDICTIONS if n in p.arrays and n not in wanted]
+    if missing or extra:
+        raise PredictionsRefused(
+            f"{where}: task {task} takes {' and '.join(wanted)}"
+            + (f"; {', '.join(missing)} missing" if missing else "")
+            + (f"; {', '.join(extra)} not expected" if extra else "")
+        )
 
 
 def _integers(where: str, name: str, array: np.ndarray, shape: tuple) -> np.ndarray:

@@ -9,7 +9,8 @@ labels, in the set's own order: regenerated (generated_labels.py) or read from c
 files (file_labels.py). Nothing here asks the run or its training code. Its test inputs,
 for the ONNX audit (`inputs`), likewise: regenerated (generated_inputs.py), read from
 checksummed files (file_inputs.py), or for task 1b decoded and cropped by the evaluator
-itself (imagenet_inputs.py).
+itself (imagenet_inputs.py). A translation task's test set has references, not labels
+(`references`, text_references.py), and is graded by BLEU (bleu.py).
 """
 
 from __future__ import annotations
@@ -25,12 +26,15 @@ from mlbench_worker.shared.evaluation import (
     generated_inputs,
     generated_labels,
     imagenet_inputs,
+    text_references,
 )
 
 SYNTHETIC = "synthetic"
 EPSILON_FEATURES = 2000  # task 2's rows (the real set's width, and the generated set's default)
 # How each real data set's labels look: a class number below this count, or (None) a sign.
 CLASSES: dict[str, int | None] = {"cifar10": 10, "imagenet": 1000, "epsilon": None}
+# The real data sets of translation tasks: their test sets are sentences, graded by BLEU.
+TEXT_SETS = ("wmt17",)
 
 
 @dataclass(frozen=True)
@@ -81,21 +85,57 @@ def grades_the_model(task: str) -> bool:
     that trains a model whose data set has no classes to predict (task 3: a language
     model's perplexity)."""
     info = catalogue.TASKS.get(task)
-    return info is not None and not info.measurement and info.dataset not in CLASSES
+    return (
+        info is not None
+        and not info.measurement
+        and info.dataset not in CLASSES
+        and info.dataset not in TEXT_SETS
+    )
+
+
+def is_text(task: str) -> bool:
+    """Whether `task` predicts sentences (translation), graded by BLEU from their text."""
+    info = catalogue.TASKS.get(task)
+    return info is not None and info.dataset in TEXT_SETS
+
+
+def _checked(test_set: TestSet) -> catalogue.TaskInfo:
+    """The task of a test set that exists (its data set is the task's or generated, of at
+    least one example); ValueError naming the problem."""
+    info = task_info(test_set.task)
+    if test_set.dataset not in (info.dataset, SYNTHETIC):
+        raise ValueError(
+            f"data set {test_set.dataset!r} is not one of {test_set.task}'s: {info.dataset} "
+            f"or {SYNTHETIC}"
+        )
+    if test_set.size < 1:
+        raise ValueError(f"a test set of {test_set.size} examples cannot be graded")
+    return info
+
+
+def references(test_set: TestSet) -> list[str]:
+    """The references (plain text, in the set's order) of a translation task's `test_set`:
+    ValueError for a set that does not exist, LabelsUnavailable when its files are
+    missing or damaged."""
+    _checked(test_set)
+    if not is_text(test_set.task):
+        raise ValueError(f"task {test_set.task!r} has labels, not references")
+    if test_set.dataset == SYNTHETIC:
+        return text_references.generated(test_set.seed, test_set.size)
+    found = text_references.newstest2017(test_set.data_dir)
+    if test_set.size > len(found):
+        raise ValueError(
+            f"{test_set.describe()} asks for {test_set.size} sentences; the files hold {len(found)}"
+        )
+    return found[: test_set.size]
 
 
 def labels(test_set: TestSet) -> np.ndarray:
     """The labels (int64, in the set's order) of `test_set`: ValueError for a set that does
     not exist, LabelsUnavailable when its files are missing, damaged or not yet readable."""
-    info = task_info(test_set.task)
-    family = info.dataset
-    if test_set.dataset not in (family, SYNTHETIC):
-        raise ValueError(
-            f"data set {test_set.dataset!r} is not one of {test_set.task}'s: {family} or "
-            f"{SYNTHETIC}"
-        )
-    if test_set.size < 1:
-        raise ValueError(f"a test set of {test_set.size} examples cannot be graded")
+    family = _checked(test_set).dataset
+    if family in TEXT_SETS:
+        raise ValueError(f"task {test_set.task!r} has references, not labels")
     if test_set.dataset == SYNTHETIC:
         if family == "cifar10":
             return generated_labels.cifar10(test_set.seed, test_set.size)

@@ -51,6 +51,7 @@ function drawFilters(entries) {
 function score(entry) {
   if (entry.score === null) return "—";
   if (entry.measured === "time_to_target") return `${num(entry.score)} s`;
+  if (entry.goal && entry.goal.metric === "val_bleu") return `${num(entry.score)} BLEU`; // task 4b
   return entry.lower_is_better ? num(entry.score) : pct(entry.score); // task 3: a perplexity
 }
 

@@ -82,11 +82,16 @@ function sortedXY(series) {
 // Where the platform's evaluator graded the run, its grades are the accuracy and the time to
 // target (run.evaluation, stored.py); the run's own numbers are used only for a run that was
 // not evaluated, and that run is labelled so in the table.
+// A translation run's (task 4b) numbers are BLEU (0..100) where the others' are accuracies.
+const goalOf = (run) => (run.evaluation?.metric === M.val_bleu ? M.val_bleu : M.val_accuracy);
+const fmtOf = (run) => (goalOf(run) === M.val_bleu ? (v) => (v === null || v === undefined ? "—" : `${Number(v).toFixed(2)} BLEU`) : pct);
 function measure(run) {
   const feed = feeds.get(run.id);
   const graded = run.evaluation?.status === "evaluated" ? run.evaluation : null;
-  const s = graded ? { ...(run.summary || {}), time_to_target: graded.time_to_target, best_val_accuracy: undefined } : run.summary || {};
-  const name = graded ? M.evaluated_val_accuracy : M.val_accuracy;
+  const goal = goalOf(run);
+  const bestName = `best_${goal}`;
+  const s = graded ? { ...(run.summary || {}), time_to_target: graded.time_to_target, [bestName]: undefined } : run.summary || {};
+  const name = graded ? M[`evaluated_${goal}`] : goal;
   const acc = feed ? sortedXY(elapsedSeries(feed, run, name)) : { t: [], v: [] };
   const { metric, unit } = throughputOf(run, { has: (m) => Boolean(feed?.get(m).v.length) });
   const rates = feed && metric ? feed.get(metric).v.filter((v) => v !== null) : [];
@@ -94,7 +99,7 @@ function measure(run) {
   return {
     acc,
     ttt: s.time_to_target ?? (ttm.length ? ttm[ttm.length - 1] : null),
-    best: s.best_val_accuracy ?? (acc.v.length ? Math.max(...acc.v) : null),
+    best: s[bestName] ?? (acc.v.length ? Math.max(...acc.v) : null),
     throughput: (metric && s[metric]) ?? (rates.length ? rates.reduce((a, b) => a + b, 0) / rates.length : null),
     unit,
     length: acc.t.length ? acc.t[acc.t.length - 1] : (s.elapsed ?? null),
@@ -110,7 +115,8 @@ function gradedMark(run) {
   const audit = (e.audit || {}).status;
   if (!m && ["mismatch", "refused"].includes(audit)) return el("div", { class: "graded mismatch", text: `model audit: ${audit}` });
   if (!m) return "";
-  return el("div", { class: "graded mismatch", text: `mismatch at step ${m.step}: reported ${pct(m.reported)}, graded ${pct(m.graded)}` });
+  const fmt = fmtOf(run);
+  return el("div", { class: "graded mismatch", text: `mismatch at step ${m.step}: reported ${fmt(m.reported)}, graded ${fmt(m.graded)}` });
 }
 
 function accuracyAfter(m, seconds) {
@@ -203,8 +209,8 @@ function render() {
         el("td", { class: "network", text: networkLabel(r) || "—" }),
         el("td", {}, datasetBadge(r)),
         el("td", { class: "ttt", text: m.ttt !== null ? duration(m.ttt) : "not reached" }),
-        el("td", { class: "after", text: after ? pct(accuracyAfter(m, after)) : "—" }),
-        el("td", { text: pct(m.best) }),
+        el("td", { class: "after", text: after ? fmtOf(r)(accuracyAfter(m, after)) : "—" }),
+        el("td", { text: fmtOf(r)(m.best) }),
         el("td", { class: "throughput", text: m.throughput === null ? "—" : `${num(m.throughput)} ${m.unit}` }),
         el("td", { class: "comm", text: pct(r.summary?.comm_share ?? null) }),
         el("td", { class: "sent", text: sentText(r.summary) }),
@@ -227,7 +233,7 @@ async function load() {
         commCells.set(id, (await fetchCells(run)).cells);
         return;
       }
-      if (!feeds.has(id)) feeds.set(id, new MetricFeed(id, { type: "run", names: [M.val_accuracy, M.evaluated_val_accuracy, ...throughputMetrics(), M.time_to_target, ...PROGRESS], summarize: 500 }));
+      if (!feeds.has(id)) feeds.set(id, new MetricFeed(id, { type: "run", names: [M.val_accuracy, M.evaluated_val_accuracy, M.val_bleu, M.evaluated_val_bleu, ...throughputMetrics(), M.time_to_target, ...PROGRESS], summarize: 500 }));
       await feeds.get(id).refresh();
     }),
   );

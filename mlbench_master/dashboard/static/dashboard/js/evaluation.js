@@ -31,16 +31,21 @@ export function auditLine(a) {
 // summary above is what the run said of itself), or the run alone; a mismatch shows both.
 export function showEvaluation(box, e) {
   const lines = [];
+  // A translation run's grades are BLEU (0..100), the others' accuracies (0..1).
+  const bleu = e.metric === "val_bleu";
+  const show = bleu ? (v) => `BLEU ${Number(v).toFixed(2)}` : pct;
+  const margin = bleu ? `${e.tolerance} BLEU` : `${(100 * e.tolerance).toFixed(1)} points`;
   if (e.status === "evaluated") {
     const reached = e.time_to_target !== null && e.time_to_target !== undefined ? `target reached at ${duration(e.time_to_target)}` : "target not reached";
-    lines.push(`Graded by the platform's evaluator: ${e.grades} evaluation${e.grades === 1 ? "" : "s"}, last ${pct(e.accuracy_after_time)}, ${reached}. The summary is the run's own report.`);
+    lines.push(`Graded by the platform's evaluator: ${e.grades} evaluation${e.grades === 1 ? "" : "s"}, last ${show(e.accuracy_after_time)}, ${reached}. The summary is the run's own report.`);
+    if (e.signature) lines.push(`BLEU computed by the evaluator with sacrebleu, signature ${e.signature}.`);
   } else if (e.status) {
     const graded = e.audit && e.audit.kind === "perplexity";
     lines.push(graded
       ? "Self-reported curve: the run's perplexity at each evaluation is its own word; the evaluator grades its final model (below)."
       : "Self-reported, not evaluated: the run wrote no predictions, so its accuracy is its own word.");
   }
-  for (const m of e.mismatches || []) lines.push(`Mismatch at step ${m.step}: the run reported ${pct(m.reported)}, the evaluator graded ${pct(m.graded)} (tolerance ${(100 * e.tolerance).toFixed(1)} points).`);
+  for (const m of e.mismatches || []) lines.push(`Mismatch at step ${m.step}: the run reported ${show(m.reported)}, the evaluator graded ${show(m.graded)} (tolerance ${margin}).`);
   const audit = auditLine(e.audit || {});
   if (e.status === "evaluated" || (e.audit && e.audit.status !== "no model")) lines.push(audit);
   box.replaceChildren(...lines.flatMap((line, i) => (i ? [el("br"), line] : [line])));

@@ -45,14 +45,14 @@ function throughputChart({ metric, unit }) {
   return { id: "throughput", title: `${perSecond(unit)} (all workers)`, series: metric ? [[metric, unit]] : [], fmt: (v) => num(v) };
 }
 // A task whose goal is another metric than accuracy (task 3: validation perplexity, lower is
-// better) gets that metric's chart too.
+// better; task 4b: BLEU, 0..100, the evaluator's grade beside the run's own) gets its chart.
 const PERPLEXITY_CHART = { id: "perplexity", title: "Validation perplexity (lower is better)", series: [[M.val_perplexity, "validation (reported)"]], fmt: (v) => num(v) };
+const BLEU_CHART = { id: "bleu", title: "Validation BLEU (sacrebleu)", series: [[M.evaluated_val_bleu, "validation (evaluator)"], [M.val_bleu, "validation (reported)"]], fmt: (v) => num(v) };
 function goalCharts(r) {
-  const info = r ? taskInfo(r) : null;
-  const metrics = Object.values(info?.goals || {}).map((g) => g.metric);
-  return metrics.includes(M.val_perplexity) ? [PERPLEXITY_CHART] : [];
+  const metrics = Object.values((r ? taskInfo(r) : null)?.goals || {}).map((g) => g.metric);
+  return metrics.includes(M.val_bleu) ? [BLEU_CHART] : metrics.includes(M.val_perplexity) ? [PERPLEXITY_CHART] : [];
 }
-const NAMES = [...CHARTS.flatMap((c) => c.series.map((s) => s[0])), M.val_perplexity, ...throughputMetrics(), ...SPLIT.map((s) => s[0]), ...PROGRESS, M.time_to_target];
+const NAMES = [...CHARTS.flatMap((c) => c.series.map((s) => s[0])), M.val_perplexity, M.val_bleu, M.evaluated_val_bleu, ...throughputMetrics(), ...SPLIT.map((s) => s[0]), ...PROGRESS, M.time_to_target];
 
 let run = null;
 let throughput = null; // {metric, unit} of this run's task, once the run is known
