@@ -10,7 +10,7 @@ Why not the embedded master of tests/e2e/live.py: a resumable run needs a checkp
 written before the goal is reached, and on the full generated data set (50,000 images)
 ResNet-20 passes even the paper's 91 % in its first epoch, so its first checkpoint is also
 its last. The API has no option for a smaller training set (results must stay comparable),
-so this test appends the worker's smoke-test size (`--train-images 4096`) to the command
+so this test appends the worker's smoke-test size (`--train-images 2048`) to the command
 the real builder makes; it can do that only in its own process. The smaller test set is
 the run's own field (`test_examples`, which the child inherits).
 """
@@ -29,7 +29,7 @@ from tests.mllog_check import check_run_log
 
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 
-TINY = ["--train-images", "4096", "--log-every", "4"]  # the test set: test_examples=1024
+TINY = ["--train-images", "2048", "--log-every", "4"]  # the test set: test_examples=512
 
 
 class InProcessMaster:
@@ -118,7 +118,7 @@ def test_a_cancelled_run_resumes_from_its_last_checkpoint_and_finishes(inprocess
     created = master.post(
         "/api/runs/",
         {"name": "parent", "num_workers": 2, "num_cpus": 1, "dataset": "synthetic",
-         "target": "paper", "max_epochs": 30, "test_examples": 1024},
+         "target": "paper", "max_epochs": 30, "test_examples": 512},
     )  # fmt: skip
     assert created.status_code == 201, created.text
     parent = created.json()
@@ -149,7 +149,7 @@ def test_a_cancelled_run_resumes_from_its_last_checkpoint_and_finishes(inprocess
     assert created.status_code == 201, created.text
     child = created.json()
     assert child["resumed_from"] == parent["id"] and child["dataset"] == "synthetic"
-    assert child["test_examples"] == 1024  # the parent's test set, inherited
+    assert child["test_examples"] == 512  # the parent's test set, inherited
     resumed = child["manifest"]["resumed_from"]
     assert (resumed["run_id"], resumed["epoch"]) == (parent["id"], last)
     assert resumed["checkpoint"]["num_workers"] == 2
