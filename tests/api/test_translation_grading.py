@@ -119,6 +119,10 @@ def _refusals():
             "takes predicted_text",
         ),
         "damaged": (text_file(lines)[:-40], "cannot be read as a .npz file"),
+        "lines padded far beyond a decoder's": (
+            text_file([line + " ▁der" * 2000 for line in lines]),
+            "more than 20 times its references'",
+        ),
         "not a zip": (b"\x00" * 64, "cannot be read as a .npz file"),
     }
 

@@ -35,6 +35,10 @@ from mlbench_worker.shared.evaluation.predictions import (
 )
 
 WORD_START = "\u2581"  # SentencePiece's mark of a piece that starts a word ("▁")
+# Hypotheses longer in all than this many times the references are refused, not scored:
+# sacrebleu's time and memory grow with the text (14 MB took 13 s of CPU), and a decoder
+# that stops at 1.5 x the source's pieces + 10 (the worker's) stays far below it.
+MAX_LENGTH_RATIO = 20
 
 
 def detokenise(pieces: str) -> str:
@@ -69,6 +73,7 @@ class BleuEvaluator:
         if not self.references:
             raise ValueError("a translation test set needs at least one reference")
         self.digest = digest_of_text(self.references)
+        self.characters = sum(map(len, self.references))
         self.described = described
 
     @classmethod
@@ -94,8 +99,16 @@ class BleuEvaluator:
                 f"{where}: {TEXT} has {len(lines)} lines; the test set has {n} sentences "
                 "(one line per sentence, in its order)"
             )
+        plain = [detokenise(line) for line in lines]
+        held, allowed = sum(map(len, plain)), MAX_LENGTH_RATIO * self.characters + 1000
+        if held > allowed:
+            raise PredictionsRefused(
+                f"{where}: {TEXT} holds {held} characters of text, more than {MAX_LENGTH_RATIO} "
+                f"times its references' {self.characters} (and 1000): not hypotheses a "
+                "decoder writes; refused rather than scored"
+            )
         bleu = scorer()
-        score = bleu.corpus_score([detokenise(line) for line in lines], [self.references])
+        score = bleu.corpus_score(plain, [self.references])
         return Grade(
             p.step,
             p.epoch,
