@@ -130,8 +130,8 @@ class TranslationTrainer(Trainer):
         )  # fmt: skip
         sink = self.predictions
         if sink is not None and sink.enabled and self.comm.rank == 0:
+            # sink.last_step stays unset: no final model goes to the evaluator (final_onnx).
             record = self.progress.history[-1]
-            sink.last_step = int(record["step"])
             path = publish_text(sink.folder, sink.reporter, sink.dataset, self.hypotheses,
                                 self.references, record)  # fmt: skip
             if path is not None:
