@@ -346,10 +346,13 @@ _points_of = point_reads.points_of
 
 # The results of runs whose record is final (ended, and past the grace in which their last
 # points and summary may still arrive: api.auth.ended_past_grace), by (run, state, end): a
-# series page asks for every member's every 5 s, and only the others are read again. Shared
-# by the web server's threads, hence the lock.
+# series page asks for every member's every 5 s, and only the others are read again; the
+# results board asks for every run. Shared by the web server's threads, hence the lock.
+# Enough for a board of ten thousand runs (at 1024 a board of more runs than that read every
+# run again on every request): a result of five evaluations takes about 1.2 KB, so ~15 MB
+# a process at 12,000; a run of many evaluations takes more (its curve).
 _FINAL_RESULTS: dict[tuple[int, str, Any], RunResult] = {}
-_FINAL_KEPT = 1024
+_FINAL_KEPT = 12_000
 _FINAL_LOCK = threading.Lock()
 
 
