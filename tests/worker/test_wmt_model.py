@@ -95,6 +95,9 @@ def test_batches_hold_at_most_their_tokens_with_padding_and_every_pair_that_fits
     assert sorted(seen.tolist()) == [i for i in range(500) if i != 3]
     for b in batches:
         assert np.maximum(src[b], tgt[b]).max() * len(b) <= 256
+    # Every pair longer than a batch is left out, wherever it falls.
+    got = token_batches(np.array([9, 9, 3]), np.array([1, 9, 3]), 8)
+    assert [b.tolist() for b in got] == [[2]]
 
 
 def test_hypotheses_go_back_in_order_and_a_gap_or_a_repeat_is_refused():

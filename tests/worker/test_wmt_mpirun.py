@@ -118,3 +118,13 @@ def test_signsgd_is_refused_with_the_reason():
                       "--algorithm", "signsgd"], timeout=120)  # fmt: skip
     assert proc.returncode != 0
     assert "Adam" in proc.stdout + proc.stderr
+
+
+def test_a_batch_too_small_for_any_sentence_is_refused_naming_the_option(tmp_path):
+    (tmp_path / "tiny").mkdir()
+    args = _args(tmp_path, "tiny", "--max-epochs", "1", "--batch-size", "4", pairs=20, test=4)
+    proc = mpirun(1, args, timeout=120)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "make no batch of 4 tokens: give more pairs or a larger --batch-size" in (
+        proc.stdout + proc.stderr
+    )

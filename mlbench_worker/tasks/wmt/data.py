@@ -44,16 +44,20 @@ def token_batches(src_len: np.ndarray, tgt_len: np.ndarray, max_tokens: int) -> 
     """The pairs (by position) grouped into batches of at most `max_tokens` tokens counting
     padding, similar lengths together; a pair longer than `max_tokens` alone is dropped."""
     longest = np.maximum(src_len, tgt_len)
-    order = np.argsort(longest, kind="stable")
-    batches, start, width = [], 0, 0
-    for i, pair in enumerate(order.tolist()):
-        width = max(width, int(longest[pair]))
-        if width * (i + 1 - start) > max_tokens:
-            if i > start:
-                batches.append(order[start:i])
-            start, width = i, int(longest[pair])
-    if start < len(order) and width * (len(order) - start) <= max_tokens:
-        batches.append(order[start:])
+    batches: list[np.ndarray] = []
+    current: list[int] = []
+    width = 0
+    for pair in np.argsort(longest, kind="stable").tolist():
+        size = int(longest[pair])
+        if size > max_tokens:
+            continue
+        if current and max(width, size) * (len(current) + 1) > max_tokens:
+            batches.append(np.array(current, dtype=np.int64))
+            current, width = [], 0
+        current.append(pair)
+        width = max(width, size)
+    if current:
+        batches.append(np.array(current, dtype=np.int64))
     return batches
 
 
