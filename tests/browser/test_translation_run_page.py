@@ -1,6 +1,6 @@
-"""A translation run (task 4b) on the run page: its grades are BLEU, not percentages, with
-sacrebleu's signature under them, and a run whose own BLEU strays from the evaluator's grade
-shows both numbers."""
+"""A translation run (task 4b) on the run page and the compare page: its grades are BLEU,
+not percentages, with sacrebleu's signature under them on the run page, and a run whose own
+BLEU strays from the evaluator's grade shows both numbers."""
 
 import datetime as dt
 
@@ -52,3 +52,12 @@ def test_the_run_page_shows_bleu_its_signature_and_the_disagreement(page):
     )  # both series drawn: the grades and the run's own
     assert "Validation BLEU (sacrebleu)" in page.locator("#chart-bleu figcaption").inner_text()
     assert_accessible(page)
+
+    # The compare table shows the same numbers as BLEU too, never as percentages.
+    page.goto(f"/compare/?runs={run.pk}")
+    page.wait_for_selector("body[data-loaded='1']")
+    row = page.locator(f"#compare-table tr[data-run-id='{run.pk}']")
+    row.wait_for()
+    mark = row.locator(".graded.mismatch").inner_text()
+    assert "mismatch at step 200: reported 30.00 BLEU, graded 23.46 BLEU" in mark, mark
+    assert "23.46 BLEU" in row.inner_text() and "%" not in row.locator(".after").inner_text()
