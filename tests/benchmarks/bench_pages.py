@@ -438,7 +438,7 @@ def main() -> None:
             (f"GET /api/results/?task={task}", [f"/api/results/?task={task}"]),
             ("GET /api/results/algorithms/", ["/api/results/algorithms/"]),
             ("runs list, page", ["/runs/"]),
-            ("runs list: its page of runs (GET /api/runs/?limit=100)", ["/api/runs/?limit=100"]),
+            ("runs list: its page of runs (GET /api/runs/?limit=50)", ["/api/runs/?limit=50"]),
             ("GET /api/runs/ (every run)", ["/api/runs/"]),
             (f"compare of {COMPARED} runs: one page load",
              ["/compare/", "/api/runs/?limit=50", f"/api/runs/?id={','.join(map(str, picked))}",

@@ -22,23 +22,23 @@ def _whole_list_asked(requested: list[str]) -> list[str]:
     return [u for u in requested if u.split("?")[0].endswith("/api/runs/") and "?" not in u]
 
 
-def test_the_runs_page_turns_pages_of_a_hundred(page):
-    _many(130)
+def test_the_runs_page_turns_pages_of_fifty(page):
+    _many(80)
     requested = []
     page.on("request", lambda r: "/api/runs/" in r.url and requested.append(r.url))
     page.goto("/runs/")
     page.wait_for_selector("body[data-loaded='1']")
     status = page.locator("#runs-status")
-    assert "Runs 1–100 of 130, newest first." in status.inner_text()
-    assert page.locator("#runs-table tbody tr").count() == 100
-    assert page.locator("#runs-table tbody tr").first.inner_text().startswith("plain 129")
+    assert "Runs 1–50 of 80, newest first." in status.inner_text()
+    assert page.locator("#runs-table tbody tr").count() == 50
+    assert page.locator("#runs-table tbody tr").first.inner_text().startswith("plain 79")
     assert page.get_by_role("button", name="Newer runs").is_disabled()
     page.get_by_role("button", name="Older runs").click()
-    page.wait_for_function("document.querySelector('#runs-status').textContent.includes('101–130')")
+    page.wait_for_function("document.querySelector('#runs-status').textContent.includes('51–80')")
     assert page.locator("#runs-table tbody tr").count() == 30
     assert page.get_by_role("button", name="Older runs").is_disabled()
     page.get_by_role("button", name="Newer runs").click()
-    page.wait_for_function("document.querySelector('#runs-status').textContent.includes('1–100')")
+    page.wait_for_function("document.querySelector('#runs-status').textContent.includes('1–50 ')")
     assert not _whole_list_asked(requested), requested
 
 

@@ -42,7 +42,7 @@ let created = [];
 // A page of the list at a time (GET /api/runs/?limit=&offset=, newest first): the whole
 // list of a large installation is tens of megabytes, and a table of thousands of rows
 // helps nobody. "Newer" and "Older" move by a page; a refresh keeps the page shown.
-const PAGE = 100;
+const PAGE = 50;
 let offset = 0;
 const pager = document.getElementById("runs-pager");
 const newer = document.getElementById("runs-newer");
