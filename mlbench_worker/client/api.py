@@ -162,9 +162,15 @@ class ApiClient(AlgorithmCalls, studies_api.StudyCalls):
         self.close()
 
     # ------------------------------------------------------------------ runs
-    def get_runs(self) -> Future:
-        """All runs (active, finished, failed, cancelled)."""
-        return self._submit("GET", "runs/")
+    def get_runs(
+        self, limit: int | None = None, offset: int | None = None, ids: list[int] | None = None
+    ) -> Future:
+        """All runs (active, finished, failed, cancelled), newest first. With `limit` (and
+        `offset`): one page, {count, offset, limit, next_offset, results}; with `ids`: only
+        those runs. The whole list of a large master is tens of megabytes."""
+        params = {"limit": limit, "offset": offset,
+                  "id": ",".join(map(str, ids)) if ids else None}  # fmt: skip
+        return self._submit("GET", "runs/", params=params)
 
     def get_run(self, run_id: int | str) -> Future:
         """One run by id."""

@@ -253,6 +253,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     runs = sub.add_parser("runs", help="list the runs (a queued run with its place: QUEUED #2)")
+    runs.add_argument(
+        "--last", type=int, metavar="N", help="only the N newest runs (default: every run)"
+    )
     view_options(runs, "print the runs as the API lists them (GET /api/runs/)")
     series = sub.add_parser("series", help="list run series, show one, or cancel one")
     series.add_argument("series", type=int, nargs="?", metavar="ID")

@@ -247,7 +247,7 @@ RUNS_COLUMNS = [
 
 
 def cmd_runs(args: argparse.Namespace, master: Master) -> int:
-    runs = runs_list(master.json("get_runs"))
+    runs = runs_list(master.json("get_runs", limit=args.last))  # a bad N: the API's 400
     if args.json:
         print(json.dumps(runs, indent=2, sort_keys=True))
         return EXIT_OK
