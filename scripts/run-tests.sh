@@ -31,8 +31,14 @@
 # 52.2 min, QUICK 30.0 min beside it, then the workers' tests (a fixed second part of the
 # quick group then) 34.3 min, the browser 4.9 min beside them: 64 min of tests, 74 with the
 # installs, lane B ending 7 min after lane A, which stood idle. The shared units are
-# that part cut so that either lane can take it; at the end each part's lane, start and
-# duration are printed, for the next measurement.
+# that part cut so that either lane can take it (with those numbers the lanes would end
+# within about 2 min of each other, near 61 min); at the end each part's lane, start and
+# duration are printed, for the next measurement. With them (2026-12-02, measured one
+# test at a time on the loaded machine, CPU seconds): the --amp worker run 38.8 -> 19.1,
+# the MLPerf closed-ResNet run 41.9 -> 29.2, the resume test's epochs about half (two
+# epochs of 2 ranks 117 -> 67), each implementation's e2e run's evaluation of 1,000 test
+# images instead of 10,000 (a 2-rank run 71 -> 35). Every part collects (2,834 tests
+# in all, the whole suite, none twice).
 #
 # Each pytest process has its own MLBENCH_HOME, PostgreSQL and Redis (started by its own
 # fixtures on free loopback ports), so none can see another's runs. Lane B's logs are
