@@ -31,6 +31,7 @@ MASTER = [
     "scipy",  # real ImageNet labels: the development kit's meta.mat (shared/imagenet_devkit.py)
     "pillow",  # the audit of task 1b decodes its JPEG files (shared/evaluation/imagenet_inputs.py)
     "sacrebleu",  # task 4b's BLEU, graded by the evaluator (shared/evaluation/bleu.py)
+    "sentencepiece",  # task 4b's audit maps text to the model's ids (translation_audit.py)
 ]
 WORKER = [
     "torch==2.13.0",
@@ -42,6 +43,7 @@ WORKER = [
     "pillow",  # decodes ImageNet's JPEG files (task 1b)
     "onnx",  # torch.onnx.export needs it: the final model for the audit (torch_export.py)
     "sentencepiece",  # task 4b's shared sub-word vocabulary (tasks/wmt/tokens.py)
+    "onnxscript",  # the dynamo exporter of task 4b's final model (tasks/wmt/wmt_export.py)
     "sacrebleu",  # task 4b's own BLEU of its decoded test set (tasks/wmt/train.py)
 ]
 # The tensorflow implementation of task 1a (mlbench_worker/implementations/tensorflow/), kept out of

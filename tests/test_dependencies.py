@@ -95,10 +95,14 @@ USED_OTHERWISE = {
     "onnxruntime": "the master audits a run's model through mlbench_worker/shared/evaluation/"
     "model_audit.py, the module `mlbench evaluate` shares (where onnxruntime is installed)",
     "onnx": "torch.onnx.export loads it to write the final model (training/torch_export.py)",
+    "onnxscript": "torch.onnx.export(dynamo=True) loads it to write task 4b's final model "
+    "(tasks/wmt/wmt_export.py)",
     "pillow": "the master audits task 1b's models through mlbench_worker/shared/evaluation/"
     "imagenet_inputs.py, which decodes the validation JPEG files (the worker imports it too)",
     "sacrebleu": "the master grades translation runs' BLEU through mlbench_worker/shared/"
     "evaluation/bleu.py, the module `mlbench evaluate` shares",
+    "sentencepiece": "the master audits translation models through mlbench_worker/shared/"
+    "evaluation/translation_audit.py (the worker imports it too: tasks/wmt/tokens.py)",
 }
 # Imported, not declared for that side: (side, module) and why.
 UNDECLARED_ON_PURPOSE = {
@@ -115,6 +119,9 @@ UNDECLARED_ON_PURPOSE = {
     "scipy' when it is missing; the worker and the master declare it",
     ("client", "sacrebleu"): "optional: `mlbench evaluate` scores a translation run's BLEU "
     "with it (shared/evaluation/bleu.py) and says 'pip install sacrebleu' when it is missing",
+    ("client", "sentencepiece"): "optional: `mlbench evaluate` repeats a translation model's "
+    "audit with it (shared/evaluation/translation_audit.py, in the audit's child process); "
+    "without it that audit reads 'not audited here', naming the missing module",
     ("client", "PIL"): "optional: `mlbench evaluate` audits a task-1b model with it (shared/"
     "evaluation/imagenet_inputs.py) and says 'pip install pillow' when it is missing",
     ("tests", "mlbench_core"): "the original client, installed only in .venv-seed (make "

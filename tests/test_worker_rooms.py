@@ -131,7 +131,9 @@ def test_the_rank_body_never_imports_a_framework(graph, framework):
 EVALUATOR = "mlbench_worker.shared.evaluation"
 EVALUATOR_ROOMS = ("mlbench_worker.shared",)
 # sacrebleu: a translation task's BLEU is the evaluator's, computed as WMT reports it (bleu.py).
-EVALUATOR_LIBRARIES = {"numpy", "onnxruntime", "PIL", "scipy", "sacrebleu"}
+# sentencepiece: the audit of a translation model maps the evaluator's sources and the
+# posted pieces to the model's ids with the vocabulary the model carries (translation_audit.py).
+EVALUATOR_LIBRARIES = {"numpy", "onnxruntime", "PIL", "scipy", "sacrebleu", "sentencepiece"}
 
 
 def test_the_evaluator_reaches_no_implementation_trainer_model_or_framework(graph):

@@ -64,7 +64,8 @@ class FunctionAudit:
 @dataclass(frozen=True)
 class NotAudited:
     """Tasks whose models this master does not audit: a posted model is refused before its
-    body is read, naming why, so nothing unaudited is stored as if it had been checked."""
+    body is read, naming why, so nothing unaudited is stored as if it had been checked.
+    (None now: task 4b had it until its audit was built; kept for the next such task.)"""
 
     name: str
     applies: Callable[[str], bool]
@@ -83,17 +84,18 @@ class NotAudited:
         raise scoring.SetRefused("model", f"run {run.pk} ({run.task}): {self.why}")
 
 
-# Why a translation model is not audited (docs/checking.rst, "Translation: no model audit").
-TRANSLATION_NOT_AUDITED = (
-    "the master does not audit translation models: checking that the model decoded the "
-    "posted hypotheses would mean greedy decoding an ONNX encoder-decoder step by step, "
-    "which is not built. The grade rests on the hypotheses the run posted, scored by the "
-    "evaluator; do not post a model for this task"
-)
-
 AUDITS: list[ModelAudit] = [
-    # Task 4b: refused, with why (NotAudited).
-    NotAudited("translation", test_sets.is_text, TRANSLATION_NOT_AUDITED),
+    # Task 4b: the final model's greedy decoding, checked in one teacher-forced pass on a
+    # sample of the test sentences, must write the hypotheses the run posted
+    # (shared/evaluation/translation_audit.py; the intake and the thread are the image
+    # tasks', model_auditing.py).
+    FunctionAudit(
+        "translation",
+        test_sets.is_text,
+        model_auditing.limits,
+        model_auditing.check_parameters,
+        model_auditing.intake,
+    ),
     # Task 3: the final model's perplexity over the whole validation stream, compared with
     # the run's own.
     FunctionAudit(

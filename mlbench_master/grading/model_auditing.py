@@ -27,6 +27,10 @@ the run's row locked (a run deleted meanwhile stores nothing) and under the mode
 lock (model_files.py), the "pending" record is written first, with a new audit id and the
 sample's seed drawn now, after the predictions were fixed; then the model is put in place.
 Nothing of the run's grades changes: an audit only adds its result.
+
+A translation run's model (task 4b) takes the same path: its check and audit in the child
+are translation_audit.py's (the model's greedy decoding must write the posted hypotheses),
+its precision fp32 or tf32, its sample MLBENCH_AUDIT_SAMPLE sentences.
 """
 
 from __future__ import annotations
@@ -45,7 +49,13 @@ from django.http import Http404
 
 from mlbench_master.api.models import Run
 from mlbench_master.grading import model_files, prediction_files, scoring
-from mlbench_worker.shared.evaluation import audit_process, model_audit, predictions, test_sets
+from mlbench_worker.shared.evaluation import (
+    audit_process,
+    model_audit,
+    predictions,
+    test_sets,
+    translation_audit,
+)
 from mlbench_worker.shared.evaluation.file_labels import LabelsUnavailable
 from mlbench_worker.shared.evaluation.model_audit import ModelRefused
 
@@ -62,11 +72,14 @@ def check_parameters(run: Run, dataset: str, features: int | None, precision: st
     """Refuse, before the body is read, a model the run cannot have: SetRefused naming
     `dataset`, `features` or `precision`."""
     scoring.test_set_of(run, dataset, features)
-    if precision not in model_audit.PRECISIONS:
+    text = test_sets.is_text(run.task)  # task 4b: no --amp, so no bf16 or fp16
+    allowed = translation_audit.PRECISIONS if text else model_audit.PRECISIONS
+    if precision not in allowed:
         raise scoring.SetRefused(
             "precision",
-            f"{precision[:20]!r} is not an evaluation precision: "
-            f"{', '.join(model_audit.PRECISIONS)}",
+            f"{precision[:20]!r} is not an evaluation precision"
+            + (" of a translation run" if text else "")
+            + f": {', '.join(allowed)}",
         )
 
 

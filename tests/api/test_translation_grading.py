@@ -221,12 +221,13 @@ def test_extracted_files_without_the_archive_are_not_trusted(make_run, settings)
     assert grades(run) == []
 
 
-def test_a_model_is_refused_naming_why_and_nothing_is_stored(mt_run):
+def test_a_model_before_any_hypotheses_is_refused_and_nothing_is_stored(mt_run):
+    # The audit itself: tests/api/test_translation_audit_api.py.
     r = worker_client(mt_run).post(
         f"/api/runs/{mt_run.pk}/model/?dataset=synthetic",
         b"onnx bytes",
         content_type="application/octet-stream",
     )
     assert r.status_code == 400, r.json()
-    assert "does not audit translation models" in r.json()["errors"]["model"][0]
+    assert "has no predictions stored" in r.json()["errors"]["model"][0]
     assert not model_files.model_path(mt_run.pk).exists()

@@ -27,6 +27,9 @@ is asked for with "run" in place of "test_set": perplexity.grade's record of the
 workers, dataset, seed, config, data_dir), and for an audit "probe_seed". Its audit's answer
 is "score" (perplexity.Score's fields) in place of "result"; the comparison with what the
 run reported is the master's (mlbench_master/grading/perplexity_audit.py).
+
+A translation model (task 4b) is asked for like an image model, its test set a text one:
+translation_audit.py checks that its greedy decoding writes the posted hypotheses.
 """
 
 from __future__ import annotations
@@ -144,6 +147,10 @@ def _answer(request: dict[str, Any]) -> dict[str, Any]:
         return answer | _language_model(data, request)
     try:
         test_set = test_sets.TestSet(**request["test_set"])
+        if test_sets.is_text(test_set.task):  # task 4b: the model must write the hypotheses
+            from mlbench_worker.shared.evaluation import translation_audit  # needs sentencepiece
+
+            return answer | translation_audit.answer(data, test_set, request)
         model = model_audit.Model(data, model_audit.contract_of(test_set))
         del data
         if request["mode"] == "check":

@@ -27,6 +27,8 @@ from mlbench_worker.shared.evaluation.file_labels import LabelsUnavailable
 from mlbench_worker.shared.translation_corpus import generated_pairs
 
 REFERENCE_MEMBER = f"test/{wmt17.TEST_REFERENCE}"
+# The English side, which the audit of a translation model feeds it (translation_audit.py).
+SOURCE_MEMBER = f"test/{wmt17.TEST_SOURCE}"
 
 
 def generated(seed: int, size: int) -> list[str]:
@@ -34,10 +36,18 @@ def generated(seed: int, size: int) -> list[str]:
     return [reference for _, reference in generated_pairs(seed, "test", size)]
 
 
-def newstest2017(data_dir: str | Path, md5: str | None = None) -> list[str]:
-    """newstest2017's German references, in order, from the checksummed archive under
-    `data_dir` (`md5`: the archive's, wmt17.TEST_ARCHIVE_MD5 unless given); LabelsUnavailable
-    naming the problem when they cannot be had from it."""
+def generated_sources(seed: int, size: int) -> list[str]:
+    """The first `size` sources of the generated test split for `seed`."""
+    return [source for source, _ in generated_pairs(seed, "test", size)]
+
+
+def newstest2017(
+    data_dir: str | Path, md5: str | None = None, member: str = REFERENCE_MEMBER
+) -> list[str]:
+    """newstest2017's German references (or, with `member` SOURCE_MEMBER, its English
+    sources), in order, from the checksummed archive under `data_dir` (`md5`: the
+    archive's, wmt17.TEST_ARCHIVE_MD5 unless given); LabelsUnavailable naming the problem
+    when they cannot be had from it."""
     md5 = md5 or wmt17.TEST_ARCHIVE_MD5
     folder = Path(data_dir) / wmt17.FOLDER
     archive = folder / wmt17.TEST_ARCHIVE
@@ -61,18 +71,18 @@ def newstest2017(data_dir: str | Path, md5: str | None = None) -> list[str]:
         )
     try:
         with tarfile.open(archive, "r:gz") as tar:
-            member = tar.extractfile(REFERENCE_MEMBER)
-            if member is None:
-                raise KeyError(REFERENCE_MEMBER)
-            raw = member.read()
+            found = tar.extractfile(member)
+            if found is None:
+                raise KeyError(member)
+            raw = found.read()
     except (tarfile.TarError, OSError, KeyError, EOFError) as exc:
-        raise LabelsUnavailable(f"{archive} has no readable {REFERENCE_MEMBER}: {exc}") from exc
+        raise LabelsUnavailable(f"{archive} has no readable {member}: {exc}") from exc
     # wmt17.read_sgm reads a file: the member goes through a private temporary one.
     with tempfile.TemporaryDirectory(prefix="mlbench-refs-") as tmp:
-        copy = Path(tmp) / wmt17.TEST_REFERENCE
+        copy = Path(tmp) / Path(member).name
         copy.write_bytes(raw)
         try:
             return wmt17.read_sgm(copy)
         except wmt17.SgmError as exc:
-            said = str(exc).replace(str(copy), f"{archive}:{REFERENCE_MEMBER}")
+            said = str(exc).replace(str(copy), f"{archive}:{member}")
             raise LabelsUnavailable(said) from None
