@@ -47,6 +47,17 @@ def _orm_beside_playwright():
         os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
+@pytest.fixture(scope="package", autouse=True)
+def _master_imported():
+    """The master's URL modules, and the views, serializers and forms they import, loaded
+    before the first test. The live server is a thread of this process: its first request
+    would otherwise import them all, which took 16 s on a 2-core machine loaded 8 to 10,
+    inside the first test's 15 s page timeout, so whichever test came first failed."""
+    from django.urls import get_resolver
+
+    get_resolver().url_patterns  # noqa: B018 - evaluating the patterns imports the modules
+
+
 def _missing(why: str) -> None:
     """Skip on a developer's machine; in CI a missing browser must fail, not pass silently."""
     if os.environ.get("CI"):
