@@ -13,7 +13,7 @@ from mlbench_worker.tasks.wmt import tokens
 from mlbench_worker.tasks.wmt.data import token_batches
 from mlbench_worker.tasks.wmt.setup import InverseSqrtSchedule, build_model
 from mlbench_worker.tasks.wmt.task import MT_MODELS
-from mlbench_worker.tasks.wmt.train import corpus_bleu, detokenise, in_order
+from mlbench_worker.tasks.wmt.train import corpus_bleu, detokenise, in_order, smoothed_loss
 
 # The shared source-target vocabulary of the real task (Vaswani et al.: "about 37000").
 VOCAB = 37_000
@@ -114,3 +114,17 @@ def test_detokenising_joins_the_pieces_as_the_evaluator_does_and_bleu_is_sacrebl
     reference = "Der große Hund sieht die Katze."
     assert corpus_bleu([reference], [reference]) == pytest.approx(100.0)
     assert corpus_bleu(["Katze"], [reference]) < 10
+
+
+def test_the_smoothed_loss_is_torchs_and_its_gradient_too_with_the_plain_sum_beside_it():
+    torch.manual_seed(0)
+    logits = torch.randn(40, 300, dtype=torch.float64, requires_grad=True)
+    y = torch.randint(0, 300, (40,))
+    ours, nll_sum = smoothed_loss(logits, y, 0.1)
+    (grad,) = torch.autograd.grad(ours, logits)
+    theirs = torch.nn.functional.cross_entropy(logits, y, label_smoothing=0.1)
+    (expected,) = torch.autograd.grad(theirs, logits)
+    assert ours.item() == pytest.approx(theirs.item(), rel=1e-12)
+    assert torch.allclose(grad, expected, rtol=1e-10, atol=1e-14)
+    plain = torch.nn.functional.cross_entropy(logits, y, reduction="sum")
+    assert nll_sum.item() == pytest.approx(plain.item(), rel=1e-12)
