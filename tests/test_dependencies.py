@@ -99,6 +99,9 @@ USED_OTHERWISE = {
     "(tasks/wmt/wmt_export.py)",
     "pillow": "the master audits task 1b's models through mlbench_worker/shared/evaluation/"
     "imagenet_inputs.py, which decodes the validation JPEG files (the worker imports it too)",
+    "mpi4py": "the flink ranks coordinate through mlbench_worker/implementations/engine_ranks.py's "
+    "Control, a worker module that the spark and tensorflow ranks share (the flink extra "
+    "installs it into .venv-flink, which has no worker extra)",
     "sacrebleu": "the master grades translation runs' BLEU through mlbench_worker/shared/"
     "evaluation/bleu.py, the module `mlbench evaluate` shares",
     "sentencepiece": "the master audits translation models through mlbench_worker/shared/"
