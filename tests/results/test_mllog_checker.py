@@ -3,16 +3,20 @@ command a reader runs) and the result summarizer's scoring, against our statisti
 
 from __future__ import annotations
 
+import ast
 import io
 import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 from mlperf_logging.compliance_checker.mlp_parser import parse_file
 from mlperf_logging.result_summarizer import result_summarizer as summarizer
 
 from mlbench_master.results import mllog
+from mlbench_master.results.mlperf_rules import OWN_RULES
 from mlbench_master.results.statistics import for_series
+from mlbench_worker.shared import catalogue
 from tests.mllog_check import check, events
 
 pytestmark = pytest.mark.django_db
@@ -189,3 +193,18 @@ def test_summarizer_scoring_equals_ours_on_our_ruleset(maker, tmp_path):
     ours = for_series(series)["groups"][0]["time_to_target"]["olympic_mean"]
     assert ours == 23.0
     assert theirs == pytest.approx(ours / 60)
+
+
+def test_our_ruleset_names_every_task_that_is_no_mlperf_benchmark():
+    """The ruleset's list of benchmarks is the catalogue's: a task added to the catalogue
+    without it would have every log refused by the checker (task 4b was, at first)."""
+    (rule,) = [
+        r
+        for r in yaml.safe_load(OWN_RULES.read_text())
+        if r.get("KEY", {}).get("NAME") == "submission_benchmark"
+    ]
+    listed = ast.literal_eval(rule["KEY"]["CHECK"].split(" in ", 1)[1].strip())
+    trained = {name for name, info in catalogue.TASKS.items() if not info.measurement} - set(
+        mllog.MLPERF_BENCHMARKS
+    )
+    assert sorted(listed) == sorted(trained)
