@@ -142,9 +142,14 @@ class Emulator:
         return list(self._handler)
 
 
-def wait_for(predicate: Any, what: str, limit: float = 10.0) -> None:
+def wait_for(predicate: Any, what: str, limit: float = 60.0) -> None:
     """Poll until `predicate()` holds: the driver works in another thread, and the test must
-    act only after the driver's change reached the emulator (else it races the driver)."""
+    act only after the driver's change reached the emulator (else it races the driver).
+
+    The limit only bounds a hang: the wait ends as soon as the predicate holds. What it waits
+    for is the emulated controller's pace (a thread of this process making HTTP calls to the
+    emulated API server), which on a 2-core machine loaded 13 took more than the 10 s it
+    used to be to roll two pods back to the chart's image."""
     deadline = time.monotonic() + limit
     while not predicate():
         assert time.monotonic() < deadline, f"gave up waiting for {what}"

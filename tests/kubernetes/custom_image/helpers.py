@@ -84,7 +84,13 @@ class PodShell:
 PULL_WAIT = 4
 
 
-def driver_for(emulator, shell, ready_timeout: float = 10) -> KubernetesCluster:
+# The ready timeout of every other test: their pods get Ready, and the driver returns as soon
+# as they are, so this only bounds a hang. 10 s was too short for the emulated controller to
+# roll two pods to a new image on a machine loaded 8 (test_master_died: "worker-0 Pending").
+READY_WAIT = 60
+
+
+def driver_for(emulator, shell, ready_timeout: float = READY_WAIT) -> KubernetesCluster:
     """A driver as one process of the master has it (a new one stands for another process)."""
     return KubernetesCluster(
         api_client=emulator.client,
