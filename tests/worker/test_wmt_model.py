@@ -9,11 +9,12 @@ import pytest
 import torch
 
 from mlbench_worker.models.transformer_mt import TransformerMT
+from mlbench_worker.shared.evaluation.bleu import detokenise, scorer
 from mlbench_worker.tasks.wmt import tokens
 from mlbench_worker.tasks.wmt.data import token_batches
 from mlbench_worker.tasks.wmt.setup import InverseSqrtSchedule, build_model
 from mlbench_worker.tasks.wmt.task import MT_MODELS
-from mlbench_worker.tasks.wmt.train import corpus_bleu, detokenise, in_order, smoothed_loss
+from mlbench_worker.tasks.wmt.train import in_order, smoothed_loss
 
 # The shared source-target vocabulary of the real task (Vaswani et al.: "about 37000").
 VOCAB = 37_000
@@ -112,8 +113,8 @@ def test_hypotheses_go_back_in_order_and_a_gap_or_a_repeat_is_refused():
 def test_detokenising_joins_the_pieces_as_the_evaluator_does_and_bleu_is_sacrebleus():
     assert detokenise("▁Der ▁große ▁Hund ▁sieht ▁die ▁Katze .") == "Der große Hund sieht die Katze."
     reference = "Der große Hund sieht die Katze."
-    assert corpus_bleu([reference], [reference]) == pytest.approx(100.0)
-    assert corpus_bleu(["Katze"], [reference]) < 10
+    assert scorer().corpus_score([reference], [[reference]]).score == pytest.approx(100.0)
+    assert scorer().corpus_score(["Katze"], [[reference]]).score < 10
 
 
 def test_the_smoothed_loss_is_torchs_and_its_gradient_too_with_the_plain_sum_beside_it():

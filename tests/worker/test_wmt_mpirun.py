@@ -15,7 +15,7 @@ import sacrebleu
 
 from mlbench_worker.shared import catalogue, translation_corpus
 from mlbench_worker.shared.evaluation import predictions
-from mlbench_worker.tasks.wmt.train import detokenise
+from mlbench_worker.shared.evaluation.bleu import detokenise
 
 from .helpers import metrics_file, mpirun, points
 

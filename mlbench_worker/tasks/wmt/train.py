@@ -14,7 +14,7 @@ Trainer's (training/trainer.py). This subclass supplies what differs for transla
   teacher-forced loss and token accuracy, and the greedy decoding (beam search is not
   implemented: BLEU here is greedy BLEU, a point or so below the paper's beam of 4).
   Rank 0 gathers the hypotheses back into the test set's order, scores them with
-  sacrebleu's corpus BLEU after detokenising them as the evaluator does (SentencePiece
+  sacrebleu's corpus BLEU after detokenising them with the evaluator's own rule (SentencePiece
   pieces joined, "▁" made a space), posts that as `val_bleu` (the goal's metric), and
   writes one predictions file of the pieces (`predicted_text`) for the evaluator, which
   grades them against references it holds itself.
@@ -28,12 +28,12 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-import sacrebleu
 import torch
 import torch.nn.functional as F
 
 from mlbench_worker.shared import catalogue
 from mlbench_worker.shared.evaluation import predictions
+from mlbench_worker.shared.evaluation.bleu import detokenise, scorer
 from mlbench_worker.tasks.wmt import tokens
 from mlbench_worker.tasks.wmt.data import pad
 from mlbench_worker.training.metric_sink import Reporter
@@ -42,11 +42,6 @@ from mlbench_worker.training.trainer import Trainer
 
 BLEU = "val_bleu"
 EVAL_BATCH = 64  # test sentences decoded together
-
-
-def detokenise(pieces: str) -> str:
-    """A hypothesis's pieces (joined by spaces) as plain text: the evaluator's rule."""
-    return pieces.replace(" ", "").replace("\u2581", " ").strip()
 
 
 def smoothed_loss(
@@ -60,12 +55,6 @@ def smoothed_loss(
     nll = -logp.gather(1, y[:, None]).squeeze(1)
     loss = (1.0 - smoothing) * nll.mean() - smoothing * logp.mean()
     return loss, nll.detach().sum()
-
-
-def corpus_bleu(hypotheses: list[str], references: list[str]) -> float:
-    """sacrebleu's corpus BLEU (its defaults: 13a tokenisation, exponential smoothing) of
-    detokenised hypotheses against one reference each."""
-    return float(sacrebleu.corpus_bleu(hypotheses, [references]).score)
 
 
 class TranslationTrainer(Trainer):
@@ -130,7 +119,8 @@ class TranslationTrainer(Trainer):
         if comm.rank == 0:
             assert parts is not None
             self.hypotheses = in_order(parts, len(self.test_sources))
-            bleu = corpus_bleu([detokenise(h) for h in self.hypotheses], self.references)
+            plain = [detokenise(h) for h in self.hypotheses]
+            bleu = float(scorer().corpus_score(plain, [self.references]).score)
         self.last_bleu = comm.bcast_object(bleu)
         self.hit_rates = [float(right / max(count, 1))]
         return float(loss_sum / max(count, 1)), self.hit_rates[0]
