@@ -102,18 +102,20 @@ def publish(
     reporter: Reporter,
     dataset: str,
     features: int | None,
-    labels: np.ndarray,
-    arrays: dict[str, np.ndarray],
+    test_set_digest: str,
+    arrays: dict[str, Any],
     meta: dict,
 ) -> Path | None:
     """Write one evaluation's file (into `folder`, or a temporary one removed afterwards)
-    and hand it to `reporter`; the file kept, or None. A file that cannot be written is said
-    on stderr and skipped: the run goes on (its own metrics still stand)."""
+    and hand it to `reporter`; the file kept, or None. `test_set_digest`: the labels'
+    (`predictions.digest_of`) or, for a text task, the references' (`digest_of_text`);
+    `arrays`: `predictions.write`'s fields. A file that cannot be written is said on stderr
+    and skipped: the run goes on (its own metrics still stand)."""
     where = folder if folder is not None else Path(tempfile.mkdtemp(prefix="mlbench-pred-"))
     try:
         path = predictions.write(
             where,
-            test_set_digest=predictions.digest_of(labels),
+            test_set_digest=test_set_digest,
             step=meta["step"],
             epoch=meta["epoch"],
             elapsed=meta["elapsed"],
@@ -169,8 +171,9 @@ class PredictionSink:
         assert parts is not None
         labels, arrays = in_set_order(parts)
         self.last_step = int(meta["step"])
+        digest = predictions.digest_of(labels)
         path = publish(
-            self.folder, self.reporter, self.dataset, self.features, labels, arrays, meta
+            self.folder, self.reporter, self.dataset, self.features, digest, arrays, meta
         )
         if path is not None:
             self.written.append(path)

@@ -14,6 +14,7 @@ import pytest
 
 from mlbench_worker.shared.evaluation import predictions
 from mlbench_worker.shared.evaluation.evaluator import Evaluator
+from mlbench_worker.shared.evaluation.predictions import digest_of
 from mlbench_worker.training.metric_sink import HttpReporter
 from mlbench_worker.training.prediction_sink import Shard, in_set_order, open_sink, publish
 
@@ -96,7 +97,7 @@ def test_without_a_folder_the_file_is_posted_as_bytes_and_not_kept(master, tmp_p
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the temporary file goes
     labels, predicted = np.array([3, 8, 8, 0, 6]), np.array([3, 8, 1, 0, 6], np.int32)
     reporter = reporter_for(master)
-    kept = publish(None, reporter, "synthetic", None, labels, {CLASS: predicted}, META)
+    kept = publish(None, reporter, "synthetic", None, digest_of(labels), {CLASS: predicted}, META)
     reporter.close(deadline=30)
     assert kept is None and not list(tmp_path.iterdir())  # the temporary folder is gone
     (sent,) = master.posted("predictions")
@@ -121,8 +122,8 @@ def test_a_refusal_is_said_once_and_not_retried_an_outage_is_retried(master, tmp
     reporter = reporter_for(master)
     labels = np.array([1, -1, 1, 1])
     signs = {predictions.LABEL: np.array([1, 1, 1, -1], np.int8)}
-    publish(tmp_path, reporter, "synthetic", 2000, labels, signs, META)
-    publish(tmp_path, reporter, "synthetic", 2000, labels, signs, META | {"step": 41})
+    publish(tmp_path, reporter, "synthetic", 2000, digest_of(labels), signs, META)
+    publish(tmp_path, reporter, "synthetic", 2000, digest_of(labels), signs, META | {"step": 41})
     reporter.close(deadline=30)
     sent = master.posted("predictions")
     assert [r.query for r in sent] == [{"dataset": "synthetic", "features": "2000"}] * 3
@@ -143,8 +144,16 @@ def test_a_master_without_the_endpoint_is_asked_once(master, tmp_path, capsys):
     master.answers = [(404, {"detail": "Not found."})]
     reporter = reporter_for(master)
     labels = {CLASS: np.array([1, 2])}
-    publish(tmp_path, reporter, "cifar10", None, np.array([1, 2]), labels, META)
-    publish(tmp_path, reporter, "cifar10", None, np.array([1, 2]), labels, META | {"step": 41})
+    publish(tmp_path, reporter, "cifar10", None, digest_of(np.array([1, 2])), labels, META)
+    publish(
+        tmp_path,
+        reporter,
+        "cifar10",
+        None,
+        digest_of(np.array([1, 2])),
+        labels,
+        META | {"step": 41},
+    )
     reporter.close(deadline=30)
     assert len(master.posted("predictions")) == 1 and not reporter.takes_predictions
     assert not reporter.files and reporter.files_sent == 0

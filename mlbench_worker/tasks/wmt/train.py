@@ -22,11 +22,6 @@ Trainer's (training/trainer.py). This subclass supplies what differs for transla
 
 from __future__ import annotations
 
-import shutil
-import sys
-import tempfile
-from pathlib import Path
-
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -36,7 +31,7 @@ from mlbench_worker.shared.evaluation import predictions
 from mlbench_worker.shared.evaluation.bleu import detokenise, scorer
 from mlbench_worker.tasks.wmt import tokens
 from mlbench_worker.tasks.wmt.data import pad
-from mlbench_worker.training.metric_sink import Reporter
+from mlbench_worker.training.prediction_sink import publish
 from mlbench_worker.training.progress import CORRECT, LOSS, record_evaluation
 from mlbench_worker.training.trainer import Trainer
 
@@ -136,8 +131,12 @@ class TranslationTrainer(Trainer):
         if sink is not None and sink.enabled and self.comm.rank == 0:
             record = self.progress.history[-1]
             sink.last_step = int(record["step"])  # the final model is audited against it
-            path = publish_text(sink.folder, sink.reporter, sink.dataset, self.hypotheses,
-                                self.references, record)  # fmt: skip
+            digest = predictions.digest_of_text(self.references)
+            meta = {key: record[key] for key in ("step", "epoch", "elapsed")}
+            path = publish(
+                sink.folder, sink.reporter, sink.dataset, None, digest,
+                {"predicted_text": self.hypotheses}, meta,
+            )  # fmt: skip
             if path is not None:
                 sink.written.append(path)
 
@@ -162,33 +161,3 @@ def in_order(parts: list, size: int) -> list[str]:
     if missing:
         raise RuntimeError(f"test sentence {missing[0]} was decoded by no rank")
     return [line or "" for line in out]
-
-
-def publish_text(
-    folder: Path | None, reporter: Reporter, dataset: str, hypotheses: list[str], references: list[str],
-    record: dict,
-) -> Path | None:  # fmt: skip
-    """One evaluation's predictions file of hypotheses (into `folder`, or a temporary one
-    removed afterwards) handed to `reporter`, as prediction_sink.publish does for labels:
-    the digest is the references' (`digest_of_text`). A file that cannot be written is said
-    on stderr and skipped: the run goes on."""
-    where = folder if folder is not None else Path(tempfile.mkdtemp(prefix="mlbench-pred-"))
-    try:
-        path = predictions.write(
-            where, test_set_digest=predictions.digest_of_text(references),
-            step=record["step"], epoch=record["epoch"], elapsed=record["elapsed"],
-            predicted_text=hypotheses,
-        )  # fmt: skip
-        reporter.predictions(path, dataset, None)
-    except OSError as exc:
-        print(
-            f"mlbench-worker: warning: the predictions of step {record['step']} could not be "
-            f"written into {where}: {exc}",
-            file=sys.stderr,
-            flush=True,
-        )
-        return None
-    finally:
-        if folder is None:
-            shutil.rmtree(where, ignore_errors=True)
-    return path if folder is not None else None
