@@ -34,9 +34,14 @@ _FAST = {
     "imagenet": "--train-images 16 --test-images 8 --crop 64 --batch-size 4",
     "epsilon": "--train-samples 2048 --test-samples 512",
     "wikitext2": "--vocab-size 200 --train-tokens 40000 --test-tokens 4000 --batch-size 8",
+    "wmt17": "--train-samples 400 --test-samples 16 --batch-size 512",
 }
 # Tasks whose default model is too big for the fast form: their smoke-test size.
-_SMALL_MODEL = {"awd-lstm-wikitext2": "awd-lstm-tiny", "gpt-wikitext2": "gpt-tiny"}
+_SMALL_MODEL = {
+    "awd-lstm-wikitext2": "awd-lstm-tiny",
+    "gpt-wikitext2": "gpt-tiny",
+    "transformer-wmt17": "transformer-small",
+}
 _COMMON = "--dataset synthetic --max-epochs 1 --threads 1 --log-every 1"
 # The worker's flag for the size of its test set (task 3 counts validation tokens).
 _TEST_SIZE = re.compile(r"--test-(?:images|samples|tokens) (\d+)")
