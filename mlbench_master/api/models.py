@@ -375,6 +375,9 @@ class LogChunk(models.Model):
     seq = models.BigIntegerField()
     text = models.TextField()
     created_at = models.DateTimeField(default=timezone.now)
+    # How far each launch's output is stored, {source: {stream: byte offset}}, kept on the
+    # newest chunk of each write (runs/logs.py; migration 0021).
+    stored_to = models.JSONField(null=True, blank=True, default=None)
 
     class Meta:
         ordering = ["run", "seq"]

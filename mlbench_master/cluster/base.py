@@ -127,6 +127,11 @@ class OutputLine:
     rank: int | None
     stream: str  # "stdout" | "stderr"
     text: str
+    # Where the line ends in its stream's output (bytes, just past its newline) when the
+    # launch is read by offset from files: what keeps it from being stored twice when a
+    # stretch is read again (runs/logs.py). None for a line the master made up. Not part
+    # of what the line says, so not compared.
+    end: int | None = field(default=None, compare=False)
 
 
 class Execution(ABC):
@@ -157,7 +162,17 @@ class Execution(ABC):
     @abstractmethod
     def checkpoint(self) -> None:
         """Every line handed out by `read` is stored: a re-attached reader starts after
-        them. The job calls it after each successful write of the log."""
+        them. The job calls it after each successful write of the log. It saves where to
+        read on, nothing more: a save that never came (the job died just before it) or a
+        second reader of the same launch reads lines again, which the log's store leaves
+        out by their `end` within `source`."""
+
+    @property
+    def source(self) -> str | None:
+        """What names this launch's output, in which the lines' `end` offsets count: the
+        same for every reader of the launch (a re-attached one too), another for another
+        launch of the run. None (the default) where lines carry no offsets."""
+        return None
 
     @abstractmethod
     def kill(self) -> None:

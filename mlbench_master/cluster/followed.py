@@ -1,7 +1,10 @@
 """An Execution whose output is followed in files by offset: the local driver's launch and
 the Slurm driver's job both write mpirun's stdout and stderr to files in a folder, and
 the master reads on from the offsets it checkpointed after storing the lines, so a
-re-attached reader (a new job, a restarted master) neither loses nor repeats a line.
+re-attached reader (a new job, a restarted master) loses no line. Each line carries where
+it ends in its file (`OutputLine.end`) and the launch's folder names the files (`source`):
+the log's store leaves out a line it holds already, so a stretch read again (a checkpoint
+that never came, two readers of one launch) is not stored twice.
 
 What differs between drivers is only how the end is known (`_exited`, which sets `_code`)
 and how a line is attributed to its rank (`parse`); the reading is here, once.
@@ -12,6 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from mlbench_master.cluster.base import Execution, OutputLine
@@ -51,6 +55,11 @@ class FollowedExecution(Execution):
         except (OSError, ValueError, KeyError):
             return dict.fromkeys(STREAMS, 0)
 
+    @property
+    def source(self) -> str | None:
+        """The launch's folder by its name (run id and launch id): one per launch."""
+        return self.dir.name
+
     def checkpoint(self) -> None:
         """Record that every line handed out so far is stored (the job calls it after a
         successful write), so a re-attached reader starts after them and misses none."""
@@ -85,8 +94,12 @@ class FollowedExecution(Execution):
                 complete.append(rest)
                 rest = b""
             self._partial[stream] = rest
+            end = self._handed[stream]  # where the first of them begins
+            for raw in complete:
+                end = min(end + len(raw) + 1, self._offsets[stream])  # the last may lack "\n"
+                line = self._parse(raw.decode("utf-8", "replace"), stream)
+                lines.append(replace(line, end=end))
             self._handed[stream] = self._offsets[stream] - len(rest)
-            lines += [self._parse(raw.decode("utf-8", "replace"), stream) for raw in complete]
         return lines
 
     def read(self, timeout: float) -> list[OutputLine]:

@@ -74,7 +74,7 @@ class Output:
 
     def __init__(self, run_id: int, execution: Execution, reattached: bool = False) -> None:
         self.reattached = reattached  # a job that took over from one that was gone
-        self.log = LogWriter(run_id, on_stored=execution.checkpoint)
+        self.log = LogWriter(run_id, on_stored=execution.checkpoint, source=execution.source)
         self.tail = OutputTail(execution.launcher)
         self.start = LaunchStart()
 

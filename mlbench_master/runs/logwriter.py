@@ -1,10 +1,12 @@
 """The run job's writer of mpirun's output: lines in, LogChunk rows out, batched.
 
-Consecutive lines of the same rank and stream become one chunk, and chunks are written
-together at most every FLUSH_SECONDS (or FLUSH_LINES lines), so a chatty run costs a few
-INSERTs a second, not one per line. `api.logs.append_logs` numbers and bounds them. After
-each successful write the launch is told (`on_stored`) so a re-attached reader starts
-after what is stored and loses nothing.
+Lines are written together at most every FLUSH_SECONDS (or FLUSH_LINES lines), so a
+chatty run costs a few INSERTs a second, not one per line; `logs.append_output` joins
+consecutive lines of one rank and stream into a chunk, numbers and bounds them, and leaves
+out a line of the launch's output (`source`) that it holds already. After each successful
+write the launch is told (`on_stored`) so a re-attached reader starts after what is stored
+and loses nothing; should that news never arrive (the job dies in between), the lines it
+reads again are not stored twice.
 
 A database that cannot be reached (restarting, a network blip) does not end the run: the
 lines stay pending and the next flush tries again on a fresh connection; the launch's
@@ -23,7 +25,7 @@ from django.db import DatabaseError, IntegrityError, InterfaceError, Operational
 
 from mlbench_master.api.models import Run
 from mlbench_master.cluster.base import OutputLine
-from mlbench_master.runs.logs import append_logs
+from mlbench_master.runs.logs import append_output
 
 FLUSH_SECONDS = 1.0  # log rows are written at least this often ...
 FLUSH_LINES = 500  # ... or when this many lines are waiting
@@ -33,11 +35,19 @@ log = logging.getLogger(__name__)
 
 
 class LogWriter:
-    """Stores one run's output lines; stops quietly once the run is deleted."""
+    """Stores one run's output lines; stops quietly once the run is deleted. `source` names
+    the launch output the lines' offsets count in (`Execution.source`), None for lines
+    without offsets."""
 
-    def __init__(self, run_id: int, on_stored: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        run_id: int,
+        on_stored: Callable[[], None] | None = None,
+        source: str | None = None,
+    ) -> None:
         self.run_id = run_id
         self.on_stored = on_stored
+        self.source = source
         self.pending: list[OutputLine] = []
         self.last_flush = time.monotonic()
         self.gone = False  # the run was deleted: nothing more to store
@@ -68,7 +78,7 @@ class LogWriter:
         if not self.pending or self.gone:
             return True
         try:
-            append_logs(self.run_id, chunks(self.pending))
+            append_output(self.run_id, self.pending, self.source)
         except (Run.DoesNotExist, IntegrityError):
             self.gone = True  # deleted while it ran (DELETE cancels, then removes the row)
             self.pending = []
@@ -98,20 +108,3 @@ def drop_connection() -> None:
     using a broken connection until it is closed, and reconnects on the next query."""
     with contextlib.suppress(DatabaseError):
         connection.close()
-
-
-def chunks(lines: list[OutputLine]) -> list[tuple[int | None, str, str]]:
-    """(rank, stream, text) entries: runs of lines of one rank and stream joined."""
-    entries: list[tuple[int | None, str, str]] = []
-    group: list[str] = []
-    key: tuple[int | None, str] | None = None
-    for line in lines:
-        if (line.rank, line.stream) != key:
-            if group and key is not None:
-                entries.append((key[0], key[1], "\n".join(group) + "\n"))
-            group = []
-            key = (line.rank, line.stream)
-        group.append(line.text)
-    if group and key is not None:
-        entries.append((key[0], key[1], "\n".join(group) + "\n"))
-    return entries

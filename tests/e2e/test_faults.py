@@ -7,7 +7,10 @@ own (restarting it disturbs no other test) and its own Redis (the supervisor's).
 
 - PostgreSQL is stopped (every open connection is cut) and started again;
 - Redis is killed and the supervisor starts a new, empty one;
-- the web server is killed while ranks post, and the supervisor starts it again.
+- the web server is killed while ranks post, and the supervisor starts it again;
+- the RQ worker is killed while its work horse watches the run (as when Redis was down
+  for RQ's heart beat: the worker quits, the horse goes on): reconciliation enqueues the
+  run's job again and it re-attaches beside the horse, two readers of one launch.
 
 Each run must still end FINISHED, and every metric point rank 0 measured must be stored
 exactly once. Rank 0 also writes its points to a JSON-lines file (`--metrics-file`), each
@@ -294,6 +297,22 @@ def test_web_server_killed_while_ranks_post(master, tmp_path):
     # Rank 0's posts met the outage and were retried ...
     _assert_reporter_retried(master, run["id"], "ConnectionError")
     # ... and nothing it measured was lost or stored twice.
+    _assert_stored_exactly_once(master, run, points)
+    _assert_log_stored_once(master, run["id"])
+
+
+def test_rq_worker_killed_while_its_work_horse_watches_the_run(master, tmp_path):
+    run, points = _start_training(master, tmp_path, "rq-worker-killed")
+    worker = psutil.Process(_pid_of(master, "rq-runs"))
+    horses = worker.children()  # RQ's work horse, running the run's job
+    assert horses, "the RQ worker runs no job"
+    _kill(worker.pid)
+    _wait_until(lambda: _pid_of(master, "rq-runs") != worker.pid, 30, "no new RQ worker")
+    assert all(horse.is_running() for horse in horses), "the work horse died with its worker"
+    _still_running(master, run["id"])
+    _finished(master, run["id"])
+    # Two jobs read the launch's output (the horse's and the one reconciliation enqueued),
+    # and each line is stored once, as is each point.
     _assert_stored_exactly_once(master, run, points)
     _assert_log_stored_once(master, run["id"])
 

@@ -12,8 +12,10 @@ that would point into someone else's output).
 One exec session streams the output for as long as the launch runs; the offsets travel
 over its stdin, so saving them costs no request of its own. Nothing acknowledges a save:
 if the master dies between storing lines and the save reaching the pod, the next one
-stores those lines again (one write's worth at most); it never misses any. Exactly once
-would need the offsets in the database transaction that stores the lines. A dropped session (a proxy in
+reads those lines again (one write's worth at most); it never misses any. It does not
+store them again: each line carries where it ends in its file (`OutputLine.end`, within
+the launch's `source`), and the log's store leaves out what it holds already
+(runs/logs.py, in the transaction that stores the lines). A dropped session (a proxy in
 front of the API server that ends long connections, an API server restart) is opened
 again from the offsets; only the loss of pod 0 ends the run.
 """
@@ -23,7 +25,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from mlbench_master.cluster.base import ClusterError, Execution, OutputLine
@@ -185,10 +187,13 @@ class PodFilesExecution(Execution):
                 self._failed(reason or f"the output stream exited with code {code}")
 
     def _take(self, stream: str, data: bytes) -> None:
+        end = self._offsets[stream] - len(self._partial[stream])  # where the first begins
         self._offsets[stream] += len(data)
         *complete, rest = (self._partial[stream] + data).split(b"\n")
         self._partial[stream] = rest
-        self._ready += [parse_line(raw.decode("utf-8", "replace"), stream) for raw in complete]
+        for raw in complete:
+            end += len(raw) + 1
+            self._ready.append(replace(parse_line(raw.decode("utf-8", "replace"), stream), end=end))
         self._ready_handed[stream] = self._offsets[stream] - len(rest)
 
     def _ended(self) -> None:
@@ -249,7 +254,7 @@ class PodFilesExecution(Execution):
         for stream in STREAMS:
             if self._partial[stream]:
                 text = self._partial[stream].decode("utf-8", "replace")
-                self._ready.append(parse_line(text, stream))
+                self._ready.append(replace(parse_line(text, stream), end=self._offsets[stream]))
                 self._partial[stream] = b""
             self._ready_handed[stream] = self._offsets[stream]
 
@@ -289,6 +294,11 @@ class PodFilesExecution(Execution):
             self._stream = None
 
     # -- offsets, stopping -----------------------------------------------------------------
+
+    @property
+    def source(self) -> str | None:
+        """The launch's id: its files' offsets mean nothing in another launch's."""
+        return self.launch.launch_id
 
     def checkpoint(self) -> None:
         """Save the offsets of every line handed out so far (the job calls it after they
