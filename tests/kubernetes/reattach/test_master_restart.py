@@ -207,6 +207,9 @@ def test_the_job_of_a_restarted_master_ends_the_run_by_what_happened_unwatched(
     lifecycle.record_launch(row, execution.record)
     die(pods_exec)  # the master goes away before reading anything
     if how == "killed":
+        # Killed only once step 1 is in the launch's files: on a loaded machine the kill
+        # could otherwise come before the ranks printed anything (seen: an empty log).
+        wait_for(lambda: step_one_written(pod_state), "step 1's lines in the launch's files")
         kill_launches(pod_state)
     else:
         (gates / "gate-1").touch()
@@ -232,3 +235,13 @@ def test_the_job_of_a_restarted_master_ends_the_run_by_what_happened_unwatched(
         assert sorted(text.splitlines()) == sorted(line for _, _, line in EVERY_LINE)
         if code:
             assert row.reason.startswith("mpirun exited with code 3")
+
+
+def step_one_written(pod_state: Path) -> bool:
+    """Step 1's three pieces (two stdout, one stderr) are in the launch's files."""
+    for launch in (pod_state / "launches").glob("run-*"):
+        out, err = launch / "stdout.log", launch / "stderr.log"
+        if out.exists() and err.exists():
+            if "step 1 without its end, " in out.read_text() and "warning" in err.read_text():
+                return True
+    return False
