@@ -23,6 +23,7 @@ from tests.test_write_owners import MODEL_WRITES, ROOT, _chain, _sql, _write_lin
 RUNS = Path("mlbench_master/runs")
 BUNDLES = Path("mlbench_master/bundles")
 STUDIES = Path("mlbench_master/studies")
+RESULTS = Path("mlbench_master/results")
 OWNERS = {
     # The run's state and fields; the size of its stored log.
     "Run": ({RUNS / "lifecycle.py", RUNS / "logs.py"}, "api_run"),
@@ -36,6 +37,10 @@ OWNERS = {
     "TrustedKey": ({BUNDLES / "trust.py"}, "api_trustedkey"),
     "Study": ({STUDIES / "store.py"}, "api_study"),
     "StudyCell": ({STUDIES / "store.py"}, "api_studycell"),
+    # What a read of the results keeps (declared in results/models.py, which raises a run's
+    # version for a change in a file; the database's triggers raise it for the rest).
+    "StoredResult": ({RESULTS / "models.py", RESULTS / "kept_runs.py"}, "api_storedresult"),
+    "StoredEntry": ({RESULTS / "kept_entries.py"}, "api_storedentry"),
 }
 # Tables whose one writer tests/test_write_owners.py holds (written by SQL it recognizes).
 HELD_ELSEWHERE = {"Metric", "MetricRollup"}

@@ -1,5 +1,7 @@
 """GET /api/results/: the results board (results/board.py builds it; this only parses
-the filters, each checked so a wrong one is named rather than silently matching nothing).
+the filters, each checked so a wrong one is named rather than silently matching nothing,
+and the page: `limit` and `offset` ask for a slice of the ranked entries, in an envelope
+as GET /api/runs/'s pages are; without them, the whole board, as it always was).
 GET /api/results/algorithms/: algorithms ranked by their study scores
 (results/algorithm_board.py builds it)."""
 
@@ -7,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -37,7 +40,10 @@ BOARD_SCHEMA = {
         "entry is a series' runs with one worker count, or one run: its dimensions (hardware, "
         "workers, algorithm, implementation, network, backend, seeds), statistics (the series "
         "statistics' group), cost, origin (kind local or imported, fingerprint), evaluation, "
-        "score, links (run and series pages, API, bundle and MLPerf log downloads) and runs."
+        "score, links (run and series pages, API, bundle and MLPerf log downloads) and runs. "
+        "With limit (and offset): only the entries of that slice of the whole, in their "
+        "sections, and offset, limit, next_offset (null on the last page) and values (each "
+        "filter's values among the entries matched)."
     ),
 }
 
@@ -112,6 +118,19 @@ def _seed(query: dict) -> int | None:
     return params.non_negative_int(query, "seed")
 
 
+MAX_LIMIT = 1000  # entries a page may hold
+
+
+def page_of(query: dict) -> board.Page | None:
+    """The slice a request asks for (`limit`, `offset`), or None for the whole board."""
+    if all(query.get(name) in (None, "") for name in ("limit", "offset")):
+        return None
+    limit = params.positive_int(query, "limit", maximum=MAX_LIMIT)
+    if limit is None:
+        raise invalid("limit", f"offset needs a limit: a whole number between 1 and {MAX_LIMIT}")
+    return board.Page(limit, params.non_negative_int(query, "offset"))
+
+
 def _parameters() -> list[OpenApiParameter]:
     out = [OpenApiParameter("task", str, description="a task of the catalogue")]
     out += [OpenApiParameter(n, str, enum=list(o)) for n, o in CHOICES.items()]
@@ -128,6 +147,10 @@ def _parameters() -> list[OpenApiParameter]:
         for n in TEXT
     ]
     out += [OpenApiParameter(n, int) for n in NUMBERS]
+    out += [
+        OpenApiParameter("limit", int, description=f"a page of at most this many entries (1 to {MAX_LIMIT})"),
+        OpenApiParameter("offset", int, description="the page's first entry (0: the first); needs limit"),
+    ]  # fmt: skip
     return out
 
 
@@ -140,8 +163,12 @@ class Results(APIView):
         parameters=_parameters(),
         responses={200: OpenApiResponse(BOARD_SCHEMA), **error_responses(400, 401, 403)},
     )
-    def get(self, request: Request) -> Response:
-        return Response(board.board(parse(request.query_params)))
+    def get(self, request: Request) -> HttpResponse:
+        # The board writes its JSON itself, from the kept entries' text (results/board.py):
+        # the bytes DRF's JSONRenderer would write for it, without decoding them first.
+        query = request.query_params
+        text = board.answer(parse(query), page_of(query))
+        return HttpResponse(text.encode(), content_type="application/json")
 
 
 ALGORITHMS_SCHEMA = {

@@ -19,6 +19,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from mlbench_master.results.models import StoredEntry, StoredResult  # noqa: F401  (kept results)
 from mlbench_master.run_defaults import DEFAULT_TASK_TIME_LIMIT, DEFAULTS
 from mlbench_worker.shared import algorithm_catalogue
 

@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 
 from mlbench_master.api.errors import error_responses
 from mlbench_master.api.models import Run, Series
-from mlbench_master.results import mllog, statistics, stored
+from mlbench_master.results import kept_runs, mllog, statistics, stored
 from mlbench_worker.shared import catalogue, plots
 
 RUN_CHARTS = ("accuracy", "time-split")
@@ -129,7 +129,7 @@ class RunPlot(APIView):
     def get(self, request: Request, pk: int, chart: str, fmt: str) -> HttpResponse:
         run = _run(pk)
         data = statistics.summarize(
-            stored.results_of([run]),
+            kept_runs.results_of([run]),
             stored.target_for(run.task, run.target, [run.dataset_used] if run.dataset_used else []),
         )
         image = _chart(data, chart, fmt, RUN_CHARTS, f"run {run.pk} {run.name}")

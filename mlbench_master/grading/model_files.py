@@ -42,6 +42,7 @@ import psutil
 from django.conf import settings
 
 from mlbench_master.grading import prediction_files
+from mlbench_master.results import models as kept
 
 MODEL, AUDIT = "model.onnx", "audit.json"
 GRACE_S = 30  # a finished audit's last writes, after its time limit
@@ -104,6 +105,7 @@ def write_audit(target: Path, record: dict[str, Any]) -> None:
         os.replace(tmp, target / AUDIT)
     finally:
         tmp.unlink(missing_ok=True)
+    kept.bump([int(target.name)])  # the run's kept result counted the old record's tokens
 
 
 def replace_if_current(target: Path, audit_id: str, record: dict[str, Any]) -> bool:

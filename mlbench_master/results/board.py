@@ -12,29 +12,34 @@ sections and are ranked by the one rule in `rank`; results of an unverified orig
 sections of their own and never ranked, and a disputed one is not ranked (standing.py).
 
 An entry is one group of runs measured together: the runs of a series with one worker
-count (its seeds), or one run outside any series. Its numbers are the series statistics'
-(`statistics.summarize`, one group) and its cost theirs (cost.py through the stored run),
-so the board shows what the series page and `mlbench report` show, never its own sums;
-an imported run this master re-graded and agrees with is read on this master's grades.
-Its `convergence` is its check against the reference series of its task (convergence.py):
-a flag for a reader to weigh, not a reason to unrank, as MLPerf's package checker lets a
-failed RCP check through for review (`--rcp_bypass`).
+count (its seeds), or one run outside any series (board_entry.py makes it). Its numbers are
+the series statistics' (`statistics.summarize`, one group) and its cost theirs (cost.py
+through the stored run), so the board shows what the series page and `mlbench report`
+show, never its own sums; an imported run this master re-graded and agrees with is read on
+this master's grades. Its `convergence` is its check against the reference series of its
+task (convergence.py): a flag for a reader to weigh, not a reason to unrank, as MLPerf's
+package checker lets a failed RCP check through for review (`--rcp_bypass`).
+
+How a read stays fast at ten thousand runs: entries are kept in the database and made again
+only where their runs changed (kept_entries.py); sections, filters and ranks are worked out
+on their columns, and only the entries answered are read whole. A `Page` answers a slice
+of the ranked entries (limit, offset), in the same sections.
 """
 
 from __future__ import annotations
 
-import statistics
+import json
+import operator
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from django.db.models import QuerySet
-
-from mlbench_master.api.models import Run
-from mlbench_master.bundles import origins, signing
-from mlbench_master.results import convergence, graded_on, standing, stored
-from mlbench_master.results.statistics import summarize
-from mlbench_worker.shared import catalogue, result
+from mlbench_master.bundles import signing, trust
+from mlbench_master.results import board_entry, convergence, kept_entries
+from mlbench_master.results.board_entry import dumps
+from mlbench_master.results.kept_entries import Entry
+from mlbench_worker.shared import catalogue
 
 DIVISIONS = ("closed", "open")
 MEASURES = ("time_to_target", "accuracy_after_time")
@@ -43,8 +48,7 @@ EVALUATIONS = ("evaluated", "self-reported")
 ORIGINS = ("local", "imported")
 TRUST = ("trusted", "unverified")  # a section's origins: trusted here (or local), or not
 MEASUREMENT_TASKS = tuple(name for name, info in catalogue.TASKS.items() if info.measurement)
-# The measure's statistic an entry is ranked by, and whether lower is better.
-SCORE = {"time_to_target": ("time_to_target", True), "accuracy_after_time": ("accuracy_after_time", False)}  # fmt: skip
+SCORE = board_entry.SCORE
 LABELS = {
     "time_to_target": "time to target",
     "accuracy_after_time": "accuracy after time",
@@ -53,6 +57,9 @@ LABELS = {
     "evaluated": "evaluated by the platform",
     "self-reported": "self-reported, not evaluated",
 }
+# What a page's `values` lists: each filter's values among the entries matched.
+VALUES = ("division", "measured", "data", "evaluation", "origin", "hardware", "workers",
+          "algorithm", "implementation", "network", "backend", "seed")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -81,244 +88,174 @@ class Filters:
         }
 
 
-def board(filters: Filters) -> dict[str, Any]:
-    """The board as GET /api/results/ answers it: the sections, each ranked."""
-    # A measurement (the backend benchmark) has no target and no accuracy: nothing to rank.
-    runs = Run.objects.order_by("id").exclude(task__in=MEASUREMENT_TASKS)
-    if filters.task:
-        runs = runs.filter(task=filters.task)
-    found = [e for e in entries(origins.with_origins(runs)) if _matches(e, filters)]
-    sections: dict[tuple, list[dict]] = defaultdict(list)
-    for entry in found:
-        sections[_section_key(entry)].append(entry)
-    me = signing.this_installation()
-    return {
-        "installation": {"public_key": me.public_key, "fingerprint": me.fingerprint},
-        "filters": filters.applied(),
-        "count": len(found),
-        "sections": [_section(key, rank(sections[key])) for key in sorted(sections, key=_order)],
-    }
+@dataclass(frozen=True)
+class Page:
+    """A slice of the board: `limit` entries from place `offset` of the ranked whole."""
+
+    limit: int
+    offset: int = 0
 
 
-def entries(runs: QuerySet[Run]) -> list[dict[str, Any]]:
-    """One entry per group of runs measured together (the module docstring)."""
-    runs = list(runs)
-    standings = standing.of_runs(runs)
-    results = standing.results_of(runs, standings)
-    here = {pk: s.judgement.examples for pk, s in standings.items() if s.here_grades}
-    sizes = graded_on.of_runs(runs, here)
-    groups: dict[tuple, list[Run]] = defaultdict(list)
-    for run in runs:
-        if run.series_id is not None:
-            groups[("series", run.series_id, run.num_workers)].append(run)
-        elif run.state in Run.FINAL_STATES:  # a lone run is a result once it has ended
-            groups[("run", run.pk, run.num_workers)].append(run)
-    me = signing.this_installation().fingerprint
-    # Every entry's check against its reference series, read for all entries at once.
-    checks = convergence.of_groups(list(groups.values()))
-    return [
-        {**_entry(key, members, [results[r.pk] for r in members], me,
-                  standing.of_entry(members, standings), graded_on.of_entry(members, sizes)),
-         "convergence": check}
-        for (key, members), check in zip(groups.items(), checks, strict=True)
-    ]  # fmt: skip
+class Shown:
+    """An entry as this read sees it: its origin's trust now, why it is not ranked (''
+    where it is) and its rank."""
+
+    __slots__ = ("entry", "head", "rank", "section", "trust", "unranked")
+
+    def __init__(self, entry: Entry, origin_trust: trust.Trust) -> None:
+        made = entry.made
+        self.entry, self.head, self.rank, self.trust = entry, made.head, None, origin_trust
+        self.unranked = (
+            made.unranked if origin_trust.trusted else board_entry.unranked_of(made, origin_trust)
+        )
+        self.section = (made.task, TRUST[0] if origin_trust.trusted else TRUST[1],
+                        *_SECTION(made.head))  # fmt: skip
 
 
-def rank(section: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The ONE ranking rule, for local and imported entries alike: valid entries with a
-    score first, best score first (the shortest median time to target, or the highest
-    median accuracy after time), ties by fewer workers; the rest after them, unranked
-    (`rank` null), with why in `unranked`."""
-    ranked = [e for e in section if e["unranked"] == ""]
-    rest = [e for e in section if e["unranked"] != ""]
-    ranked.sort(
-        key=lambda e: (e["score"] if e["lower_is_better"] else -e["score"], e["workers"], e["id"])
-    )
-    for place, entry in enumerate(ranked, start=1):
-        entry["rank"] = place
-    rest.sort(key=lambda e: (e["workers"], e["id"]))
-    return ranked + rest
+# The head fields of an entry's section after its task and trust (`Shown.section`).
+_SECTION = operator.itemgetter("division", "measured", "data", "evaluation", "test_examples",
+                               "whole_test_set", "graded_on")  # fmt: skip
 
 
-def _entry(
-    key: tuple, runs: list[Run], results: list, me: str, stand: dict, size: dict
-) -> dict[str, Any]:
-    first = runs[0]
-    target = stored.target_for(
-        first.task, first.target, [r.dataset_used for r in runs if r.dataset_used]
-    )
-    stats = summarize(results, target)
-    group = stats["groups"][0]
-    measured = "accuracy_after_time" if first.time_budget else "time_to_target"
-    statistic, lower = SCORE[measured]
-    if measured == "accuracy_after_time" and target["direction"] == catalogue.DOWN:
-        lower = True  # a goal reached from above (task 3's perplexity after time)
-    score = group[statistic]["median"]
-    # Why not ranked, the first that holds: an unverified origin or a disputed grade
-    # (standing.py), grades counting different test sets, the group's validity, no score.
-    unranked = stand["unranked"] or size["mixed"]
-    if not unranked and not group["valid"]:
-        unranked = group["invalid_reason"]
-    elif not unranked and score is None:
-        reaching = measured == "time_to_target"
-        unranked = "no run reached the target" if reaching else "no finished run measured it"
-    statuses = {r.evaluation for r in results if r.evaluation}
-    origin = origins.of_run(first)
-    entry_id = f"series-{key[1]}-x{key[2]}" if key[0] == "series" else f"run-{key[1]}"
-    return {
-        "id": entry_id,
-        "task": first.task,
-        "goal": target,
-        "division": first.division,
-        "measured": measured,
-        "data": "synthetic" if target["synthetic"] or not target["datasets"] else "real",
-        "datasets": target["datasets"],
-        "evaluation": "evaluated" if statuses == {stored.EVALUATED} else "self-reported",
-        "hardware": _hardware(first),
-        "workers": first.num_workers,
-        "algorithm": first.algorithm,
-        "algorithm_source": first.algorithm_source,  # an uploaded algorithm's file, or ""
-        "sent": _sent(runs),
-        "implementation": first.implementation,
-        "network": _network(first),
-        "backend": first.backend,
-        "seeds": sorted(r.seed for r in runs),
-        "series": first.series_id,
-        "statistics": group,
-        "cost": {
-            **stats["cost"],
-            "cost_to_target": group["cost_to_target"],
-            "run_cost": group["run_cost"],
-            "price_per_hour": group["price_per_hour"],
-            "price_index": group["price_index"],
-        },  # fmt: skip
-        "origin": {**_origin(origin, me), "trust": stand["trust"]},
-        "regrade": stand["regrade"],
-        "test_examples": size["test_examples"],
-        "whole_test_set": size["whole_test_set"],
-        "graded_on": size["graded_on"],
-        "score": score,
-        "lower_is_better": lower,
-        "rank": None,
-        "unranked": unranked,
-        "links": _links(first.series_id, runs),
-        "runs": [
-            {
-                "id": r.pk,
-                "seed": r.seed,
-                "state": r.state,
-                "evaluation": res.evaluation,
-                "time_to_target": res.time_to_target,
-                "accuracy_after_time": res.accuracy_after_time,
-            }
-            for r, res in zip(runs, results, strict=True)
-        ],  # fmt: skip
-    }
-
-
-def _sent(runs: list[Run]) -> dict[str, float | None]:
-    """What a rank sent, the median over the entry's runs as their workers counted it (the
-    trainer's count, whichever algorithm ran): per step, and to the target over the runs
-    that reached it. The bytes are the algorithm's doing, not the grade's: read from the
-    summaries, as the run page shows them. None: no run said."""
-
-    def median(key: str) -> float | None:
-        found = [v for r in runs if (v := result.read(r.summary or {}, key)) is not None]
-        return statistics.median(found) if found else None
-
-    return {"bytes_per_step": median("comm_bytes_per_step"),
-            "bytes_to_target": median("comm_bytes_to_target")}  # fmt: skip
-
-
-def _origin(origin: dict[str, Any] | None, me: str) -> dict[str, Any]:
-    if origin is None:
-        return {"kind": "local", "fingerprint": me, "public_key": None, "imported_at": None}
-    keep = ("fingerprint", "public_key", "imported_at", "origin_run", "origin_series")
-    return {"kind": "imported", **{k: origin[k] for k in keep}}
-
-
-def _hardware(run: Run) -> str:
-    """What each worker ran on, in the words the workers reported (their summary)."""
-    found = result.read(run.summary or {}, "hardware") or {}
-    if run.gpu_enabled:
-        device = f"GPU {found.get('gpu') or '(model not recorded)'}"
-    else:
-        device = f"CPU {found.get('cpu_model') or '(model not recorded)'}"
-    cores = "core" if run.num_cpus == 1 else "cores"
-    return f"{device}, {run.num_cpus:g} {cores} per worker"
-
-
-def _network(run: Run) -> str:
-    text = f"{run.max_bandwidth} Mbit/s"
-    return text + (f", {run.latency:g} ms latency" if run.latency else "")
-
-
-def _links(series_id: int | None, runs: list[Run]) -> dict[str, Any]:
-    """Paths on this master (the static board makes them absolute with the master's URL)."""
-    out: dict[str, Any] = {
-        "runs": [
-            {
-                "id": r.pk,
-                "page": f"/runs/{r.pk}/",
-                "api": f"/api/runs/{r.pk}/",
-                "bundle": f"/api/runs/{r.pk}/bundle/",
-                "mllog": f"/api/runs/{r.pk}/mllog/",
-            }
-            for r in runs
-        ]  # fmt: skip
-    }
-    if series_id is not None:
-        out["series"] = {
-            "page": f"/series/{series_id}/",
-            "api": f"/api/series/{series_id}/",
-            "bundle": f"/api/series/{series_id}/bundle/",
-        }
+def _shown(entries: list[Entry], names: dict[str, str]) -> list[Shown]:
+    """`entries` with their origins' trust (one Trust a key)."""
+    trusts: dict[str, trust.Trust] = {"": board_entry.LOCAL}
+    out = []
+    for entry in entries:
+        key = entry.made.origin_key
+        if key not in trusts:
+            trusts[key] = trust.of_key(key, names)
+        out.append(Shown(entry, trusts[key]))
     return out
 
 
-def _matches(entry: dict[str, Any], f: Filters) -> bool:
-    exact = {
-        "division": f.division,
-        "measured": f.measured,
-        "data": f.data,
-        "evaluation": f.evaluation,
-    }
-    if any(v is not None and entry[k] != v for k, v in exact.items()):
-        return False
-    text = {"hardware": f.hardware, "algorithm": f.algorithm, "implementation": f.implementation,
-            "network": f.network, "backend": f.backend}  # fmt: skip
-    if any(v is not None and str(entry[k]).lower() != v.lower() for k, v in text.items()):
-        return False
-    if f.workers is not None and entry["workers"] != f.workers:
-        return False
-    if f.seed is not None and f.seed not in entry["seeds"]:
-        return False
-    if f.origin is not None and f.origin not in (
-        entry["origin"]["kind"],
-        entry["origin"]["fingerprint"],
-        entry["origin"]["trust"]["status"],
-        _trust_section(entry),
-    ):
-        return False
-    return True
+def board(filters: Filters, page: Page | None = None, fresh: bool = False) -> dict[str, Any]:
+    """The board as GET /api/results/ answers it (`answer`), read as data."""
+    return json.loads(answer(filters, page, fresh))
 
 
-def _trust_section(entry: dict[str, Any]) -> str:
-    return TRUST[0] if entry["origin"]["trust"]["trusted"] else TRUST[1]
-
-
-def _section_key(entry: dict[str, Any]) -> tuple:
-    return (
-        entry["task"],
-        _trust_section(entry),
-        entry["division"],
-        entry["measured"],
-        entry["data"],
-        entry["evaluation"],
-        entry["test_examples"],
-        entry["whole_test_set"],
-        entry["graded_on"],
+def answer(filters: Filters, page: Page | None = None, fresh: bool = False) -> str:
+    """The JSON text of GET /api/results/: the sections, each ranked; with `page`, the
+    entries of that slice in their sections, where the next slice starts and each filter's
+    values among the entries matched. Put together from the kept entries' text; `fresh`:
+    every entry made now and nothing kept (what a database without kept results reads)."""
+    # A measurement (the backend benchmark) has no target and no accuracy: nothing to rank.
+    names, me = trust.known(), signing.this_installation()
+    shown = _shown(kept_entries.read(filters.task, MEASUREMENT_TASKS, fresh), names)
+    narrowed = {k: v for k, v in filters.applied().items() if k != "task"}
+    if narrowed:
+        matches = _matcher(filters, me.fingerprint)
+        shown = [s for s in shown if matches(s)]
+    sections: dict[tuple, list[Shown]] = defaultdict(list)
+    for found in shown:
+        sections[found.section].append(found)
+    chosen = [(key, rank(sections[key])) for key in sorted(sections, key=_order)]
+    if page is not None:
+        chosen = _slice(chosen, page)
+    answered = [s.entry for _, entries in chosen for s in entries]
+    kept_entries.with_bodies(answered)
+    made = [e.made.conv for e in answered]
+    refs = convergence.references({convergence.Key(*m["key"]) for m in made if "key" in m})
+    top = dumps({
+        "installation": {"public_key": me.public_key, "fingerprint": me.fingerprint},
+        "filters": filters.applied(),
+        "count": len(shown),
+    })  # fmt: skip
+    body = ",".join(
+        _section(
+            key, [_answer(s, names, me.fingerprint, refs) for s in entries if s.entry.made.body]
+        )
+        for key, entries in chosen
     )
+    more = ""
+    if page is not None:
+        after = page.offset + len(answered)
+        more = "," + dumps({"offset": page.offset, "limit": page.limit,
+                            "next_offset": after if after < len(shown) else None,
+                            "values": _values(shown, me.fingerprint)})[1:-1]  # fmt: skip
+    return f'{top[:-1]},"sections":[{body}]{more}}}'
+
+
+def _answer(found: Shown, names: dict[str, str], me: str, refs: dict) -> str:
+    """The entry's text, with its convergence check against the references now."""
+    made = found.entry.made
+    check = convergence.finish(made.conv, refs)
+    return board_entry.finish(made, names, me, found.rank, check)
+
+
+def rank(section: list[Shown]) -> list[Shown]:
+    """The ONE ranking rule, for local and imported entries alike: valid entries with a
+    score first, best score first (the shortest median time to target, or the highest
+    median accuracy after time), ties by fewer workers; the rest after them, unranked
+    (`rank` None), with why in `unranked`."""
+    ranked = [e for e in section if e.unranked == ""]
+    rest = [e for e in section if e.unranked != ""]
+    ranked.sort(key=lambda e: (e.head["score"] if e.head["lower_is_better"] else -e.head["score"],
+                               e.head["workers"], e.entry.made.id))  # fmt: skip
+    for place, entry in enumerate(ranked, start=1):
+        entry.rank = place
+    rest.sort(key=lambda e: (e.head["workers"], e.entry.made.id))
+    return ranked + rest
+
+
+def _slice(ordered: list[tuple[tuple, list[Shown]]], page: Page) -> list[tuple[tuple, list]]:
+    """The sections holding the entries from `page.offset` to `page.offset + page.limit`
+    of the whole in its order, each with only those entries."""
+    out, place = [], 0
+    for key, entries in ordered:
+        start, end = max(page.offset - place, 0), page.offset + page.limit - place
+        if start < len(entries) and end > 0:
+            out.append((key, entries[start:end]))
+        place += len(entries)
+    return out
+
+
+def _origin_words(found: Shown, me: str) -> tuple[str, str, str, str]:
+    """The words an `origin` filter matches on the entry: its kind, fingerprint, trust
+    status and section."""
+    made = found.entry.made
+    kind = "imported" if made.origin_key else "local"
+    section = TRUST[0] if found.trust.trusted else TRUST[1]
+    return kind, made.origin_fingerprint or me, found.trust.status, section
+
+
+def _matcher(f: Filters, me: str) -> Callable[[Shown], bool]:
+    """Whether an entry passes the filters `f` (text ignoring case, `origin` by its kind,
+    fingerprint, trust status or section): the filters given are looked at, once each."""
+    exact = [(k, v) for k, v in (("division", f.division), ("measured", f.measured),
+             ("data", f.data), ("evaluation", f.evaluation), ("workers", f.workers))
+             if v is not None]  # fmt: skip
+    text = [(k, v.lower()) for k, v in (("hardware", f.hardware), ("algorithm", f.algorithm),
+            ("implementation", f.implementation), ("network", f.network),
+            ("backend", f.backend)) if v is not None]  # fmt: skip
+
+    def matches(found: Shown) -> bool:
+        head = found.head
+        if any(head[k] != v for k, v in exact):
+            return False
+        if any(str(head[k]).lower() != v for k, v in text):
+            return False
+        if f.seed is not None and f.seed not in board_entry.seeds_of(found.entry.made):
+            return False
+        return f.origin is None or f.origin in _origin_words(found, me)
+
+    return matches
+
+
+def _values(shown: list[Shown], me: str) -> dict[str, list]:
+    """Each filter's values among `shown`, as the board page offers them: origin as local or
+    the fingerprint (and imported where any is), the others as their fields hold them."""
+    heads = [s.head for s in shown]
+    found: dict[str, set] = {
+        name: set(map(operator.itemgetter(name), heads))
+        for name in VALUES
+        if name not in ("origin", "seed")
+    }
+    found["seed"] = {int(x) for s in {s.entry.made.seeds for s in shown} for x in s.split(",") if x}
+    found["origin"] = {s.entry.made.origin_fingerprint or "local" for s in shown}
+    if found["origin"] - {"local"}:
+        found["origin"].add("imported")
+    return {name: sorted(found[name], key=lambda v: (v is None, str(v))) for name in VALUES}
 
 
 def _order(key: tuple) -> tuple:
@@ -335,12 +272,12 @@ def _order(key: tuple) -> tuple:
     )
 
 
-def _section(key: tuple, ranked: list[dict[str, Any]]) -> dict[str, Any]:
+def _section(key: tuple, ranked: list[str]) -> str:
     task, origins_, division, measured, data, evaluation, examples, whole, said = key
     label = f"{task}: {division} division, {LABELS[measured]}, {LABELS[data]}, {LABELS[evaluation]}, {said}"  # fmt: skip
     if origins_ == TRUST[1]:
         label += ", unverified origins (not ranked until this installation trusts their keys)"
-    return {
+    section = {
         "task": task,
         "origins": origins_,
         "division": division,
@@ -351,5 +288,5 @@ def _section(key: tuple, ranked: list[dict[str, Any]]) -> dict[str, Any]:
         "whole_test_set": whole,
         "graded_on": said,
         "label": label,
-        "entries": ranked,
     }
+    return f'{dumps(section)[:-1]},"entries":[{",".join(ranked)}]}}'

@@ -25,6 +25,8 @@ Epochs to target are the epoch of the evaluator's first grade that meets the goa
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import io
 import json
 import logging
@@ -40,7 +42,7 @@ from mlperf_logging.rcp_checker import rcp_checker
 
 from mlbench_master.api.models import Run
 from mlbench_master.bundles import origins
-from mlbench_master.results import standing, stored
+from mlbench_master.results import kept_runs, standing
 from mlbench_worker.shared import result
 from mlbench_worker.shared.implementation_catalogue import DEFAULT_IMPLEMENTATION
 
@@ -89,6 +91,13 @@ class Key:
 def reference_point(epochs: Sequence[float], global_batch_size: int) -> dict[str, float]:
     """The RCP of reference runs that took `epochs` to converge, as rcp_checker computes it:
     mean (olympic), stdev, min_epochs (the least mean accepted) and max_speedup."""
+    return dict(_point(tuple(float(e) for e in epochs), int(global_batch_size)))
+
+
+@functools.lru_cache(maxsize=256)
+def _point(epochs: tuple[float, ...], global_batch_size: int) -> dict[str, float]:
+    """reference_point's numbers, made once per reference (a board checks many entries
+    against one reference: each would build rcp_checker's tables again)."""
     point, _ = _rcp(epochs, global_batch_size)
     return {
         "mean": float(point["RCP Mean"]),
@@ -119,7 +128,6 @@ def check(
             f"needs {REFERENCE_RUNS}"
         )
         return out
-    point, checker = _rcp(reference, global_batch_size)
     out["reference"] = reference_point(reference, global_batch_size)
     if len(epochs) < RUNS:
         out["reason"] = f"{_runs(len(epochs))} ended; MLPerf's rule needs {RUNS}"
@@ -131,6 +139,7 @@ def check(
         )
         return out
     given = [NOT_CONVERGED if e is None else float(e) for e in epochs]
+    point, checker = _rcp(reference, global_batch_size)
     with tempfile.TemporaryDirectory() as scratch:  # where it would write its scaling.json
         passed, norm = checker._eval_submission_record(point, given, scratch)
     mean = out["olympic_mean_epochs"]
@@ -169,62 +178,111 @@ def _block(status: str, reason: str, epochs: Sequence[float | None] = ()) -> dic
     }
 
 
+@dataclass(frozen=True)
+class Member:
+    """What the check reads of one run: its set-up, its state, and of its grades whether
+    the evaluator graded it and at which epoch its grades first met the goal
+    (kept_runs.Kept: no point is read for it)."""
+
+    pk: int
+    seed: int
+    division: str
+    state: str
+    series: int | None
+    workers: int
+    set_up: tuple[str, str, str, str, str]  # task, goal, algorithm, schedule, data set
+    batch: Any  # the summary's config batch_size, as recorded (None: not recorded)
+    graded: bool
+    reached: bool
+    epoch: float | None
+
+
+def member(run: Run, kept: kept_runs.Kept) -> Member:
+    return Member(
+        run.pk, run.seed, run.division, run.state, run.series_id, run.num_workers, _set_up(run),
+        result.read_config(run.summary or {}, "batch_size"), kept.graded, kept.reached, kept.epoch,
+    )  # fmt: skip
+
+
+def members_of(runs: Sequence[Run]) -> list[Member]:
+    """`runs` as the check reads them, their kept results read in the queries of one
+    kept_runs.of_runs."""
+    kept = kept_runs.of_runs(runs)
+    return [member(r, kept[r.pk]) for r in runs]
+
+
 def of_group(
     runs: Sequence[Run],
     memo: dict[Any, Any] | None = None,
-    loaded: dict[int, stored.StoredRun] | None = None,
+    loaded: dict[int, Member] | None = None,
 ) -> dict[str, Any]:
     """The check of a group of stored runs (one series' runs with one worker count, or one
     run), against the reference series of its task; `memo` keeps references found for a
-    response, `loaded` the runs' points where `of_groups` read them already."""
+    response, `loaded` the runs as `members_of` read them where the caller did."""
     memo = {} if memo is None else memo
+    found = [loaded[r.pk] for r in runs] if loaded is not None else members_of(runs)
+    made = inputs(found)
+    key = made.get("key")
+    if key is not None and Key(*key) not in memo:
+        memo.update(references({Key(*key)}))
+    return finish(made, memo)
+
+
+def inputs(members: Sequence[Member]) -> dict[str, Any]:
+    """What a group's check is made of, as JSON, apart from its reference: the finished
+    check where it needs none (open division, pending, ungraded, no batch size:
+    {"block"}), else its epochs to target, set-up key, seeds, series and worker count.
+    The board keeps it with the entry (kept_entries.py) and finishes it at each read."""
     # By seed: the same order on the board, the series and an importing master (whose ids
     # differ: nothing installation-specific but the reference's series is in the block).
-    runs = sorted(runs, key=lambda r: (r.seed, r.pk))
-    unchecked = _not_checkable(runs)
+    members = sorted(members, key=lambda m: (m.seed, m.pk))
+    unchecked = _not_checkable(members)
     if unchecked is not None:
-        return unchecked
-    found = [loaded[r.pk] for r in runs] if loaded is not None else _load(runs)
-    epochs, why = _epochs_of(found)
+        return {"block": unchecked}
+    epochs, why = _epochs_of(members)
     if why:
-        return _block(NOT_CHECKED, why)
-    key = _key_of(found)
+        return {"block": _block(NOT_CHECKED, why)}
+    key = _key_of(members)
     if isinstance(key, str):
-        return _block(NOT_CHECKED, key, epochs)
-    if key not in memo:
-        memo.update(_references({key}))
-    ref = memo[key]
+        return {"block": _block(NOT_CHECKED, key, epochs)}
+    first = members[0]
+    return {"epochs": epochs, "key": list(dataclasses.astuple(key)),
+            "seeds": [m.seed for m in members], "series": first.series,
+            "workers": first.workers}  # fmt: skip
+
+
+def finish(made: dict[str, Any], refs: dict[Key, dict[str, Any] | None]) -> dict[str, Any]:
+    """The check of a group from its `inputs` and the reference series of its key (as
+    `references` found them)."""
+    if "block" in made:
+        return made["block"]
+    key, epochs = Key(*made["key"]), made["epochs"]
+    ref = refs[key]
     if ref is None:
         return _block(NOT_CHECKED, f"no reference series for {_words(key)}", epochs)
     where = {"series": ref["series"], "num_workers": ref["num_workers"], "seeds": ref["seeds"]}
-    first = runs[0]
-    if (first.series_id, first.num_workers) == (ref["series"], ref["num_workers"]):
+    if (made["series"], made["workers"]) == (ref["series"], ref["num_workers"]):
         out = _block(IS_REFERENCE, "this is the reference series", epochs)
         if len(ref["epochs"]) >= REFERENCE_RUNS:
             out["reference"] = reference_point(ref["epochs"], key.global_batch_size)
     else:
         out = check(epochs, ref["epochs"], key.global_batch_size)
     out["reference"] = {**where, "epochs": ref["epochs"], **(out["reference"] or {})}
-    out["seeds"] = [r.seed for r in runs]
+    out["seeds"] = list(made["seeds"])
     return out
 
 
 def of_groups(groups: Sequence[Sequence[Run]]) -> list[dict[str, Any]]:
-    """`of_group` of every group of a response (the board's entries), in their order. The
-    points of all their runs are read in one query and the references of all their set-ups
-    in two, so a board of many entries costs the queries of a board of one."""
-    checkable = [g for g in groups if _not_checkable(g) is None]
-    found = {s.run.pk: s for s in _load([r for g in checkable for r in g])}
-    keys = set()
-    for group in checkable:
-        members = [found[r.pk] for r in sorted(group, key=lambda r: (r.seed, r.pk))]
-        if not _epochs_of(members)[1] and isinstance(key := _key_of(members), Key):
-            keys.add(key)
-    memo: dict[Any, Any] = _references(keys)
-    return [of_group(g, memo, found) for g in groups]
+    """`of_group` of every group of a response, in their order: the kept results of all
+    their runs read at once and the references of all their set-ups in a few queries, so
+    many groups cost the queries of one."""
+    found = {m.pk: m for m in members_of([r for g in groups for r in g])}
+    made = [inputs([found[r.pk] for r in g]) for g in groups]
+    refs = references({Key(*m["key"]) for m in made if "key" in m})
+    return [finish(m, refs) for m in made]
 
 
-def _not_checkable(runs: Sequence[Run]) -> dict[str, Any] | None:
+def _not_checkable(runs: Sequence[Member]) -> dict[str, Any] | None:
     """The block of a group whose runs are not checked at all (open division, pending)."""
     if any(r.division != "closed" for r in runs):
         return _block(NOT_CHECKED, "open division: only the closed division is checked")
@@ -233,42 +291,35 @@ def _not_checkable(runs: Sequence[Run]) -> dict[str, Any] | None:
     return None
 
 
-def _load(runs: Sequence[Run]) -> list[stored.StoredRun]:
-    """The runs with the points their grades and times to target need (one query): the
-    check reads nothing else, so a run's training curve is not read for it."""
-    return stored.load(runs, stored.GRADING)
-
-
-def _epochs_of(found: Sequence[stored.StoredRun]) -> tuple[list[float | None], str]:
+def _epochs_of(found: Sequence[Member]) -> tuple[list[float | None], str]:
     """Each run's epochs to target by its grades (rounded to the thousandth, as
     rcp_checker reads epoch_num), or why the group cannot be read so."""
     out: list[float | None] = []
-    for s in found:
-        if not s.evaluated:
-            return [], f"the run of seed {s.run.seed} was not graded by the evaluator"
-        reached = s.reaching_evaluation()
-        if reached is not None and reached.epoch is None:
-            return [], f"the run of seed {s.run.seed}: its reaching grade records no epoch"
-        out.append(None if reached is None else round(float(reached.epoch), 3))
+    for m in found:
+        if not m.graded:
+            return [], f"the run of seed {m.seed} was not graded by the evaluator"
+        if m.reached and m.epoch is None:
+            return [], f"the run of seed {m.seed}: its reaching grade records no epoch"
+        out.append(round(float(m.epoch), 3) if m.reached and m.epoch is not None else None)
     return out, ""
 
 
-def _key_of(found: Sequence[stored.StoredRun]) -> Key | str:
+def _key_of(found: Sequence[Member]) -> Key | str:
     keys = set()
-    for s in found:
-        r, batch = s.run, result.read_config(s.summary, "batch_size")
-        if batch is None:
-            return f"the run of seed {r.seed} recorded no batch size"
-        bs = int(batch) * r.num_workers
-        keys.add(Key(r.task, r.target, r.algorithm, r.lr_schedule, r.dataset_used, bs))
+    for m in found:
+        if m.batch is None:
+            return f"the run of seed {m.seed} recorded no batch size"
+        bs = int(m.batch) * m.workers
+        keys.add(Key(*m.set_up, bs))
     if len(keys) != 1:
         return "its runs differ in task, goal, algorithm, schedule, data or global batch size"
     return keys.pop()
 
 
-def _references(keys: set[Key]) -> dict[Key, dict[str, Any] | None]:
+def references(keys: set[Key]) -> dict[Key, dict[str, Any] | None]:
     """The reference series group of each of `keys` (the module docstring), or None: the
-    candidate runs of every key in one query, their points in one more."""
+    candidate runs of every key in one query, their kept results in those of one
+    kept_runs.of_runs."""
     if not keys:
         return {}
     fields = ("task", "target", "algorithm", "lr_schedule", "dataset_used")
@@ -298,16 +349,16 @@ def _references(keys: set[Key]) -> dict[Key, dict[str, Any] | None]:
         for key, values in wanted.items()
     }  # fmt: skip
     read = {r.pk for found in candidates.values() for _, picked in found for r in picked}
-    loaded = {s.run.pk: s for s in _load([r for r in runs if r.pk in read])}
+    loaded = {m.pk: m for m in members_of([r for r in runs if r.pk in read])}
     return {key: _best(key, found, loaded) for key, found in candidates.items()}
 
 
-def _set_up(run: Run) -> tuple:
+def _set_up(run: Run) -> tuple[str, str, str, str, str]:
     return (run.task, run.target, run.algorithm, run.lr_schedule, run.dataset_used)
 
 
 def _best(
-    key: Key, groups: list[tuple[tuple[int, int], list[Run]]], loaded: dict[int, stored.StoredRun]
+    key: Key, groups: list[tuple[tuple[int, int], list[Run]]], loaded: dict[int, Member]
 ) -> dict[str, Any] | None:
     """Of the candidate groups of `key`, the one with the most runs that reached the target
     (then the earliest series)."""

@@ -73,7 +73,7 @@ def rate_of(run: Run) -> Rate:
     if not nodes:
         if run.state in (Run.QUEUED, Run.INITIALIZED):
             return _not_priced("its workers have not been launched yet")
-        if nodes is None and RunOrigin.objects.filter(run_id=run.pk).exists():
+        if nodes is None and _imported(run):
             return _not_priced(
                 "it was imported from a bundle made before bundles carried a run's nodes "
                 "(export it again from its origin to bring them)"
@@ -103,6 +103,14 @@ def rate_of(run: Run) -> Rate:
         )
     total = sum(p["price_per_hour"] for p in priced)
     return Rate(per_hour=total, currency=currencies[0], nodes=priced)
+
+
+def _imported(run: Run) -> bool:
+    """Whether `run` came in a bundle: its origin where it was read with the run
+    (select_related), else one query."""
+    if "origin" in run._state.fields_cache:
+        return run._state.fields_cache["origin"] is not None
+    return RunOrigin.objects.filter(run_id=run.pk).exists()
 
 
 def recorded_nodes(run: Run) -> list[dict[str, Any]] | None:

@@ -24,7 +24,7 @@ from typing import Any
 
 from mlbench_master.api.models import Run, RunOrigin
 from mlbench_master.bundles import origins, regrade, trust
-from mlbench_master.results import stored
+from mlbench_master.results import kept_runs, stored
 from mlbench_master.results.run_result import RunResult
 
 LOCAL = "local"
@@ -65,27 +65,18 @@ def of_runs(runs: list[Run]) -> dict[int, RunStanding]:
 
 
 def results_of(runs: list[Run], standings: dict[int, RunStanding]) -> dict[int, RunResult]:
-    """Each run's result for the statistics: as stored.results_of reads it, except that an
-    imported run this master re-graded and agrees with is read on this master's grades."""
-    plain = [r for r in runs if not standings[r.pk].here_grades]
-    out = dict(zip((r.pk for r in plain), stored.results_of(plain), strict=True))
-    for found in stored.load(r for r in runs if standings[r.pk].here_grades):
-        here = standings[found.run.pk].here_grades
-        mine, seen, name = [], set(), found.graded
-        for _, meta in found.points.get(name, []):
-            step = meta.get("step")
-            if step in seen or name not in here.get(step, {}):
-                continue  # a grade this master did not make (no file of its step), or again
-            seen.add(step)
-            mine.append((here[step][name], meta))
-        found.points[name] = mine
-        out[found.run.pk] = found.result()
-    return out
+    """Each run's result for the statistics: as kept_runs.results_of reads it, except that
+    an imported run this master re-graded and agrees with is read on this master's grades
+    (kept_runs.Kept.here, made with stored.on_grades)."""
+    kept = kept_runs.of_runs(runs)
+    return {r.pk: kept[r.pk].on_board() if standings[r.pk].here_grades else kept[r.pk].result
+            for r in runs}  # fmt: skip
 
 
 def of_entry(runs: list[Run], standings: dict[int, RunStanding]) -> dict[str, Any]:
     """An entry's trust, its re-grade in one status with words and both numbers of each
-    disputed evaluation, and why it must not rank (`unranked`, "" where it may)."""
+    disputed evaluation, and why it must not rank (`unranked`, "" where it may; `disputed`
+    the same without its trust)."""
     first = standings[runs[0].pk]
     every = [standings[r.pk] for r in runs]
     disputes = [
@@ -108,19 +99,21 @@ def of_entry(runs: list[Run], standings: dict[int, RunStanding]) -> dict[str, An
         status, label = regrade.UNCHECKED, f"{regrade.UNCHECKED} ({whys})"
     else:
         status, label = regrade.AGREES, LABELS[regrade.AGREES]
-    unranked = ""
-    if not first.trust.trusted:
-        unranked = (
-            f"unverified origin: signed by installation {first.fingerprint}, whose key this "
-            "installation does not trust (an operator may: mlbench trust add KEY --name NAME)"
-        )
-    elif status == regrade.DISPUTED:
-        unranked = label
+    disputed = label if status == regrade.DISPUTED else ""
     return {
         "trust": first.trust.as_dict(),
         "regrade": {"status": status, "label": label, "disputes": disputes},
-        "unranked": unranked,
+        "unranked": unverified(first.fingerprint) if not first.trust.trusted else disputed,
+        "disputed": disputed,  # why not ranked, trust aside (the board keeps it)
     }
+
+
+def unverified(fingerprint: str) -> str:
+    """Why a result of an origin this installation does not trust is not ranked."""
+    return (
+        f"unverified origin: signed by installation {fingerprint}, whose key this "
+        "installation does not trust (an operator may: mlbench trust add KEY --name NAME)"
+    )
 
 
 def _dispute(d: dict[str, Any]) -> str:

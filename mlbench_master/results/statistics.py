@@ -3,7 +3,7 @@
 The API (`GET /api/series/<id>/`), the series page and `mlbench report --series` all show
 what `for_series` returns; nothing recomputes them elsewhere. The core (`summarize`) takes
 plain data (`RunResult`s), so hand-computed cases test it without a database; `for_series`
-reads the stored runs (stored.py) and hands them to it.
+reads the stored runs (stored.py; kept_runs.py keeps their results) and hands them to it.
 
 How runs enter each statistic (docs/results.rst says the same for readers):
 
@@ -43,7 +43,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from mlbench_master.results import stored
+from mlbench_master.results import kept_runs, stored
 from mlbench_master.results.run_result import FINAL_STATES, RunResult
 
 __all__ = ["FINAL_STATES", "RunResult", "describe", "for_series", "olympic_mean", "summarize"]
@@ -272,5 +272,5 @@ def summarize(results: Sequence[RunResult], target: dict[str, Any]) -> dict[str,
 def for_series(series: Any) -> dict[str, Any]:
     """The statistics of a stored `Series` (an `api.models.Series`), from its runs' stored
     summaries and metrics."""
-    results = stored.results_of(series.runs.all())
+    results = kept_runs.results_of(series.runs.all())
     return summarize(results, stored.target_of(series))

@@ -20,7 +20,6 @@ beside them and only compared (`mismatches`, TOLERANCE). A run with no grade is
 from __future__ import annotations
 
 import statistics
-import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +28,6 @@ from mlbench_master.api.models import Run
 from mlbench_master.grading import model_files
 from mlbench_master.results import cost, point_reads
 from mlbench_master.results.run_result import RunResult
-from mlbench_master.runs.frozen import ended_past_grace
 from mlbench_worker.shared import catalogue, metric_points, result
 from mlbench_worker.shared.evaluation import graded_name
 from mlbench_worker.shared.evaluation.model_audit import NO_MODEL
@@ -344,34 +342,18 @@ def load(runs: Iterable[Run], names: Iterable[str] = NEEDED) -> list[StoredRun]:
 _points_of = point_reads.points_of
 
 
-# The results of runs whose record is final (ended, and past the grace in which their last
-# points and summary may still arrive: api.auth.ended_past_grace), by (run, state, end): a
-# series page asks for every member's every 5 s, and only the others are read again; the
-# results board asks for every run. Shared by the web server's threads, hence the lock.
-# Enough for a board of ten thousand runs (at 1024 a board of more runs than that read every
-# run again on every request): a result of five evaluations takes about 1.2 KB, so ~15 MB
-# a process at 12,000; a run of many evaluations takes more (its curve).
-_FINAL_RESULTS: dict[tuple[int, str, Any], RunResult] = {}
-_FINAL_KEPT = 12_000
-_FINAL_LOCK = threading.Lock()
-
-
-def _key(run: Run) -> tuple[int, str, Any]:
-    return (run.pk, run.state, run.finished_at)
-
-
-def results_of(runs: Iterable[Run]) -> list[RunResult]:
-    runs = list(runs)
-    with _FINAL_LOCK:
-        known = {r.pk: _FINAL_RESULTS[_key(r)] for r in runs if _key(r) in _FINAL_RESULTS}
-    fresh = {s.run.pk: s.result() for s in load(r for r in runs if r.pk not in known)}
-    with _FINAL_LOCK:
-        for run in runs:
-            if run.pk in fresh and run.state in Run.FINAL_STATES and ended_past_grace(run):
-                while len(_FINAL_RESULTS) >= _FINAL_KEPT:
-                    _FINAL_RESULTS.pop(next(iter(_FINAL_RESULTS)))
-                _FINAL_RESULTS[_key(run)] = fresh[run.pk]
-    return [known.get(r.pk) or fresh[r.pk] for r in runs]
+def on_grades(found: StoredRun, here: dict[int, dict[str, float]]) -> list[tuple[float, dict]]:
+    """`found`'s grade points with this master's grades (`here`: step -> name -> value, an
+    agreeing re-grade's, standing.py) in place of its origin's, each step once: a grade
+    this master did not make (no file of its step) is left out, the origin's clock kept."""
+    mine, seen, name = [], set(), found.graded
+    for _, meta in found.points.get(name, []):
+        step = meta.get("step")
+        if step in seen or name not in here.get(step, {}):
+            continue  # a grade this master did not make (no file of its step), or again
+        seen.add(step)
+        mine.append((here[step][name], meta))
+    return mine
 
 
 def target_of(series: Any) -> dict[str, Any]:

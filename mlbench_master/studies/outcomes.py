@@ -23,7 +23,7 @@ from collections import defaultdict
 from typing import Any
 
 from mlbench_master.api.models import Run, Study, StudyCell
-from mlbench_master.results import stored
+from mlbench_master.results import kept_runs, stored
 from mlbench_master.results.run_result import RunResult
 from mlbench_master.results.study_score import Outcome, StudyScore, score_study, summarize
 from mlbench_master.runs.frozen import ended_past_grace
@@ -81,7 +81,7 @@ def numbers_of(studies: list[Study], runs: list[Run] | None = None) -> dict[int,
         runs = list(Run.objects.filter(series_id__in=series_ids).order_by("id"))
     runs = [r for r in runs if r.series_id in series_ids]
     runs_of: dict[int, list[tuple[Run, RunResult]]] = defaultdict(list)
-    for run, result in zip(runs, stored.results_of(runs), strict=True):
+    for run, result in zip(runs, kept_runs.results_of(runs), strict=True):
         runs_of[run.series_id].append((run, result))
     first = _first_studies([c for cells in cells_of.values() for c in cells if c.reused])
     return {s.pk: _numbers(s, cells_of[s.pk], runs_of, first) for s in studies}

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from mlbench_master.api.models import Run
 from mlbench_master.results import board, mllog
 from mlbench_master.results.statistics import for_series
 from tests.mllog_check import check, events
@@ -52,6 +51,7 @@ def test_the_board_ranks_lower_perplexity_after_time_first(maker):
         run = _run(maker, series, seed, [(10.0, 400.0, 1), (60.0, final, 2)])
         run.time_budget = 60
         run.save(update_fields=["time_budget"])
-    entries = board.rank([e for e in board.entries(Run.objects.all()) if e["task"] == TASK])
+    answer = board.board(board.Filters(task=TASK))
+    entries = [e for section in answer["sections"] for e in section["entries"]]
     ranked = [(e["rank"], e["score"]) for e in entries if e["rank"] is not None]
     assert ranked == [(1, 75.0), (2, 80.0)], entries

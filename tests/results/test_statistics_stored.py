@@ -114,56 +114,73 @@ def test_failed_run_without_summary_is_read_from_its_points(maker):
     assert {c["run"] for c in out["curves"]} == {failed.pk, queued.pk}
 
 
-def test_a_final_runs_result_is_read_once_the_others_every_time(maker, settings):
+def test_an_ended_runs_result_is_kept_and_a_later_point_shows_at_once(maker, settings):
+    """An ended run's result is made once and read back (its row current: made at the
+    version the database holds); an active run's is made at each read. A point stored
+    later, by anyone, shows at the next read for all of them, the one ended long ago too
+    (the old in-process store kept an ended run's first result until the process ended)."""
     import datetime as dt
 
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
 
-    from mlbench_master.results import stored
+    from mlbench_master.results import kept_runs
+    from mlbench_master.results.models import StoredResult
     from tests.results.conftest import START
 
     settings.MLBENCH_RUN_TOKEN_GRACE = 60
     now = timezone.now()
     final = maker.run(None, 1, 1, [(10.0, 0.6, 1)])
     Run.objects.filter(pk=final.pk).update(finished_at=now - dt.timedelta(seconds=61))
-    # Ended within the grace: its last points and summary may still come.
-    recent = maker.run(None, 3, 1, [(10.0, 0.6, 1)])
+    recent = maker.run(None, 3, 1, [(10.0, 0.6, 1)])  # in its grace: its last points may come
     Run.objects.filter(pk=recent.pk).update(finished_at=now - dt.timedelta(seconds=5))
     active = maker.run(None, 2, 1, [(10.0, 0.6, 1)], state=Run.STARTED)
     order = [final, recent, active]
 
     def results():
         by_pk = {r.pk: r for r in Run.objects.filter(pk__in=[r.pk for r in order])}
-        return stored.results_of([by_pk[r.pk] for r in order])
+        return kept_runs.results_of([by_pk[r.pk] for r in order])
 
     first = results()
-    # A later evaluation of each (planted after the final run's grace to see which is read).
+    rows = {pk: (made, version) for pk, made, version in StoredResult.objects.filter(
+        run__in=order).values_list("run_id", "made", "version")}  # fmt: skip
+    assert rows[final.pk][0] == rows[final.pk][1] and rows[recent.pk][0] == rows[recent.pk][1]
+    assert rows[active.pk][0] is None
+    with CaptureQueriesContext(connection) as read:
+        assert results() == first
+    # The runs read again to be made (with their origins): the active one only.
+    remade = [q["sql"] for q in read.captured_queries if '"api_runorigin" ON' in q["sql"]]
+    assert len(remade) == 1 and str(active.pk) in remade[0] and str(final.pk) not in remade[0]
     late = START + dt.timedelta(seconds=60)
     points = [maker._point(r, "val_accuracy", 0.9, late, {"elapsed": 30.0, "step": 99})
               for r in order]  # fmt: skip
     assert maker.client.post("/api/metrics/", points, format="json").status_code == 201
-    second = results()
-    assert second[0] == first[0] and len(first[0].curve) == 1
-    for later in second[1:]:
+    for later in results():
         assert len(later.curve) == 2 and later.curve[-1] == (30.0, 0.9)
 
 
-def test_the_kept_results_never_lose_a_hit_while_others_are_added(maker, settings, monkeypatch):
-    import datetime as dt
+def test_a_change_while_a_result_is_made_leaves_it_not_current(maker, monkeypatch):
+    """A writer that commits while a reader makes a run's result raises its version after
+    the reader read it: the reader's result is answered but kept as not current, and the
+    next read makes it again with the change."""
+    from mlbench_master.api.models import Metric
+    from mlbench_master.results import kept_runs
+    from mlbench_master.results.models import StoredResult
+    from tests.results.conftest import START
 
-    from django.utils import timezone
+    run = maker.run(None, 1, 1, [(10.0, 0.6, 1)])
+    make = kept_runs.compute
 
-    from mlbench_master.results import stored
+    def racing(runs):
+        made = make(runs)  # the points as they were, then a grade lands
+        Metric.objects.create(run=run, name="evaluated_val_accuracy", value=0.6, date=START,
+                              metadata={"elapsed": 10.0, "step": 10, "epoch": 1})  # fmt: skip
+        return made
 
-    monkeypatch.setattr(stored, "_FINAL_RESULTS", {})
-    monkeypatch.setattr(stored, "_FINAL_KEPT", 2)
-    settings.MLBENCH_RUN_TOKEN_GRACE = 0
-    runs = [maker.run(None, seed, 1, [(10.0, 0.5 + seed / 10, 1)]) for seed in (1, 2, 3)]
-    ended = timezone.now() - dt.timedelta(seconds=1)
-    Run.objects.filter(pk__in=[r.pk for r in runs]).update(finished_at=ended)
-    runs = list(Run.objects.filter(pk__in=[r.pk for r in runs]).order_by("pk"))
-    stored.results_of(runs[:2])  # both kept
-    # The first (kept) and the third (new, which pushes out the oldest) in one call.
-    got = stored.results_of([runs[0], runs[2]])
-    assert [r.run for r in got] == [runs[0].pk, runs[2].pk]
-    assert len(stored._FINAL_RESULTS) == 2
+    monkeypatch.setattr(kept_runs, "compute", racing)
+    assert kept_runs.results_of([run])[0].evaluation == "self-reported, not evaluated"
+    row = StoredResult.objects.get(run=run)
+    assert row.made != row.version
+    monkeypatch.setattr(kept_runs, "compute", make)
+    assert kept_runs.results_of([run])[0].evaluation == "evaluated"
