@@ -1,6 +1,8 @@
 // Results board of one task: the sections GET /api/results/ answers, drawn as they come.
 // The API ranks, separates and filters; the filters here only choose its query, so the page
-// and every API client see the same board.
+// and every API client see the same board. It is read a page of entries at a time (limit,
+// offset: a task may hold thousands), in the whole board's order and ranks; "Show more"
+// reads the next page, and the filters offer the values the API lists for the task.
 
 import { api } from "./api.js";
 import { bytesText, el, num, pct } from "./format.js";
@@ -19,18 +21,15 @@ const FILTERS = [
   ["network", "Network"], ["backend", "Backend"], ["seed", "Seed"],
 ];
 
-function valuesOf(entries, name) {
-  const found = new Set();
-  for (const e of entries) {
-    if (name === "seed") e.seeds.forEach((s) => found.add(String(s)));
-    else if (name === "origin") found.add(e.origin.kind === "local" ? "local" : e.origin.fingerprint);
-    else found.add(String(e[name]));
-  }
-  if (name === "origin" && [...found].some((v) => v !== "local")) found.add("imported");
-  return [...found].sort();
+const PAGE = 100; // entries a read asks for
+const more = document.getElementById("board-more");
+
+// A filter's choices: the values the API lists among the task's entries (a page's `values`).
+function valuesOf(values, name) {
+  return (values[name] || []).filter((v) => v !== null).map(String);
 }
 
-function drawFilters(entries) {
+function drawFilters(values) {
   form.replaceChildren(
     ...FILTERS.map(([name, label]) =>
       el(
@@ -41,7 +40,7 @@ function drawFilters(entries) {
           "select",
           { name, "data-filter": name },
           el("option", { value: "", text: "any" }),
-          ...valuesOf(entries, name).map((v) => el("option", { value: v, text: v })),
+          ...valuesOf(values, name).map((v) => el("option", { value: v, text: v })),
         ),
       ),
     ),
@@ -148,14 +147,34 @@ function sectionNode(section) {
   );
 }
 
-function draw(board) {
+// The sections read so far: a page continues the one before it, so a section cut by a page
+// goes on in the next (the same label), and is drawn as one.
+let shown = { sections: [], count: 0, next: null, params: {} };
+
+function merge(sections, page) {
+  const out = sections.map((s) => ({ ...s, entries: [...s.entries] }));
+  for (const section of page.sections) {
+    const last = out[out.length - 1];
+    if (last && last.label === section.label) last.entries.push(...section.entries);
+    else out.push({ ...section, entries: [...section.entries] });
+  }
+  return out;
+}
+
+function draw() {
   for (const kind of ["real", "synthetic"]) {
     const box = document.getElementById(`board-${kind}`);
-    const chosen = board.sections.filter((s) => s.data === kind);
+    const chosen = shown.sections.filter((s) => s.data === kind);
     box.querySelector(".sections").replaceChildren(...chosen.map(sectionNode));
     box.hidden = chosen.length === 0;
   }
-  status.textContent = board.count ? `${board.count} entries.` : "No results match.";
+  const drawn = shown.sections.reduce((n, s) => n + s.entries.length, 0);
+  status.textContent = !shown.count
+    ? "No results match."
+    : drawn < shown.count
+      ? `${shown.count} entries; the first ${drawn} shown.`
+      : `${shown.count} entries.`;
+  more.hidden = shown.next === null;
 }
 
 // Answers may come back out of order when filters change quickly: only the answer to the
@@ -166,11 +185,19 @@ function settled() {
   document.body.dataset.loaded = String(Number(document.body.dataset.loaded || 0) + 1);
 }
 
-async function load(params) {
+function read(params, offset) {
+  return api("/api/results/", { params: { task, ...params, limit: PAGE, offset } });
+}
+
+async function load(params, first = false) {
   const mine = ++latest;
   try {
-    const board = await api("/api/results/", { params: { task, ...params } });
-    if (mine === latest) draw(board);
+    const page = await read(params, 0);
+    if (first) drawFilters(page.values);
+    if (mine === latest) {
+      shown = { sections: page.sections, count: page.count, next: page.next_offset, params };
+      draw();
+    }
   } catch (err) {
     if (mine === latest) status.textContent = `The board could not be read: ${err.message}`;
   }
@@ -183,14 +210,20 @@ form.addEventListener("change", () => {
   load(params);
 });
 
-(async () => {
-  const mine = ++latest;
+more.addEventListener("click", async () => {
+  const mine = latest;
+  more.disabled = true;
   try {
-    const whole = await api("/api/results/", { params: { task } });
-    drawFilters(whole.sections.flatMap((s) => s.entries));
-    if (mine === latest) draw(whole);
+    const page = await read(shown.params, shown.next);
+    if (mine === latest) {
+      shown = { ...shown, sections: merge(shown.sections, page), count: page.count, next: page.next_offset };
+      draw();
+    }
   } catch (err) {
     status.textContent = `The board could not be read: ${err.message}`;
   }
+  more.disabled = false;
   settled();
-})();
+});
+
+load({}, true);
