@@ -11,7 +11,7 @@ row here (tests/test_write_owners.py holds the master to it).
 - ``series.py``: a series planned, queued and cancelled; ``manifest.py``: what a run
   records of its set-up;
 - ``reconcile.py``, ``stopping.py``, ``unsettled.py``: recovery after a master restart or
-  a stop;
+  a stop; ``watching.py``: one job watches a run at a time (the run's watch lock);
 - ``pods.py`` and ``collector.py``: the worker slots as pods, and their usage points;
 - ``frozen.py``: what a run may still write once it has ended.
 """

@@ -15,7 +15,8 @@ exception: Open MPI's transient launch failure before any rank started
 limit is enforced here (the RQ timeout, time limit + margin, is only a backstop), and a
 run the API moved to CANCELLED is noticed within a second and its ranks killed. States
 are changed only through `mlbench_master.runs.lifecycle`; the driver is reached only through the
-operations `cluster.base` declares.
+operations `cluster.base` declares. One job watches a run at a time: it holds the run's
+watch lock (runs/watching.py) from its first step to its last.
 
 A database that cannot be reached for a while (a restart, a network blip) does not end a
 run: while it watches, the job keeps reading output (the log writer holds it) and takes
@@ -46,7 +47,7 @@ from mlbench_master.cluster.base import (
 from mlbench_master.cluster.failures import OutputTail
 from mlbench_master.cluster.mpirun import driver_argv, rank_environment
 from mlbench_master.cluster.transient import RELAUNCH_NOTE, LaunchStart
-from mlbench_master.runs import lifecycle
+from mlbench_master.runs import lifecycle, watching
 from mlbench_master.runs.logwriter import LogWriter, drop_connection
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,8 @@ DB_PATIENCE = 120.0  # how long the end of a run waits for an unreachable databa
 
 LOST = "master restarted; run lost"
 LAUNCH_ATTEMPT = "launch_attempt"  # in the launch record of a launch after the first
+# What a job returns when another job watches its run (it holds the run's watch lock).
+WATCHED = "watched by another job (it holds the run's watch lock)"
 # mpirun ended and no exit code was recorded (it was killed with its wrapper). A job that
 # re-attached says why nobody saw it end, the fault a person must look for: its first job
 # was gone with the master or its RQ worker. A job that watched it all along (a Kubernetes
@@ -88,8 +91,26 @@ class Output:
 
 
 def run_job(run_id: int) -> str:
-    """Run (or, after a master restart, keep watching) run `run_id`; returns its end state."""
+    """Run (or, after a master restart, keep watching) run `run_id`; returns its end state.
 
+    One job watches a run at a time (watching.py): this one only while it holds the run's
+    watch lock. When another live job holds it (an RQ worker quit or was killed and its
+    work horse watches on, unseen by Redis) this one leaves at once and touches nothing;
+    so does a job whose lock another took while its database session was cut.
+    """
+
+    with watching.hold(run_id) as mine:
+        if not mine:
+            log.warning("run %s: %s; this job leaves it to that one", run_id, WATCHED)
+            return WATCHED
+        try:
+            return _run(run_id)
+        except watching.WatchLost as exc:
+            log.warning("%s", exc)
+            return WATCHED
+
+
+def _run(run_id: int) -> str:
     run = Run.objects.filter(pk=run_id).first()
     if run is None:
         return "deleted"
@@ -121,6 +142,8 @@ def run_job(run_id: int) -> str:
             execution = _launch(run, driver, spec, hosts)
             if isinstance(execution, str):
                 return execution
+    except watching.WatchLost:
+        raise  # another job watches the run: nothing of it is this job's to undo
     except Exception as exc:
         # Whatever went wrong before the run was watched (a Kubernetes API error, a command
         # shlex cannot split, a database error): never leave the run active with no job.
@@ -188,6 +211,8 @@ def _launch_again(run: Any, driver: ClusterDriver) -> str:
         if prepared is None:
             return run.state
         execution = _launch(run, driver, *prepared, attempt=2)
+    except watching.WatchLost:
+        raise
     except Exception as exc:
         abandon(run, driver, f"the run's job failed launching mpirun again: {_describe(exc)}")
         raise
@@ -263,6 +288,8 @@ def _watch(run: Any, driver: ClusterDriver, execution: Execution, reattached: bo
                     + (f" (they never started: {queued})" if queued else ""),
                 )
                 return run.state
+    except watching.WatchLost:
+        raise  # the launch is another job's to watch now: neither killed nor ended here
     except BaseException as exc:
         # RQ's job timeout, a stop command or a bug: never leave ranks behind.
         try:
@@ -287,6 +314,8 @@ def _end(run: Any, execution: Execution, output: Output, code: int) -> str:
     if not Run.objects.filter(pk=run.pk).exists():
         return "deleted"
     run.refresh_from_db()
+    if run.state not in Run.ACTIVE_STATES:
+        return run.state  # ended already (cancelled, or by a job that held the lock meanwhile)
     why = execution.end_reason()
     output.tail.add_recorded(execution.recorded_rank_ends())
     oom = execution.oom_killed(output.tail.pids())

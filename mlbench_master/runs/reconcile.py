@@ -4,8 +4,12 @@ truthful end.
 Called at master start-up (reason "master restarted; run lost") and every
 RECONCILE_SECONDS by the collector (reason JOB_DIED), because when the RQ work horse
 watching a run dies (OOM killer, segfault) nothing else would ever end the run. The
-collector's rounds decide nothing while Redis does not answer: whether a job still watches
-a run cannot be known then, and a Redis blip must not end a run that is being watched.
+collector's rounds decide nothing while Redis does not answer: whether a job is queued
+cannot be known then, and a Redis blip must not end a run that is being watched.
+
+Whether a job still watches a run is asked of the run's watch lock (watching.py), not of
+Redis alone: a work horse whose RQ worker quit or was killed, or whose Redis was
+restarted, is unknown to Redis but still holds the lock, and its run is left to it.
 """
 
 from __future__ import annotations
@@ -19,11 +23,15 @@ from django.utils import timezone
 from mlbench_master.api.models import Run
 from mlbench_master.cluster import drivers
 from mlbench_master.cluster.base import CannotAttach, ClusterDriver
-from mlbench_master.runs import jobqueue, lifecycle, unsettled
+from mlbench_master.runs import jobqueue, lifecycle, unsettled, watching
 from mlbench_master.runs.jobs import LOST, abandon
 
 RECONCILE_SECONDS = 30.0  # how often the collector looks for runs whose job died
 JOB_DIED = "the run's job died (its RQ worker process is gone)"
+WATCHED_UNSEEN = (
+    "its job still watches it (it holds the run's watch lock) though no RQ worker in Redis "
+    "executes it; left to that job"
+)
 
 
 def reconcile(lost: str = LOST, min_age: float = 0.0, wait_for_redis: bool = False) -> list[str]:
@@ -32,8 +40,9 @@ def reconcile(lost: str = LOST, min_age: float = 0.0, wait_for_redis: bool = Fal
     `min_age` leaves alone runs created or started within that many seconds (their job
     may not have been taken yet). `wait_for_redis` (the collector's periodic rounds): when
     Redis does not answer, nothing is done (a live job may be watching every run; the next
-    round asks again). A run whose job is queued, or executed by a live RQ worker, is left
-    alone. Otherwise:
+    round asks again). A run whose job is queued, or executed by a live RQ worker, or that a
+    live job watches (it holds the run's watch lock, whatever Redis knows), is left alone.
+    Otherwise:
 
     - INITIALIZED: its job is enqueued again.
     - STARTED, and the driver can re-attach to the launch (both drivers: the output files
@@ -61,6 +70,9 @@ def reconcile(lost: str = LOST, min_age: float = 0.0, wait_for_redis: bool = Fal
         if run.job_id and (run.job_id in busy or jobqueue.job_waiting(run.job_id)):
             continue
         if min_age and max(filter(None, [run.created_at, run.started_at])) > settled:
+            continue
+        if watching.watched(run.pk):
+            notes.append(f"run {run.pk}: {WATCHED_UNSEEN}")
             continue
         if run.state == Run.INITIALIZED:
             try:

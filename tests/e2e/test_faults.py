@@ -1,3 +1,4 @@
+# Over 400 lines: every fault shares one live master and its checks of "stored once" and "one job".
 """Faults, with real processes: a service of the master dies while a real run posts metrics.
 
 Each test runs the real ResNet-20 worker on 2 ranks (tiny synthetic data, a time budget so
@@ -9,11 +10,15 @@ own (restarting it disturbs no other test) and its own Redis (the supervisor's).
 - Redis is killed and the supervisor starts a new, empty one;
 - the web server is killed while ranks post, and the supervisor starts it again;
 - the RQ worker is killed while its work horse watches the run (as when Redis was down
-  for RQ's heart beat: the worker quits, the horse goes on): reconciliation enqueues the
-  run's job again and it re-attaches beside the horse, two readers of one launch.
+  for RQ's heart beat: the worker quits, the horse goes on): Redis knows no job in progress
+  any more, but the horse holds the run's watch lock, so reconciliation leaves the run to
+  it and no second job watches the launch.
 
 Each run must still end FINISHED, and every metric point rank 0 measured must be stored
-exactly once. Rank 0 also writes its points to a JSON-lines file (`--metrics-file`), each
+exactly once. Where Redis forgets the run's job (Redis restarted, the RQ worker killed),
+one job must still have watched the run from start to end: reconciliation says it left
+the run to its job, the run keeps its job id, and the RQ workers' log shows one job taken
+for it. Rank 0 also writes its points to a JSON-lines file (`--metrics-file`), each
 with the uid it posts, so "exactly once" is checked against the worker's own record,
 point by point, not assumed; the same goes for rank 0's progress lines in the stored log.
 The supervisor is paused (SIGSTOP) while a service it would restart at once is down, so
@@ -43,6 +48,7 @@ import pytest
 import redis
 from rq import Worker
 
+from mlbench_master.runs.reconcile import WATCHED_UNSEEN
 from mlbench_worker.shared.evaluation import GRADED_PREFIX
 from tests.e2e.live import LiveMaster, script, start_master
 from tests.e2e.live import wait_until as _wait_until
@@ -214,6 +220,31 @@ def _assert_reporter_retried(master: LiveMaster, run_id: int, problem: str) -> N
     assert "works again (after" in text, text[-3000:]
 
 
+def _job_id(master: LiveMaster, run_id: int) -> str:
+    with psycopg.connect(master.database_url, connect_timeout=5) as conn:
+        return conn.execute("SELECT job_id FROM api_run WHERE id = %s", [run_id]).fetchone()[0]
+
+
+def _service_log(master: LiveMaster, name: str) -> str:
+    """What a service of the master wrote (the supervisor's own lines are "launcher")."""
+    return (master.home / "logs" / f"{name}.log").read_text(errors="replace")
+
+
+def _assert_one_job_watched(master: LiveMaster, run_id: int, job_id: str) -> None:
+    """Redis forgot the run's job mid-run, yet one job watched the run from start to end:
+    reconciliation left the run to it (it holds the run's watch lock), queued no other (the
+    run keeps its job id), and the RQ workers took one job for the run, not two."""
+    reconciled = re.findall(
+        rf"^reconciled run {run_id}: (.*)$", _service_log(master, "launcher"), re.MULTILINE
+    )
+    assert reconciled, "the supervisor did not reconcile after the fault"
+    assert set(reconciled) == {WATCHED_UNSEEN}, reconciled
+    assert _job_id(master, run_id) == job_id, "reconciliation queued the run's job again"
+    taken = re.findall(rf"^Worker \S+: runs: run {run_id}: ", _service_log(master, "rq-runs"),
+                       re.MULTILINE)  # fmt: skip
+    assert len(taken) == 1, f"{len(taken)} jobs were taken for run {run_id}"
+
+
 def _last_pod_point(master: LiveMaster) -> int:
     with psycopg.connect(master.database_url) as conn:
         row = conn.execute("SELECT max(id) FROM api_metric WHERE pod_name IS NOT NULL").fetchone()
@@ -266,6 +297,7 @@ def test_postgresql_restarted_mid_run(master, own_postgres, tmp_path):
 
 def test_redis_restarted_mid_run(master, tmp_path):
     run, points = _start_training(master, tmp_path, "redis-restart")
+    job = _job_id(master, run["id"])
     old = _pid_of(master, "redis")
     with _supervisor_paused(master):
         _kill(old)
@@ -279,6 +311,8 @@ def test_redis_restarted_mid_run(master, tmp_path):
     # reconciliation looks for the jobs in progress) ...
     conn = redis.Redis.from_url(master.state()["redis_url"])
     _wait_until(lambda: Worker.all(connection=conn), 60, "no RQ worker registered in Redis")
+    # ... the new Redis knew no job of the run, yet only its first job watched it ...
+    _assert_one_job_watched(master, run["id"], job)
     # ... and the master takes runs again.
     again = master.create_run(name="after-redis", custom_image_command="python -c pass")
     done = master.wait_state(again["id"], ("FINISHED", "FAILED", "CANCELLED"), timeout=60)
@@ -303,6 +337,7 @@ def test_web_server_killed_while_ranks_post(master, tmp_path):
 
 def test_rq_worker_killed_while_its_work_horse_watches_the_run(master, tmp_path):
     run, points = _start_training(master, tmp_path, "rq-worker-killed")
+    job = _job_id(master, run["id"])
     worker = psutil.Process(_pid_of(master, "rq-runs"))
     horses = worker.children()  # RQ's work horse, running the run's job
     assert horses, "the RQ worker runs no job"
@@ -311,8 +346,14 @@ def test_rq_worker_killed_while_its_work_horse_watches_the_run(master, tmp_path)
     assert all(horse.is_running() for horse in horses), "the work horse died with its worker"
     _still_running(master, run["id"])
     _finished(master, run["id"])
-    # Two jobs read the launch's output (the horse's and the one reconciliation enqueued),
-    # and each line is stored once, as is each point.
+    # The orphaned horse watched the run to its end, alone, and then ended ...
+    _wait_until(
+        lambda: not any(h.is_running() and h.status() != psutil.STATUS_ZOMBIE for h in horses),
+        60,
+        "the work horse did not end with its run",
+    )
+    _assert_one_job_watched(master, run["id"], job)
+    # ... and each line is stored once, as is each point.
     _assert_stored_exactly_once(master, run, points)
     _assert_log_stored_once(master, run["id"])
 
