@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import operator
+import threading
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, fields
@@ -37,7 +38,7 @@ from typing import Any
 
 from mlbench_master.bundles import signing, trust
 from mlbench_master.results import board_entry, convergence, kept_entries
-from mlbench_master.results.board_entry import dumps
+from mlbench_master.results.board_entry import Made, dumps
 from mlbench_master.results.kept_entries import Entry
 from mlbench_worker.shared import catalogue
 
@@ -139,46 +140,82 @@ def answer(filters: Filters, page: Page | None = None, fresh: bool = False) -> s
     entries of that slice in their sections, where the next slice starts and each filter's
     values among the entries matched. Put together from the kept entries' text; `fresh`:
     every entry made now and nothing kept (what a database without kept results reads)."""
-    # A measurement (the backend benchmark) has no target and no accuracy: nothing to rank.
     names, me = trust.known(), signing.this_installation()
-    shown = _shown(kept_entries.read(filters.task, MEASUREMENT_TASKS, fresh), names)
-    narrowed = {k: v for k, v in filters.applied().items() if k != "task"}
-    if narrowed:
-        matches = _matcher(filters, me.fingerprint)
-        shown = [s for s in shown if matches(s)]
-    sections: dict[tuple, list[Shown]] = defaultdict(list)
-    for found in shown:
-        sections[found.section].append(found)
-    chosen = [(key, rank(sections[key])) for key in sorted(sections, key=_order)]
-    if page is not None:
-        chosen = _slice(chosen, page)
-    answered = [s.entry for _, entries in chosen for s in entries]
-    kept_entries.with_bodies(answered)
-    made = [e.made.conv for e in answered]
+    ranked = _ranked(filters, names, me.fingerprint, fresh)
+    chosen = ranked.sections if page is None else _slice(ranked.sections, page)
+    answered = kept_entries.with_bodies([s.entry for _, entries in chosen for s in entries])
+    made = [m.conv for m in answered.values()]
     refs = convergence.references({convergence.Key(*m["key"]) for m in made if "key" in m})
     top = dumps({
         "installation": {"public_key": me.public_key, "fingerprint": me.fingerprint},
         "filters": filters.applied(),
-        "count": len(shown),
+        "count": len(ranked.shown),
     })  # fmt: skip
     body = ",".join(
-        _section(
-            key, [_answer(s, names, me.fingerprint, refs) for s in entries if s.entry.made.body]
-        )
+        _section(key, [_answer(answered[s.entry.made.id], s, names, me.fingerprint, refs)
+                       for s in entries if s.entry.made.id in answered])
         for key, entries in chosen
-    )
+    )  # fmt: skip
     more = ""
     if page is not None:
-        after = page.offset + len(answered)
+        after = page.offset + sum(len(entries) for _, entries in chosen)
+        if ranked.values is None:
+            ranked.values = _values(ranked.shown, me.fingerprint)
         more = "," + dumps({"offset": page.offset, "limit": page.limit,
-                            "next_offset": after if after < len(shown) else None,
-                            "values": _values(shown, me.fingerprint)})[1:-1]  # fmt: skip
+                            "next_offset": after if after < len(ranked.shown) else None,
+                            "values": ranked.values})[1:-1]  # fmt: skip
     return f'{top[:-1]},"sections":[{body}]{more}}}'
 
 
-def _answer(found: Shown, names: dict[str, str], me: str, refs: dict) -> str:
-    """The entry's text, with its convergence check against the references now."""
-    made = found.entry.made
+@dataclass
+class Ranked:
+    """A board read: its entries matched (`shown`), in their sections ranked, and each
+    filter's values among them (made when a page first asks)."""
+
+    digest: str | None
+    shown: list[Shown]
+    sections: list[tuple[tuple, list[Shown]]]
+    values: dict[str, list] | None = None
+
+
+# The ranked boards of the latest reads, by what they were ranked from: the filters, the
+# trusted keys, this installation, and the board's digest (its entries' ids and signatures:
+# kept_entries.read), so a read of an unchanged board ranks nothing again. Exact: any change
+# to an entry's runs changes its signature, and so the digest.
+_RANKED: dict[tuple, Ranked] = {}
+RANKED_KEPT = 32
+_RANKED_LOCK = threading.Lock()
+
+
+def _ranked(filters: Filters, names: dict[str, str], me: str, fresh: bool) -> Ranked:
+    """The board's entries matched by `filters`, in their sections, ranked."""
+    # A measurement (the backend benchmark) has no target and no accuracy: nothing to rank.
+    key = (filters, tuple(sorted(names.items())), me)
+    known = None if fresh else _RANKED.get(key)
+    digest, entries = kept_entries.read(
+        filters.task, MEASUREMENT_TASKS, fresh, known.digest if known else None
+    )
+    if entries is None and known is not None:
+        return known
+    shown = _shown(entries or [], names)
+    if {k for k in filters.applied() if k != "task"}:
+        matches = _matcher(filters, me)
+        shown = [s for s in shown if matches(s)]
+    sections: dict[tuple, list[Shown]] = defaultdict(list)
+    for found in shown:
+        sections[found.section].append(found)
+    made = Ranked(digest, shown, [(k, rank(sections[k])) for k in sorted(sections, key=_order)])
+    if digest is not None:
+        with _RANKED_LOCK:
+            while len(_RANKED) >= RANKED_KEPT:
+                _RANKED.pop(next(iter(_RANKED)))
+            _RANKED[key] = made
+    return made
+
+
+def _answer(made: Made, found: Shown, names: dict[str, str], me: str, refs: dict) -> str:
+    """The entry's text (`made`: with its body), with its rank and its convergence check
+    against the references now."""
     check = convergence.finish(made.conv, refs)
     return board_entry.finish(made, names, me, found.rank, check)
 

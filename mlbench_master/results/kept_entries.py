@@ -20,6 +20,7 @@ of ten thousand entries. Off PostgreSQL nothing is kept: every read makes every 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -69,12 +70,20 @@ WITH groups AS (
     WHERE NOT (r.task = ANY(%s::varchar[])) {{task}}
           AND (r.series_id IS NOT NULL OR r.state = ANY(%s::varchar[]))
     GROUP BY 1, 2, 3, 4
+),
+board AS (
+    SELECT md5(coalesce(string_agg(key || '=' || signature, ';' ORDER BY first), '')) AS digest
+    FROM groups
 )
+SELECT NULL, NULL, NULL, NULL, digest, NULL, {", ".join(["NULL"] * len(COLUMNS))}, -1 AS first
+FROM board
+UNION ALL
 SELECT g.lone, g.owner, g.num_workers, CASE WHEN e.key IS NULL THEN g.runs END,
-       g.signature, g.keep,
-       {", ".join(f"e.{c}" for c in COLUMNS)}
+       CASE WHEN e.key IS NULL THEN g.signature END, g.keep AND e.key IS NULL,
+       {", ".join(f"e.{c}" for c in COLUMNS)}, g.first
 FROM groups g LEFT JOIN api_storedentry e ON e.key = g.key AND e.signature = g.signature
-ORDER BY g.first
+WHERE (SELECT digest FROM board) IS DISTINCT FROM %s
+ORDER BY first
 """
 _BODIES = "SELECT key, body, conv FROM api_storedentry WHERE key = ANY(%s::varchar[])"
 # Entries of the task no group makes now (their runs were deleted or joined a series).
@@ -87,20 +96,27 @@ ON CONFLICT (key) DO UPDATE SET {", ".join(f"{c} = EXCLUDED.{c}" for c in COLUMN
 """
 
 
-def read(task: str | None, measurements: Sequence[str], fresh: bool = False) -> list[Entry]:
+def read(
+    task: str | None, measurements: Sequence[str], fresh: bool = False, known: str | None = None
+) -> tuple[str | None, list[Entry] | None]:
     """The board's current entries of `task` (None: every task), measurements' runs left
-    out, in the order of their first run. `fresh`: every entry made now, nothing kept (as
-    where nothing is kept: off PostgreSQL)."""
+    out, in the order of their first run, with the board's digest (of its entries' ids and
+    signatures); none where the digest is `known`: nothing changed since the read that
+    gave it. `fresh`: every entry made now, nothing kept (as where nothing is kept: off
+    PostgreSQL), and no digest."""
     if fresh or not kept_runs.available():
-        return _fresh(task, measurements)
+        return None, _fresh(task, measurements)
     where = "AND r.task = %s" if task else ""
-    args = [kept_runs.CODE, FINAL, list(measurements), *([task] if task else []), FINAL]
+    args = [kept_runs.CODE, FINAL, list(measurements), *([task] if task else []), FINAL, known]
     with connection.cursor() as cursor:
         cursor.execute(_CURRENT.format(task=where), args)
         rows = cursor.fetchall()
+    digest = rows[0][4]
+    if digest == known:
+        return digest, None
     found, stale, keep = [], {}, {}
     heads = slice(6 + 3, 6 + 3 + len(HEAD))
-    for row in rows:
+    for row in rows[1:]:
         lone, owner, workers, runs, signature, keepable = row[:6]
         group: GroupKey = ("run" if lone else "series", owner, workers)
         if row[6] is None:  # no kept entry of this signature
@@ -110,7 +126,7 @@ def read(task: str | None, measurements: Sequence[str], fresh: bool = False) -> 
             found.append(Entry(group, runs, None))  # type: ignore[arg-type]
             continue
         key, entry_task = row[6], row[7]
-        seeds, unranked, origin_key, origin_fingerprint = row[heads.stop :]
+        seeds, unranked, origin_key, origin_fingerprint = row[heads.stop : heads.stop + 4]
         made = Made(key, entry_task, dict(zip(HEAD, row[heads], strict=True)), seeds, unranked,
                     origin_key, origin_fingerprint, "", {})  # fmt: skip
         found.append(Entry(group, [], made))
@@ -119,9 +135,13 @@ def read(task: str | None, measurements: Sequence[str], fresh: bool = False) -> 
         _keep([(made[g], signature) for g, signature in keep.items() if g in made], task,
               [board_entry.entry_id(e.group) for e in found])  # fmt: skip
         for entry in found:
-            if entry.made is None:
-                entry.made = made.get(entry.group)  # type: ignore[assignment]
-    return [e for e in found if e.made is not None]
+            if entry.made is None and entry.group in made:
+                # A kept entry's body is read again when answered (with_bodies): the
+                # ranked board board.py holds between reads keeps no bodies of its own.
+                entry.made = made[entry.group]
+                if entry.group in keep:
+                    entry.made = dataclasses.replace(entry.made, body="", conv={})
+    return digest, [e for e in found if e.made is not None]
 
 
 def _fresh(task: str | None, measurements: Sequence[str]) -> list[Entry]:
@@ -133,22 +153,24 @@ def _fresh(task: str | None, measurements: Sequence[str]) -> list[Entry]:
     return [Entry(key, groups[key], made[key]) for key in groups if key in made]
 
 
-def with_bodies(entries: Sequence[Entry]) -> None:
-    """Read the bodies and convergence inputs of `entries` where they are not read yet (one
-    query); an entry dropped meanwhile by another reader is made again (one whose runs are
-    gone keeps no body: not answered)."""
+def with_bodies(entries: Sequence[Entry]) -> dict[str, Made]:
+    """`entries` by id with their bodies and convergence inputs: read in one query where an
+    entry holds none (it was read kept), a copy (the entries may be shared by other reads:
+    board.py keeps the ranked ones). An entry dropped meanwhile by another reader is made
+    again; one whose runs are gone is left out."""
+    out = {e.made.id: e.made for e in entries if e.made.body}
     wanted = {e.made.id: e for e in entries if not e.made.body}
     if not wanted:
-        return
+        return out
     with connection.cursor() as cursor:
         cursor.execute(_BODIES, [list(wanted)])
         for key, body, conv in cursor.fetchall():
-            wanted[key].made.body, wanted[key].made.conv = body, json.loads(conv)
-    lost = {e.group: e for e in wanted.values() if not e.made.body}
+            out[key] = dataclasses.replace(wanted[key].made, body=body, conv=json.loads(conv))
+    lost = [e.group for key, e in wanted.items() if key not in out]
     if lost:
-        again = _make(_members(list(lost)))
-        for key, e in lost.items():
-            e.made = again.get(key, e.made)  # gone: its runs were deleted meanwhile
+        for made in _make(_members(lost)).values():
+            out[made.id] = made
+    return out
 
 
 def _members(groups: list[GroupKey]) -> dict[GroupKey, list[int]]:

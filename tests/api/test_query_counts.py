@@ -28,6 +28,7 @@ from rest_framework.test import APIClient
 
 from mlbench_master.api.models import Metric, Run
 from mlbench_master.bundles import trust
+from mlbench_master.results import board, convergence
 from mlbench_master.results.models import StoredEntry, StoredResult
 from mlbench_worker.shared import catalogue, metric_points
 from mlbench_worker.shared.evaluation import graded_name
@@ -56,6 +57,8 @@ def forget() -> None:
     """Nothing kept: the next read makes every result and board entry again."""
     StoredEntry.objects.all().delete()
     StoredResult.objects.update(made=None)
+    board._RANKED.clear()  # and what a process keeps of them (both exact, both emptied)
+    convergence._FOUND.clear()
 
 
 def queries(client: APIClient | Client, path: str, kept: bool = False) -> list[str]:

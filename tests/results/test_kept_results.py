@@ -25,7 +25,7 @@ from rest_framework.test import APIClient
 from mlbench_master.api.models import Metric, Run, RunOrigin
 from mlbench_master.bundles import signing, trust
 from mlbench_master.grading import model_files, scoring
-from mlbench_master.results import board, kept_runs
+from mlbench_master.results import board, convergence, kept_runs
 from mlbench_master.results.models import StoredEntry, StoredResult
 from mlbench_master.runs import lifecycle
 from mlbench_worker.shared.evaluation import graded_name
@@ -45,6 +45,8 @@ def forget() -> None:
     """Nothing kept: the next read makes every result and entry."""
     StoredEntry.objects.all().delete()
     StoredResult.objects.update(made=None)
+    board._RANKED.clear()  # and what a process keeps of them (both exact, both emptied)
+    convergence._FOUND.clear()
 
 
 def whole(**query) -> dict:
