@@ -1,15 +1,6 @@
-# Over 400 lines: the installation's generator and the timing of its pages share one set-up.
 """The pages of a public installation at its scale (issue 49, item 3), through a real WSGI
-server and PostgreSQL.
-
-A generated installation: 10,000 runs, 100 series (3 seeds x 3 worker counts), 1,000 of the
-runs imported from two other installations (one trusted here, one not; 10 of the series
-among them), each run with a training curve of REPORTS reports (11 points each, as rank 0
-posts them: loss, accuracy, rate, clock, epoch, throughput, four timings, bytes) and EVALS
-evaluations, half of them graded by the evaluator, a summary as a worker posts it, and a few
-algorithm studies made by the master's own study code with every run ended and graded.
-Rows are made with bulk inserts (the ORM's bulk_create, the metric points by PostgreSQL
-itself with INSERT ... SELECT generate_series, the evaluations with COPY).
+server and PostgreSQL, on the generated installation of large_installation.py (10,000
+runs, 100 series, 1,000 imported, their points, grades and studies).
 
 Then, with gunicorn serving the master (one sync worker: one request at a time, as the
 server times it), each read a page makes: the results board (its page and GET
@@ -28,17 +19,16 @@ BENCH_PAGES_REPORTS make a smaller installation for a quick look. BENCH_PAGES_KE
 the filled cluster and its MLBENCH_HOME in DIR and reuses them on the next run (filling
 takes minutes; a change of code is then timed on the same rows); BENCH_PAGES_REPEAT sets
 the timed requests after the cold one (7), BENCH_PAGES_ONLY a comma-separated list of
-words, only the reads whose label holds one of them being timed.
+words, only the reads whose label holds one of them being timed. The results are kept in
+the database once read (results/models.py); BENCH_PAGES_FORGET=1 empties them before the
+queries are counted and again before the timing, so each read's cold request makes them.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import io
 import json
 import os
-import random
 import shutil
 import statistics
 import subprocess
@@ -55,33 +45,16 @@ sys.path.insert(0, str(ROOT))
 
 from tests.benchmarks.bench_api import Server  # noqa: E402
 from tests.benchmarks.common import ratio, write_results  # noqa: E402
+from tests.benchmarks.large_installation import REPORTS, RUNS, TRAINING, fill  # noqa: E402
 from tests.services import _wait_port, free_port, pg_bindir, postgres_server  # noqa: E402
 
-RUNS = int(os.environ.get("BENCH_PAGES_RUNS", "10000"))
-SERIES = 100
-SERIES_SEEDS, SERIES_WORKERS = (1, 2, 3), (1, 2, 4)
-IMPORTED = RUNS // 10
-IMPORTED_SERIES = SERIES // 10
-REPORTS = int(os.environ.get("BENCH_PAGES_REPORTS", "20"))  # x 11 points: the curve
-EVALS = 5
 REPEAT = int(os.environ.get("BENCH_PAGES_REPEAT", "7"))
 ONLY = [w for w in os.environ.get("BENCH_PAGES_ONLY", "").split(",") if w]
 KEEP = os.environ.get("BENCH_PAGES_KEEP", "")
+FORGET = os.environ.get("BENCH_PAGES_FORGET", "") == "1"
+BOARD_PAGE = 100  # the entries the board page reads at a time (board.js)
 GOAL_MS = 300.0
 COMPARED = 20
-# Tasks whose goal is an accuracy (task 3's perplexity is left to its own benchmarks), with
-# the real data set each records.
-TASKS = {"resnet20-cifar10": "cifar10", "resnet56-cifar10": "cifar10",
-         "logreg-epsilon": "epsilon", "resnet50-imagenet": "imagenet"}  # fmt: skip
-TRAINING = ("train_loss", "train_accuracy", "learning_rate", "epoch", "elapsed", "time_data",
-            "time_compute", "time_comm", "time_comm_total", "comm_bytes")  # fmt: skip
-STUDIES = [
-    {"name": f"study {i}", "workloads": ["logreg-epsilon", "resnet20-cifar10"],
-     "conditions": ["unlimited", "10mbit"], "seeds": [1, 2],
-     "algorithms": ["allreduce", {"algorithm": "topk", "options": {"density": 0.1}},
-                    {"algorithm": "topk", "options": {"density": 0.01}}]}
-    for i in range(3)
-]  # fmt: skip
 
 
 class OneWorker(Server):
@@ -159,212 +132,28 @@ def installation() -> Iterator[tuple[str, str, bool]]:
         yield url, str(home), filled
 
 
-def _public_key() -> str:
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+def forget() -> None:
+    """Nothing kept (results/models.py): the next read of the results makes every run's
+    result and every board entry, as the first read of an installation does."""
+    from mlbench_master.results import board, convergence
+    from mlbench_master.results.models import StoredEntry, StoredResult
 
-    raw = (
-        Ed25519PrivateKey.generate()
-        .public_key()
-        .public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    )
-    return base64.b64encode(raw).decode("ascii")
-
-
-def _summary(task: str, seed: int, workers: int, curve: list[float], goal: float) -> dict:
-    from mlbench_worker.shared import catalogue
-    from tests.summaries import summary_body
-
-    reached = next((i for i, a in enumerate(curve) if a >= goal), None)
-    return summary_body(
-        task, dataset=TASKS[task], num_workers=workers, seed=seed, target="light",
-        target_accuracy=goal, reached=reached is not None,
-        time_to_target=None if reached is None else _eval_clock(reached),
-        final_val_accuracy=curve[-1], best_val_accuracy=max(curve), epochs=float(EVALS),
-        throughput=800.0 + seed, elapsed=_eval_clock(EVALS - 1),
-        config={"batch_size": catalogue.get(task).batch_size},
-    )  # fmt: skip
-
-
-def _eval_clock(i: int) -> float:
-    return 60.0 * (i + 1)
-
-
-def fill(db_url: str, user: object) -> dict:
-    """The installation described in the module docstring; what was made, by kind."""
-    import datetime as dt
-
-    import psycopg
-    from django.db import transaction
-    from django.utils import timezone
-
-    from mlbench_master.api.models import ImportedBundle, Run, RunOrigin, Series
-    from mlbench_master.bundles import signing, trust
-    from mlbench_worker.shared import catalogue
-
-    rng = random.Random(49)
-    ended = timezone.now() - dt.timedelta(days=1)  # past the grace for late results
-    trusted, stranger = _public_key(), _public_key()
-    trust.add(trusted, "a trusted installation", None)
-    study_runs = make_studies(user)
-    start = Run.objects.order_by("-id").values_list("id", flat=True).first() or 0
-    runs, curves, origins = [], {}, []
-    series = [
-        Series(name=f"series {i}", seeds=list(SERIES_SEEDS), worker_counts=list(SERIES_WORKERS),
-               settings={"task": list(TASKS)[i % len(TASKS)], "target": "light"})
-        for i in range(SERIES)
-    ]  # fmt: skip
-    with transaction.atomic():
-        Series.objects.bulk_create(series)
-        plan = [(s, seed, w) for s in series for seed in SERIES_SEEDS for w in SERIES_WORKERS]
-        plan += [(None, rng.randint(1, 50), rng.choice((1, 2, 4)))
-                 for _ in range(RUNS - study_runs - len(plan))]  # fmt: skip
-        for i, (s, seed, workers) in enumerate(plan):
-            task = s.settings["task"] if s is not None else list(TASKS)[i % len(TASKS)]
-            goal = catalogue.get(task).goal("light").value
-            lift = rng.uniform(-0.15, 0.1)
-            curve = [round(min(0.99, goal - 0.1 + lift + 0.05 * e), 4) for e in range(EVALS)]
-            state = rng.choices([Run.FINISHED, Run.FAILED, Run.CANCELLED], [90, 7, 3])[0]
-            synthetic = rng.random() < 0.2
-            runs.append(Run(
-                name=f"run {i}", task=task, target="light", seed=seed, num_workers=workers,
-                series=s, state=state, started_at=ended - dt.timedelta(minutes=10),
-                finished_at=ended,
-                dataset="synthetic" if synthetic else "auto",
-                dataset_used="synthetic" if synthetic else TASKS[task],
-                reason="rank 1 exited with code 137" if state == Run.FAILED else "",
-                summary=_summary(task, seed, workers, curve, goal) if state == Run.FINISHED else {},
-            ))  # fmt: skip
-            curves[i] = curve
-        Run.objects.bulk_create(runs, batch_size=2000)
-        ids = [r.pk for r in runs]
-        # The imported: the last IMPORTED_SERIES series and lone runs up to IMPORTED, from a
-        # trusted installation and from one this installation does not trust.
-        chosen = [r for r in runs if r.series_id in {s.pk for s in series[-IMPORTED_SERIES:]}]
-        chosen += [r for r in runs if r.series_id is None][: IMPORTED - len(chosen)]
-        bundles = []
-        for b in range(20):
-            key = trusted if b % 2 == 0 else stranger
-            bundles.append(ImportedBundle(
-                digest=f"{b:064x}", format_version=1, origin_key=key,
-                origin_fingerprint=signing.fingerprint(key), imported_by=user,
-                manifest={"bench": True},
-            ))  # fmt: skip
-        ImportedBundle.objects.bulk_create(bundles)
-        for n, run in enumerate(chosen):
-            bundle = bundles[n % len(bundles)]
-            origins.append(RunOrigin(
-                run=run, bundle=bundle, origin_key=bundle.origin_key,
-                origin_fingerprint=bundle.origin_fingerprint, origin_run=100_000 + n,
-                origin_series=run.series_id,
-            ))  # fmt: skip
-        RunOrigin.objects.bulk_create(origins, batch_size=2000)
-    points = _fill_points(db_url, runs, curves, rng)
-    with psycopg.connect(db_url, autocommit=True) as conn:
-        conn.execute("VACUUM ANALYZE")
-    return {
-        "runs": Run.objects.count(),
-        "series": Series.objects.count(),
-        "board_series": SERIES,
-        "imported_runs": len(origins),
-        "study_runs": study_runs,
-        "metric_points": points,
-        "first_run": start + 1,
-        "run_ids": ids,
-    }
-
-
-def _fill_points(db_url: str, runs: list, curves: dict, rng: random.Random) -> int:
-    """The training curves by PostgreSQL (INSERT ... SELECT generate_series), the evaluations
-    and their grades by COPY: every other finished run graded by the evaluator."""
-    import psycopg
-
-    from mlbench_worker.shared import catalogue
-    from mlbench_worker.shared.evaluation import graded_name
-
-    first, last = min(r.pk for r in runs), max(r.pk for r in runs)
-    throughput = " ".join(f"WHEN '{t}' THEN '{catalogue.get(t).throughput_metric}'" for t in TASKS)
-    names = "ARRAY[" + ",".join(f"'{n}'" for n in TRAINING) + "]"
-    with psycopg.connect(db_url, autocommit=True) as conn:
-        conn.execute(
-            "INSERT INTO api_metric (run_id, pod_name, name, value, date, cumulative, metadata, uid) "
-            "SELECT r.id, NULL, n.name, random(), timestamptz '2026-01-01' + i * interval '30 seconds', "
-            "false, jsonb_build_object('step', i * 50, 'epoch', i / 4.0, 'elapsed', i * 30.0), NULL "
-            f"FROM api_run r, generate_series(1, {REPORTS}) AS i, "
-            f"unnest({names} || (CASE r.task {throughput} END)::text) AS n(name) "
-            "WHERE r.id BETWEEN %s AND %s AND r.state <> 'QUEUED'",
-            (first, last),
-        )  # fmt: skip
-        rows = io.StringIO()
-        for i, run in enumerate(runs):
-            graded = run.state == "FINISHED" and i % 2 == 0
-            for e, acc in enumerate(curves[i]):
-                meta = (
-                    f'{{"step": {(e + 1) * 200}, "epoch": {e + 1}.0, "elapsed": {_eval_clock(e)}}}'
-                )
-                date = f"2026-01-01 00:{e + 1:02d}:00+00"
-                rows.write(f"{run.pk}\tval_accuracy\t{acc}\t{date}\tf\t{meta}\n")
-                if graded:
-                    grade = round(acc + rng.uniform(-0.002, 0.002), 4)
-                    name = graded_name("val_accuracy")
-                    rows.write(f"{run.pk}\t{name}\t{grade}\t{date}\tf\t{meta}\n")
-            reached = (run.summary or {}).get("time_to_target")
-            if reached is not None:
-                meta = f'{{"elapsed": {reached}}}'
-                rows.write(
-                    f"{run.pk}\ttime_to_target\t{reached}\t2026-01-01 00:09:00+00\tf\t{meta}\n"
-                )
-        columns = "run_id, name, value, date, cumulative, metadata"
-        with conn.cursor().copy(f"COPY api_metric ({columns}) FROM STDIN") as copy:
-            copy.write(rows.getvalue())
-        return conn.execute("SELECT count(*) FROM api_metric").fetchone()[0]
-
-
-def make_studies(user: object) -> int:
-    """The studies, made by the master's own study code (its cells' series and runs), then
-    every run ended an hour before now and graded reaching its target; their run count."""
-    import datetime as dt
-
-    from django.db import connection
-    from django.utils import timezone
-
-    from mlbench_master.api.models import Run, StudyCell
-    from mlbench_master.studies import store
-    from mlbench_worker.shared.evaluation import graded_name
-    from mlbench_worker.shared.host_cpu import cpu_model
-
-    total = 0
-    for body in STUDIES:  # each ended before the next is made: later ones reuse its cells
-        made = store.create_study(body, user)
-        series = StudyCell.objects.filter(study=made).values_list("series_id", flat=True)
-        runs = list(Run.objects.filter(series_id__in=list(series)).exclude(state=Run.FINISHED))
-        ago = timezone.now() - dt.timedelta(hours=1)
-        for run in runs:
-            run.state, run.started_at, run.finished_at = Run.FINISHED, ago, ago
-            run.summary = {"reached": True, "epochs": 2.0, "hardware": {"cpu_model": cpu_model()}}
-        Run.objects.bulk_update(runs, ["state", "started_at", "finished_at", "summary"])
-        total += len(runs)
-        with connection.cursor() as cursor:
-            for name in ("val_accuracy", graded_name("val_accuracy")):
-                cursor.execute(
-                    "INSERT INTO api_metric (run_id, name, value, date, cumulative, metadata) "
-                    "SELECT r.id, %s, 0.95, now(), false, jsonb_build_object('step', 16, "
-                    "'epoch', 1.0, 'elapsed', 1.0 + r.id %% 7) FROM api_run r WHERE r.id = ANY(%s)",
-                    (name, [r.pk for r in runs]),
-                )  # fmt: skip
-    return total
+    StoredEntry.objects.all().delete()
+    StoredResult.objects.update(made=None)
+    board._RANKED.clear()
+    convergence._FOUND.clear()
 
 
 def count_queries(path: str, token: str) -> int:
-    """The SQL queries of one GET of `path`, made in this process on the same database."""
+    """The SQL queries of one GET of `path`, made in this process on the same database,
+    with what the read keeps kept (it is read once before: the state every later read of
+    a server meets; tests/api/test_query_counts.py counts the first read too)."""
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
-    from mlbench_master.results import stored
-
-    stored._FINAL_RESULTS.clear()  # as a fresh server process reads it
     client = Client(HTTP_HOST="127.0.0.1", HTTP_AUTHORIZATION=f"Token {token}")
+    client.get(path)
     with CaptureQueriesContext(connection) as captured:
         response = client.get(path)
     if response.status_code != 200:
@@ -434,6 +223,12 @@ def main() -> None:
         pages = [
             ("results board, page", ["/board/"]),
             (f"results board of one task, page ({task})", [f"/board/{task}/"]),
+            (f"results board of one task: one page load (its page, its first {BOARD_PAGE})",
+             [f"/board/{task}/", f"/api/results/?task={task}&limit={BOARD_PAGE}"]),
+            (f"GET /api/results/?task={task}&limit={BOARD_PAGE}&offset={BOARD_PAGE * 10}",
+             [f"/api/results/?task={task}&limit={BOARD_PAGE}&offset={BOARD_PAGE * 10}"]),
+            (f"GET /api/results/?limit={BOARD_PAGE} (every task)",
+             [f"/api/results/?limit={BOARD_PAGE}"]),
             ("GET /api/results/ (every task)", ["/api/results/"]),
             (f"GET /api/results/?task={task}", [f"/api/results/?task={task}"]),
             ("GET /api/results/algorithms/", ["/api/results/algorithms/"]),
@@ -451,7 +246,12 @@ def main() -> None:
         ]  # fmt: skip
         if ONLY:
             pages = [(label, paths) for label, paths in pages if any(w in label for w in ONLY)]
+        if FORGET:
+            forget()
+            print("kept results and entries emptied: the first read makes them", flush=True)
         queries = {label: [count_queries(p, token) for p in paths] for label, paths in pages}
+        if FORGET:
+            forget()  # so that each timed read's first (cold) one makes them again
         from django.db import connections
 
         connections.close_all()
