@@ -271,7 +271,10 @@ def test_trainer_in_a_real_process():
     from mlbench_worker.tasks.epsilon.synthetic import BAYES_ACCURACY
 
     for name, r in result.items():
-        assert r["grad_max_diff"] <= 1e-6 * r["grad_max"], (name, r)
+        # Two float32 sums of 128 products taken in different orders (the BLAS kernel is the
+        # CPU's): they may differ by about 128 float32 epsilons of the sum's size, 1.5e-5 of
+        # it; a wrong gradient is off by whole parts of it. 1e-6 failed in CI (1.4e-6).
+        assert r["grad_max_diff"] <= 128 * 1.2e-7 * r["grad_max"], (name, r)
         assert r["loss_slot"] == pytest.approx(r["batch_loss"], rel=1e-5), name
         assert r["epochs"] == 6, name
     logistic = result["logistic-regression"]
