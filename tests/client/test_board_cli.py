@@ -88,3 +88,42 @@ def test_anonymous_board_only_where_reads_are_public(live, settings, tmp_path, c
     settings.MLBENCH_PUBLIC_READ = True
     assert main(cli) == 0
     assert (tmp_path / "anon" / "board.json").is_file()
+
+
+def _ranks(out: str) -> list[str]:
+    lines = out.splitlines()
+    return [line.split("  ")[0].strip() for line in lines if line[:1].isdigit() or line[:2] == "- "]
+
+
+def test_the_terminal_reads_one_page_and_says_how_to_read_the_next(live, capsys):
+    cli = ["--url", live["url"], "--token", live["token"], "board"]
+    whole = [str(e["rank"] or "-") for s in _api(live)["sections"] for e in s["entries"]]
+    assert len(whole) == 6
+    assert main([*cli, "--limit", "4"]) == 0
+    out = capsys.readouterr().out
+    assert _ranks(out) == whole[:4]
+    assert "entries 1 to 4 of 6; the next page: --offset 4 (or --all for every entry)" in out
+    assert main([*cli, "--limit", "4", "--offset", "4"]) == 0
+    out = capsys.readouterr().out
+    assert _ranks(out) == whole[4:] and "the next page" not in out
+    assert main([*cli, "--all"]) == 0  # the whole board, as the API answers it unpaged
+    out = capsys.readouterr().out
+    assert _ranks(out) == whole and "the next page" not in out
+    assert main([*cli, "--json", "--limit", "2", "--offset", "1"]) == 0
+    page = json.loads(capsys.readouterr().out)
+    assert page == _api(live, limit=2, offset=1) and page["next_offset"] == 3
+    assert main([*cli, "--offset", "9"]) == 0  # past the last entry: said, not an error
+    assert "no entries past --offset" in capsys.readouterr().out
+
+
+def test_a_page_asked_wrongly_is_a_usage_error_naming_the_option(live, capsys):
+    cli = ["--url", live["url"], "--token", live["token"], "board"]
+    for args, says in [
+        (["--limit", "0"], "--limit 0: a whole number from 1 to 1000"),
+        (["--limit", "1001"], "--limit 1001: a whole number from 1 to 1000"),
+        (["--offset", "-1"], "--offset -1: 0 or more"),
+        (["--limit", "5", "--all"], "--all reads every entry: leave them out"),
+        (["--offset", "5", "--html", "x"], "--html writes the whole board: leave them out"),
+    ]:
+        assert main([*cli, *args]) == 2, args
+        assert says in capsys.readouterr().err, args

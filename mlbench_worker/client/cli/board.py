@@ -1,7 +1,12 @@
 """`mlbench board`: the master's results board, printed, or written as a static site with
 `--html DIR` (static_board.py), or as the API's JSON with `--json`. The board is the API's
 (`GET /api/results/`): ranked and separated there (by test set and by the origin's trust
-too), so the terminal, the static site and the dashboard agree."""
+too), so the terminal, the static site and the dashboard agree.
+
+The terminal and `--json` read one page of entries (`--limit`, `--offset`), as the
+dashboard does: a public installation's whole board is tens of MB that nobody reads in a
+terminal. `--all` reads it whole; `--html` always does (a published copy is the whole
+board)."""
 
 from __future__ import annotations
 
@@ -16,6 +21,8 @@ from mlbench_worker.client.cli.costs import NOT_PRICED, money
 from mlbench_worker.client.cli.formatting import Column, View, fit, plural, view_options
 from mlbench_worker.client.cli.master import EXIT_OK, EXIT_USAGE, CliError, Master
 
+DEFAULT_LIMIT = 100  # entries a page read shows, as the dashboard's board page
+MAX_LIMIT = 1000  # the most the API answers in one page
 FILTERS = ("division", "measured", "data", "evaluation", "origin", "hardware",
            "algorithm", "implementation", "network", "backend")  # fmt: skip
 
@@ -31,6 +38,13 @@ def add_parser(sub: Any) -> None:
         board.add_argument(f"--{name}", help=f"only entries with this {name}")
     board.add_argument("--workers", type=int, help="only entries with this many workers")
     board.add_argument("--seed", type=int, help="only entries with this seed")
+    board.add_argument(
+        "--limit",
+        type=int,
+        help=f"entries read at most (1 to {MAX_LIMIT}; {DEFAULT_LIMIT} unless --all)",
+    )
+    board.add_argument("--offset", type=int, help="the first entry read (0: the first)")
+    board.add_argument("--all", action="store_true", help="read every entry, not one page")
 
 
 def _stats(entry: dict[str, Any]) -> str:
@@ -72,9 +86,39 @@ ENTRY_COLUMNS = [
 ]
 
 
+def _page(args: argparse.Namespace) -> dict[str, int]:
+    """The page to read (`limit`, `offset`), or {} for the whole board; a usage error names
+    the option and its fix before anything is read."""
+    paging = args.limit is not None or args.offset is not None
+    if paging and (args.all or args.html):
+        why = "--all reads every entry" if args.all else "--html writes the whole board"
+        raise CliError(f"--limit and --offset read one page; {why}: leave them out", EXIT_USAGE)
+    if args.all or args.html:
+        return {}
+    limit = DEFAULT_LIMIT if args.limit is None else args.limit
+    if not 1 <= limit <= MAX_LIMIT:
+        raise CliError(f"--limit {limit}: a whole number from 1 to {MAX_LIMIT}", EXIT_USAGE)
+    offset = args.offset or 0
+    if offset < 0:
+        raise CliError(f"--offset {offset}: 0 or more (0: the first entry)", EXIT_USAGE)
+    return {"limit": limit, "offset": offset}
+
+
+def _more(board: dict[str, Any]) -> str | None:
+    """What a page leaves out, and the option that reads the next page; None when none."""
+    if board.get("next_offset") is None:
+        return None
+    shown = sum(len(s["entries"]) for s in board["sections"])
+    first = board["offset"] + 1
+    return (
+        f"entries {first:,} to {first + shown - 1:,} of {board['count']:,}; the next page: "
+        f"--offset {board['next_offset']} (or --all for every entry)"
+    )
+
+
 def cmd_board(args: argparse.Namespace, master: Master) -> int:
     filters = {n: getattr(args, n) for n in ("task", *FILTERS, "workers", "seed")}
-    board = master.json("get_results", **filters)
+    board = master.json("get_results", **filters, **_page(args))
     if args.html:
         return _write(Path(args.html), board, master.url)
     if args.json:
@@ -87,7 +131,11 @@ def cmd_board(args: argparse.Namespace, master: Master) -> int:
         print(view.say(section["label"]))
         print(fit(ENTRY_COLUMNS, section["entries"], view))
     if not board["sections"]:
-        print("no results match")
+        print("no results match" if not board.get("offset") else "no entries past --offset")
+    more = _more(board)
+    if more:
+        print()
+        print(view.say(more))
     return EXIT_OK
 
 
