@@ -247,8 +247,9 @@ def test_training_accuracy_counts_one_token_in_eight_and_every_position_takes_it
     as the stride, the estimates add up to the exact count's as many times."""
     from types import SimpleNamespace
 
-    from mlbench_worker.tasks.wikitext2.train import ACCURACY_STRIDE, LanguageTrainer
+    from mlbench_worker.tasks.wikitext2.train import LanguageTrainer
     from mlbench_worker.training.progress import CORRECT, LOSS
+    from mlbench_worker.training.sampled_accuracy import ACCURACY_STRIDE
 
     n, vocab = 64, 11
     y = torch.arange(n) % vocab

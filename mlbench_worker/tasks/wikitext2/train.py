@@ -35,11 +35,10 @@ from mlbench_worker.tasks.wikitext2.data import LSTM_EVAL_COLUMNS, batchify, lst
 from mlbench_worker.tasks.wikitext2.export import onnx_bytes
 from mlbench_worker.tasks.wikitext2.optim import AveragedSGD
 from mlbench_worker.training.progress import CORRECT, LOSS, record_evaluation
+from mlbench_worker.training.sampled_accuracy import right_predictions
 from mlbench_worker.training.trainer import Trainer
 
 PERPLEXITY = "val_perplexity"
-# Training accuracy is counted on one token in this many (LanguageTrainer._slots).
-ACCURACY_STRIDE = 8
 
 
 class LanguageTrainer(Trainer):
@@ -48,22 +47,11 @@ class LanguageTrainer(Trainer):
     valid_tokens: torch.Tensor  # this rank's part of the validation stream
 
     def _slots(self, loss: torch.Tensor, logits: torch.Tensor, y: torch.Tensor) -> None:
-        """The step's loss sum and right predictions into the slots that ride along.
-
-        The training accuracy is counted on every ACCURACY_STRIDE-th token of the step
-        (starting at a position that moves with the step, so every position takes its
-        turn) and scaled to the step's tokens: an arg-max over 33,278 logits for every
-        token cost 1.8 % of a small GPT's step on a CPU, more than the loop may cost
-        beside a plain one (issue 49); an eighth of it costs a quarter of a percent. The
-        validation accuracy counts every token."""
+        """The step's loss sum and right predictions (counted on one token in
+        ACCURACY_STRIDE: training/sampled_accuracy.py) into the slots that ride along."""
         extra = self.grads.extra
-        n = y.shape[0]
-        extra[LOSS] = loss.detach().float() * n
-        flat = logits.detach().reshape(-1, logits.shape[-1])
-        first = self.progress.step % min(ACCURACY_STRIDE, n)
-        picked = flat[first::ACCURACY_STRIDE]
-        right = (picked.argmax(-1) == y[first::ACCURACY_STRIDE]).sum()
-        extra[CORRECT] = right * (n / picked.shape[0])
+        extra[LOSS] = loss.detach().float() * y.shape[0]
+        extra[CORRECT] = right_predictions(logits, y, self.progress.step)
 
     def _finish_evaluation(self, sums: torch.Tensor) -> tuple[float, float]:
         loss_sum, right, count = self.comm.allreduce_sums(sums.tolist())

@@ -7,8 +7,9 @@ Trainer's (training/trainer.py). This subclass supplies what differs for transla
 
 - `epoch_indices`: this rank's token batches in a new order each epoch (data.PairBatches);
 - `forward_backward`: label-smoothed cross-entropy over the step's target tokens; the
-  unsmoothed loss's sum (from the same log-softmax, `smoothed_loss`) and the tokens
-  predicted right ride in the LOSS and CORRECT slots;
+  unsmoothed loss's sum (from the same log-sum-exp, `smoothed_loss`) and the tokens
+  predicted right (counted on one in eight: training/sampled_accuracy.py) ride in the
+  LOSS and CORRECT slots;
   the step's target-token count is the throughput's unit (tokens/s, as fairseq counts);
 - `evaluate`: each rank takes its part of the test set (positions r, r + K, ...): the
   teacher-forced loss and token accuracy, and the greedy decoding (beam search is not
@@ -22,6 +23,8 @@ Trainer's (training/trainer.py). This subclass supplies what differs for transla
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -33,23 +36,56 @@ from mlbench_worker.tasks.wmt import tokens
 from mlbench_worker.tasks.wmt.data import pad
 from mlbench_worker.training.prediction_sink import publish
 from mlbench_worker.training.progress import CORRECT, LOSS, record_evaluation
+from mlbench_worker.training.sampled_accuracy import right_predictions
 from mlbench_worker.training.trainer import Trainer
 
 BLEU = "val_bleu"
 EVAL_BATCH = 64  # test sentences decoded together
 
 
+class _SmoothedCrossEntropy(torch.autograd.Function):
+    """Label-smoothed cross-entropy (torch's `cross_entropy` with `label_smoothing`, mean over
+    the tokens) and the plain cross-entropy's sum beside it, from one log-sum-exp.
+
+    Hand-written because no library here gives both from one pass on a CPU (torch's gives
+    only the smoothed value; fused kernels such as apex's or Liger's are CUDA/Triton only),
+    and the pass over every token's logits (37,000 of them for the base model) is where the
+    loss's cost lies: a log-softmax, a gather and a mean cost 164 ms of CPU a step of 256
+    tokens, torch's cross_entropy 145, this 122 (issue 49: the loop may cost no more than a
+    plain loop). Per token, with s = logsumexp(x): nll = s - x[y]; the smoothed term is
+    s - mean(x); the gradient is softmax(x) - (1 - e) onehot(y) - e / V.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any, x: torch.Tensor, y: torch.Tensor, smoothing: float
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        lse = torch.logsumexp(x, -1)
+        nll = lse - x.gather(1, y[:, None]).squeeze(1)
+        loss = ((1.0 - smoothing) * nll + smoothing * (lse - x.mean(-1))).mean()
+        ctx.save_for_backward(x, y, lse)
+        ctx.smoothing = smoothing
+        return loss, nll.sum()
+
+    @staticmethod
+    def backward(ctx: Any, grad_loss: torch.Tensor, _grad_sum: torch.Tensor) -> tuple:
+        x, y, lse = ctx.saved_tensors
+        n, vocab = x.shape
+        grad = torch.exp(x - lse[:, None])
+        grad.sub_(ctx.smoothing / vocab)
+        grad.scatter_add_(1, y[:, None], x.new_full((n, 1), ctx.smoothing - 1.0))
+        return grad.mul_(grad_loss / n), None, None
+
+
 def smoothed_loss(
     logits: torch.Tensor, y: torch.Tensor, smoothing: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(the label-smoothed cross-entropy's mean, what torch's cross_entropy with
-    `label_smoothing` computes; the plain cross-entropy's sum, detached) from one
-    log-softmax: a second cross-entropy for the reported loss cost a pass over every
-    token's logits, 37,000 of them for the base model."""
-    logp = F.log_softmax(logits, dim=-1)
-    nll = -logp.gather(1, y[:, None]).squeeze(1)
-    loss = (1.0 - smoothing) * nll.mean() - smoothing * logp.mean()
-    return loss, nll.detach().sum()
+    `label_smoothing` computes; the plain cross-entropy's sum, detached), in float32 or
+    wider whatever the logits' type."""
+    x = logits if logits.dtype in (torch.float32, torch.float64) else logits.float()
+    loss, nll_sum = _SmoothedCrossEntropy.apply(x, y, smoothing)
+    return loss, nll_sum.detach()
 
 
 class TranslationTrainer(Trainer):
@@ -81,7 +117,7 @@ class TranslationTrainer(Trainer):
         (loss * scale if scale != 1.0 else loss).backward()
         extra = self.grads.extra
         extra[LOSS] = nll_sum.float()
-        extra[CORRECT] = (logits.detach().argmax(-1) == y).sum()
+        extra[CORRECT] = right_predictions(logits, y, self.progress.step)
 
     @torch.no_grad()
     def evaluate(self) -> tuple[float, float]:
