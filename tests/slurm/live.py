@@ -169,6 +169,18 @@ def job_of(master: LiveMaster, run_id: int, timeout: float = 60) -> str:
     return found[0]
 
 
+def job_that_ended(run: dict, first_job: str) -> str:
+    """The Slurm job of an ended run's last launch. After Open MPI's transient launch
+    failure the master launches once more, as a new job (runs/jobs.py, launch_attempt 2);
+    that first job then ended FAILED and `job_of`, asked early, named it. Any other change
+    of job is a defect, so it is refused here."""
+    record = run["job_metadata"]
+    last = str(record["slurm"]["job_id"])
+    if last != first_job:
+        assert record.get("launch_attempt") == 2, (first_job, record)
+    return last
+
+
 def job_processes(job_id: str) -> list[psutil.Process]:
     """Every live process of Slurm job `job_id` (its environment names the job)."""
     found = []

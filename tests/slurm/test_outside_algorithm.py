@@ -17,7 +17,7 @@ import pytest
 import requests
 
 from tests.outside_randk import randk_source
-from tests.slurm.live import job_of
+from tests.slurm.live import job_of, job_that_ended
 
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 END = ("FINISHED", "FAILED", "CANCELLED")
@@ -49,8 +49,12 @@ def test_an_uploaded_algorithm_trains_task_2_on_two_slurm_nodes_counted_by_the_h
     summary = done["summary"]
     assert summary["reached"] and summary["num_workers"] == 2, summary
     # Slurm ran it as one job on both nodes.
-    job = next(j for j in slurm_cluster.jobs() if str(j["job_id"]) == job_id)
-    assert job["job_state"] == "COMPLETED" and job["node_count"] == 2
+    ended = job_that_ended(done, job_id)
+    job = next(j for j in slurm_cluster.jobs() if str(j["job_id"]) == ended)
+    assert (job["job_state"], job["node_count"]) == ("COMPLETED", 2), (
+        job["job_state"],
+        master.log_text(run["id"])[-3000:],
+    )
 
     # The run and its summary name the same code: the file's NAME, options, hash.
     assert (done["algorithm"], done["algorithm_source"]) == ("randk-slurm", SHA)

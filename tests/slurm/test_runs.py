@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 from tests.e2e.live import script
-from tests.slurm.live import job_of, job_processes, rank_processes, wait_until
+from tests.slurm.live import job_of, job_processes, job_that_ended, rank_processes, wait_until
 
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 END = ("FINISHED", "FAILED", "CANCELLED")
@@ -51,8 +51,11 @@ def test_resnet20_on_two_nodes_finishes_with_metrics_per_rank_output_and_nodes(
     assert 0 in {c["rank"] for c in master.logs(run["id"])}
 
     # One job of two nodes, one task each, as Slurm itself saw it.
-    job = _job(slurm_cluster, job_id)
-    assert job["job_state"] == "COMPLETED" and job["node_count"] == 2
+    job = _job(slurm_cluster, job_that_ended(done, job_id))
+    assert (job["job_state"], job["node_count"]) == ("COMPLETED", 2), (
+        job["job_state"],
+        master.log_text(run["id"])[-3000:],
+    )
     assert {n["nodename"] for n in job["job_resources"]["allocated_nodes"]} == {"n1", "n2"}
     record = done["job_metadata"]
     assert (
