@@ -34,6 +34,34 @@ def test_a_batch_is_one_statement_and_a_stored_uid_is_skipped():
     assert Metric.objects.get(uid="new").metadata == {"k": 1}
 
 
+def test_a_retried_batch_inside_a_transaction_leaves_it_usable_and_stores_only_the_new():
+    """The plain INSERT meets the stored uid and fails; its savepoint is rolled back and the
+    batch goes again with ON CONFLICT DO NOTHING; the caller's transaction goes on."""
+    from django.db import transaction
+
+    run = Run.objects.create(name="r", state=Run.STARTED)
+    now = timezone.now()
+    first = [Point(run.pk, None, "loss", float(i), now, False, {}, f"u{i}") for i in range(5)]
+    store(first)
+    again = [*first[3:], Point(run.pk, None, "loss", 9.0, now, False, {}, "u9")] * 2
+    with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+        store(again)
+        Run.objects.filter(pk=run.pk).update(name="still usable")
+    inserts = _inserts(queries)
+    assert len(inserts) == 2 and "ON CONFLICT" in inserts[1] and "ON CONFLICT" not in inserts[0]
+    assert sorted(Metric.objects.values_list("uid", flat=True)) == [
+        f"u{i}" for i in (0, 1, 2, 3, 4, 9)
+    ]
+    assert Run.objects.get(pk=run.pk).name == "still usable"
+
+
+def test_metadata_beyond_what_orjson_writes_is_stored_exactly():
+    run = Run.objects.create(name="r", state=Run.STARTED)
+    big = 2**70 + 1  # beyond 64 bits: orjson refuses it, the standard library writes it
+    store([Point(run.pk, None, "loss", 1.0, timezone.now(), False, {"big": big}, "b")])
+    assert Metric.objects.get(uid="b").metadata == {"big": big}
+
+
 def test_points_without_a_uid_are_all_stored_and_nothing_is_no_statement():
     point = Point(None, "w-0", "cpu_cores", 0.5, timezone.now(), False, {}, None)
     store([point, point])
