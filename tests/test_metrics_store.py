@@ -62,6 +62,17 @@ def test_metadata_beyond_what_orjson_writes_is_stored_exactly():
     assert Metric.objects.get(uid="b").metadata == {"big": big}
 
 
+def test_a_date_at_an_offset_of_seconds_is_stored_at_its_instant():
+    """orjson rounds an offset to whole minutes; the store hands dates over in UTC."""
+    import datetime as dt
+
+    run = Run.objects.create(name="r", state=Run.STARTED)
+    odd = dt.timezone(dt.timedelta(hours=5, minutes=30, seconds=15))
+    when = dt.datetime(2026, 5, 1, 12, 0, 0, 250, tzinfo=odd)
+    store([Point(run.pk, None, "loss", 1.0, when, False, {}, "o")])
+    assert Metric.objects.get(uid="o").date == when
+
+
 def test_points_without_a_uid_are_all_stored_and_nothing_is_no_statement():
     point = Point(None, "w-0", "cpu_cores", 0.5, timezone.now(), False, {}, None)
     store([point, point])

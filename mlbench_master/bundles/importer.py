@@ -347,9 +347,14 @@ def _fields(record: Any, member: str) -> tuple[dict[str, Any], str]:
 
 def _json_member(bundle: reader.Verified, path: str) -> Any:
     try:
-        return json.loads(bundle.read(path))
+        return json.loads(bundle.read(path), parse_constant=_no_constant)
     except (ValueError, RecursionError) as exc:
         raise BundleRefused(f"member {path!r} is not JSON: {exc}") from None
+
+
+def _no_constant(word: str) -> None:
+    """NaN and Infinity are not JSON (Python's reader takes them): refused, as the API does."""
+    raise ValueError(f"{word} is not a JSON number")
 
 
 def _lines(bundle: reader.Verified, path: str) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -362,7 +367,7 @@ def _lines(bundle: reader.Verified, path: str) -> Iterator[tuple[int, dict[str, 
             if not line.strip():
                 continue
             try:
-                item = json.loads(line)
+                item = json.loads(line, parse_constant=_no_constant)
             except (ValueError, RecursionError) as exc:
                 raise BundleRefused(f"member {path!r}, line {number}: not JSON: {exc}") from None
             if not isinstance(item, dict):

@@ -136,15 +136,17 @@ def _payload(rows: list[Point]) -> str:
     """The batch as a JSON array of objects, one a row. orjson writes it in a sixth of the
     standard library's time (1.6 ms against 9.6 for 1,000 points); it refuses an integer
     beyond 64 bits, which metadata may hold, and the standard library then writes it
-    exactly. NaN cannot reach here: callers store finite values only (module docstring),
-    and the API's JSON parser refuses NaN in metadata."""
+    exactly. orjson writes NaN as null where the standard library raised: callers store
+    finite values only (module docstring), and no reader of metadata (the API's JSON
+    parser, the bundle importer's) lets NaN in. A date is handed over in UTC: orjson
+    rounds an offset to whole minutes, which would move a date given at +05:30:15."""
     objects = [
         {
             "run_id": r.run_id,
             "pod_name": r.pod_name,
             "name": r.name,
             "value": r.value,
-            "date": r.date,
+            "date": r.date if r.date.tzinfo in (dt.UTC, None) else r.date.astimezone(dt.UTC),
             "cumulative": r.cumulative,
             "metadata": r.metadata,
             "uid": r.uid,

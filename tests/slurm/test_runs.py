@@ -51,7 +51,8 @@ def test_resnet20_on_two_nodes_finishes_with_metrics_per_rank_output_and_nodes(
     assert 0 in {c["rank"] for c in master.logs(run["id"])}
 
     # One job of two nodes, one task each, as Slurm itself saw it.
-    job = _job(slurm_cluster, job_that_ended(done, job_id))
+    ended = job_that_ended(done, job_id)
+    job = _job(slurm_cluster, ended)
     assert (job["job_state"], job["node_count"]) == ("COMPLETED", 2), (
         job["job_state"],
         master.log_text(run["id"])[-3000:],
@@ -83,7 +84,7 @@ def test_resnet20_on_two_nodes_finishes_with_metrics_per_rank_output_and_nodes(
     labels = pods["n1"]["labels"]
     assert (labels["cluster"], labels["cpus"], labels["partition"]) == ("slurm", "2", "debug")
     assert int(labels["memory_mb"]) > 0 and labels["gpus"] == "0"
-    assert not job_processes(job_id)
+    assert not job_processes(ended)
 
 
 def test_task_2_runs_on_two_nodes_by_its_task_name(master):
