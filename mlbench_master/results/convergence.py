@@ -40,7 +40,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import F, Q
-from mlperf_logging.rcp_checker import rcp_checker
 
 from mlbench_master.api.models import Run
 from mlbench_master.bundles import origins, signing
@@ -51,7 +50,10 @@ from mlbench_worker.shared.implementation_catalogue import DEFAULT_IMPLEMENTATIO
 BENCHMARK = "resnet"  # whose MLPerf rule every task is held to (task 1b is MLPerf's resnet)
 RULESET = "4.0.0"  # the ruleset the MLPerf logs are checked with (docs/checking.rst)
 USAGE = "training"
-RUNS = rcp_checker.submission_runs[USAGE][BENCHMARK]  # runs a checked result needs: 5
+# The runs a checked result needs: rcp_checker.submission_runs[USAGE][BENCHMARK], written
+# out because rcp_checker is imported only when a check runs (it imports SciPy, 1.25 s of
+# every master process's start); tests/results/test_convergence.py holds the two equal.
+RUNS = 5
 REFERENCE_RUNS = 2 * RUNS  # "References need 2x of these runs" (rcp_checker's comment)
 MAX_NOT_CONVERGED = 1  # more, and rcp_checker's reading says "Insufficient convergence"
 NOT_CONVERGED = 1e9  # the epochs rcp_checker gives a run that did not converge
@@ -71,11 +73,21 @@ class _QuietChecker(logging.Filter):
     """Drops rcp_checker's own log lines (it logs each record and mean on the root logger at
     INFO, meant for its command line): a board with many entries would fill the master's log."""
 
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.path = path
+
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.pathname != rcp_checker.__file__
+        return record.pathname != self.path
 
 
-logging.getLogger().addFilter(_QuietChecker())
+@functools.cache
+def _rcp_checker() -> Any:  # noqa: ANN401 - the mlperf_logging module
+    """mlperf_logging's rcp_checker module, imported at the first check, its log quietened."""
+    from mlperf_logging.rcp_checker import rcp_checker
+
+    logging.getLogger().addFilter(_QuietChecker(rcp_checker.__file__))
+    return rcp_checker
 
 
 @dataclass(frozen=True)
@@ -109,11 +121,11 @@ def _point(epochs: tuple[float, ...], global_batch_size: int) -> dict[str, float
     }
 
 
-def _rcp(epochs: Sequence[float], bs: int) -> tuple[dict, rcp_checker.RCP_Checker]:
+def _rcp(epochs: Sequence[float], bs: int) -> tuple[dict, Any]:
     record = {"Benchmark": BENCHMARK, "BS": bs, "Hyperparams": {},
               "Epochs to converge": [float(e) for e in epochs]}  # fmt: skip
     rcp_file = io.StringIO(json.dumps({"mlbench_reference": record}))
-    checker = rcp_checker.RCP_Checker(USAGE, RULESET, BENCHMARK, False, rcp_file)
+    checker = _rcp_checker().RCP_Checker(USAGE, RULESET, BENCHMARK, False, rcp_file)
     return checker.rcp_data["mlbench_reference"], checker
 
 
