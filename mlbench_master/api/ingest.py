@@ -124,6 +124,10 @@ def _point(item: Any, now: dt.datetime) -> Point:
     metadata = item.get("metadata")
     if metadata is None or metadata == "":  # a form body has no null: "" means none
         metadata = {}
+    elif not _finite(metadata):
+        # Python's JSON reader turns 1e400 into inf, and the store's JSON writer would
+        # write that as null: refused here, where the point's index can be named.
+        raise _PointError("metadata", "must hold finite numbers only (one is beyond float64)")
 
     uid = item.get("uid")
     if uid is not None:
@@ -152,6 +156,17 @@ def _date(text: str) -> dt.datetime:
     if parsed is None:
         raise _PointError("date", f"{text[:40]!r} is not an ISO 8601 date and time")
     return parsed
+
+
+def _finite(value: Any) -> bool:
+    """Whether every number in a JSON value is finite."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_finite(v) for v in value)
+    return True
 
 
 def _run_id(raw: Any) -> int:

@@ -347,7 +347,7 @@ def _fields(record: Any, member: str) -> tuple[dict[str, Any], str]:
 
 def _json_member(bundle: reader.Verified, path: str) -> Any:
     try:
-        return json.loads(bundle.read(path), parse_constant=_no_constant)
+        return json.loads(bundle.read(path), parse_constant=_no_constant, parse_float=_finite_float)
     except (ValueError, RecursionError) as exc:
         raise BundleRefused(f"member {path!r} is not JSON: {exc}") from None
 
@@ -355,6 +355,15 @@ def _json_member(bundle: reader.Verified, path: str) -> Any:
 def _no_constant(word: str) -> None:
     """NaN and Infinity are not JSON (Python's reader takes them): refused, as the API does."""
     raise ValueError(f"{word} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number as a float; one beyond float64 (1e400), which Python's reader would
+    make infinite and the metric store would write as null, is refused."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text[:40]} is beyond a float64")
+    return value
 
 
 def _lines(bundle: reader.Verified, path: str) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -367,7 +376,7 @@ def _lines(bundle: reader.Verified, path: str) -> Iterator[tuple[int, dict[str, 
             if not line.strip():
                 continue
             try:
-                item = json.loads(line, parse_constant=_no_constant)
+                item = json.loads(line, parse_constant=_no_constant, parse_float=_finite_float)
             except (ValueError, RecursionError) as exc:
                 raise BundleRefused(f"member {path!r}, line {number}: not JSON: {exc}") from None
             if not isinstance(item, dict):

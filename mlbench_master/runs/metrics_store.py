@@ -137,8 +137,8 @@ def _payload(rows: list[Point]) -> str:
     standard library's time (1.6 ms against 9.6 for 1,000 points); it refuses an integer
     beyond 64 bits, which metadata may hold, and the standard library then writes it
     exactly. orjson writes NaN as null where the standard library raised: callers store
-    finite values only (module docstring), and no reader of metadata (the API's JSON
-    parser, the bundle importer's) lets NaN in. A date is handed over in UTC: orjson
+    finite values only (module docstring), and the doors refuse non-finite metadata
+    (api/ingest.py, bundles/importer.py). A date is handed over in UTC: orjson
     rounds an offset to whole minutes, which would move a date given at +05:30:15."""
     objects = [
         {

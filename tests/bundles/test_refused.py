@@ -89,23 +89,27 @@ def test_a_signature_from_another_key(installations, staff, signed):
     _refused(installations, staff, data.rezip(changed), "signature")
 
 
-def test_a_point_holding_nan_signed_by_its_origin(installations, staff, signed):
-    """NaN and Infinity are not JSON, though Python's reader takes them: a signed bundle
-    whose point carries one is refused, not stored as null or as a number."""
+@pytest.mark.parametrize(
+    ("number", "words"), [("NaN", "NaN is not a JSON number"), ("1e400", "beyond a float64")]
+)
+def test_a_point_holding_nan_signed_by_its_origin(installations, staff, signed, number, words):
+    """NaN and Infinity are not JSON, though Python's reader takes them, and it makes 1e400
+    infinite: a signed bundle whose point carries one is refused, not stored as null or as
+    a number."""
     import hashlib
 
     path = f"runs/{signed['run']}/metrics.jsonl"
     lines = signed["files"][path].splitlines()
     point = json.loads(lines[0])
-    point["metadata"] = {**(point.get("metadata") or {}), "loss_scale": float("nan")}
-    text = b"\n".join([json.dumps(point).encode(), *lines[1:]]) + b"\n"
-    assert b"NaN" in text
+    point["metadata"] = {**(point.get("metadata") or {}), "loss_scale": "SLOT"}
+    text = json.dumps(point).replace('"SLOT"', number).encode()
+    text = b"\n".join([text, *lines[1:]]) + b"\n"
     manifest = json.loads(signed["files"][layout.MANIFEST])
     member = next(m for m in manifest["members"] if m["path"] == path)
     member.update(sha256=hashlib.sha256(text).hexdigest(), bytes=len(text))
     installations.use("origin")
     files = _resign({**signed["files"], path: text}, manifest)
-    _refused(installations, staff, data.rezip(files), path, "NaN is not a JSON number")
+    _refused(installations, staff, data.rezip(files), path, words)
 
 
 def test_not_a_zip(installations, staff):
