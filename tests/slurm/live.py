@@ -83,6 +83,10 @@ class SlurmCluster:
     def jobs(self) -> list[dict[str, Any]]:
         return json.loads(self.tool("squeue", "--json", "--states=all"))["jobs"]
 
+    def job(self, job_id: str) -> dict[str, Any]:
+        """Slurm's record of job `job_id` (squeue keeps an ended job for MinJobAge)."""
+        return next(j for j in self.jobs() if str(j["job_id"]) == str(job_id))
+
     def active_jobs(self) -> list[dict[str, Any]]:
         ended = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
         return [j for j in self.jobs() if j["job_state"] not in ended]

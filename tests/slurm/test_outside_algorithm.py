@@ -50,7 +50,7 @@ def test_an_uploaded_algorithm_trains_task_2_on_two_slurm_nodes_counted_by_the_h
     assert summary["reached"] and summary["num_workers"] == 2, summary
     # Slurm ran it as one job on both nodes.
     ended = job_that_ended(done, job_id)
-    job = next(j for j in slurm_cluster.jobs() if str(j["job_id"]) == ended)
+    job = slurm_cluster.job(ended)
     assert (job["job_state"], job["node_count"]) == ("COMPLETED", 2), (
         job["job_state"],
         master.log_text(run["id"])[-3000:],

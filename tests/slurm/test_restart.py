@@ -39,7 +39,7 @@ def test_master_killed_mid_run_and_restarted_loses_no_point_and_no_line(
     master.up()
     # The job outlived the master (its time budget leaves room for the restart), so the
     # new master re-attaches to a RUNNING job rather than settling an ended one.
-    job = next(j for j in slurm_cluster.jobs() if str(j["job_id"]) == job_id)
+    job = slurm_cluster.job(job_id)
     assert job["job_state"] == "RUNNING", f"job {job_id} ended before the master was back: {job}"
     done = master.wait_state(run["id"], END, timeout=180)
     assert done["state"] == "FINISHED", f"{done['reason']}\n{master.log_text(run['id'])[-2000:]}"

@@ -19,10 +19,6 @@ pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 END = ("FINISHED", "FAILED", "CANCELLED")
 
 
-def _job(cluster, job_id):
-    return next(j for j in cluster.jobs() if str(j["job_id"]) == job_id)
-
-
 def test_resnet20_on_two_nodes_finishes_with_metrics_per_rank_output_and_nodes(
     master, slurm_cluster
 ):
@@ -52,7 +48,7 @@ def test_resnet20_on_two_nodes_finishes_with_metrics_per_rank_output_and_nodes(
 
     # One job of two nodes, one task each, as Slurm itself saw it.
     ended = job_that_ended(done, job_id)
-    job = _job(slurm_cluster, ended)
+    job = slurm_cluster.job(ended)
     assert (job["job_state"], job["node_count"]) == ("COMPLETED", 2), (
         job["job_state"],
         master.log_text(run["id"])[-3000:],
@@ -117,7 +113,7 @@ def test_delete_mid_run_cancels_the_job_and_leaves_no_process(master, slurm_clus
     # DELETE removes the run once cancelled (docs/api.rst); test_workers_page.py cancels
     # one and keeps it, to see it CANCELLED.
     assert master.get(f"/api/runs/{run['id']}/").status_code == 404
-    assert _job(slurm_cluster, job_id)["job_state"] == "CANCELLED"
+    assert slurm_cluster.job(job_id)["job_state"] == "CANCELLED"
     assert not slurm_cluster.active_jobs(), "Slurm still has a job of the run"
     assert job_processes(job_id) == [], "a process of the run's job is still alive"
 
@@ -166,7 +162,7 @@ def test_a_waiting_job_shows_slurms_reason_then_runs(master, slurm_cluster):
         "sbatch", "--parsable", "-N2", "--exclusive", "-o", "/dev/null", "--wrap", "sleep 300"
     ).strip()
     try:
-        wait_until(lambda: _job(slurm_cluster, blocker)["job_state"] == "RUNNING", 20, "blocker")
+        wait_until(lambda: slurm_cluster.job(blocker)["job_state"] == "RUNNING", 20, "blocker")
         run = master.create_run(
             custom_image_command=script("sleeper.py") + " 1", run_all_nodes=True
         )

@@ -114,6 +114,6 @@ def test_a_job_slurm_can_never_start_fails_the_run_with_slurms_reason(bad_master
     done = bad_master.wait_state(run["id"], END, timeout=60)
     assert done["state"] == "FAILED", done
     assert f"Slurm can never start job {job_id} (PartitionConfig)" in done["reason"], done
-    job = next(j for j in slurm_cluster.jobs() if str(j["job_id"]) == job_id)
+    job = slurm_cluster.job(job_id)
     assert (job["memory_per_node"], job["minimum_cpus_per_node"]) == (64, 4), job
     assert job["job_state"] == "CANCELLED" and not slurm_cluster.active_jobs()

@@ -83,6 +83,6 @@ def test_nodes_show_the_runs_job_then_cancel_from_the_page_ends_it(master, slurm
     cancelled = master.run(run["id"])
     assert cancelled["state"] == "CANCELLED", cancelled
     assert "cancelled by" in cancelled["reason"] and "in the dashboard" in cancelled["reason"]
-    job = next(j for j in slurm_cluster.jobs() if str(j["job_id"]) == job_id)
+    job = slurm_cluster.job(job_id)
     assert job["job_state"] == "CANCELLED" and not slurm_cluster.active_jobs()
     assert job_processes(job_id) == [], "a process of the run's job is still alive"
