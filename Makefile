@@ -132,10 +132,14 @@ study: install
 	$(VENV)/bin/mlbench up --detach
 	$(PY) tests/benchmarks/study.py $(STUDY_ARGS)
 
-# bench_frameworks.py measures the tensorflow implementation too.
+# bench_frameworks.py measures the tensorflow implementation too. QUICK=1 passes --quick to
+# every bench: fewer rounds and smaller sets (the API's and the pages' benches keep their
+# size), about an hour and a half on 2 cores against many hours for the long form.
+QUICK ?=
 bench: install $(TF_STAMP) $(SPARK_STAMP) $(FLINK_STAMP) $(MLFLOW_STAMP)
 	@mkdir -p bench-results
-	@set -e; for f in tests/benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f; done
+	@set -e; for f in tests/benchmarks/bench_*.py; do echo "== $$f"; \
+	  $(PY) $$f $(if $(QUICK),--quick); done
 	@$(PY) tests/benchmarks/common.py --collect bench-results
 
 lint: install

@@ -129,7 +129,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="runs of each contender")
     parser.add_argument("--budget", type=float, default=10.0, help="training seconds per run")
+    parser.add_argument("--quick", action="store_true", help="2 rounds of 5 s (make bench QUICK=1)")
     args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.budget = min(args.rounds, 2), min(args.budget, 5.0)
     home = Path(tempfile.mkdtemp(prefix="mlbench-bench-guard-"))
     data: dict = {"machine": machine(), "cpu_cores_online": os.cpu_count()}
     rows = []

@@ -35,7 +35,7 @@ import requests
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.benchmarks.common import ratio, write_results  # noqa: E402
+from tests.benchmarks.common import one_form, ratio, write_results  # noqa: E402
 from tests.benchmarks.ingest_contenders import (  # noqa: E402
     BATCH,
     CLIENTS,
@@ -244,6 +244,7 @@ def ingestion_ratios(turns: dict, rows: list[list]) -> list[dict]:
 
 
 def main() -> None:
+    one_form(__doc__)
     results: dict = {}
     rows: list[list] = []
     ratios: list[dict] = []

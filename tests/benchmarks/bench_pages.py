@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.benchmarks.bench_api import Server  # noqa: E402
-from tests.benchmarks.common import ratio, write_results  # noqa: E402
+from tests.benchmarks.common import one_form, ratio, write_results  # noqa: E402
 from tests.benchmarks.large_installation import REPORTS, RUNS, TRAINING, fill  # noqa: E402
 from tests.services import _wait_port, free_port, pg_bindir, postgres_server  # noqa: E402
 
@@ -178,6 +178,7 @@ def timed(url: str, paths: list[str], token: str) -> dict:
 
 
 def main() -> None:
+    one_form(__doc__)
     load_before = os.getloadavg()
     with installation() as (db_url, home, filled):
         env = {"DATABASE_URL": db_url, "MLBENCH_HOME": home, "MLBENCH_CLUSTER": "local",

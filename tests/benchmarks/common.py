@@ -146,6 +146,15 @@ def interleaved(
     return a, b
 
 
+def one_form(doc: str) -> None:
+    """The command line of a bench that has one form only: `make bench QUICK=1` passes
+    --quick to every bench, and this one measures at its full size either way (its point is
+    the size: a million points, ten thousand runs), which its --help says."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="accepted; this bench has one form")
+    parser.parse_args()
+
+
 def machine() -> dict:
     """What the numbers were measured on."""
     info = {
