@@ -232,7 +232,7 @@ def main() -> None:
     # quick: a tenth of the test set; full: the whole generated test set (the file a real
     # run of task 1a writes), each rank evaluating its half.
     size = (
-        {"train": 512, "test": 1000, "epochs": 2, "rounds": 2}
+        {"train": 512, "test": 1000, "epochs": 2, "rounds": 4}
         if args.quick
         else {"train": 1280, "test": 10_000, "epochs": 3, "rounds": 3}
     )
