@@ -202,15 +202,42 @@ def rank_processes(job_id: str, want: int = 2, timeout: float = 60) -> dict[int,
 
     def started() -> bool:
         ranks.clear()
-        for proc in job_processes(job_id):
-            with contextlib.suppress(psutil.Error):
-                env = proc.environ()
-                if "OMPI_COMM_WORLD_RANK" in env and "python" in proc.name():
-                    ranks[int(env["OMPI_COMM_WORLD_RANK"])] = proc
+        ranks.update(_ranks_of(job_id))
         return len(ranks) >= want
 
     wait_until(started, timeout, f"the ranks of Slurm job {job_id} did not start")
     return dict(ranks)
+
+
+def running_job(
+    master: LiveMaster, run_id: int, want: int = 2, timeout: float = 120
+) -> tuple[str, dict[int, psutil.Process]]:
+    """The run's Slurm job once `want` of its ranks run, and those ranks by MPI rank. The
+    job is read from the run's record at every look: after Open MPI's transient launch
+    failure the master launches a second job (job_that_ended), and its ranks are the ones
+    that run, so a test holding the first job's id would wait for ranks that never come."""
+    found: dict = {}
+
+    def started() -> bool:
+        metadata = master.run(run_id).get("job_metadata") or {}
+        job = (metadata.get("slurm") or {}).get("job_id")
+        if not job:
+            return False
+        found["job"], found["ranks"] = str(job), _ranks_of(str(job))
+        return len(found["ranks"]) >= want
+
+    wait_until(started, timeout, f"run {run_id}: no Slurm job with {want} running ranks")
+    return found["job"], found["ranks"]
+
+
+def _ranks_of(job_id: str) -> dict[int, psutil.Process]:
+    ranks: dict[int, psutil.Process] = {}
+    for proc in job_processes(job_id):
+        with contextlib.suppress(psutil.Error):
+            env = proc.environ()
+            if "OMPI_COMM_WORLD_RANK" in env and "python" in proc.name():
+                ranks[int(env["OMPI_COMM_WORLD_RANK"])] = proc
+    return ranks
 
 
 def kill_master(master: LiveMaster) -> None:

@@ -12,7 +12,14 @@ import pytest
 
 from tests.e2e.live import script
 from tests.e2e.test_faults import _assert_log_stored_once, _assert_stored_exactly_once, _stored
-from tests.slurm.live import job_of, job_processes, kill_master, rank_processes, wait_until
+from tests.slurm.live import (
+    job_of,
+    job_processes,
+    kill_master,
+    rank_processes,
+    running_job,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 END = ("FINISHED", "FAILED", "CANCELLED")
@@ -31,8 +38,8 @@ def test_master_killed_mid_run_and_restarted_loses_no_point_and_no_line(
         name="restart", custom_image_command=COMMAND.format(points=points),
         run_all_nodes=True, time_limit=300, test_examples=128,
     )  # fmt: skip
-    job_id = job_of(master, run["id"])
     wait_until(lambda: _stored(master, run["id"]) > 0, 120, "no metric point stored")
+    job_id = job_of(master, run["id"])  # now: the job whose ranks post (job_that_ended)
     kill_master(master)
     assert rank_processes(job_id, timeout=5), "the ranks live on without the master"
     time.sleep(3)  # the ranks write and post while no master listens
@@ -50,8 +57,7 @@ def test_master_killed_mid_run_and_restarted_loses_no_point_and_no_line(
 
 def test_a_job_that_ended_while_the_master_was_down_is_settled(master, slurm_cluster):
     run = master.create_run(custom_image_command=script("sleeper.py") + " 3", run_all_nodes=True)
-    job_id = job_of(master, run["id"])
-    rank_processes(job_id)
+    running_job(master, run["id"])
     kill_master(master)
     wait_until(lambda: not slurm_cluster.active_jobs(), 60, "the job did not end")
     master.up()

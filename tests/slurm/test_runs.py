@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 from tests.e2e.live import script
-from tests.slurm.live import job_of, job_processes, job_that_ended, rank_processes, wait_until
+from tests.slurm.live import job_of, job_processes, job_that_ended, running_job, wait_until
 
 pytestmark = [pytest.mark.mpi, pytest.mark.slow]
 END = ("FINISHED", "FAILED", "CANCELLED")
@@ -106,8 +106,7 @@ def test_task_2_runs_on_two_nodes_by_its_task_name(master):
 
 def test_delete_mid_run_cancels_the_job_and_leaves_no_process(master, slurm_cluster):
     run = master.create_run(custom_image_command=script("sleeper.py") + " 120", run_all_nodes=True)
-    job_id = job_of(master, run["id"])
-    rank_processes(job_id)
+    job_id, _ranks = running_job(master, run["id"])
     response = master.delete(f"/api/runs/{run['id']}/")
     assert response.status_code == 204, response.text
     # DELETE removes the run once cancelled (docs/api.rst); test_workers_page.py cancels
@@ -120,8 +119,7 @@ def test_delete_mid_run_cancels_the_job_and_leaves_no_process(master, slurm_clus
 
 def test_a_rank_killed_fails_the_run_within_10_s_with_a_reason(master, slurm_cluster):
     run = master.create_run(custom_image_command=script("sleeper.py") + " 120", run_all_nodes=True)
-    job_id = job_of(master, run["id"])
-    ranks = rank_processes(job_id)
+    job_id, ranks = running_job(master, run["id"])
     ranks[1].send_signal(signal.SIGKILL)
     done = master.wait_state(run["id"], END, timeout=10)
     assert done["state"] == "FAILED"
@@ -138,6 +136,7 @@ def test_time_limit_fails_the_run_with_a_reason_naming_it(master, slurm_cluster)
     done = master.wait_state(run["id"], END, timeout=60)
     assert done["state"] == "FAILED"
     assert "time limit of 6 s reached" in done["reason"]
+    job_id = job_that_ended(done, job_id)
     by_rank = {(c["rank"], c["text"].split(" pid")[0]) for c in master.logs(run["id"])}
     assert {(0, "rank 0 started"), (1, "rank 1 started")} <= by_rank, "per-rank output"
     assert job_processes(job_id) == [] and not slurm_cluster.active_jobs()
@@ -210,7 +209,7 @@ def test_a_spark_run_finishes_on_two_nodes_and_leaves_no_jvm(master, slurm_clust
     assert summary["versions"]["spark"].startswith("4.")
     assert done["manifest"]["framework"]["name"] == "spark"
     assert done["manifest"]["framework"]["version"] == summary["versions"]["pyspark"]
-    assert not job_processes(job_id)
+    assert not job_processes(job_that_ended(done, job_id))
 
 
 @pytest.mark.timeout(900)
@@ -242,4 +241,4 @@ def test_a_flink_run_finishes_on_two_nodes_graded_and_leaves_nothing(master, slu
     }  # fmt: skip
     graded = done["evaluation"]
     assert graded["status"] == "evaluated" and graded["mismatches"] == [], graded
-    assert not job_processes(job_id)
+    assert not job_processes(job_that_ended(done, job_id))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.live import script
-from tests.slurm.live import job_of, job_processes, rank_processes, wait_until, workers_page
+from tests.slurm.live import job_processes, running_job, wait_until, workers_page
 
 pytestmark = [pytest.mark.mpi, pytest.mark.slow, pytest.mark.browser]
 NODES = ("n1", "n2")
@@ -36,8 +36,7 @@ def test_nodes_show_the_runs_job_then_cancel_from_the_page_ends_it(master, slurm
     assert (health["cluster"], health["cluster_problems"]) == ("slurm", []), health
 
     run = master.create_run(custom_image_command=script("sleeper.py") + " 120", run_all_nodes=True)
-    job_id = job_of(master, run["id"])
-    rank_processes(job_id)
+    job_id, _ranks = running_job(master, run["id"])
 
     wait_until(
         lambda: all(_pods(master)[n]["labels"]["job"] == job_id for n in NODES),
