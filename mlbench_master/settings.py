@@ -209,9 +209,10 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["mlbench_master.api.permissions.ReadPublicOrUser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    # JSON, and the form bodies the original platform's client sends (api/bodies.py).
+    # JSON (orjson first where it reads what the standard library would: api/parsers.py),
+    # and the form bodies the original platform's client sends (api/bodies.py).
     "DEFAULT_PARSER_CLASSES": [
-        "rest_framework.parsers.JSONParser",
+        "mlbench_master.api.parsers.FastJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],

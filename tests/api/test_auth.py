@@ -58,6 +58,9 @@ def test_delete_needs_a_token(anon, make_run, settings):
         "Token 0123456789abcdef0123456789abcdef01234567",
         "Token mlbr_1_0000000000000000000000000000000000000000",
         "Token mlbr_x_y",
+        # "²" sent as UTF-8, as a WSGI server hands it over: a digit to isdigit(), not to int()
+        "Token mlbr_\u00c2\u00b2_y",
+        "Token mlbr_99999999999999999999999_y",  # beyond the id column's range
         "Token two words",
         "Bearer nope",
     ],
