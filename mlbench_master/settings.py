@@ -209,10 +209,10 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["mlbench_master.api.permissions.ReadPublicOrUser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    # JSON (orjson first where it reads what the standard library would: api/parsers.py),
-    # and the form bodies the original platform's client sends (api/bodies.py).
+    # JSON, and the form bodies the original platform's client sends (api/bodies.py).
+    # The metric ingest reads JSON with orjson first (api/parsers.py).
     "DEFAULT_PARSER_CLASSES": [
-        "mlbench_master.api.parsers.FastJSONParser",
+        "rest_framework.parsers.JSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],

@@ -8,8 +8,9 @@ which the first request to each of gunicorn's workers waited for.
 Everything loaded by then lives as long as the process, so it is then moved out of the
 garbage collector's sight (`gc.freeze`): otherwise every full collection walks it again,
 and a 1,000-point metric post, which makes thousands of short-lived objects, sets off
-collections often. Measured on those posts in one process: 2 to 3 ms of CPU a batch less
-(docs/results.rst, "Metric ingestion after the CPU was cut on both sides").
+collections often. Measured on those posts in one process: 1.0 to 2.6 ms of CPU a batch
+less, of 24 to 26 (docs/results.rst, "Metric ingestion after the CPU was cut on both
+sides").
 """
 
 import gc

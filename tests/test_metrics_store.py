@@ -73,6 +73,33 @@ def test_a_date_at_an_offset_of_seconds_is_stored_at_its_instant():
     assert Metric.objects.get(uid="o").date == when
 
 
+def test_every_value_is_stored_to_the_bit():
+    """The batch travels as jsonb, whose numbers have no negative zero: -0.0 must survive,
+    and so must the extremes of float64."""
+    run = Run.objects.create(name="r", state=Run.STARTED)
+    values = [-0.0, 0.0, 0, 5e-324, -1.7976931348623157e308, 0.1, 1 / 3, -2.5e-300]
+    now = timezone.now()
+    store(
+        [Point(run.pk, None, "v", float(v), now, False, {}, f"v{i}") for i, v in enumerate(values)]
+    )
+    stored = {m.uid: m.value for m in Metric.objects.filter(run=run)}
+    assert [stored[f"v{i}"].hex() for i in range(len(values))] == [float(v).hex() for v in values]
+
+
+def test_a_point_without_metadata_is_refused_whole():
+    """On PostgreSQL the column holds a JSON value, never NULL: a caller that hands None
+    over (the API's ingest turns a missing one into {}) gets the database's refusal, and
+    nothing of its batch is stored."""
+    from django.db import IntegrityError
+
+    run = Run.objects.create(name="r", state=Run.STARTED)
+    now = timezone.now()
+    good = Point(run.pk, None, "v", 1.0, now, False, {}, "good")
+    with pytest.raises(IntegrityError):
+        store([good, good._replace(metadata=None, uid="none")])
+    assert not Metric.objects.filter(run=run).exists()
+
+
 def test_points_without_a_uid_are_all_stored_and_nothing_is_no_statement():
     point = Point(None, "w-0", "cpu_cores", 0.5, timezone.now(), False, {}, None)
     store([point, point])

@@ -165,8 +165,8 @@ def _finite(value: Any) -> bool:
     """Whether every number in a JSON value is finite.
 
     A loop rather than a recursive generator: a point's metadata is mostly a flat object
-    of numbers, and this check runs for every point of every batch (0.8 ms a 1,000-point
-    batch before, 0.3 now)."""
+    of numbers, and this check runs for every point of every batch (0.9 ms a 1,000-point
+    batch before, 0.6 now, in `timeit`)."""
     if isinstance(value, float):
         return math.isfinite(value)
     if isinstance(value, dict):

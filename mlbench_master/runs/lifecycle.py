@@ -466,7 +466,8 @@ def run_for_token(token: str) -> Run | None:
     if (
         len(parts) != 3
         or parts[0] != TOKEN_PREFIX
-        or not (parts[1].isascii() and parts[1].isdigit())
+        or not (parts[1].isascii() and parts[1].isdigit())  # "²" is a digit to isdigit()
+        or len(parts[1]) > 19  # an id of a bigint column; int() refuses 4,300 digits
     ):
         return None
     try:  # not .first(): its ORDER BY costs a worker's every post 0.5 ms of CPU here

@@ -44,9 +44,10 @@ class Point(NamedTuple):
 _COLUMNS = Point._fields
 _EPOCH, _SECOND = dt.datetime(1970, 1, 1, tzinfo=dt.UTC), dt.timedelta(seconds=1)
 # Each column read from a batch's element `e` (a JSON array in `Point`'s order), typed.
+# A null metadata stays NULL, which the column refuses, as json_to_recordset's reading did.
 _PG_READS = (
     "(e->>0)::bigint, e->>1, e->>2, (e->>3)::double precision, (e->>4)::timestamptz, "
-    "(e->>5)::boolean, e->6, e->>7"
+    "(e->>5)::boolean, NULLIF(e->6, 'null'::jsonb), e->>7"
 )
 
 
@@ -138,7 +139,9 @@ def _payload(rows: list[Point]) -> str:
 
     Arrays rather than objects named by column: PostgreSQL reads a 1,000-row batch of them
     into rows in 7.2 ms of CPU against 10.2 for `json_to_recordset` over objects (measured
-    into a table without indexes), and the text is a third shorter.
+    into a table without indexes), and the text is some 40 % shorter. The batch is jsonb,
+    whose numbers are `numeric`, which has no negative zero: a value of zero travels as its
+    text ("-0.0"), so -0.0 is stored as -0.0.
 
     orjson writes it in a sixth of the standard library's time; it refuses an integer
     beyond 64 bits, which metadata may hold, and the standard library then writes it
@@ -148,7 +151,7 @@ def _payload(rows: list[Point]) -> str:
     offset to whole minutes, which would move a date given at +05:30:15."""
     utc = (dt.UTC, None)
     arrays = [
-        [r.run_id, r.pod_name, r.name, r.value,
+        [r.run_id, r.pod_name, r.name, r.value or repr(r.value),
          r.date if r.date.tzinfo in utc else r.date.astimezone(dt.UTC),
          r.cumulative, r.metadata, r.uid]
         for r in rows

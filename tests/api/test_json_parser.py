@@ -6,10 +6,12 @@ import json
 import random
 
 import pytest
+from django.urls import get_resolver
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 from rest_framework.test import APIClient
 
+from mlbench_master.api.models import Metric
 from mlbench_master.api.parsers import FastJSONParser
 from mlbench_master.runs import lifecycle
 
@@ -94,8 +96,8 @@ def test_invalid_utf8_refused_like_drf():
 
 
 def test_another_charset_is_read_in_it():
-    text = '{"name": "d\u00e9bit", "value": 1}'
-    assert read(FastJSONParser(), text, "utf-16") == json.loads(text)
+    text = '{"name": "d\u00e9bit", "value": 1, "big": 18446744073709551616}'
+    assert same(read(FastJSONParser(), text, "utf-16"), json.loads(text))
 
 
 def test_a_64_bit_overflowing_integer_survives_a_metric_post(run, api):
@@ -110,3 +112,48 @@ def test_a_64_bit_overflowing_integer_survives_a_metric_post(run, api):
     assert got.status_code == 200, got.content[:300]
     (point,) = got.json()["m"]
     assert point["metadata"] == {"big": big}
+
+
+def _nested(depth: int) -> str:
+    return '{"a": ' * depth + "1" + "}" * depth
+
+
+def test_metadata_nested_deeper_than_python_reads_is_refused(run, api):
+    """orjson reads 1,024 levels, the standard library about 950 in a request: the
+    ingest's own check of the metadata refuses what the standard library could not read."""
+    worker_client = APIClient()
+    worker_client.credentials(HTTP_AUTHORIZATION=f"Token {lifecycle.worker_token(run)}")
+    body = f'{{"run_id": {run.pk}, "name": "m", "value": 1, "metadata": {_nested(1000)}}}'
+    r = worker_client.post("/api/metrics/", data=body, content_type="application/json")
+    assert r.status_code == 400, r.content[:300]
+    assert "nested too deeply" in r.json()["detail"]
+    assert not Metric.objects.filter(run=run).exists()
+
+
+def test_a_field_the_point_does_not_have_is_ignored_however_deep(run):
+    """The one body orjson reads that the standard library could not: nesting beyond ~950
+    levels in a field the ingest does not read. It is dropped as any unknown field is."""
+    worker_client = APIClient()
+    worker_client.credentials(HTTP_AUTHORIZATION=f"Token {lifecycle.worker_token(run)}")
+    body = f'{{"run_id": {run.pk}, "name": "m", "value": 1, "other": {_nested(1000)}}}'
+    r = worker_client.post("/api/metrics/", data=body, content_type="application/json")
+    assert r.status_code == 201, r.content[:300]
+    assert "other" not in r.json()
+    assert Metric.objects.get(run=run).metadata == {}
+
+
+def test_only_the_metric_ingest_reads_with_orjson():
+    """Views that store what they are sent must never hold a value the API cannot write
+    back, so they keep DRF's reader, which refuses nesting beyond the standard library's
+    reach (api/parsers.py)."""
+
+    def views(patterns):
+        for p in patterns:
+            if hasattr(p, "url_patterns"):
+                yield from views(p.url_patterns)
+            elif hasattr(p.callback, "cls"):
+                yield p.callback.cls
+
+    fast = {v.__name__ for v in views(get_resolver().url_patterns)
+            if any(issubclass(c, FastJSONParser) for c in v.parser_classes)}  # fmt: skip
+    assert fast == {"MetricList"}
