@@ -77,8 +77,7 @@ def _point(item: Any, now: dt.datetime) -> Point:
             f"give exactly one of pod_name and run_id (they are mutually exclusive); {which}",
         )
     if run_id is not None:
-        if type(run_id) is not int or not 0 < run_id < 2**63:  # the common case, inline
-            run_id = _run_id(run_id)
+        run_id = _run_id(run_id)
     else:
         if not isinstance(pod_name, str) or not pod_name or len(pod_name) > MAX_POD_NAME:
             raise _PointError("pod_name", f"must be a non-empty string of at most {MAX_POD_NAME}")
@@ -99,9 +98,7 @@ def _point(item: Any, now: dt.datetime) -> Point:
             f"post the predictions to /api/runs/{run_id}/predictions/ and the master grades them",
         )
 
-    value = item.get("value", _MISSING)
-    if type(value) is not float or not math.isfinite(value):  # the common case, inline
-        value = _value(value)
+    value = _value(item.get("value", _MISSING))
 
     date = item.get("date")
     if date is None:
@@ -185,24 +182,27 @@ def _finite(value: Any) -> bool:
 
 
 def _run_id(raw: Any) -> int:
-    if isinstance(raw, bool):
-        raise _PointError("run_id", "must be the integer id of a run")
-    if isinstance(raw, str) and raw.strip().isdigit():
-        raw = int(raw.strip())
-    if not isinstance(raw, int) or raw < 1 or raw > 2**63 - 1:
+    if type(raw) is not int:  # a plain int, the common case, skips the conversions
+        if isinstance(raw, bool):
+            raise _PointError("run_id", "must be the integer id of a run")
+        if isinstance(raw, str) and raw.strip().isdigit():
+            raw = int(raw.strip())
+    if not isinstance(raw, int) or not 0 < raw < 2**63:
         raise _PointError("run_id", f"must be the integer id of a run, got {str(raw)[:40]!r}")
     return raw
 
 
 def _value(raw: Any) -> float:
-    if raw is _MISSING:
-        raise _PointError("value", "is required (a finite number)")
-    if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
-        raise _PointError("value", f"must be a finite number, got {str(raw)[:40]!r}")
-    try:
-        value = float(raw.strip() if isinstance(raw, str) else raw)
-    except (ValueError, OverflowError):
-        raise _PointError("value", f"must be a finite number, got {str(raw)[:40]!r}") from None
+    value = raw
+    if type(raw) is not float:  # a plain float, the common case, skips the conversions
+        if raw is _MISSING:
+            raise _PointError("value", "is required (a finite number)")
+        if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
+            raise _PointError("value", f"must be a finite number, got {str(raw)[:40]!r}")
+        try:
+            value = float(raw.strip() if isinstance(raw, str) else raw)
+        except (ValueError, OverflowError):
+            raise _PointError("value", f"must be a finite number, got {str(raw)[:40]!r}") from None
     if not math.isfinite(value):
         raise _PointError("value", f"must be a finite number, got {str(raw)[:40]!r}")
     return value

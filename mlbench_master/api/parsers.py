@@ -49,7 +49,7 @@ class FastJSONParser(JSONParser):
     def parse(self, stream, media_type=None, parser_context=None):  # noqa: ANN001, ANN201
         parser_context = parser_context or {}
         encoding = parser_context.get("encoding", "utf-8")
-        raw = stream.read() if stream is not None else b""
+        raw = stream.read()  # DRF calls a parser only for a request with a body
         if encoding.lower().replace("_", "-") in ("utf-8", "utf8"):
             try:
                 return fast_json(raw)
